@@ -1,0 +1,3 @@
+from seamline.cli.main import main
+
+raise SystemExit(main())

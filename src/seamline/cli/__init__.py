@@ -1,0 +1,1 @@
+"""The ``seamline`` command line."""

@@ -1,0 +1,122 @@
+"""Classified failures.
+
+Every failure seamline reports has a *kind* from a closed set, a message that never
+carries a secret, and whether trying again may help. Providers raise these at their edge;
+the base verbs turn them into ``error`` events, and the CLI into one line on stderr.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, Final
+
+from seamline.events import Error, ErrorKind
+
+__all__ = [
+    "AuthFailure",
+    "BudgetExceeded",
+    "ERROR_KINDS",
+    "InvalidRequest",
+    "PermissionDenied",
+    "ProviderFailure",
+    "QuotaExceeded",
+    "SandboxViolation",
+    "SeamlineError",
+    "TimeoutFailure",
+    "TransportFailure",
+    "error_for_kind",
+]
+
+ERROR_KINDS: Final[tuple[ErrorKind, ...]] = (
+    "timeout",
+    "auth",
+    "quota",
+    "transport",
+    "provider",
+    "invalid_request",
+    "sandbox",
+    "permission",
+    "budget",
+)
+
+
+class SeamlineError(Exception):
+    """A classified failure. ``kind`` is one of :data:`ERROR_KINDS`."""
+
+    kind: ClassVar[ErrorKind] = "provider"
+    default_retryable: ClassVar[bool] = False
+
+    def __init__(self, message: str, *, retryable: bool | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.retryable = self.default_retryable if retryable is None else retryable
+
+    def to_event(self, *, attempt: int | None = None) -> Error:
+        return Error(kind=self.kind, message=self.message, retryable=self.retryable, attempt=attempt)
+
+
+class TimeoutFailure(SeamlineError):
+    kind = "timeout"
+    default_retryable = True
+
+
+class AuthFailure(SeamlineError):
+    kind = "auth"
+
+
+class QuotaExceeded(SeamlineError):
+    kind = "quota"
+    default_retryable = True
+
+    def __init__(
+        self, message: str, *, retryable: bool | None = None, retry_after: float | None = None
+    ) -> None:
+        super().__init__(message, retryable=retryable)
+        self.retry_after = retry_after
+
+
+class TransportFailure(SeamlineError):
+    kind = "transport"
+    default_retryable = True
+
+
+class ProviderFailure(SeamlineError):
+    kind = "provider"
+
+
+class InvalidRequest(SeamlineError):
+    """A request that cannot succeed as given: a user mistake or a refused input."""
+
+    kind = "invalid_request"
+
+
+class SandboxViolation(SeamlineError):
+    kind = "sandbox"
+
+
+class PermissionDenied(SeamlineError):
+    kind = "permission"
+
+
+class BudgetExceeded(SeamlineError):
+    kind = "budget"
+
+
+_BY_KIND: Final[dict[ErrorKind, type[SeamlineError]]] = {
+    cls.kind: cls
+    for cls in (
+        TimeoutFailure,
+        AuthFailure,
+        QuotaExceeded,
+        TransportFailure,
+        ProviderFailure,
+        InvalidRequest,
+        SandboxViolation,
+        PermissionDenied,
+        BudgetExceeded,
+    )
+}
+
+
+def error_for_kind(kind: ErrorKind, message: str, *, retryable: bool | None = None) -> SeamlineError:
+    """Build the exception class that matches ``kind``."""
+    return _BY_KIND[kind](message, retryable=retryable)

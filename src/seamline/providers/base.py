@@ -1,0 +1,521 @@
+"""The provider seam.
+
+A backend is one subclass of :class:`Provider` plus one registry entry. The public
+verbs (``preflight``, ``open``, ``resume``, ``fork``, ``ProviderSession.send``, ``abort``,
+``close``, ``seed``, ``transcript_location``, ``configured_model``, ``rates``) validate,
+emit events and keep the settle invariants; a subclass implements only the ``_`` hooks
+and declares its capabilities as class attributes.
+
+Settle invariants, enforced here whatever a hook does:
+
+- every turn starts with a ``session`` event and ends with exactly one ``complete``;
+- nothing is emitted after ``complete``;
+- the provider's session id is captured once, stored, and never silently replaced;
+- a usage figure is counted once (a repeated ``usage_id`` is dropped);
+- the raw log holds every input and output, flushed before ``complete`` is emitted.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Final, Literal
+
+import msgspec
+
+from seamline.errors import InvalidRequest, PermissionDenied, ProviderFailure, SeamlineError
+from seamline.events import (
+    Complete,
+    Error,
+    Event,
+    Raw,
+    ReasoningDelta,
+    Session,
+    TextDelta,
+    Usage,
+    encode_event,
+)
+from seamline.loop.kernel import LoopConfig, run_agent_loop
+from seamline.loop.messages import Message, ModelRequest
+from seamline.loop.observers import Observer
+from seamline.sessions.store import SessionStore
+from seamline.tools.approval import Approval
+from seamline.tools.base import Toolset
+from seamline.usage import Rates, priced_usage
+
+__all__ = [
+    "BLOCK_ENV",
+    "Capabilities",
+    "OptionSpec",
+    "PreflightCheck",
+    "Provider",
+    "ProviderSession",
+    "TurnTotals",
+]
+
+BLOCK_ENV: Final = "SEAMLINE_BLOCK_REAL_PROVIDERS"
+
+Forking = Literal["native", "emulated", "none"]
+IdMinter = Literal["provider", "seamline"]
+CostScope = Literal["step", "turn", "session"]
+CostSource = Literal["reported", "priced", "free", "script"]
+BudgetEnforcement = Literal["native", "seamline"]
+ResultCadence = Literal["stream", "turn"]
+
+
+@dataclass(frozen=True, slots=True)
+class OptionSpec:
+    """A ``--provider-option`` a provider accepts."""
+
+    help: str
+    default: str | None = None
+    choices: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PreflightCheck:
+    """One readiness probe: what was checked, whether it passed, and the fix if not."""
+
+    name: str
+    ok: bool
+    detail: str = ""
+    fix: str | None = None
+
+
+class Capabilities(msgspec.Struct, frozen=True, kw_only=True):
+    """What a provider can do, read from its class attributes."""
+
+    forking: Forking
+    session_ids: IdMinter
+    cost_scope: CostScope
+    cost_source: CostSource
+    budget: BudgetEnforcement
+    result_cadence: ResultCadence
+    routes: tuple[str, ...]
+    runs_own_tools: bool
+    resume: Literal["native", "emulated", "none"]
+    mcp_transports: tuple[str, ...]
+    attachments: tuple[str, ...]
+    real: bool
+
+
+@dataclass(slots=True)
+class TurnTotals:
+    """Sums over one turn, as the base counted them."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    cost_usd: float = 0.0
+    unpriced: int = 0
+
+    def add(self, usage: Usage) -> None:
+        self.input_tokens += usage.input_tokens
+        self.output_tokens += usage.output_tokens
+        self.cache_read_tokens += usage.cache_read_tokens
+        self.cache_write_tokens += usage.cache_write_tokens
+        if usage.priced and usage.cost_usd is not None:
+            self.cost_usd += usage.cost_usd
+        else:
+            self.unpriced += 1
+
+    @property
+    def cost_known(self) -> bool:
+        return self.unpriced == 0
+
+
+class Provider:
+    """Base of every backend. Subclasses set the class attributes and the ``_`` hooks.
+
+    A provider that leaves tools to seamline implements :meth:`_step` (one model call);
+    one that runs its own tools (an agent CLI) sets ``runs_own_tools = True`` and
+    implements :meth:`_turn`.
+    """
+
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    default_model: ClassVar[str | None] = None
+    options: ClassVar[Mapping[str, OptionSpec]] = {}
+    # capabilities
+    forking: ClassVar[Forking] = "emulated"
+    session_ids: ClassVar[IdMinter] = "seamline"
+    cost_scope: ClassVar[CostScope] = "step"
+    cost_source: ClassVar[CostSource] = "priced"
+    budget: ClassVar[BudgetEnforcement] = "seamline"
+    result_cadence: ClassVar[ResultCadence] = "stream"
+    routes: ClassVar[tuple[str, ...]] = ("default",)
+    runs_own_tools: ClassVar[bool] = False
+    resume_support: ClassVar[Literal["native", "emulated", "none"]] = "emulated"
+    mcp_transports: ClassVar[tuple[str, ...]] = ()
+    attachments: ClassVar[tuple[str, ...]] = ()
+    real: ClassVar[bool] = True  # calls something outside this process
+
+    def __init__(self, *, model: str | None = None, options: Mapping[str, str] | None = None) -> None:
+        given = dict(options or {})
+        unknown = sorted(set(given) - set(self.options))
+        if unknown:
+            known = ", ".join(sorted(self.options)) or "none"
+            raise InvalidRequest(f"unknown option(s) for provider {self.name}: {', '.join(unknown)} (known: {known})")
+        for key, value in given.items():
+            spec = self.options[key]
+            if spec.choices and value not in spec.choices:
+                raise InvalidRequest(f"option {key}={value!r} for {self.name}: choose one of {', '.join(spec.choices)}")
+        self.option_values: dict[str, str] = {k: v.default for k, v in self.options.items() if v.default is not None}
+        self.option_values.update(given)
+        self.model = model or self.configured_model()
+
+    # -- capabilities ---------------------------------------------------------------------
+    @classmethod
+    def capabilities(cls) -> Capabilities:
+        return Capabilities(
+            forking=cls.forking,
+            session_ids=cls.session_ids,
+            cost_scope=cls.cost_scope,
+            cost_source=cls.cost_source,
+            budget=cls.budget,
+            result_cadence=cls.result_cadence,
+            routes=cls.routes,
+            runs_own_tools=cls.runs_own_tools,
+            resume=cls.resume_support,
+            mcp_transports=cls.mcp_transports,
+            attachments=cls.attachments,
+            real=cls.real,
+        )
+
+    # -- public verbs ---------------------------------------------------------------------
+    async def preflight(self) -> list[PreflightCheck]:
+        """Probe readiness before a run commits; never raises for a failed probe."""
+        try:
+            return list(await self._preflight())
+        except SeamlineError as exc:
+            return [PreflightCheck(name=self.name, ok=False, detail=f"{exc.kind}: {exc.message}")]
+
+    async def open(
+        self,
+        *,
+        workspace: str | os.PathLike[str] | None = None,
+        store: SessionStore | None = None,
+        tools: Toolset | None = None,
+        observers: Sequence[Observer] = (),
+        approval: Approval | None = None,
+        session_id: str | None = None,
+        parent_id: str | None = None,
+        mode: Literal["planning", "agent"] = "agent",
+        metadata: Mapping[str, Any] | None = None,
+        system_prompt: str | None = None,
+    ) -> ProviderSession:
+        """Start a new session; the record is written before any turn runs."""
+        self._check_allowed()
+        sid = session_id or uuid.uuid4().hex
+        session = ProviderSession(
+            provider=self,
+            session_id=sid,
+            workspace=Path(workspace).resolve() if workspace is not None else None,
+            store=store,
+            tools=tools or Toolset(),
+            observers=tuple(observers),
+            approval=approval,
+            parent_id=parent_id,
+        )
+        if system_prompt:
+            session.messages.append(Message(role="system", content=system_prompt))
+        if store is not None:
+            store.create_session(
+                sid,
+                provider=self.name,
+                model=self.model,
+                parent_id=parent_id,
+                workspace=str(session.workspace) if session.workspace else None,
+                mode=mode,
+                metadata=metadata,
+            )
+        await self._open(session)
+        return session
+
+    async def abort(self, session: ProviderSession) -> None:
+        """Ask the running turn to stop; it ends with outcome ``aborted``."""
+        session.aborted = True
+        await self._abort(session)
+
+    async def close(self, session: ProviderSession) -> None:
+        try:
+            await self._close(session)
+        finally:
+            if session.store is not None:
+                session.store.flush()
+
+    def seed(self, node_dir: Path, parent_dir: Path | None = None) -> None:
+        """Materialise this provider's configuration in a new node directory."""
+        node_dir.mkdir(parents=True, exist_ok=True)
+        self._seed(node_dir, parent_dir)
+
+    def transcript_location(self, session: ProviderSession) -> Path | None:
+        return self._transcript_location(session)
+
+    def configured_model(self) -> str | None:
+        return self._configured_model() or self.default_model
+
+    def rates(self, model: str | None) -> Rates | None:
+        return self._rates(model)
+
+    # -- hooks ------------------------------------------------------------------------------
+    async def _preflight(self) -> Sequence[PreflightCheck]:
+        return [PreflightCheck(name=self.name, ok=True, detail="no checks needed")]
+
+    async def _open(self, session: ProviderSession) -> None:
+        return None
+
+    def _step(self, request: ModelRequest) -> AsyncIterator[Event]:
+        raise NotImplementedError(f"{type(self).__name__} implements neither _step nor _turn")
+
+    def _turn(self, session: ProviderSession, prompt: str) -> AsyncIterator[Event]:
+        raise NotImplementedError(f"{type(self).__name__} runs its own tools but has no _turn")
+
+    async def _abort(self, session: ProviderSession) -> None:
+        return None
+
+    async def _close(self, session: ProviderSession) -> None:
+        return None
+
+    def _seed(self, node_dir: Path, parent_dir: Path | None) -> None:
+        return None
+
+    def _transcript_location(self, session: ProviderSession) -> Path | None:
+        return None
+
+    def _configured_model(self) -> str | None:
+        return None
+
+    def _rates(self, model: str | None) -> Rates | None:
+        return None
+
+    def _check_allowed(self) -> None:
+        if self.real and os.environ.get(BLOCK_ENV, "") not in ("", "0"):
+            raise PermissionDenied(
+                f"provider {self.name} would call a real backend, and {BLOCK_ENV} forbids that (tests)"
+            )
+
+
+@dataclass(eq=False)
+class ProviderSession:
+    """An open session of one provider: the handle every turn goes through."""
+
+    provider: Provider
+    session_id: str
+    workspace: Path | None
+    store: SessionStore | None
+    tools: Toolset
+    observers: tuple[Observer, ...] = ()
+    approval: Approval | None = None
+    parent_id: str | None = None
+    provider_session_id: str | None = None
+    messages: list[Message] = field(default_factory=list)
+    turn: int = 0
+    aborted: bool = False
+    state: dict[str, Any] = field(default_factory=dict)
+    totals: TurnTotals = field(default_factory=TurnTotals)
+
+    def capture_provider_session_id(self, provider_session_id: str) -> bool:
+        """Record the provider's session id once; a different later id is refused."""
+        if self.provider_session_id is None:
+            self.provider_session_id = provider_session_id
+            if self.store is not None:
+                self.store.set_provider_session_id(self.session_id, provider_session_id)
+            return True
+        return False
+
+    async def send(
+        self,
+        prompt: str,
+        *,
+        max_steps: int = 50,
+        budget_usd: float | None = None,
+        params: Mapping[str, Any] | None = None,
+    ) -> AsyncIterator[Event]:
+        """Run one turn and stream its events; the last one is the only ``complete``."""
+        provider = self.provider
+        provider._check_allowed()
+        self.turn += 1
+        self.aborted = False
+        turn = self.turn
+        totals = TurnTotals()
+        self.totals = totals
+        log = _RawLog(self.store, self.session_id, turn)
+        log.record_input("prompt", prompt)
+        seen_usage: set[str] = set()
+        first = Session(
+            session_id=self.session_id,
+            provider=provider.name,
+            model=provider.model,
+            provider_session_id=self.provider_session_id,
+        )
+        log.record(first)
+        yield first
+        if provider.runs_own_tools:
+            source = provider._turn(self, prompt)
+        else:
+            self.messages.append(Message(role="user", content=prompt))
+            source = run_agent_loop(
+                step=provider._step,
+                messages=self.messages,
+                tools=self.tools,
+                session_id=self.session_id,
+                turn=turn,
+                model=provider.model,
+                observers=self.observers,
+                approval=self.approval,
+                config=LoopConfig(max_steps=max_steps, params=dict(params or {})),
+                aborted=lambda: self.aborted,
+            )
+        final: Complete | None = None
+        try:
+            async for event in source:
+                kind = type(event)
+                if kind is Complete:
+                    final = event
+                    break
+                if kind is Session:
+                    psid = event.provider_session_id
+                    if psid and psid != self.provider_session_id:
+                        if self.capture_provider_session_id(psid):
+                            event = Session(
+                                session_id=self.session_id, provider=provider.name,
+                                model=event.model or provider.model, provider_session_id=psid,
+                            )
+                        else:
+                            event = Error(kind="provider", message=f"provider reported a second session id {psid!r}; keeping {self.provider_session_id!r}")
+                    else:
+                        continue
+                elif kind is Usage:
+                    if event.usage_id is not None:
+                        if event.usage_id in seen_usage:
+                            log.record(Raw(source="seamline", payload={"dropped_duplicate_usage": event.usage_id}))
+                            continue
+                        seen_usage.add(event.usage_id)
+                    if not event.priced:
+                        event = priced_usage(event, model=event.model or provider.model, rates=provider.rates(event.model or provider.model))
+                    totals.add(event)
+                    log.record(event)
+                    yield event
+                    if budget_usd is not None and totals.cost_usd > budget_usd:
+                        message = f"cost {totals.cost_usd:.6f} USD passed the budget of {budget_usd:.6f} USD"
+                        err = Error(kind="budget", message=message)
+                        log.record(err)
+                        yield err
+                        final = Complete(outcome="budget", stop_reason="budget", text="")
+                        self.aborted = True
+                        break
+                    continue
+                log.record(event)
+                yield event
+        except SeamlineError as exc:
+            err = exc.to_event()
+            log.record(err)
+            yield err
+            final = Complete(outcome="failed", stop_reason=exc.kind)
+        except Exception as exc:  # noqa: BLE001 - a provider's bug becomes a classified error
+            failure = ProviderFailure(f"provider {provider.name} failed mid-stream: {type(exc).__name__}: {exc}")
+            err = failure.to_event()
+            log.record(err)
+            yield err
+            final = Complete(outcome="failed", stop_reason="provider_error")
+        except BaseException:
+            # Cancelled from outside: what was recorded stays, the session is marked.
+            log.record(Complete(outcome="aborted", stop_reason="cancelled"))
+            log.flush(quiet=True)
+            self._set_status("aborted")
+            raise
+        finally:
+            closer = getattr(source, "aclose", None)
+            if closer is not None:
+                try:
+                    await closer()
+                except Exception:  # noqa: BLE001 - closing a broken source must not mask the turn
+                    pass
+        if final is None:
+            err = Error(kind="provider", message=f"provider {provider.name} ended the turn without a result")
+            log.record(err)
+            yield err
+            final = Complete(outcome="failed", stop_reason="no_result")
+        log.record(final)
+        try:
+            log.flush()
+        except SeamlineError as exc:
+            err = exc.to_event()
+            yield err
+            final = Complete(outcome="failed", stop_reason=exc.kind, text=final.text)
+        self._set_status(_STATUS[final.outcome])
+        yield final
+
+    def _set_status(self, status: Literal["open", "completed", "failed", "aborted", "budget"]) -> None:
+        if self.store is not None:
+            try:
+                self.store.set_status(self.session_id, status)
+            except SeamlineError:
+                pass
+
+
+_STATUS: Final[dict[str, Literal["completed", "failed", "aborted", "budget"]]] = {
+    "completed": "completed",
+    "failed": "failed",
+    "aborted": "aborted",
+    "budget": "budget",
+}
+
+
+class _RawLog:
+    """Buffers raw-log rows of one turn; consecutive deltas are coalesced into one row."""
+
+    __slots__ = ("_store", "_session_id", "_turn", "_delta_kind", "_delta")
+
+    def __init__(self, store: SessionStore | None, session_id: str, turn: int) -> None:
+        self._store = store
+        self._session_id = session_id
+        self._turn = turn
+        self._delta_kind: type[Event] | None = None
+        self._delta: list[str] = []
+
+    def record_input(self, source: str, payload: str) -> None:
+        if self._store is not None:
+            self._store.append_raw(self._session_id, self._turn, "in", source, msgspec.json.encode(payload).decode())
+
+    def record(self, event: Event) -> None:
+        store = self._store
+        if store is None:
+            return
+        kind = type(event)
+        if kind is TextDelta or kind is ReasoningDelta:
+            if self._delta_kind is not kind:
+                self._flush_delta()
+                self._delta_kind = kind
+            self._delta.append(event.text)  # type: ignore[union-attr]
+            return
+        if self._delta:
+            self._flush_delta()
+        if kind is Raw:
+            store.append_raw(self._session_id, self._turn, "out", event.source, msgspec.json.encode(event.payload).decode())  # type: ignore[union-attr]
+        else:
+            store.append_raw(self._session_id, self._turn, "out", "event", encode_event(event).decode())
+
+    def _flush_delta(self) -> None:
+        if self._delta and self._store is not None and self._delta_kind is not None:
+            merged = self._delta_kind(text="".join(self._delta))  # type: ignore[call-arg]
+            self._store.append_raw(self._session_id, self._turn, "out", "event", encode_event(merged).decode())
+        self._delta = []
+        self._delta_kind = None
+
+    def flush(self, *, quiet: bool = False) -> None:
+        self._flush_delta()
+        if self._store is None:
+            return
+        try:
+            self._store.flush()
+        except SeamlineError:
+            if not quiet:
+                raise
+
+

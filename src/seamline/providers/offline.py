@@ -1,0 +1,210 @@
+"""The embedded ``offline`` provider: no network, no weights, deterministic.
+
+It answers a question extractively from the workspace. Over three model calls it lists
+the workspace, reads the files whose names fit the question, and answers with the
+passages that match it best, citing file and lines. It reads only through the loop's
+tools, so a run shows real ``tool_call`` and ``tool_result`` events, and the same
+question over the same files gives the same answer, byte for byte.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import ClassVar, Final
+
+from seamline.events import Event, TextDelta, ToolCall, Usage
+from seamline.loop.messages import Message, ModelRequest
+from seamline.providers.base import OptionSpec, PreflightCheck, Provider
+
+__all__ = ["OfflineProvider"]
+
+_WORD: Final = re.compile(r"[a-z0-9_]+")
+_STOP: Final = frozenset(
+    "a an and are as at be by can do does for from how i if in is it its me my of on or our should so "
+    "that the their them then there these this to was we what when where which who why will with you your "
+    "about into use used using want need get make".split()
+)
+_TEXT_SUFFIXES: Final = (".md", ".rst", ".txt", ".py", ".toml", ".yaml", ".yml", ".json", ".cfg", ".ini", ".sh", "")
+_DOC_SUFFIXES: Final = (".md", ".rst", ".txt")
+_MAX_FILES: Final = 6
+_MAX_PASSAGES: Final = 3
+_PASSAGE_LINES: Final = 12
+
+
+def _stem(word: str) -> str:
+    for suffix in ("ing", "ies", "es", "ed", "s"):
+        if len(word) > len(suffix) + 2 and word.endswith(suffix):
+            word = word[: -len(suffix)] + ("y" if suffix == "ies" else "")
+            break
+    return word[:-1] if len(word) > 4 and word.endswith("e") else word
+
+
+def _terms(text: str) -> list[str]:
+    return [_stem(w) for w in _WORD.findall(text.lower()) if w not in _STOP and len(w) > 1]
+
+
+@dataclass(frozen=True, slots=True)
+class _Passage:
+    path: str
+    start: int
+    end: int
+    lines: tuple[str, ...]
+
+
+class OfflineProvider(Provider):
+    """Extractive answers from the workspace; the default provider."""
+
+    name: ClassVar[str] = "offline"
+    description: ClassVar[str] = "embedded, deterministic, extractive answers from the workspace (no network)"
+    default_model: ClassVar[str | None] = "extractive"
+    options: ClassVar[dict[str, OptionSpec]] = {
+        "max_files": OptionSpec("how many files to read at most", default=str(_MAX_FILES)),
+        "passages": OptionSpec("how many passages to cite at most", default=str(_MAX_PASSAGES)),
+    }
+    forking = "emulated"
+    session_ids = "seamline"
+    cost_scope = "step"
+    cost_source = "free"
+    result_cadence = "stream"
+    routes = ("extractive",)
+    real = False
+
+    def _step(self, request: ModelRequest) -> AsyncIterator[Event]:
+        return self._answer(request)
+
+    async def _preflight(self) -> Sequence[PreflightCheck]:
+        return [PreflightCheck(name="offline", ok=True, detail="embedded; needs nothing")]
+
+    async def _answer(self, request: ModelRequest) -> AsyncIterator[Event]:
+        question, since = _last_question(request.messages)
+        tools = {t.name for t in request.tools}
+        called = [c for m in since if m.role == "assistant" for c in m.tool_calls]
+        results = {m.call_id: m for m in since if m.role == "tool"}
+        prefix = f"offline-{request.turn}-{request.step}"
+        usage_in = sum(len(m.content) for m in request.messages) // 4 + 1
+        if not called and "list_dir" in tools:
+            yield ToolCall(call_id=f"{prefix}-0", name="list_dir", arguments={"path": ".", "depth": 4})
+            yield Usage(input_tokens=usage_in, output_tokens=12, cost_usd=0.0, priced=True, model=self.model, usage_id=prefix)
+            return
+        listed = [c for c in called if c.name == "list_dir"]
+        read = [c for c in called if c.name == "read_file"]
+        if listed and not read and "read_file" in tools:
+            listing = results.get(listed[-1].call_id)
+            files = _choose_files(question, listing.content if listing and not listing.is_error else "", self._int("max_files"))
+            if files:
+                for i, path in enumerate(files):
+                    yield ToolCall(call_id=f"{prefix}-{i}", name="read_file", arguments={"path": path})
+                yield Usage(input_tokens=usage_in, output_tokens=10 * len(files), cost_usd=0.0, priced=True, model=self.model, usage_id=prefix)
+                return
+        sources = [(c.arguments.get("path", ""), results[c.call_id].content) for c in read if c.call_id in results and not results[c.call_id].is_error]
+        answer = _compose(question, sources, self._int("passages"))
+        for chunk in _chunks(answer):
+            yield TextDelta(text=chunk)
+        yield Usage(input_tokens=usage_in, output_tokens=len(answer) // 4 + 1, cost_usd=0.0, priced=True, model=self.model, usage_id=prefix)
+
+    def _int(self, key: str) -> int:
+        try:
+            return max(1, int(self.option_values[key]))
+        except ValueError:
+            return int(self.options[key].default or "1")
+
+
+def _last_question(messages: list[Message]) -> tuple[str, list[Message]]:
+    for i in range(len(messages) - 1, -1, -1):
+        if messages[i].role == "user":
+            return messages[i].content, messages[i + 1 :]
+    return "", list(messages)
+
+
+def _choose_files(question: str, listing: str, limit: int) -> list[str]:
+    terms = set(_terms(question))
+    scored: list[tuple[float, str]] = []
+    for line in listing.splitlines():
+        path = line.strip()
+        if not path or path.endswith("/") or path.startswith("["):
+            continue
+        name = path.rsplit("/", 1)[-1]
+        suffix = "." + name.rsplit(".", 1)[-1].lower() if "." in name else ""
+        if suffix not in _TEXT_SUFFIXES:
+            continue
+        path_terms = set(_terms(path.replace("/", " ").replace(".", " ").replace("-", " ")))
+        score = 3.0 * len(terms & path_terms)
+        if suffix in _DOC_SUFFIXES:
+            score += 1.0
+        if name.lower().startswith("readme"):
+            score += 1.5
+        if path.count("/") == 0:
+            score += 0.25
+        scored.append((score, path))
+    scored.sort(key=lambda item: (-item[0], item[1]))
+    return [p for s, p in scored[:limit] if s > 0]
+
+
+def _passages(path: str, numbered: str) -> list[_Passage]:
+    rows: list[tuple[int, str]] = []
+    for raw in numbered.splitlines():
+        number, tab, text = raw.partition("\t")
+        if tab and number.strip().isdigit():
+            rows.append((int(number), text))
+    out: list[_Passage] = []
+    block: list[tuple[int, str]] = []
+
+    def close() -> None:
+        if block:
+            out.append(_Passage(path, block[0][0], block[-1][0], tuple(t for _, t in block)))
+            block.clear()
+
+    for number, text in rows:
+        if not text.strip() or (text.startswith("#") and block):
+            close()
+            if not text.strip():
+                continue
+        block.append((number, text))
+        if len(block) >= _PASSAGE_LINES:
+            close()
+    close()
+    return out
+
+
+def _compose(question: str, sources: list[tuple[str, str]], limit: int) -> str:
+    terms = _terms(question)
+    passages = [p for path, content in sources for p in _passages(path, content)]
+    if not terms or not passages:
+        read = ", ".join(path for path, _ in sources) or "nothing"
+        return f'I found nothing in the workspace that answers "{question.strip()}". I read: {read}.\n'
+    bags = [_terms(" ".join(p.lines)) for p in passages]
+    df: dict[str, int] = {}
+    for bag in bags:
+        for term in set(bag):
+            df[term] = df.get(term, 0) + 1
+    n = len(passages)
+    unique = set(terms)
+    scored: list[tuple[float, int]] = []
+    for i, bag in enumerate(bags):
+        counts: dict[str, int] = {}
+        for term in bag:
+            if term in unique:
+                counts[term] = counts.get(term, 0) + 1
+        if not counts:
+            continue
+        score = sum((1 + math.log(c)) * math.log(1 + n / df[t]) for t, c in counts.items())
+        score *= len(counts) / len(unique)  # passages that cover more of the question rank higher
+        scored.append((score, i))
+    scored.sort(key=lambda item: (-round(item[0], 9), passages[item[1]].path, passages[item[1]].start))
+    chosen = [passages[i] for _, i in scored[:limit]]
+    if not chosen:
+        read = ", ".join(path for path, _ in sources)
+        return f'I found nothing in the workspace that answers "{question.strip()}". I read: {read}.\n'
+    parts = [f'From the workspace, the passages that best answer "{question.strip()}":\n']
+    for k, p in enumerate(chosen, 1):
+        parts.append(f"\n{k}. {p.path}:{p.start}-{p.end}\n")
+        parts.extend(f"   > {line}\n" for line in p.lines)
+    parts.append("\nSources: " + ", ".join(f"{p.path}:{p.start}-{p.end}" for p in chosen) + "\n")
+    return "".join(parts)
+
+
+def _chunks(text: str) -> list[str]:
+    return text.splitlines(keepends=True)

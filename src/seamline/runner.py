@@ -1,0 +1,106 @@
+"""Run a prompt on a provider in one call: the convenience layer over the seam.
+
+>>> import seamline
+>>> result = seamline.run_sync("What is seamline?", workspace=".", store=None)  # doctest: +SKIP
+>>> result.outcome
+'completed'
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from seamline.events import Complete, Event, Usage
+from seamline.events import Session as SessionEvent
+from seamline.loop.observers import Observer
+from seamline.providers.base import Provider, ProviderSession
+from seamline.providers.registry import create_provider
+from seamline.sessions.store import SessionStore
+from seamline.tools.approval import Approval, YesApproval
+from seamline.tools.base import Toolset
+from seamline.tools.workspace import Workspace, workspace_tools
+
+__all__ = ["RunResult", "run", "run_sync", "stream"]
+
+
+@dataclass(slots=True)
+class RunResult:
+    """What a finished turn gave."""
+
+    session_id: str
+    outcome: str
+    stop_reason: str
+    text: str
+    events: list[Event] = field(default_factory=list)
+    cost_usd: float | None = 0.0
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+async def stream(
+    prompt: str,
+    *,
+    provider: str | Provider = "offline",
+    model: str | None = None,
+    options: Mapping[str, str] | None = None,
+    workspace: str | os.PathLike[str] = ".",
+    store: SessionStore | None = None,
+    tools: Toolset | None = None,
+    yes: bool = False,
+    approval: Approval | None = None,
+    observers: Sequence[Observer] = (),
+    max_steps: int = 50,
+    budget_usd: float | None = None,
+    on_open: Callable[[ProviderSession], None] | None = None,
+) -> AsyncIterator[Event]:
+    """Open a session, run one turn, stream its events, close the session."""
+    backend = provider if isinstance(provider, Provider) else create_provider(provider, model=model, options=options)
+    ws = Workspace(workspace)
+    session = await backend.open(
+        workspace=ws.root,
+        store=store,
+        tools=tools if tools is not None else workspace_tools(ws),
+        observers=observers,
+        approval=approval or YesApproval(yes=yes),
+    )
+    if on_open is not None:
+        on_open(session)
+    try:
+        async for event in session.send(prompt, max_steps=max_steps, budget_usd=budget_usd):
+            yield event
+    finally:
+        await backend.close(session)
+
+
+async def run(prompt: str, **kwargs: Any) -> RunResult:
+    """Run one turn and collect it; takes the keyword options of :func:`stream`."""
+    events: list[Event] = []
+    session_id = ""
+    cost: float | None = 0.0
+    tokens_in = tokens_out = 0
+    final = Complete(outcome="failed", stop_reason="no_result")
+    async for event in stream(prompt, **kwargs):
+        events.append(event)
+        if isinstance(event, SessionEvent):
+            session_id = event.session_id
+        elif isinstance(event, Usage):
+            tokens_in += event.input_tokens
+            tokens_out += event.output_tokens
+            cost = None if cost is None or event.cost_usd is None else cost + event.cost_usd
+        elif isinstance(event, Complete):
+            final = event
+    return RunResult(
+        session_id=session_id, outcome=final.outcome, stop_reason=final.stop_reason, text=final.text,
+        events=events, cost_usd=cost, input_tokens=tokens_in, output_tokens=tokens_out,
+    )
+
+
+def run_sync(prompt: str, **kwargs: Any) -> RunResult:
+    """:func:`run` for code without an event loop."""
+    return asyncio.run(run(prompt, **kwargs))
+
+

@@ -1,0 +1,38 @@
+"""Approval: whether a tool call may run.
+
+Until the sandbox and the permission rules land, reading tools run freely and tools of
+class write, execute or network run only when the user said ``--yes``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from seamline.events import ToolCall
+from seamline.tools.base import Tool
+
+__all__ = ["Approval", "ApprovalDecision", "YesApproval"]
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalDecision:
+    allow: bool
+    reason: str = ""
+    scope: Literal["once", "session", "always"] = "once"
+
+
+class Approval(Protocol):
+    async def decide(self, tool: Tool, call: ToolCall) -> ApprovalDecision: ...
+
+
+@dataclass(frozen=True, slots=True)
+class YesApproval:
+    """Reading tools are allowed; the rest only with ``yes=True`` (the ``--yes`` flag)."""
+
+    yes: bool = False
+
+    async def decide(self, tool: Tool, call: ToolCall) -> ApprovalDecision:
+        if tool.tool_class == "read" or self.yes:
+            return ApprovalDecision(True, "allowed" if tool.tool_class == "read" else "allowed by --yes")
+        return ApprovalDecision(False, f"{tool.name} is a {tool.tool_class} tool; pass --yes to allow it")

@@ -1,0 +1,194 @@
+"""Tools: a name, a JSON schema derived from a typed Python function, and metadata.
+
+>>> from seamline.tools import tool
+>>> @tool
+... def add(a: int, b: int = 1) -> str:
+...     '''Add two numbers.'''
+...     return str(a + b)
+>>> add.parameters["required"]
+['a']
+"""
+
+from __future__ import annotations
+
+import inspect
+import typing
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeAlias, overload
+
+import msgspec
+
+from seamline.errors import InvalidRequest
+from seamline.events import Event
+
+__all__ = ["Tool", "ToolClass", "ToolContext", "ToolSpec", "Toolset", "tool"]
+
+ToolClass: TypeAlias = Literal["read", "write", "execute", "network"]
+ToolFunction: TypeAlias = Callable[..., Awaitable[str] | str]
+
+
+class ToolSpec(msgspec.Struct, frozen=True, kw_only=True):
+    """What a model sees of a tool."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+@dataclass(slots=True)
+class ToolContext:
+    """Passed to a tool that declares a parameter annotated ``ToolContext``."""
+
+    call_id: str
+    session_id: str
+    turn_id: int
+    emit: Callable[[Event], None]
+    workspace: Any = None  # the Workspace, when the tool set has one
+
+
+@dataclass(frozen=True, slots=True)
+class Tool:
+    """A callable the model may ask for. Build one with :func:`tool`."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    function: ToolFunction
+    tool_class: ToolClass = "read"
+    source: str = "host"
+    server: str | None = None
+    reaches_outside: bool = False
+    _args_type: type[msgspec.Struct] | None = field(default=None, repr=False)
+    _context_param: str | None = field(default=None, repr=False)
+    _is_async: bool = field(default=False, repr=False)
+
+    @property
+    def spec(self) -> ToolSpec:
+        return ToolSpec(name=self.name, description=self.description, parameters=self.parameters)
+
+    def validate(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        """Check ``arguments`` against the schema; :class:`InvalidRequest` says what is wrong."""
+        if self._args_type is None:
+            return dict(arguments)
+        try:
+            converted = msgspec.convert(dict(arguments), self._args_type, strict=False)
+        except msgspec.ValidationError as exc:
+            raise InvalidRequest(f"invalid arguments for {self.name}: {exc}") from None
+        return {f: getattr(converted, f) for f in self._args_type.__struct_fields__}
+
+    async def invoke(self, arguments: Mapping[str, Any], context: ToolContext) -> str:
+        kwargs = self.validate(arguments)
+        if self._context_param is not None:
+            kwargs[self._context_param] = context
+        if self._is_async:
+            result = await typing.cast(Awaitable[str], self.function(**kwargs))
+        else:
+            result = typing.cast(str, self.function(**kwargs))
+        return result if isinstance(result, str) else msgspec.json.encode(result).decode()
+
+
+@overload
+def tool(function: ToolFunction, /) -> Tool: ...
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    tool_class: ToolClass = "read",
+    reaches_outside: bool = False,
+) -> Callable[[ToolFunction], Tool]: ...
+
+
+def tool(
+    function: ToolFunction | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    tool_class: ToolClass = "read",
+    reaches_outside: bool = False,
+) -> Tool | Callable[[ToolFunction], Tool]:
+    """Make a :class:`Tool` of a typed function; the schema comes from its signature."""
+
+    def build(fn: ToolFunction) -> Tool:
+        return _build_tool(
+            fn, name=name, description=description, tool_class=tool_class, reaches_outside=reaches_outside
+        )
+
+    return build if function is None else build(function)
+
+
+def _build_tool(
+    fn: ToolFunction, *, name: str | None, description: str | None, tool_class: ToolClass, reaches_outside: bool
+) -> Tool:
+    hints = typing.get_type_hints(fn)
+    fields: list[tuple[str, Any] | tuple[str, Any, Any]] = []
+    context_param: str | None = None
+    for param in inspect.signature(fn).parameters.values():
+        annotation = hints.get(param.name, Any)
+        if annotation is ToolContext:
+            context_param = param.name
+            continue
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            raise TypeError(f"tool {fn.__name__}: *args and **kwargs cannot be described to a model")
+        if param.default is inspect.Parameter.empty:
+            fields.append((param.name, annotation))
+        else:
+            fields.append((param.name, annotation, param.default))
+    args_type = msgspec.defstruct(f"{fn.__name__}_args", fields, kw_only=True, forbid_unknown_fields=True)
+    _, components = msgspec.json.schema_components([args_type])
+    schema = dict(components[args_type.__name__])
+    schema.pop("title", None)
+    schema.setdefault("required", [])
+    schema["additionalProperties"] = False
+    doc = inspect.getdoc(fn) or ""
+    return Tool(
+        name=name or fn.__name__,
+        description=description or doc.split("\n\n")[0].strip() or (name or fn.__name__),
+        parameters=schema,
+        function=fn,
+        tool_class=tool_class,
+        reaches_outside=reaches_outside,
+        _args_type=args_type,
+        _context_param=context_param,
+        _is_async=inspect.iscoroutinefunction(fn),
+    )
+
+
+class Toolset:
+    """The tools offered in a run, by name; only tools added here are ever offered."""
+
+    def __init__(self, tools: Iterable[Tool] = (), *, workspace: Any = None) -> None:
+        self._tools: dict[str, Tool] = {}
+        self.workspace = workspace
+        for t in tools:
+            self.add(t)
+
+    def add(self, new: Tool) -> None:
+        if new.name in self._tools:
+            raise ValueError(f"tool {new.name!r} is already in this tool set")
+        self._tools[new.name] = new
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    def names(self) -> list[str]:
+        return list(self._tools)
+
+    def specs(self) -> list[ToolSpec]:
+        return [t.spec for t in self._tools.values()]
+
+    def restrict(self, allow: Iterable[str]) -> Toolset:
+        """A tool set holding only the allowed names; an unknown name is an error."""
+        wanted = list(allow)
+        unknown = [n for n in wanted if n not in self._tools]
+        if unknown:
+            raise InvalidRequest(f"unknown tool(s) in allowlist: {', '.join(unknown)}; known: {', '.join(self._tools)}")
+        return Toolset((self._tools[n] for n in wanted), workspace=self.workspace)
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def __iter__(self) -> typing.Iterator[Tool]:
+        return iter(self._tools.values())

@@ -1,0 +1,100 @@
+"""Usage and cost.
+
+Cost comes from the maintained price data of the ``genai-prices`` package, loaded only
+when a model needs pricing. A model it does not know gives cost unknown
+(``priced=False``, ``cost_usd=None``), never a silent zero.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+from functools import lru_cache
+from typing import Final
+
+from seamline.events import Usage
+
+__all__ = ["FREE", "Rates", "price_usage", "priced_usage"]
+
+
+@dataclass(frozen=True, slots=True)
+class Rates:
+    """Prices in USD per million tokens; cache tokens have their own rates."""
+
+    input: float
+    output: float
+    cache_read: float | None = None
+    cache_write: float | None = None
+
+    def cost(self, usage: Usage) -> float:
+        cached_read = usage.cache_read_tokens
+        cached_write = usage.cache_write_tokens
+        plain_input = max(usage.input_tokens - cached_read - cached_write, 0)
+        read_rate = self.input if self.cache_read is None else self.cache_read
+        write_rate = self.input if self.cache_write is None else self.cache_write
+        total = (
+            plain_input * self.input
+            + cached_read * read_rate
+            + cached_write * write_rate
+            + usage.output_tokens * self.output
+        )
+        return total / 1_000_000
+
+
+FREE: Final = Rates(input=0.0, output=0.0, cache_read=0.0, cache_write=0.0)
+
+
+@lru_cache(maxsize=256)
+def _lookup_known(model: str, provider: str | None) -> bool:
+    try:
+        from genai_prices import Usage as PriceUsage
+        from genai_prices import calc_price
+    except ImportError:  # pragma: no cover - genai-prices is a base dependency
+        return False
+    try:
+        calc_price(PriceUsage(input_tokens=1, output_tokens=1), model, provider_id=provider)
+    except LookupError:
+        return False
+    return True
+
+
+def price_usage(usage: Usage, *, model: str | None, provider: str | None = None) -> float | None:
+    """Cost of ``usage`` for ``model`` from the price data, or ``None`` when unknown."""
+    if not model or not _lookup_known(model, provider):
+        return None
+    from genai_prices import Usage as PriceUsage
+    from genai_prices import calc_price
+
+    result = calc_price(
+        PriceUsage(
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            cache_read_tokens=usage.cache_read_tokens or None,
+            cache_write_tokens=usage.cache_write_tokens or None,
+        ),
+        model,
+        provider_id=provider,
+    )
+    return float(Decimal(result.total_price))
+
+
+def priced_usage(
+    usage: Usage,
+    *,
+    model: str | None,
+    provider: str | None = None,
+    rates: Rates | None = None,
+) -> Usage:
+    """``usage`` with ``cost_usd`` and ``priced`` filled in.
+
+    A usage that already carries a reported cost is kept as it is. ``rates`` (from a
+    provider's rates hook) win over the shared price data.
+    """
+    import msgspec
+
+    if usage.priced and usage.cost_usd is not None:
+        return usage
+    cost = rates.cost(usage) if rates is not None else price_usage(usage, model=model, provider=provider)
+    return msgspec.structs.replace(
+        usage, cost_usd=cost, priced=cost is not None, model=usage.model or model
+    )
