@@ -67,9 +67,7 @@ class QuotaExceeded(SeamlineError):
     kind = "quota"
     default_retryable = True
 
-    def __init__(
-        self, message: str, *, retryable: bool | None = None, retry_after: float | None = None
-    ) -> None:
+    def __init__(self, message: str, *, retryable: bool | None = None, retry_after: float | None = None) -> None:
         super().__init__(message, retryable=retryable)
         self.retry_after = retry_after
 

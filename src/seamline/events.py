@@ -66,7 +66,7 @@ class _Event(msgspec.Struct, kw_only=True, tag_field="type", frozen=True):
         return str(self.__struct_config__.tag)
 
 
-class Session(_Event, tag="session"):
+class Session(_Event, tag="session", frozen=True):
     """A turn started on a session: our id, the provider's id once known."""
 
     session_id: str
@@ -75,25 +75,25 @@ class Session(_Event, tag="session"):
     provider_session_id: str | None = None
 
 
-class TextDelta(_Event, tag="text_delta"):
+class TextDelta(_Event, tag="text_delta", frozen=True):
     text: str
 
 
-class Text(_Event, tag="text"):
+class Text(_Event, tag="text", frozen=True):
     """A finished block of assistant text (the deltas before it, joined)."""
 
     text: str
 
 
-class ReasoningDelta(_Event, tag="reasoning_delta"):
+class ReasoningDelta(_Event, tag="reasoning_delta", frozen=True):
     text: str
 
 
-class Reasoning(_Event, tag="reasoning"):
+class Reasoning(_Event, tag="reasoning", frozen=True):
     text: str
 
 
-class ToolCall(_Event, tag="tool_call"):
+class ToolCall(_Event, tag="tool_call", frozen=True):
     """The model asks for a tool. ``call_id`` is stable from call to result."""
 
     call_id: str
@@ -102,19 +102,19 @@ class ToolCall(_Event, tag="tool_call"):
     source: str = "host"
 
 
-class ToolResult(_Event, tag="tool_result"):
+class ToolResult(_Event, tag="tool_result", frozen=True):
     call_id: str
     output: str
     is_error: bool = False
     name: str | None = None
 
 
-class ToolProgress(_Event, tag="tool_progress"):
+class ToolProgress(_Event, tag="tool_progress", frozen=True):
     call_id: str
     message: str
 
 
-class PermissionRequest(_Event, tag="permission_request"):
+class PermissionRequest(_Event, tag="permission_request", frozen=True):
     request_id: str
     call_id: str | None
     tool: str
@@ -122,20 +122,20 @@ class PermissionRequest(_Event, tag="permission_request"):
     reason: str = ""
 
 
-class PermissionDecision(_Event, tag="permission_decision"):
+class PermissionDecision(_Event, tag="permission_decision", frozen=True):
     request_id: str
     decision: Literal["allow", "deny"]
     scope: Literal["once", "session", "always"] = "once"
     reason: str = ""
 
 
-class FileChange(_Event, tag="file_change"):
+class FileChange(_Event, tag="file_change", frozen=True):
     path: str
     kind: FileChangeKind
     call_id: str | None = None
 
 
-class Usage(_Event, tag="usage"):
+class Usage(_Event, tag="usage", frozen=True):
     """Tokens and cost of one model call (or one turn, for agents that report per turn).
 
     ``input_tokens`` counts every input token, cached ones included; the cache read and
@@ -153,25 +153,25 @@ class Usage(_Event, tag="usage"):
     usage_id: str | None = None
 
 
-class Mode(_Event, tag="mode"):
+class Mode(_Event, tag="mode", frozen=True):
     mode: Literal["planning", "agent"]
 
 
-class Raw(_Event, tag="raw"):
+class Raw(_Event, tag="raw", frozen=True):
     """A provider-native payload, kept verbatim for the raw log."""
 
     source: str
     payload: Any
 
 
-class Error(_Event, tag="error"):
+class Error(_Event, tag="error", frozen=True):
     kind: ErrorKind
     message: str
     retryable: bool = False
     attempt: int | None = None
 
 
-class Complete(_Event, tag="complete"):
+class Complete(_Event, tag="complete", frozen=True):
     """The end of a turn; exactly one per turn. Abort is an outcome, not an error."""
 
     outcome: Outcome
@@ -228,7 +228,8 @@ def encode_event(event: Event) -> bytes:
 
 def decode_event(data: bytes | str) -> Event:
     """Parse one JSON event; raises ``msgspec.ValidationError`` or ``DecodeError``."""
-    return _decoder.decode(data)
+    event: Event = _decoder.decode(data)
+    return event
 
 
 def event_schema() -> dict[str, Any]:

@@ -94,13 +94,17 @@ async def run(prompt: str, **kwargs: Any) -> RunResult:
         elif isinstance(event, Complete):
             final = event
     return RunResult(
-        session_id=session_id, outcome=final.outcome, stop_reason=final.stop_reason, text=final.text,
-        events=events, cost_usd=cost, input_tokens=tokens_in, output_tokens=tokens_out,
+        session_id=session_id,
+        outcome=final.outcome,
+        stop_reason=final.stop_reason,
+        text=final.text,
+        events=events,
+        cost_usd=cost,
+        input_tokens=tokens_in,
+        output_tokens=tokens_out,
     )
 
 
 def run_sync(prompt: str, **kwargs: Any) -> RunResult:
     """:func:`run` for code without an event loop."""
     return asyncio.run(run(prompt, **kwargs))
-
-

@@ -95,6 +95,4 @@ def priced_usage(
     if usage.priced and usage.cost_usd is not None:
         return usage
     cost = rates.cost(usage) if rates is not None else price_usage(usage, model=model, provider=provider)
-    return msgspec.structs.replace(
-        usage, cost_usd=cost, priced=cost is not None, model=usage.model or model
-    )
+    return msgspec.structs.replace(usage, cost_usd=cost, priced=cost is not None, model=usage.model or model)

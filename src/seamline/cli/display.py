@@ -90,7 +90,9 @@ class TextDisplay:
             self.err.write(f"seamline: {event.kind} error: {event.message}{retry}\n")
         elif isinstance(event, Complete):
             cost = "cost unknown" if self.cost is None else f"${self.cost:.4f}"
-            self._note(f"[{event.outcome}: {event.stop_reason} · {self.input_tokens} in / {self.output_tokens} out tokens · {cost}]")
+            self._note(
+                f"[{event.outcome}: {event.stop_reason} · {self.input_tokens} in / {self.output_tokens} out tokens · {cost}]"
+            )
 
     def _note(self, line: str) -> None:
         if self.progress:

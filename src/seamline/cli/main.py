@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import signal
 import sys
 from collections.abc import Sequence
@@ -19,21 +20,16 @@ __all__ = ["EXIT_CODES", "main"]
 
 EXIT_CODES: Final[dict[str, int]] = {"completed": 0, "failed": 1, "usage": 2, "budget": 3, "aborted": 130}
 
-_EPILOG_RUN: Final = """\
-examples:
-  seamline run "How do I add a provider?" --workspace docs
-  seamline run --json "What does the store keep?"
-  seamline run --provider scripted --provider-option script=demo.yaml --yes "Fix the typo"
 
-Without --json the answer goes to stdout and, on a terminal, progress (tools, tokens,
-cost) to stderr. With --json every stdout line is one event: the first is `session`,
-the last is the only `complete`.
-
-exit codes: 0 completed, 1 failed, 2 usage error, 3 budget reached, 130 aborted
-"""
+# Each command lives in its own module with ``add_parser(commands)`` and ``run(args)``;
+# adding a command is one module and one line here.
+_COMMANDS: Final[tuple[str, ...]] = (
+    "seamline.cli.run_command",
+    "seamline.cli.providers_command",
+)
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser() -> tuple[argparse.ArgumentParser, dict[str, str]]:
     parser = argparse.ArgumentParser(
         prog="seamline",
         description="Run agents on any backend: one event vocabulary, sessions, cost, tools.",
@@ -42,41 +38,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-
-    run = commands.add_parser(
-        "run",
-        help="answer a prompt with an agent (the offline provider by default)",
-        description="Run one turn of an agent on PROMPT and stream what it does.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog=_EPILOG_RUN,
-    )
-    run.add_argument("prompt", metavar="PROMPT", help="what to ask; '-' reads it from stdin")
-    run.add_argument("--provider", "-p", default="offline", metavar="NAME", help="backend to use (default: offline); see `seamline providers list`")
-    run.add_argument("--model", "-m", metavar="NAME", help="model name, in the provider's own terms")
-    run.add_argument(
-        "--provider-option", "-o", action="append", default=[], metavar="KEY=VALUE",
-        help="provider option; repeatable (see `seamline providers list --options`)",
-    )
-    run.add_argument("--workspace", "-w", default=".", metavar="DIR", help="folder the tools work in (default: .)")
-    run.add_argument("--store", metavar="PATH", help="session store file (default: $SEAMLINE_STORE or the user data dir)")
-    run.add_argument("--no-store", action="store_true", help="keep nothing on disk")
-    run.add_argument("--yes", "-y", action="store_true", help="allow tools that write or execute (write_file, edit_file, shell)")
-    run.add_argument("--json", action="store_true", help="print one JSON event per line on stdout, nothing else")
-    run.add_argument("--max-steps", type=int, default=50, metavar="N", help="most model calls in the turn (default: 50)")
-    run.add_argument("--budget-usd", type=float, metavar="USD", help="stop the turn once its cost passes this")
-    run.add_argument("--allow", action="append", metavar="TOOL", help="offer only these tools; repeatable")
-
-    providers = commands.add_parser("providers", help="list backends and check that they are ready")
-    pcmds = providers.add_subparsers(dest="providers_command", metavar="SUBCOMMAND")
-    plist = pcmds.add_parser("list", help="every provider, with its capabilities")
-    plist.add_argument("--json", action="store_true", help="one JSON object per provider")
-    plist.add_argument("--options", action="store_true", help="also list each provider's options")
-    pcheck = pcmds.add_parser("check", help="preflight: is a provider ready, and if not, what fixes it")
-    pcheck.add_argument("name", nargs="?", metavar="NAME", help="one provider (default: all)")
-    pcheck.add_argument("--model", "-m", metavar="NAME")
-    pcheck.add_argument("--provider-option", "-o", action="append", default=[], metavar="KEY=VALUE")
-    pcheck.add_argument("--json", action="store_true")
-    return parser
+    owners: dict[str, str] = {}
+    for module_name in _COMMANDS:
+        module = importlib.import_module(module_name)
+        owners[module.add_parser(commands)] = module_name
+    return parser, owners
 
 
 def parse_options(pairs: Sequence[str]) -> dict[str, str]:
@@ -94,26 +60,19 @@ class SeamlineUsage(Exception):
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = _parser()
+    parser, owners = _parser()
     args = parser.parse_args(argv)
     if args.version:
         from seamline import __version__
 
         print(f"seamline {__version__}")
         return 0
-    try:
-        if args.command == "run":
-            from seamline.cli.run_command import run_command
-
-            return run_command(args)
-        if args.command == "providers":
-            from seamline.cli.providers_command import providers_command
-
-            if args.providers_command is None:
-                parser.parse_args(["providers", "--help"])
-            return providers_command(args)
+    if args.command is None:
         parser.print_help()
         return EXIT_CODES["usage"]
+    try:
+        module = importlib.import_module(owners[args.command])
+        return int(module.run(args))
     except SeamlineUsage as exc:
         print(f"seamline: {exc}", file=sys.stderr)
         return EXIT_CODES["usage"]

@@ -6,37 +6,63 @@ import argparse
 import asyncio
 import dataclasses
 import json
+from typing import Any
 
 from seamline.cli.main import parse_options
 from seamline.errors import SeamlineError
 from seamline.providers.base import PreflightCheck
 from seamline.providers.registry import create_provider, provider_class, provider_names
 
-__all__ = ["providers_command"]
+__all__ = ["add_parser", "run"]
 
 
-def providers_command(args: argparse.Namespace) -> int:
+def add_parser(commands: Any) -> str:
+    providers = commands.add_parser(
+        "providers",
+        help="list backends and check that they are ready",
+        description="List the providers seamline can run, and check that one is ready.",
+    )
+    sub = providers.add_subparsers(dest="providers_command", metavar="SUBCOMMAND", required=True)
+    plist = sub.add_parser("list", help="every provider, with its capabilities")
+    plist.add_argument("--json", action="store_true", help="one JSON object per provider")
+    plist.add_argument("--options", action="store_true", help="also list each provider's options")
+    check = sub.add_parser(
+        "check",
+        help="preflight: is a provider ready, and if not, what fixes it",
+        description="Run each provider's preflight; exit 1 when a check fails. Failed checks name their fix.",
+    )
+    check.add_argument("name", nargs="?", metavar="NAME", help="one provider (default: all)")
+    check.add_argument("--model", "-m", metavar="NAME")
+    check.add_argument("--provider-option", "-o", action="append", default=[], metavar="KEY=VALUE")
+    check.add_argument("--json", action="store_true")
+    return "providers"
+
+
+def run(args: argparse.Namespace) -> int:
     if args.providers_command == "list":
         return _list(args)
     return _check(args)
 
 
 def _list(args: argparse.Namespace) -> int:
-    rows = []
+    rows: list[dict[str, Any]] = []
     for name in provider_names():
         try:
             cls = provider_class(name)
         except SeamlineError as exc:
             rows.append({"name": name, "error": exc.message})
             continue
-        caps = cls.capabilities()
+        capabilities = cls.capabilities()
         rows.append(
             {
                 "name": name,
                 "description": cls.description,
                 "default_model": cls.default_model,
-                "capabilities": {f: getattr(caps, f) for f in caps.__struct_fields__},
-                "options": {k: {"help": v.help, "default": v.default, "choices": list(v.choices)} for k, v in cls.options.items()},
+                "capabilities": {f: getattr(capabilities, f) for f in capabilities.__struct_fields__},
+                "options": {
+                    k: {"help": v.help, "default": v.default, "choices": list(v.choices)}
+                    for k, v in cls.options.items()
+                },
             }
         )
     if args.json:
@@ -79,7 +105,15 @@ def _check(args: argparse.Namespace) -> int:
         failed = failed or not all(c.ok for c in checks)
     for name, checks in results:
         if args.json:
-            print(json.dumps({"provider": name, "ok": all(c.ok for c in checks), "checks": [dataclasses.asdict(c) for c in checks]}))
+            print(
+                json.dumps(
+                    {
+                        "provider": name,
+                        "ok": all(c.ok for c in checks),
+                        "checks": [dataclasses.asdict(c) for c in checks],
+                    }
+                )
+            )
             continue
         for check in checks:
             mark = "ok  " if check.ok else "FAIL"

@@ -1,24 +1,81 @@
-"""``seamline run``."""
+"""``seamline run``: one turn of an agent on a prompt."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import sys
+from typing import Any, Final
 
 from seamline.cli.display import JsonDisplay, TextDisplay
 from seamline.cli.main import EXIT_CODES, SeamlineUsage, install_abort_handler, parse_options
 from seamline.events import Complete
-from seamline.providers.base import ProviderSession
+from seamline.providers.base import Provider, ProviderSession
 from seamline.providers.registry import create_provider
 from seamline.runner import stream
 from seamline.sessions.store import SessionStore, default_store_path
+from seamline.tools.base import Toolset
 from seamline.tools.workspace import Workspace, workspace_tools
 
-__all__ = ["run_command"]
+__all__ = ["add_parser", "run"]
+
+_EPILOG: Final = """\
+examples:
+  seamline run "How do I add a provider?" --workspace docs
+  seamline run --json "What does the store keep?"
+  seamline run --provider scripted --provider-option script=demo.yaml --yes "Fix the typo"
+
+Without --json the answer goes to stdout and, on a terminal, progress (tools, tokens,
+cost) to stderr. With --json every stdout line is one event: the first is `session`,
+the last is the only `complete`.
+
+exit codes: 0 completed, 1 failed, 2 usage error, 3 budget reached, 130 aborted
+"""
 
 
-def run_command(args: argparse.Namespace) -> int:
+def add_parser(commands: Any) -> str:
+    run = commands.add_parser(
+        "run",
+        help="answer a prompt with an agent (the offline provider by default)",
+        description="Run one turn of an agent on PROMPT and stream what it does.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=_EPILOG,
+    )
+    run.add_argument("prompt", metavar="PROMPT", help="what to ask; '-' reads it from stdin")
+    run.add_argument(
+        "--provider",
+        "-p",
+        default="offline",
+        metavar="NAME",
+        help="backend to use (default: offline); see `seamline providers list`",
+    )
+    run.add_argument("--model", "-m", metavar="NAME", help="model name, in the provider's own terms")
+    run.add_argument(
+        "--provider-option",
+        "-o",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="provider option; repeatable (see `seamline providers list --options`)",
+    )
+    run.add_argument("--workspace", "-w", default=".", metavar="DIR", help="folder the tools work in (default: .)")
+    run.add_argument(
+        "--store", metavar="PATH", help="session store file (default: $SEAMLINE_STORE or the user data dir)"
+    )
+    run.add_argument("--no-store", action="store_true", help="keep nothing on disk")
+    run.add_argument(
+        "--yes", "-y", action="store_true", help="allow tools that write or execute (write_file, edit_file, shell)"
+    )
+    run.add_argument("--json", action="store_true", help="print one JSON event per line on stdout, nothing else")
+    run.add_argument(
+        "--max-steps", type=int, default=50, metavar="N", help="most model calls in the turn (default: 50)"
+    )
+    run.add_argument("--budget-usd", type=float, metavar="USD", help="stop the turn once its cost passes this")
+    run.add_argument("--allow", action="append", metavar="TOOL", help="offer only these tools; repeatable")
+    return "run"
+
+
+def run(args: argparse.Namespace) -> int:
     prompt = sys.stdin.read() if args.prompt == "-" else args.prompt
     if not prompt.strip():
         raise SeamlineUsage("the prompt is empty")
@@ -31,7 +88,7 @@ def run_command(args: argparse.Namespace) -> int:
     if args.allow:
         tools = tools.restrict(args.allow)
     store = None if args.no_store else SessionStore(args.store or default_store_path())
-    display = JsonDisplay() if args.json else TextDisplay()
+    display: JsonDisplay | TextDisplay = JsonDisplay() if args.json else TextDisplay()
     try:
         return asyncio.run(_drive(args, prompt, provider, workspace, tools, store, display))
     finally:
@@ -40,7 +97,15 @@ def run_command(args: argparse.Namespace) -> int:
             store.close()
 
 
-async def _drive(args, prompt, provider, workspace, tools, store, display) -> int:  # type: ignore[no-untyped-def]
+async def _drive(
+    args: argparse.Namespace,
+    prompt: str,
+    provider: Provider,
+    workspace: Workspace,
+    tools: Toolset,
+    store: SessionStore | None,
+    display: JsonDisplay | TextDisplay,
+) -> int:
     opened: list[ProviderSession] = []
 
     async def abort() -> None:

@@ -4,4 +4,13 @@ from seamline.loop.kernel import LoopConfig, StepFunction, run_agent_loop
 from seamline.loop.messages import Message, ModelRequest
 from seamline.loop.observers import Intervention, LoopContext, Observer
 
-__all__ = ["Intervention", "LoopConfig", "LoopContext", "Message", "ModelRequest", "Observer", "StepFunction", "run_agent_loop"]
+__all__ = [
+    "Intervention",
+    "LoopConfig",
+    "LoopContext",
+    "Message",
+    "ModelRequest",
+    "Observer",
+    "StepFunction",
+    "run_agent_loop",
+]

@@ -37,9 +37,11 @@ StepFunction = Callable[[ModelRequest], AsyncIterator[Event]]
 class LoopConfig:
     """Limits of one turn. ``max_steps`` bounds model calls that spend a step."""
 
-    __slots__ = ("max_steps", "max_free_continues", "params")
+    __slots__ = ("max_free_continues", "max_steps", "params")
 
-    def __init__(self, *, max_steps: int = 50, max_free_continues: int = 8, params: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self, *, max_steps: int = 50, max_free_continues: int = 8, params: dict[str, Any] | None = None
+    ) -> None:
         if max_steps < 1:
             raise InvalidRequest("max_steps must be at least 1")
         self.max_steps = max_steps
@@ -117,7 +119,12 @@ async def run_agent_loop(
             steps += 1
             ctx.step = steps
             request = ModelRequest(
-                messages=messages, tools=specs, model=model, session_id=session_id, turn=turn, step=steps,
+                messages=messages,
+                tools=specs,
+                model=model,
+                session_id=session_id,
+                turn=turn,
+                step=steps,
                 params=cfg.params,
             )
             if obs.attempt:
@@ -165,7 +172,11 @@ async def run_agent_loop(
                 iv = await _notify(obs.response, "on_response", ctx, message)
                 if iv is not None:
                     if iv.action == "stop":
-                        yield await _end(obs, ctx, Complete(outcome=iv.outcome, stop_reason=iv.reason or "observer", text=message.content))
+                        yield await _end(
+                            obs,
+                            ctx,
+                            Complete(outcome=iv.outcome, stop_reason=iv.reason or "observer", text=message.content),
+                        )
                         return
                     if iv.action == "retry":
                         continue
@@ -186,7 +197,9 @@ async def run_agent_loop(
                         messages.pop()
                         continue
                     if iv is not None and iv.action == "stop":
-                        yield await _end(obs, ctx, Complete(outcome=iv.outcome, stop_reason=iv.reason or "observer", text=final_text))
+                        yield await _end(
+                            obs, ctx, Complete(outcome=iv.outcome, stop_reason=iv.reason or "observer", text=final_text)
+                        )
                         return
                 yield await _end(obs, ctx, Complete(outcome="completed", stop_reason="end_turn", text=final_text))
                 return
@@ -226,7 +239,9 @@ async def _run_tools(
             iv = await _notify(obs.tool_call, "on_tool_call", ctx, call)
             if iv is not None:
                 if iv.action == "stop":
-                    results[i] = ToolResult(call_id=call.call_id, output=f"stopped: {iv.reason}", is_error=True, name=call.name)
+                    results[i] = ToolResult(
+                        call_id=call.call_id, output=f"stopped: {iv.reason}", is_error=True, name=call.name
+                    )
                     jobs.append(None)
                     continue
                 if iv.action == "replace":
@@ -239,18 +254,29 @@ async def _run_tools(
         found = tools.get(call.name)
         if found is None:
             known = ", ".join(tools.names()) or "none"
-            results[i] = ToolResult(call_id=call.call_id, output=f"unknown tool {call.name!r}; available: {known}", is_error=True, name=call.name)
+            results[i] = ToolResult(
+                call_id=call.call_id,
+                output=f"unknown tool {call.name!r}; available: {known}",
+                is_error=True,
+                name=call.name,
+            )
             jobs.append(None)
             continue
         decision = await gate.decide(found, call)
         if not decision.allow:
             before[i].append(PermissionDecision(request_id=call.call_id, decision="deny", reason=decision.reason))
             before[i].append(Error(kind="permission", message=decision.reason))
-            results[i] = ToolResult(call_id=call.call_id, output=f"permission denied: {decision.reason}", is_error=True, name=call.name)
+            results[i] = ToolResult(
+                call_id=call.call_id, output=f"permission denied: {decision.reason}", is_error=True, name=call.name
+            )
             jobs.append(None)
             continue
         tctx = ToolContext(
-            call_id=call.call_id, session_id=ctx.session_id, turn_id=ctx.turn, emit=buffers[i].append, workspace=tools.workspace
+            call_id=call.call_id,
+            session_id=ctx.session_id,
+            turn_id=ctx.turn,
+            emit=buffers[i].append,
+            workspace=tools.workspace,
         )
         jobs.append(asyncio.ensure_future(found.invoke(arguments, tctx)))
     pending = [j for j in jobs if j is not None]
@@ -272,15 +298,26 @@ async def _run_tools(
             elif isinstance(exc, SeamlineError):
                 if exc.kind in ("sandbox", "permission", "timeout"):
                     yield_events.append(exc.to_event())
-                result = ToolResult(call_id=call.call_id, output=f"{exc.kind} error: {exc.message}", is_error=True, name=call.name)
+                result = ToolResult(
+                    call_id=call.call_id, output=f"{exc.kind} error: {exc.message}", is_error=True, name=call.name
+                )
             else:
-                result = ToolResult(call_id=call.call_id, output=f"tool failed: {type(exc).__name__}: {exc}", is_error=True, name=call.name)
+                result = ToolResult(
+                    call_id=call.call_id,
+                    output=f"tool failed: {type(exc).__name__}: {exc}",
+                    is_error=True,
+                    name=call.name,
+                )
         assert result is not None
         if obs.tool_result:
             iv = await _notify(obs.tool_result, "on_tool_result", ctx, call, result)
             if iv is not None and iv.action == "replace" and iv.content is not None:
-                result = ToolResult(call_id=result.call_id, output=iv.content, is_error=result.is_error, name=result.name)
+                result = ToolResult(
+                    call_id=result.call_id, output=iv.content, is_error=result.is_error, name=result.name
+                )
         for event in yield_events:
             yield event
         yield result
-        messages.append(Message(role="tool", content=result.output, call_id=call.call_id, name=call.name, is_error=result.is_error))
+        messages.append(
+            Message(role="tool", content=result.output, call_id=call.call_id, name=call.name, is_error=result.is_error)
+        )

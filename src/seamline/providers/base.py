@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Final, Literal
@@ -374,33 +374,43 @@ class ProviderSession:
         final: Complete | None = None
         try:
             async for event in source:
-                kind = type(event)
-                if kind is Complete:
+                if isinstance(event, Complete):
                     final = event
                     break
-                if kind is Session:
+                if isinstance(event, Session):
                     psid = event.provider_session_id
-                    if psid and psid != self.provider_session_id:
-                        if self.capture_provider_session_id(psid):
-                            event = Session(
-                                session_id=self.session_id, provider=provider.name,
-                                model=event.model or provider.model, provider_session_id=psid,
-                            )
-                        else:
-                            event = Error(kind="provider", message=f"provider reported a second session id {psid!r}; keeping {self.provider_session_id!r}")
-                    else:
+                    if not psid or psid == self.provider_session_id:
                         continue
-                elif kind is Usage:
+                    out: Event
+                    if self.capture_provider_session_id(psid):
+                        out = Session(
+                            session_id=self.session_id,
+                            provider=provider.name,
+                            model=event.model or provider.model,
+                            provider_session_id=psid,
+                        )
+                    else:
+                        out = Error(
+                            kind="provider",
+                            message=f"provider reported a second session id {psid!r};"
+                            f" keeping {self.provider_session_id!r}",
+                        )
+                    log.record(out)
+                    yield out
+                    continue
+                if isinstance(event, Usage):
                     if event.usage_id is not None:
                         if event.usage_id in seen_usage:
                             log.record(Raw(source="seamline", payload={"dropped_duplicate_usage": event.usage_id}))
                             continue
                         seen_usage.add(event.usage_id)
-                    if not event.priced:
-                        event = priced_usage(event, model=event.model or provider.model, rates=provider.rates(event.model or provider.model))
-                    totals.add(event)
-                    log.record(event)
-                    yield event
+                    usage = event
+                    if not usage.priced:
+                        model = usage.model or provider.model
+                        usage = priced_usage(usage, model=model, rates=provider.rates(model))
+                    totals.add(usage)
+                    log.record(usage)
+                    yield usage
                     if budget_usd is not None and totals.cost_usd > budget_usd:
                         message = f"cost {totals.cost_usd:.6f} USD passed the budget of {budget_usd:.6f} USD"
                         err = Error(kind="budget", message=message)
@@ -470,13 +480,13 @@ _STATUS: Final[dict[str, Literal["completed", "failed", "aborted", "budget"]]] =
 class _RawLog:
     """Buffers raw-log rows of one turn; consecutive deltas are coalesced into one row."""
 
-    __slots__ = ("_store", "_session_id", "_turn", "_delta_kind", "_delta")
+    __slots__ = ("_delta", "_delta_kind", "_session_id", "_store", "_turn")
 
     def __init__(self, store: SessionStore | None, session_id: str, turn: int) -> None:
         self._store = store
         self._session_id = session_id
         self._turn = turn
-        self._delta_kind: type[Event] | None = None
+        self._delta_kind: type[TextDelta] | type[ReasoningDelta] | None = None
         self._delta: list[str] = []
 
     def record_input(self, source: str, payload: str) -> None:
@@ -487,23 +497,24 @@ class _RawLog:
         store = self._store
         if store is None:
             return
-        kind = type(event)
-        if kind is TextDelta or kind is ReasoningDelta:
+        if isinstance(event, TextDelta | ReasoningDelta):
+            kind = type(event)
             if self._delta_kind is not kind:
                 self._flush_delta()
                 self._delta_kind = kind
-            self._delta.append(event.text)  # type: ignore[union-attr]
+            self._delta.append(event.text)
             return
         if self._delta:
             self._flush_delta()
-        if kind is Raw:
-            store.append_raw(self._session_id, self._turn, "out", event.source, msgspec.json.encode(event.payload).decode())  # type: ignore[union-attr]
+        if isinstance(event, Raw):
+            payload = msgspec.json.encode(event.payload).decode()
+            store.append_raw(self._session_id, self._turn, "out", event.source, payload)
         else:
             store.append_raw(self._session_id, self._turn, "out", "event", encode_event(event).decode())
 
     def _flush_delta(self) -> None:
         if self._delta and self._store is not None and self._delta_kind is not None:
-            merged = self._delta_kind(text="".join(self._delta))  # type: ignore[call-arg]
+            merged = self._delta_kind(text="".join(self._delta))
             self._store.append_raw(self._session_id, self._turn, "out", "event", encode_event(merged).decode())
         self._delta = []
         self._delta_kind = None
@@ -517,5 +528,3 @@ class _RawLog:
         except SeamlineError:
             if not quiet:
                 raise
-
-

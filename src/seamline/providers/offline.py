@@ -87,23 +87,45 @@ class OfflineProvider(Provider):
         usage_in = sum(len(m.content) for m in request.messages) // 4 + 1
         if not called and "list_dir" in tools:
             yield ToolCall(call_id=f"{prefix}-0", name="list_dir", arguments={"path": ".", "depth": 4})
-            yield Usage(input_tokens=usage_in, output_tokens=12, cost_usd=0.0, priced=True, model=self.model, usage_id=prefix)
+            yield Usage(
+                input_tokens=usage_in, output_tokens=12, cost_usd=0.0, priced=True, model=self.model, usage_id=prefix
+            )
             return
         listed = [c for c in called if c.name == "list_dir"]
         read = [c for c in called if c.name == "read_file"]
         if listed and not read and "read_file" in tools:
             listing = results.get(listed[-1].call_id)
-            files = _choose_files(question, listing.content if listing and not listing.is_error else "", self._int("max_files"))
+            files = _choose_files(
+                question, listing.content if listing and not listing.is_error else "", self._int("max_files")
+            )
             if files:
                 for i, path in enumerate(files):
                     yield ToolCall(call_id=f"{prefix}-{i}", name="read_file", arguments={"path": path})
-                yield Usage(input_tokens=usage_in, output_tokens=10 * len(files), cost_usd=0.0, priced=True, model=self.model, usage_id=prefix)
+                yield Usage(
+                    input_tokens=usage_in,
+                    output_tokens=10 * len(files),
+                    cost_usd=0.0,
+                    priced=True,
+                    model=self.model,
+                    usage_id=prefix,
+                )
                 return
-        sources = [(c.arguments.get("path", ""), results[c.call_id].content) for c in read if c.call_id in results and not results[c.call_id].is_error]
+        sources = [
+            (c.arguments.get("path", ""), results[c.call_id].content)
+            for c in read
+            if c.call_id in results and not results[c.call_id].is_error
+        ]
         answer = _compose(question, sources, self._int("passages"))
         for chunk in _chunks(answer):
             yield TextDelta(text=chunk)
-        yield Usage(input_tokens=usage_in, output_tokens=len(answer) // 4 + 1, cost_usd=0.0, priced=True, model=self.model, usage_id=prefix)
+        yield Usage(
+            input_tokens=usage_in,
+            output_tokens=len(answer) // 4 + 1,
+            cost_usd=0.0,
+            priced=True,
+            model=self.model,
+            usage_id=prefix,
+        )
 
     def _int(self, key: str) -> int:
         try:
@@ -146,9 +168,9 @@ def _choose_files(question: str, listing: str, limit: int) -> list[str]:
 def _passages(path: str, numbered: str) -> list[_Passage]:
     rows: list[tuple[int, str]] = []
     for raw in numbered.splitlines():
-        number, tab, text = raw.partition("\t")
-        if tab and number.strip().isdigit():
-            rows.append((int(number), text))
+        head, tab, text = raw.partition("\t")
+        if tab and head.strip().isdigit():
+            rows.append((int(head), text))
     out: list[_Passage] = []
     block: list[tuple[int, str]] = []
 

@@ -108,7 +108,9 @@ class ScriptedProvider(Provider):
 
     async def _preflight(self) -> Sequence[PreflightCheck]:
         if not self.has_script:
-            return [PreflightCheck(name="script", ok=True, detail="ready; give a script with --provider-option script=FILE")]
+            return [
+                PreflightCheck(name="script", ok=True, detail="ready; give a script with --provider-option script=FILE")
+            ]
         return [PreflightCheck(name="script", ok=True, detail=f"{len(self.script)} responses")]
 
     async def _open(self, session: ProviderSession) -> None:

@@ -126,11 +126,10 @@ class SessionStore:
             conn.execute("PRAGMA synchronous = NORMAL")
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             if version == 0:
-                conn.execute("BEGIN IMMEDIATE")
-                conn.executescript(_SCHEMA)
-                conn.execute(f"PRAGMA application_id = {_APP_ID}")
-                conn.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
-                conn.execute("COMMIT")
+                conn.executescript(
+                    f"BEGIN IMMEDIATE; {_SCHEMA} PRAGMA application_id = {_APP_ID};"
+                    f" PRAGMA user_version = {_SCHEMA_VERSION}; COMMIT;"
+                )
             elif version > _SCHEMA_VERSION:
                 raise InvalidRequest(
                     f"store {path} has schema version {version}; this seamline reads up to {_SCHEMA_VERSION}"

@@ -1,6 +1,6 @@
 """Tools, tool sets and the built-in workspace tools."""
 
-from seamline.tools.base import Tool, ToolClass, ToolContext, ToolSpec, Toolset, tool
+from seamline.tools.base import Tool, ToolClass, ToolContext, Toolset, ToolSpec, tool
 from seamline.tools.workspace import WORKSPACE_TOOL_NAMES, Workspace, workspace_tools
 
 __all__ = [

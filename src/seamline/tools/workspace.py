@@ -17,12 +17,14 @@ from typing import Final
 
 from seamline.errors import InvalidRequest, SandboxViolation, TimeoutFailure
 from seamline.events import FileChange
-from seamline.tools.base import Tool, ToolContext, Toolset, tool
+from seamline.tools.base import ToolContext, Toolset, tool
 
 __all__ = ["Workspace", "workspace_tools", "WORKSPACE_TOOL_NAMES"]
 
 WORKSPACE_TOOL_NAMES: Final = ("read_file", "list_dir", "grep", "write_file", "edit_file", "shell")
-_SKIP_DIRS: Final = frozenset({".git", ".venv", "venv", "node_modules", "__pycache__", ".mypy_cache", ".ruff_cache", ".pytest_cache"})
+_SKIP_DIRS: Final = frozenset(
+    {".git", ".venv", "venv", "node_modules", "__pycache__", ".mypy_cache", ".ruff_cache", ".pytest_cache"}
+)
 _MAX_READ_LINES: Final = 2000
 _MAX_OUTPUT: Final = 64_000
 
@@ -200,5 +202,3 @@ def _files(folder: Path) -> list[Path]:
         dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
         found.extend(Path(dirpath) / f for f in sorted(filenames))
     return found
-
-

@@ -1,0 +1,57 @@
+"""seamline's benchmarks: one command, every workload, ratios against the floor.
+
+    python bench/run.py            full run; writes bench/results/latest.json
+    python bench/run.py --quick    a few repetitions of each workload (CI runs this so it never rots)
+
+Every workload checks its own result, so no figure is hollow. Tests never assert times;
+figures live here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from workloads import loop_overhead  # noqa: E402
+
+WORKLOADS = {"loop_overhead": loop_overhead.run}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="few repetitions; for CI")
+    parser.add_argument("--only", action="append", choices=sorted(WORKLOADS), help="run only these workloads")
+    parser.add_argument("--out", type=Path, help="write the results as JSON here")
+    args = parser.parse_args()
+    results = {}
+    for name in args.only or WORKLOADS:
+        started = time.perf_counter()
+        results[name] = WORKLOADS[name](quick=args.quick)
+        results[name]["wall_s"] = round(time.perf_counter() - started, 3)
+    report = {
+        "machine": {
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "processor": platform.machine(),
+        },
+        "quick": args.quick,
+        "results": results,
+    }
+    for name, result in results.items():
+        print(f"{name}: " + ", ".join(f"{k}={v}" for k, v in result.items() if not isinstance(v, dict | list)))
+    out = args.out or (None if args.quick else HERE / "results" / "latest.json")
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(report, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

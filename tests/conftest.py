@@ -1,0 +1,37 @@
+"""Shared fixtures. Every test runs with real provider calls blocked and its own store."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True)
+def _isolated_environment(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """No test reaches a real backend or the user's own store."""
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("SEAMLINE_BLOCK_REAL_PROVIDERS", "1")
+    monkeypatch.setenv("SEAMLINE_STORE", str(home / "store.db"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(home / "data"))
+    yield
+
+
+@pytest.fixture
+def seamline_cmd() -> list[str]:
+    """The command line that runs this checkout's CLI."""
+    return [sys.executable, "-m", "seamline"]
+
+
+@pytest.fixture
+def cli_env(tmp_path: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["SEAMLINE_STORE"] = str(tmp_path / "cli-store.db")
+    env["SEAMLINE_BLOCK_REAL_PROVIDERS"] = "1"
+    env["PYTHONPATH"] = str(ROOT / "src")
+    return env
