@@ -20,6 +20,7 @@ from seamline.loop.observers import Observer
 from seamline.providers.base import Provider, ProviderSession
 from seamline.providers.registry import create_provider
 from seamline.sessions.store import SessionStore
+from seamline.stages.builder import AgentBuilder, AgentProfile
 from seamline.tools.approval import Approval, YesApproval
 from seamline.tools.base import Toolset
 from seamline.tools.workspace import Workspace, workspace_tools
@@ -56,24 +57,40 @@ async def stream(
     max_steps: int = 50,
     budget_usd: float | None = None,
     on_open: Callable[[ProviderSession], None] | None = None,
+    builder: AgentBuilder | None = None,
+    profile: AgentProfile | None = None,
+    allow: Sequence[str] | None = None,
+    on_notice: Callable[[str], None] | None = None,
 ) -> AsyncIterator[Event]:
-    """Open a session, run one turn, stream its events, close the session."""
+    """Open a session, run one turn, stream its events, close the session.
+
+    ``builder`` brings modules, stages, tools and tool sources; ``profile`` may require
+    modules (checked before any session opens) and name the allowed tools; ``allow``
+    overrides the profile's allowlist. Tool sources (MCP servers) open before the session
+    and close after it; ``on_notice`` gets their one-line notices (shadowed tools, a
+    server left out).
+    """
     backend = provider if isinstance(provider, Provider) else create_provider(provider, model=model, options=options)
     ws = Workspace(workspace)
-    session = await backend.open(
-        workspace=ws.root,
-        store=store,
-        tools=tools if tools is not None else workspace_tools(ws),
-        observers=observers,
-        approval=approval or YesApproval(yes=yes),
-    )
-    if on_open is not None:
-        on_open(session)
-    try:
-        async for event in session.send(prompt, max_steps=max_steps, budget_usd=budget_usd):
-            yield event
-    finally:
-        await backend.close(session)
+    host = tools if tools is not None else workspace_tools(ws)
+    async with (builder or AgentBuilder()).open_run(
+        host=host, profile=profile, allow=allow, workspace=ws.root, report=on_notice
+    ) as parts:
+        session = await backend.open(
+            workspace=ws.root,
+            store=store,
+            tools=parts.tools,
+            observers=(*observers, *parts.observers),
+            approval=approval or YesApproval(yes=yes),
+            stages=parts.stages if parts.stages else None,
+        )
+        if on_open is not None:
+            on_open(session)
+        try:
+            async for event in session.send(prompt, max_steps=max_steps, budget_usd=budget_usd):
+                yield event
+        finally:
+            await backend.close(session)
 
 
 async def run(prompt: str, **kwargs: Any) -> RunResult:

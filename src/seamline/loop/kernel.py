@@ -26,6 +26,7 @@ from seamline.events import (
 )
 from seamline.loop.messages import Message, ModelRequest
 from seamline.loop.observers import Intervention, LoopContext, Observer
+from seamline.stages.chain import StageChain, ToolInvocation
 from seamline.tools.approval import Approval, YesApproval
 from seamline.tools.base import ToolContext, Toolset
 
@@ -96,9 +97,17 @@ async def run_agent_loop(
     approval: Approval | None = None,
     config: LoopConfig | None = None,
     aborted: Callable[[], bool] = lambda: False,
+    stages: StageChain | None = None,
 ) -> AsyncIterator[Event]:
-    """Run one turn. ``messages`` already ends with the user's prompt and is extended in place."""
+    """Run one turn. ``messages`` already ends with the user's prompt and is extended in place.
+
+    ``stages``: chat stages wrap every model call, tool stages every approved tool call,
+    in slot order (see :mod:`seamline.stages`). Without stages nothing is wrapped.
+    """
     cfg = config or LoopConfig()
+    if stages is not None and stages.chat:
+        step = stages.wrap_step(step)
+    tool_stages = stages if stages is not None and stages.tool else None
     obs = _Observers(observers)
     gate = approval or YesApproval()
     ctx = LoopContext(session_id=session_id, turn=turn, messages=messages)
@@ -203,7 +212,7 @@ async def run_agent_loop(
                         return
                 yield await _end(obs, ctx, Complete(outcome="completed", stop_reason="end_turn", text=final_text))
                 return
-            async for event in _run_tools(calls, tools, gate, obs, ctx, messages):
+            async for event in _run_tools(calls, tools, gate, obs, ctx, messages, tool_stages):
                 yield event
     except PermissionDenied as exc:
         yield exc.to_event()
@@ -227,8 +236,11 @@ async def _run_tools(
     obs: _Observers,
     ctx: LoopContext,
     messages: list[Message],
+    stages: StageChain | None = None,
 ) -> AsyncIterator[Event]:
-    """Approve every call, run the allowed ones concurrently, report in call order."""
+    """Approve every call, run the allowed ones concurrently, report in call order.
+
+    Only approved calls reach the tool stages."""
     before: list[list[Event]] = [[] for _ in calls]
     jobs: list[asyncio.Future[str] | None] = []
     results: list[ToolResult | None] = [None] * len(calls)
@@ -263,8 +275,11 @@ async def _run_tools(
             jobs.append(None)
             continue
         decision = await gate.decide(found, call)
+        # A gate that reports its own permission events (request, decision) is trusted to.
+        before[i].extend(decision.events)
         if not decision.allow:
-            before[i].append(PermissionDecision(request_id=call.call_id, decision="deny", reason=decision.reason))
+            if not decision.events:
+                before[i].append(PermissionDecision(request_id=call.call_id, decision="deny", reason=decision.reason))
             before[i].append(Error(kind="permission", message=decision.reason))
             results[i] = ToolResult(
                 call_id=call.call_id, output=f"permission denied: {decision.reason}", is_error=True, name=call.name
@@ -278,7 +293,19 @@ async def _run_tools(
             emit=buffers[i].append,
             workspace=tools.workspace,
         )
-        jobs.append(asyncio.ensure_future(found.invoke(arguments, tctx)))
+        if stages is None:
+            jobs.append(asyncio.ensure_future(found.invoke(arguments, tctx)))
+        else:
+            invocation = ToolInvocation(
+                tool=found,
+                call=call,
+                arguments=dict(arguments),
+                tool_class=found.tool_class,
+                session_id=ctx.session_id,
+                turn_id=ctx.turn,
+                context=tctx,
+            )
+            jobs.append(asyncio.ensure_future(stages.invoke_tool(invocation)))
     pending = [j for j in jobs if j is not None]
     if pending:
         try:

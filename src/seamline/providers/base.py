@@ -42,6 +42,7 @@ from seamline.loop.kernel import LoopConfig, run_agent_loop
 from seamline.loop.messages import Message, ModelRequest
 from seamline.loop.observers import Observer
 from seamline.sessions.store import SessionStore
+from seamline.stages.chain import StageChain
 from seamline.tools.approval import Approval
 from seamline.tools.base import Toolset
 from seamline.usage import Rates, priced_usage
@@ -207,6 +208,7 @@ class Provider:
         mode: Literal["planning", "agent"] = "agent",
         metadata: Mapping[str, Any] | None = None,
         system_prompt: str | None = None,
+        stages: StageChain | None = None,
     ) -> ProviderSession:
         """Start a new session; the record is written before any turn runs."""
         self._check_allowed()
@@ -220,6 +222,7 @@ class Provider:
             observers=tuple(observers),
             approval=approval,
             parent_id=parent_id,
+            stages=stages,
         )
         if system_prompt:
             session.messages.append(Message(role="system", content=system_prompt))
@@ -318,6 +321,7 @@ class ProviderSession:
     aborted: bool = False
     state: dict[str, Any] = field(default_factory=dict)
     totals: TurnTotals = field(default_factory=TurnTotals)
+    stages: StageChain | None = None
 
     def capture_provider_session_id(self, provider_session_id: str) -> bool:
         """Record the provider's session id once; a different later id is refused."""
@@ -370,6 +374,7 @@ class ProviderSession:
                 approval=self.approval,
                 config=LoopConfig(max_steps=max_steps, params=dict(params or {})),
                 aborted=lambda: self.aborted,
+                stages=self.stages,
             )
         final: Complete | None = None
         try:

@@ -52,6 +52,7 @@ class _Passage:
     start: int
     end: int
     lines: tuple[str, ...]
+    code: bool = False
 
 
 class OfflineProvider(Provider):
@@ -158,7 +159,7 @@ def _choose_files(question: str, listing: str, limit: int) -> list[str]:
             score += 1.0
         if name.lower().startswith("readme"):
             score += 1.5
-        if path.count("/") == 0:
+        if path.count("/") == 0 and score > 0:
             score += 0.25
         scored.append((score, path))
     scored.sort(key=lambda item: (-item[0], item[1]))
@@ -176,14 +177,24 @@ def _passages(path: str, numbered: str) -> list[_Passage]:
 
     def close() -> None:
         if block:
-            out.append(_Passage(path, block[0][0], block[-1][0], tuple(t for _, t in block)))
+            lines = tuple(t for _, t in block)
+            code = in_code or any(t.strip().startswith("```") for t in lines)
+            out.append(_Passage(path, block[0][0], block[-1][0], lines, code))
             block.clear()
 
+    in_code = False
     for number, text in rows:
-        if not text.strip() or (text.startswith("#") and block):
+        stripped = text.strip()
+        if stripped.startswith("```"):
+            in_code = not in_code
+        heading = stripped.startswith("#") and not in_code
+        if heading and block:
             close()
-            if not text.strip():
-                continue
+        if not stripped:
+            # a heading keeps the paragraph after it; a blank line elsewhere ends the passage
+            if block and not (len(block) == 1 and block[0][1].lstrip().startswith("#")):
+                close()
+            continue
         block.append((number, text))
         if len(block) >= _PASSAGE_LINES:
             close()
@@ -214,6 +225,11 @@ def _compose(question: str, sources: list[tuple[str, str]], limit: int) -> str:
             continue
         score = sum((1 + math.log(c)) * math.log(1 + n / df[t]) for t, c in counts.items())
         score *= len(counts) / len(unique)  # passages that cover more of the question rank higher
+        passage = passages[i]
+        if passage.code:
+            score *= 0.5  # prose explains; code only illustrates
+        if passage.lines[0].lstrip().startswith("#") and unique & set(_terms(passage.lines[0])):
+            score *= 1.5  # the section is about the question
         scored.append((score, i))
     scored.sort(key=lambda item: (-round(item[0], 9), passages[item[1]].path, passages[item[1]].start))
     chosen = [passages[i] for _, i in scored[:limit]]

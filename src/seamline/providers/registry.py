@@ -62,6 +62,8 @@ def provider_class(name: str) -> type[Provider]:
         cls = getattr(module, attr)
     except ImportError as exc:
         raise InvalidRequest(f"provider {name!r} cannot be loaded: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - a plug-in's import-time bug is reported, not raised
+        raise InvalidRequest(f"provider {name!r} cannot be loaded: {type(exc).__name__}: {exc}") from None
     except AttributeError:
         raise InvalidRequest(f"provider {name!r}: {module_name} has no {attr}") from None
     if not (isinstance(cls, type) and issubclass(cls, Provider)):

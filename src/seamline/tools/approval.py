@@ -6,10 +6,10 @@ class write, execute or network run only when the user said ``--yes``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-from seamline.events import ToolCall
+from seamline.events import Event, ToolCall
 from seamline.tools.base import Tool
 
 __all__ = ["Approval", "ApprovalDecision", "YesApproval"]
@@ -17,12 +17,19 @@ __all__ = ["Approval", "ApprovalDecision", "YesApproval"]
 
 @dataclass(frozen=True, slots=True)
 class ApprovalDecision:
+    """Whether a call may run. ``events`` are the permission events the gate produced
+    (``permission_request``, ``permission_decision``); the loop reports them before the
+    call's result, and adds a ``permission_decision`` of its own only when there are none."""
+
     allow: bool
     reason: str = ""
     scope: Literal["once", "session", "always"] = "once"
+    events: tuple[Event, ...] = field(default=())
 
 
 class Approval(Protocol):
+    """Decides whether a tool call may run; see :class:`seamline.tools.permissions.PermissionService`."""
+
     async def decide(self, tool: Tool, call: ToolCall) -> ApprovalDecision: ...
 
 

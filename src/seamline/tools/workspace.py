@@ -200,5 +200,5 @@ def _files(folder: Path) -> list[Path]:
     found: list[Path] = []
     for dirpath, dirnames, filenames in os.walk(folder):
         dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
-        found.extend(Path(dirpath) / f for f in sorted(filenames))
-    return found
+        found.extend(Path(dirpath) / f for f in filenames)
+    return sorted(found)
