@@ -22,6 +22,8 @@ ENTRY_POINT_GROUP: Final = "seamline.providers"
 _BUILTIN: Final[dict[str, str]] = {
     "offline": "seamline.providers.offline:OfflineProvider",
     "scripted": "seamline.providers.scripted:ScriptedProvider",
+    "openai": "seamline.providers.openai_api:OpenAIProvider",
+    "anthropic": "seamline.providers.anthropic_api:AnthropicProvider",
 }
 _extra: dict[str, type[Provider]] = {}
 
