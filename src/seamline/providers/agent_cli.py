@@ -1,0 +1,364 @@
+"""The shared half of the agent-CLI providers (Claude Code, Codex, Gemini CLI).
+
+An agent CLI runs its own tools; seamline starts it as a subprocess in its own process
+group, feeds its stdout line by line to the provider's stream parser, keeps the native
+lines in the raw log, and bounds the turn: a turn timeout and a retry bound of our own
+(some of these programs retry for minutes, or for ever), either of which ends the process
+group and reports a classified ``timeout``. Abort ends the group too (SIGINT, SIGTERM, then
+SIGKILL) and the turn's outcome is ``aborted``.
+
+A subclass supplies the dialect: :meth:`AgentCliProvider._invocation` (argv and environment
+keys for a fresh, resumed or forked session), :meth:`AgentCliProvider._new_parser`, the
+credential check, seeding and transcript location.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import shutil
+import uuid
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Final, Literal
+
+from seamline.errors import InvalidRequest
+from seamline.events import Event, Raw
+from seamline.providers.base import OptionSpec, PreflightCheck, Provider, ProviderSession
+from seamline.providers.cli_parsers.base import StreamParser
+from seamline.transport.env import compose_env
+from seamline.transport.subprocess import LineProcess
+
+__all__ = ["AgentCliProvider", "Invocation", "SessionMode", "parse_version"]
+
+SessionMode = Literal["fresh", "resume", "fork"]
+
+_VERSION: Final = re.compile(r"(\d+)\.(\d+)\.(\d+)")
+_SAFE_ID: Final = re.compile(r"^[A-Za-z0-9_-]+$")
+
+COMMON_OPTIONS: Final[dict[str, OptionSpec]] = {
+    "executable": OptionSpec("path of the CLI program (default: found on PATH)"),
+    "turn_timeout": OptionSpec("seconds a turn may take before the program is ended", default="600"),
+    "max_retries": OptionSpec("API retries allowed in a turn, by the CLI and by our own bound", default="2"),
+    "grace": OptionSpec("seconds between SIGINT, SIGTERM and SIGKILL when ending the program", default="3"),
+    "effort": OptionSpec("reasoning effort, in the CLI's own terms"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Invocation:
+    """How to start one turn: the command line, environment keys (None unsets), stdin."""
+
+    argv: list[str]
+    env: dict[str, str | None] = field(default_factory=dict)
+    stdin: bytes | None = None
+
+
+def parse_version(text: str) -> tuple[int, int, int] | None:
+    """The first ``X.Y.Z`` in a ``--version`` output."""
+    match = _VERSION.search(text)
+    if match is None:
+        return None
+    return int(match.group(1)), int(match.group(2)), int(match.group(3))
+
+
+class AgentCliProvider(Provider):
+    """Base of the providers that drive an agent CLI as a subprocess."""
+
+    runs_own_tools = True
+    result_cadence = "turn"
+    cost_scope = "turn"
+    resume_support = "native"
+    #: the executable's name on PATH
+    executable_name: ClassVar[str] = ""
+    #: the npm package and the version this release of seamline is tested with
+    npm_package: ClassVar[str] = ""
+    tested_version: ClassVar[str] = ""
+    #: supported versions: minimum inclusive, maximum exclusive
+    min_version: ClassVar[tuple[int, int, int]] = (0, 0, 0)
+    max_version: ClassVar[tuple[int, int, int]] = (999, 0, 0)
+    #: the provider's configuration directory under HOME (also the seeding source)
+    config_dir_name: ClassVar[str] = ""
+
+    # -- public helpers ----------------------------------------------------------------
+    def install_command(self) -> str:
+        """The exact command that installs the CLI this provider drives."""
+        return f"npm install -g {self.npm_package}@{self.tested_version}"
+
+    def executable(self) -> str | None:
+        """The program to run: ``executable=`` when given, else the first on PATH."""
+        given = self.option_values.get("executable")
+        if given:
+            path = Path(given).expanduser()
+            return str(path) if path.is_file() and os.access(path, os.X_OK) else None
+        return shutil.which(self.executable_name)
+
+    async def open_resumed(self, provider_session_id: str, **open_options: Any) -> ProviderSession:
+        """Open a session that continues the CLI's own session ``provider_session_id``."""
+        _check_id(provider_session_id)
+        session = await self.open(**open_options)
+        session.state["cli_mode"] = ("resume", provider_session_id)
+        return session
+
+    async def open_forked(self, parent: ProviderSession | str, **open_options: Any) -> ProviderSession:
+        """Open a session that starts from a copy of ``parent``'s conversation."""
+        if self.forking == "none":
+            raise InvalidRequest(f"{self.name} cannot fork a session (capability forking=none)")
+        source = parent if isinstance(parent, str) else parent.provider_session_id
+        if not source:
+            raise InvalidRequest("the parent session has no provider session id yet; run a turn first")
+        _check_id(source)
+        if not isinstance(parent, str):
+            open_options.setdefault("parent_id", parent.session_id)
+        session = await self.open(**open_options)
+        session.state["cli_mode"] = ("fork", source)
+        return session
+
+    # -- the turn ----------------------------------------------------------------------
+    def _turn(self, session: ProviderSession, prompt: str) -> AsyncIterator[Event]:
+        return self._run_turn(session, prompt)
+
+    def _mode(self, session: ProviderSession) -> tuple[SessionMode, str | None]:
+        if session.provider_session_id:
+            return "resume", session.provider_session_id
+        pending = session.state.get("cli_mode")
+        if isinstance(pending, tuple) and len(pending) == 2:
+            mode, target = pending
+            if mode in ("resume", "fork") and isinstance(target, str):
+                return mode, target
+        return "fresh", None
+
+    async def _run_turn(self, session: ProviderSession, prompt: str) -> AsyncIterator[Event]:
+        exe = self.executable()
+        if exe is None:
+            raise InvalidRequest(self._missing_message())
+        mode, target = self._mode(session)
+        invocation = self._invocation(session=session, prompt=prompt, executable=exe, mode=mode, target=target)
+        env = compose_env(None, self._common_env(), invocation.env)
+        parser = self._new_parser()
+        timeout = self._float_option("turn_timeout", 600.0)
+        max_retries = self._int_option("max_retries", 2)
+        grace = self._float_option("grace", 3.0)
+        cwd = session.workspace or Path.cwd()
+        proc = await LineProcess.spawn(invocation.argv, env=env, cwd=cwd, stdin=invocation.stdin)
+        session.state["cli_process"] = proc
+        store = session.store
+        timed_out: str | None = None
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        lines = proc.lines().__aiter__()
+        try:
+            while True:
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    timed_out = f"{self.name}: the turn passed its timeout of {timeout:g} s"
+                    break
+                try:
+                    line = await asyncio.wait_for(lines.__anext__(), timeout=remaining)
+                except StopAsyncIteration:
+                    break
+                except TimeoutError:
+                    timed_out = f"{self.name}: the turn passed its timeout of {timeout:g} s"
+                    break
+                if store is not None and line.strip():
+                    store.append_raw(
+                        session.session_id, session.turn, "out", parser.source, line.decode("utf-8", "replace")
+                    )
+                for event in parser.feed(line):
+                    yield event
+                if parser.retries > max_retries:
+                    timed_out = (
+                        f"{self.name}: the API failed and the CLI retried {parser.retries} times"
+                        f" (our bound is {max_retries})"
+                    )
+                    break
+        finally:
+            if timed_out is None and not session.aborted and proc.returncode is None:
+                # Output ended: give the program a moment to exit on its own before signalling.
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(asyncio.shield(proc.wait()), timeout=grace)
+            if proc.returncode is None or proc.group_alive():
+                await proc.end(grace=grace)
+        returncode = await proc.wait()
+        ended = proc.ended_by
+        if ended is not None and ended.signal != "none":
+            yield Raw(source="seamline", payload={"ended_process_group": proc.pgid, "signal": ended.signal})
+        for event in parser.finish(
+            returncode=returncode,
+            stderr=proc.stderr_tail(),
+            aborted=session.aborted and timed_out is None,
+            timed_out=timed_out,
+        ):
+            yield event
+
+    async def _abort(self, session: ProviderSession) -> None:
+        proc = session.state.get("cli_process")
+        if isinstance(proc, LineProcess):
+            await proc.end(grace=self._float_option("grace", 3.0))
+
+    async def _close(self, session: ProviderSession) -> None:
+        proc = session.state.pop("cli_process", None)
+        if isinstance(proc, LineProcess) and proc.group_alive():
+            await proc.end(grace=self._float_option("grace", 3.0))
+
+    # -- preflight ---------------------------------------------------------------------
+    async def _preflight(self) -> Sequence[PreflightCheck]:
+        exe = self.executable()
+        if exe is None:
+            where = self.option_values.get("executable") or f"{self.executable_name} on PATH"
+            return [
+                PreflightCheck(name="executable", ok=False, detail=f"not found: {where}", fix=self.install_command())
+            ]
+        checks = [PreflightCheck(name="executable", ok=True, detail=exe)]
+        checks.append(await self._version_check(exe))
+        checks.append(self._credentials_check(os.environ))
+        return checks
+
+    async def _version_check(self, exe: str) -> PreflightCheck:
+        try:
+            proc = await LineProcess.spawn([exe, "--version"], env=compose_env(None, self._common_env()))
+            out = [line.decode("utf-8", "replace") async for line in proc.lines()]
+            await asyncio.wait_for(proc.wait(), timeout=30)
+        except (TimeoutError, OSError) as exc:
+            return PreflightCheck(name="version", ok=False, detail=f"{exe} --version failed: {exc}")
+        finally:
+            if "proc" in locals() and proc.group_alive():
+                await proc.end(grace=1.0)
+        text = " ".join(out)
+        version = parse_version(text)
+        wanted = f">= {_dotted(self.min_version)}, < {_dotted(self.max_version)}"
+        if version is None:
+            return PreflightCheck(
+                name="version", ok=False, detail=f"cannot read a version from {text[:80]!r}", fix=self.install_command()
+            )
+        ok = self.min_version <= version < self.max_version
+        return PreflightCheck(
+            name="version",
+            ok=ok,
+            detail=f"{_dotted(version)} (supported {wanted})",
+            fix=None if ok else self.install_command(),
+        )
+
+    def _credentials_check(self, environ: Mapping[str, str]) -> PreflightCheck:
+        raise NotImplementedError
+
+    def _missing_message(self) -> str:
+        given = self.option_values.get("executable")
+        where = f"executable={given} is not a runnable file" if given else f"{self.executable_name} is not on PATH"
+        return f"{self.name}: {where}; install it with: {self.install_command()}"
+
+    # -- hooks for the dialects -----------------------------------------------------------
+    def _invocation(
+        self,
+        *,
+        session: ProviderSession,
+        prompt: str,
+        executable: str,
+        mode: SessionMode,
+        target: str | None,
+    ) -> Invocation:
+        raise NotImplementedError
+
+    def _new_parser(self) -> StreamParser:
+        raise NotImplementedError
+
+    def _common_env(self) -> dict[str, str | None]:
+        return {}
+
+    # -- config dir, seeding, transcripts --------------------------------------------------
+    def config_dir(self) -> Path:
+        """Where the CLI keeps its configuration and sessions for this process's HOME."""
+        return Path(os.environ.get("HOME") or Path.home()) / self.config_dir_name
+
+    def _seed(self, node_dir: Path, parent_dir: Path | None) -> None:
+        source = (parent_dir / self.config_dir_name) if parent_dir is not None else self.config_dir()
+        if not source.is_dir():
+            return
+        dest = node_dir / self.config_dir_name
+        copy_config_tree(source, dest, skip=self._seed_skip())
+        for relative in self._referenced_files(source):
+            origin = (source / relative).resolve()
+            target = (dest / relative).resolve()
+            if not origin.is_file() or not target.is_relative_to(dest.resolve()):
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(origin, target)
+
+    def _seed_skip(self) -> frozenset[str]:
+        """Names under the config dir that are session data, not configuration."""
+        return frozenset()
+
+    def _referenced_files(self, config_dir: Path) -> Iterable[str]:
+        """Relative paths of files the configuration in ``config_dir`` refers to."""
+        return ()
+
+    def _transcript_location(self, session: ProviderSession) -> Path | None:
+        psid = session.provider_session_id
+        if not psid or not _SAFE_ID.match(psid):
+            return None
+        expected = self._expected_transcript(session, psid)
+        if expected is not None and expected.exists():
+            return expected
+        # Fallback search, for the id this session recorded only (never someone else's).
+        found = self._search_transcript(psid)
+        return found if found is not None else expected
+
+    def _expected_transcript(self, session: ProviderSession, psid: str) -> Path | None:
+        return None
+
+    def _search_transcript(self, psid: str) -> Path | None:
+        return None
+
+    # -- options -------------------------------------------------------------------------
+    def _float_option(self, key: str, default: float) -> float:
+        try:
+            value = float(self.option_values.get(key, default))
+        except ValueError:
+            raise InvalidRequest(f"option {key} of {self.name} must be a number") from None
+        if value <= 0:
+            raise InvalidRequest(f"option {key} of {self.name} must be positive")
+        return value
+
+    def _int_option(self, key: str, default: int) -> int:
+        try:
+            value = int(self.option_values.get(key, default))
+        except ValueError:
+            raise InvalidRequest(f"option {key} of {self.name} must be a whole number") from None
+        if value < 0:
+            raise InvalidRequest(f"option {key} of {self.name} must not be negative")
+        return value
+
+
+def copy_config_tree(source: Path, dest: Path, *, skip: frozenset[str]) -> None:
+    """Copy a CLI's config dir, leaving out the top-level entries named in ``skip``."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for entry in source.iterdir():
+        if entry.name in skip:
+            continue
+        target = dest / entry.name
+        if entry.is_symlink():
+            continue
+        if entry.is_dir():
+            shutil.copytree(entry, target, dirs_exist_ok=True, symlinks=False)
+        elif entry.is_file():
+            shutil.copy2(entry, target)
+
+
+def uuid_for(session_id: str) -> str:
+    """Our session id in the UUID form the CLIs that take a caller-minted id want."""
+    try:
+        return str(uuid.UUID(session_id))
+    except ValueError:
+        return str(uuid.uuid5(uuid.NAMESPACE_URL, f"seamline:{session_id}"))
+
+
+def _check_id(value: str) -> None:
+    if not _SAFE_ID.match(value):
+        raise InvalidRequest(f"not a valid provider session id: {value!r}")
+
+
+def _dotted(version: tuple[int, int, int]) -> str:
+    return ".".join(str(p) for p in version)

@@ -1,0 +1,168 @@
+"""``claude-code``: Anthropic's Claude Code CLI driven headless (``claude -p``).
+
+Each turn is one ``claude -p PROMPT --output-format stream-json --verbose
+--include-partial-messages`` process. seamline mints the session id (``--session-id``);
+a later turn resumes it (``--resume``), a fork copies it natively (``--resume PARENT
+--fork-session --session-id NEW``). Cost is what Claude Code reports in its result frame.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import ClassVar, Final
+
+from seamline.providers.agent_cli import COMMON_OPTIONS, AgentCliProvider, Invocation, SessionMode, uuid_for
+from seamline.providers.base import OptionSpec, PreflightCheck, ProviderSession
+from seamline.providers.cli_parsers.base import StreamParser
+from seamline.providers.cli_parsers.claude_code import ClaudeStreamJsonParser
+
+__all__ = ["ClaudeCodeProvider"]
+
+_SLUG: Final = re.compile(r"[^A-Za-z0-9]")
+
+
+class ClaudeCodeProvider(AgentCliProvider):
+    """Claude Code as an agent: its own tools, sessions and cost report."""
+
+    name: ClassVar[str] = "claude-code"
+    description: ClassVar[str] = "Anthropic's Claude Code CLI (claude -p), running its own tools"
+    default_model: ClassVar[str | None] = None
+    options: ClassVar[dict[str, OptionSpec]] = {
+        **COMMON_OPTIONS,
+        "base_url": OptionSpec("Anthropic API base URL (sets ANTHROPIC_BASE_URL)"),
+        "allowed_tools": OptionSpec("tools Claude Code may run without asking, comma-separated", default="Bash,Read"),
+        "permission_mode": OptionSpec(
+            "Claude Code's --permission-mode", choices=("default", "acceptEdits", "plan", "bypassPermissions")
+        ),
+        "max_budget_usd": OptionSpec("Claude Code's own --max-budget-usd for the turn"),
+        "config_dir": OptionSpec("Claude Code's config dir (sets CLAUDE_CONFIG_DIR)"),
+    }
+    forking = "native"
+    session_ids = "seamline"
+    cost_source = "reported"
+    budget = "native"
+    routes = ("anthropic",)
+    mcp_transports = ("stdio", "http", "sse")
+    executable_name: ClassVar[str] = "claude"
+    npm_package: ClassVar[str] = "@anthropic-ai/claude-code"
+    tested_version: ClassVar[str] = "2.1.197"
+    min_version: ClassVar[tuple[int, int, int]] = (2, 1, 0)
+    max_version: ClassVar[tuple[int, int, int]] = (3, 0, 0)
+    config_dir_name: ClassVar[str] = ".claude"
+
+    def _invocation(
+        self,
+        *,
+        session: ProviderSession,
+        prompt: str,
+        executable: str,
+        mode: SessionMode,
+        target: str | None,
+    ) -> Invocation:
+        argv = [executable, "-p", prompt, "--output-format", "stream-json", "--verbose", "--include-partial-messages"]
+        if mode == "fresh":
+            argv += ["--session-id", uuid_for(session.session_id)]
+        elif mode == "resume" and target:
+            argv += ["--resume", target]
+        elif mode == "fork" and target:
+            argv += ["--resume", target, "--fork-session", "--session-id", uuid_for(session.session_id)]
+        if self.model:
+            argv += ["--model", self.model]
+        if effort := self.option_values.get("effort"):
+            argv += ["--effort", effort]
+        if budget := self.option_values.get("max_budget_usd"):
+            argv += ["--max-budget-usd", budget]
+        if mode_name := self.option_values.get("permission_mode"):
+            argv += ["--permission-mode", mode_name]
+        tools = [t.strip() for t in self.option_values.get("allowed_tools", "").split(",") if t.strip()]
+        if tools:
+            argv += ["--allowedTools", *tools]
+        env: dict[str, str | None] = {
+            # Claude Code retries a failing API call ten times over minutes by default.
+            "CLAUDE_CODE_MAX_RETRIES": str(self._int_option("max_retries", 2)),
+            "DISABLE_AUTOUPDATER": "1",
+            # Set when seamline itself runs inside a Claude Code session; not the child's business.
+            "CLAUDECODE": None,
+            "CLAUDE_CODE_ENTRYPOINT": None,
+        }
+        if base_url := self.option_values.get("base_url"):
+            env["ANTHROPIC_BASE_URL"] = base_url
+        if config_dir := self.option_values.get("config_dir"):
+            env["CLAUDE_CONFIG_DIR"] = config_dir
+        if os.geteuid() == 0 and self.option_values.get("permission_mode") == "bypassPermissions":
+            # As root, Claude Code refuses to bypass permissions outside a declared sandbox.
+            env["IS_SANDBOX"] = "1"
+        return Invocation(argv=argv, env=env)
+
+    def _new_parser(self) -> StreamParser:
+        return ClaudeStreamJsonParser(model=self.model)
+
+    def _credentials_check(self, environ: Mapping[str, str]) -> PreflightCheck:
+        for key in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"):
+            if environ.get(key):
+                return PreflightCheck(name="credentials", ok=True, detail=f"{key} is set")
+        stored = self.config_dir() / ".credentials.json"
+        if stored.is_file():
+            return PreflightCheck(name="credentials", ok=True, detail=f"login stored in {stored}")
+        return PreflightCheck(
+            name="credentials",
+            ok=False,
+            detail="no ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN or stored login",
+            fix="export ANTHROPIC_API_KEY=... (or run `claude` once and log in)",
+        )
+
+    def config_dir(self) -> Path:
+        given = self.option_values.get("config_dir") or os.environ.get("CLAUDE_CONFIG_DIR")
+        return Path(given) if given else super().config_dir()
+
+    def _seed_skip(self) -> frozenset[str]:
+        return frozenset({"projects", "todos", "shell-snapshots", "statsig", "logs", "ide", "session-env", "debug"})
+
+    def _referenced_files(self, config_dir: Path) -> Iterable[str]:
+        # settings.json may name scripts (status line, hooks, API-key helper) by a path
+        # relative to the config dir; those travel with the copy.
+        found: list[str] = []
+        for name in ("settings.json", "settings.local.json"):
+            path = config_dir / name
+            try:
+                data = json.loads(path.read_text())
+            except (OSError, ValueError):
+                continue
+            found += [s for s in _strings(data) if _relative_file(config_dir, s)]
+        return found
+
+    def _expected_transcript(self, session: ProviderSession, psid: str) -> Path | None:
+        cwd = str(session.workspace or Path.cwd())
+        return self.config_dir() / "projects" / _SLUG.sub("-", cwd) / f"{psid}.jsonl"
+
+    def _search_transcript(self, psid: str) -> Path | None:
+        projects = self.config_dir() / "projects"
+        if not projects.is_dir():
+            return None
+        for candidate in projects.glob(f"*/{psid}.jsonl"):
+            return candidate
+        return None
+
+
+def _strings(data: object) -> Iterable[str]:
+    if isinstance(data, str):
+        yield data
+    elif isinstance(data, dict):
+        for value in data.values():
+            yield from _strings(value)
+    elif isinstance(data, list):
+        for value in data:
+            yield from _strings(value)
+
+
+def _relative_file(root: Path, value: str) -> bool:
+    if not value or len(value) > 300 or "\n" in value or value.startswith(("/", "~")) or " " in value:
+        return False
+    try:
+        return (root / value).is_file()
+    except OSError:
+        return False

@@ -1,0 +1,145 @@
+"""``codex``: OpenAI's Codex CLI driven headless (``codex exec --json``).
+
+Each turn is one ``codex exec`` process. Codex mints the thread id (``thread.started``);
+a later turn resumes it (``codex exec resume ID``), a fork copies it natively (``codex exec
+fork ID``). Codex reports tokens, never cost, so usage is priced from the price data.
+A local or third-party endpoint is a model provider of Codex's own configuration, given
+inline with ``-c`` (Codex ignores ``OPENAI_BASE_URL``, and speaks only the Responses wire).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import ClassVar
+
+from seamline.providers.agent_cli import COMMON_OPTIONS, AgentCliProvider, Invocation, SessionMode
+from seamline.providers.base import OptionSpec, PreflightCheck, ProviderSession
+from seamline.providers.cli_parsers.base import StreamParser
+from seamline.providers.cli_parsers.codex import CodexJsonParser
+
+__all__ = ["CodexProvider"]
+
+
+class CodexProvider(AgentCliProvider):
+    """Codex as an agent: its own tools and threads; tokens priced by seamline."""
+
+    name: ClassVar[str] = "codex"
+    description: ClassVar[str] = "OpenAI's Codex CLI (codex exec --json), running its own tools"
+    default_model: ClassVar[str | None] = None
+    options: ClassVar[dict[str, OptionSpec]] = {
+        **COMMON_OPTIONS,
+        "base_url": OptionSpec("Responses API base URL (an inline model provider of Codex's config)"),
+        "api_key_env": OptionSpec("environment variable holding the key for base_url", default="OPENAI_API_KEY"),
+        "sandbox": OptionSpec(
+            "Codex's sandbox mode",
+            default="workspace-write",
+            choices=("read-only", "workspace-write", "danger-full-access"),
+        ),
+        "codex_home": OptionSpec("Codex's home dir (sets CODEX_HOME)"),
+    }
+    forking = "native"
+    session_ids = "provider"
+    cost_source = "priced"
+    budget = "seamline"
+    routes = ("openai", "responses")
+    mcp_transports = ("stdio", "http")
+    executable_name: ClassVar[str] = "codex"
+    npm_package: ClassVar[str] = "@openai/codex"
+    tested_version: ClassVar[str] = "0.171.0"
+    min_version: ClassVar[tuple[int, int, int]] = (0, 160, 0)
+    max_version: ClassVar[tuple[int, int, int]] = (1, 0, 0)
+    config_dir_name: ClassVar[str] = ".codex"
+
+    def _invocation(
+        self,
+        *,
+        session: ProviderSession,
+        prompt: str,
+        executable: str,
+        mode: SessionMode,
+        target: str | None,
+    ) -> Invocation:
+        argv = [executable, "exec", "--json", "--skip-git-repo-check"]
+        config = [
+            f"sandbox_mode={json.dumps(self.option_values.get('sandbox', 'workspace-write'))}",
+            'approval_policy="never"',
+        ]
+        if self.model:
+            config.append(f"model={json.dumps(self.model)}")
+        if effort := self.option_values.get("effort"):
+            config.append(f"model_reasoning_effort={json.dumps(effort)}")
+        env: dict[str, str | None] = {}
+        retries = self._int_option("max_retries", 2)
+        if base_url := self.option_values.get("base_url"):
+            key_env = self.option_values.get("api_key_env", "OPENAI_API_KEY")
+            table = (
+                f'{{name="seamline",base_url={json.dumps(base_url)},env_key={json.dumps(key_env)},'
+                f'wire_api="responses",request_max_retries={retries},stream_max_retries={retries}}}'
+            )
+            config += ['model_provider="seamline"', f"model_providers.seamline={table}"]
+        if home := self.option_values.get("codex_home"):
+            env["CODEX_HOME"] = home
+        flags = [part for item in config for part in ("-c", item)]
+        if mode == "resume" and target:
+            argv += ["resume", *flags, target, prompt]
+        elif mode == "fork" and target:
+            argv += ["fork", *flags, target, prompt]
+        else:
+            argv += [*flags, prompt]
+        return Invocation(argv=argv, env=env)
+
+    def _new_parser(self) -> StreamParser:
+        return CodexJsonParser(model=self.model)
+
+    def _credentials_check(self, environ: Mapping[str, str]) -> PreflightCheck:
+        key_env = self.option_values.get("api_key_env", "OPENAI_API_KEY")
+        if environ.get(key_env):
+            return PreflightCheck(name="credentials", ok=True, detail=f"{key_env} is set")
+        stored = self.config_dir() / "auth.json"
+        if stored.is_file():
+            return PreflightCheck(name="credentials", ok=True, detail=f"login stored in {stored}")
+        return PreflightCheck(
+            name="credentials",
+            ok=False,
+            detail=f"no {key_env} and no stored login",
+            fix=f"export {key_env}=... (or run `codex login`)",
+        )
+
+    def config_dir(self) -> Path:
+        given = self.option_values.get("codex_home") or os.environ.get("CODEX_HOME")
+        return Path(given) if given else super().config_dir()
+
+    def _seed_skip(self) -> frozenset[str]:
+        return frozenset({"sessions", "archived_sessions", "log", "logs", "history.jsonl", "tmp", "shell_snapshots"})
+
+    def _referenced_files(self, config_dir: Path) -> Iterable[str]:
+        # config.toml may name an instructions file relative to the config dir.
+        try:
+            config = tomllib.loads((config_dir / "config.toml").read_text())
+        except (OSError, tomllib.TOMLDecodeError):
+            return []
+        found: list[str] = []
+        stack: list[object] = [config]
+        while stack:
+            item = stack.pop()
+            if isinstance(item, dict):
+                for key, value in item.items():
+                    if isinstance(value, str) and key.endswith("_file") and not value.startswith(("/", "~")):
+                        found.append(value)
+                    else:
+                        stack.append(value)
+            elif isinstance(item, list):
+                stack.extend(item)
+        return found
+
+    def _search_transcript(self, psid: str) -> Path | None:
+        sessions = self.config_dir() / "sessions"
+        if not sessions.is_dir():
+            return None
+        for candidate in sessions.glob(f"*/*/*/rollout-*-{psid}.jsonl"):
+            return candidate
+        return None

@@ -1,0 +1,164 @@
+"""``gemini-cli``: Google's Gemini CLI driven headless (``gemini -p -o stream-json``).
+
+Each turn is one ``gemini`` process. seamline mints the session id (``--session-id``); a
+later turn resumes it (``--resume ID``). The Gemini CLI cannot fork. It reports tokens, not
+cost, so usage is priced from the price data. Its retry count and, when only an API key is
+given, its auth type go into a system-defaults settings file of seamline's (the lowest
+precedence layer, so the user's own settings still win).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import AsyncIterator, Iterable, Mapping
+from pathlib import Path
+from typing import ClassVar
+
+from seamline.events import Event
+from seamline.providers.agent_cli import COMMON_OPTIONS, AgentCliProvider, Invocation, SessionMode, uuid_for
+from seamline.providers.base import OptionSpec, PreflightCheck, ProviderSession
+from seamline.providers.cli_parsers.base import StreamParser
+from seamline.providers.cli_parsers.gemini_cli import GeminiStreamJsonParser
+
+__all__ = ["GeminiCliProvider"]
+
+
+class GeminiCliProvider(AgentCliProvider):
+    """The Gemini CLI as an agent: its own tools and sessions; tokens priced by seamline."""
+
+    name: ClassVar[str] = "gemini-cli"
+    description: ClassVar[str] = "Google's Gemini CLI (gemini -p -o stream-json), running its own tools"
+    default_model: ClassVar[str | None] = "gemini-2.5-flash"
+    options: ClassVar[dict[str, OptionSpec]] = {
+        **COMMON_OPTIONS,
+        "base_url": OptionSpec("Gemini API base URL (sets GOOGLE_GEMINI_BASE_URL)"),
+        "approval_mode": OptionSpec(
+            "the CLI's --approval-mode; the default offers no shell or write tools headless",
+            default="yolo",
+            choices=("default", "auto_edit", "yolo", "plan"),
+        ),
+        "gemini_home": OptionSpec("home the CLI keeps .gemini under (sets GEMINI_CLI_HOME)"),
+    }
+    forking = "none"
+    session_ids = "seamline"
+    cost_source = "priced"
+    budget = "seamline"
+    routes = ("gemini-api",)
+    mcp_transports = ("stdio", "http", "sse")
+    executable_name: ClassVar[str] = "gemini"
+    npm_package: ClassVar[str] = "@google/gemini-cli"
+    tested_version: ClassVar[str] = "0.61.0"
+    min_version: ClassVar[tuple[int, int, int]] = (0, 50, 0)
+    max_version: ClassVar[tuple[int, int, int]] = (1, 0, 0)
+    config_dir_name: ClassVar[str] = ".gemini"
+
+    def _invocation(
+        self,
+        *,
+        session: ProviderSession,
+        prompt: str,
+        executable: str,
+        mode: SessionMode,
+        target: str | None,
+    ) -> Invocation:
+        argv = [executable, "-p", prompt, "-o", "stream-json", "--skip-trust"]
+        if mode == "resume" and target:
+            argv += ["--resume", target]
+        else:
+            argv += ["--session-id", uuid_for(session.session_id)]
+        # An explicit model also saves the routing request the default "auto" model makes.
+        if self.model:
+            argv += ["-m", self.model]
+        if approval := self.option_values.get("approval_mode"):
+            argv += ["--approval-mode", approval]
+        env: dict[str, str | None] = {}
+        if base_url := self.option_values.get("base_url"):
+            env["GOOGLE_GEMINI_BASE_URL"] = base_url
+        if home := self.option_values.get("gemini_home"):
+            env["GEMINI_CLI_HOME"] = home
+        defaults_path = session.state.get("gemini_defaults")
+        if isinstance(defaults_path, str):
+            env["GEMINI_CLI_SYSTEM_DEFAULTS_PATH"] = defaults_path
+        return Invocation(argv=argv, env=env)
+
+    def _turn(self, session: ProviderSession, prompt: str) -> AsyncIterator[Event]:
+        return self._with_defaults(session, prompt)
+
+    async def _with_defaults(self, session: ProviderSession, prompt: str) -> AsyncIterator[Event]:
+        defaults: dict[str, object] = {
+            # The CLI retries a failing call ten times by default, over minutes.
+            "general": {"maxAttempts": max(self._int_option("max_retries", 2) + 1, 1)},
+        }
+        if os.environ.get("GEMINI_API_KEY") and not self._user_auth_type():
+            defaults["security"] = {"auth": {"selectedType": "gemini-api-key"}}
+        fd, path = tempfile.mkstemp(prefix="seamline-gemini-", suffix=".json")
+        try:
+            with os.fdopen(fd, "w") as fh:
+                json.dump(defaults, fh)
+            session.state["gemini_defaults"] = path
+            async for event in self._run_turn(session, prompt):
+                yield event
+        finally:
+            session.state.pop("gemini_defaults", None)
+            Path(path).unlink(missing_ok=True)
+
+    def _user_auth_type(self) -> str | None:
+        try:
+            settings = json.loads((self.config_dir() / "settings.json").read_text())
+        except (OSError, ValueError):
+            return None
+        auth = settings.get("security", {}).get("auth", {}) if isinstance(settings, dict) else {}
+        value = auth.get("selectedType") if isinstance(auth, dict) else None
+        return value if isinstance(value, str) else None
+
+    def _new_parser(self) -> StreamParser:
+        return GeminiStreamJsonParser(model=self.model)
+
+    def _credentials_check(self, environ: Mapping[str, str]) -> PreflightCheck:
+        for key in ("GEMINI_API_KEY", "GOOGLE_API_KEY"):
+            if environ.get(key):
+                return PreflightCheck(name="credentials", ok=True, detail=f"{key} is set")
+        stored = self.config_dir() / "oauth_creds.json"
+        if stored.is_file():
+            return PreflightCheck(name="credentials", ok=True, detail=f"login stored in {stored}")
+        return PreflightCheck(
+            name="credentials",
+            ok=False,
+            detail="no GEMINI_API_KEY, GOOGLE_API_KEY or stored login",
+            fix="export GEMINI_API_KEY=... (or run `gemini` once and log in)",
+        )
+
+    def config_dir(self) -> Path:
+        home = self.option_values.get("gemini_home") or os.environ.get("GEMINI_CLI_HOME")
+        return Path(home) / self.config_dir_name if home else super().config_dir()
+
+    def _seed_skip(self) -> frozenset[str]:
+        return frozenset({"tmp", "history", "logs"})
+
+    def _referenced_files(self, config_dir: Path) -> Iterable[str]:
+        # settings.json may name context files (GEMINI.md by default) that live beside it.
+        try:
+            settings = json.loads((config_dir / "settings.json").read_text())
+        except (OSError, ValueError):
+            return ["GEMINI.md"]
+        context = settings.get("context", {}) if isinstance(settings, dict) else {}
+        names = context.get("fileName", "GEMINI.md") if isinstance(context, dict) else "GEMINI.md"
+        listed = names if isinstance(names, list) else [names]
+        return [n for n in listed if isinstance(n, str) and not n.startswith(("/", "~"))]
+
+    def _search_transcript(self, psid: str) -> Path | None:
+        tmp = self.config_dir() / "tmp"
+        if not tmp.is_dir():
+            return None
+        short = psid.split("-", 1)[0]
+        for candidate in tmp.glob(f"*/chats/session-*{short}*.json*"):
+            try:
+                with candidate.open("rb") as fh:
+                    head = fh.read(4096)
+            except OSError:
+                continue
+            if psid.encode() in head:
+                return candidate
+        return None

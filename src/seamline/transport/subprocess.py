@@ -1,0 +1,224 @@
+"""Subprocess line streams: spawn a program in its own process group, read its stdout
+line by line, keep the tail of its stderr, and end the whole group on request.
+
+Ending goes SIGINT, then SIGTERM, then SIGKILL, each to the process group and each after a
+grace period, because agent CLIs relaunch themselves as children (signals to the first PID
+alone are lost) and some ignore the gentler signals.
+
+>>> import asyncio
+>>> async def demo() -> list[bytes]:
+...     proc = await LineProcess.spawn(["printf", "a\\nb\\n"])
+...     lines = [line async for line in proc.lines()]
+...     await proc.wait()
+...     return lines
+>>> asyncio.run(demo())
+[b'a', b'b']
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import os
+import signal
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final, Literal
+
+from seamline.errors import InvalidRequest, TransportFailure
+
+__all__ = ["EndResult", "LineProcess", "group_members"]
+
+_CHUNK: Final = 1 << 16
+_STDERR_TAIL: Final = 200
+
+
+@dataclass(frozen=True, slots=True)
+class EndResult:
+    """How a process group was ended: the last signal needed and the leader's exit code."""
+
+    signal: Literal["none", "SIGINT", "SIGTERM", "SIGKILL"]
+    returncode: int | None
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live (non-zombie) processes in process group ``pgid``, read from ``/proc``.
+
+    Falls back to ``killpg(pgid, 0)`` where ``/proc`` is not available.
+    """
+    proc = Path("/proc")
+    if not proc.is_dir():  # pragma: no cover - not Linux
+        try:
+            os.killpg(pgid, 0)
+        except (ProcessLookupError, PermissionError):
+            return []
+        return [pgid]
+    members: list[int] = []
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # The command name may hold spaces and parentheses; the fields start after the last ')'.
+        fields = stat[stat.rfind(")") + 2 :].split()
+        if len(fields) > 2 and fields[2] == str(pgid) and fields[0] != "Z":
+            members.append(int(entry.name))
+    return members
+
+
+class LineProcess:
+    """A spawned program in its own process group, with its stdout as a line stream."""
+
+    def __init__(self, proc: asyncio.subprocess.Process, argv: Sequence[str]) -> None:
+        self._proc = proc
+        self.argv: tuple[str, ...] = tuple(argv)
+        self.pid: int = proc.pid
+        # start_new_session makes the child a session and group leader: pgid == pid.
+        self.pgid: int = proc.pid
+        self._stderr: collections.deque[str] = collections.deque(maxlen=_STDERR_TAIL)
+        self._stderr_task = asyncio.create_task(self._drain_stderr())
+        self.ended_by: EndResult | None = None
+
+    @classmethod
+    async def spawn(
+        cls,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: str | os.PathLike[str] | None = None,
+        stdin: bytes | None = None,
+    ) -> LineProcess:
+        """Start ``argv`` in a new process group; stdin gets ``stdin`` then EOF (or nothing)."""
+        if not argv:
+            raise InvalidRequest("empty command line")
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv,
+                stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                env=dict(env) if env is not None else None,
+                cwd=cwd,
+                start_new_session=True,
+            )
+        except FileNotFoundError:
+            raise InvalidRequest(f"executable not found: {argv[0]}") from None
+        except PermissionError:
+            raise InvalidRequest(f"executable is not runnable: {argv[0]}") from None
+        except OSError as exc:
+            raise TransportFailure(f"cannot start {argv[0]}: {exc.strerror or exc}") from None
+        line_process = cls(proc, argv)
+        if stdin is not None and proc.stdin is not None:
+            try:
+                proc.stdin.write(stdin)
+                await proc.stdin.drain()
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            finally:
+                proc.stdin.close()
+        return line_process
+
+    async def _drain_stderr(self) -> None:
+        stream = self._proc.stderr
+        if stream is None:
+            return
+        pending = b""
+        while True:
+            chunk = await stream.read(_CHUNK)
+            if not chunk:
+                break
+            pending += chunk
+            *done, pending = pending.split(b"\n")
+            for line in done:
+                self._stderr.append(line.decode("utf-8", "replace"))
+        if pending:
+            self._stderr.append(pending.decode("utf-8", "replace"))
+
+    async def lines(self) -> AsyncIterator[bytes]:
+        """Stdout, one line at a time without its newline; any size of line is fine."""
+        stream = self._proc.stdout
+        if stream is None:
+            return
+        pending = b""
+        while True:
+            chunk = await stream.read(_CHUNK)
+            if not chunk:
+                break
+            if b"\n" not in chunk:
+                pending += chunk
+                continue
+            parts = (pending + chunk).split(b"\n")
+            pending = parts.pop()
+            for line in parts:
+                yield line
+        if pending:
+            yield pending
+
+    @property
+    def returncode(self) -> int | None:
+        return self._proc.returncode
+
+    def stderr_tail(self, lines: int = 20) -> str:
+        """The last ``lines`` lines the program wrote to stderr."""
+        tail = list(self._stderr)[-lines:]
+        return "\n".join(tail)
+
+    async def wait(self) -> int:
+        """Wait for the leader to exit and stderr to be drained; returns its exit code."""
+        code = await self._proc.wait()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.wait_for(asyncio.shield(self._stderr_task), timeout=2.0)
+        return code
+
+    def group_alive(self) -> bool:
+        """Whether any live process of the group is left (the leader or its children)."""
+        return bool(group_members(self.pgid))
+
+    def _signal_group(self, sig: signal.Signals) -> bool:
+        try:
+            os.killpg(self.pgid, sig)
+        except ProcessLookupError:
+            return False
+        except PermissionError:  # pragma: no cover - the group's pgid was reused by someone else
+            return False
+        return True
+
+    async def _gone(self, timeout: float) -> bool:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            if self._proc.returncode is not None and not self.group_alive():
+                return True
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return False
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(asyncio.shield(self._proc.wait()), timeout=min(0.05, remaining))
+
+    async def end(self, *, grace: float = 2.0) -> EndResult:
+        """End the whole group: SIGINT, then SIGTERM, then SIGKILL, ``grace`` seconds apart.
+
+        Safe to call more than once and after the program exited by itself.
+        """
+        if self.ended_by is not None and not self.group_alive():
+            return self.ended_by
+        used: Literal["none", "SIGINT", "SIGTERM", "SIGKILL"] = "none"
+        if not await self._gone(0):
+            for sig, name in (
+                (signal.SIGINT, "SIGINT"),
+                (signal.SIGTERM, "SIGTERM"),
+                (signal.SIGKILL, "SIGKILL"),
+            ):
+                if not self._signal_group(sig):
+                    break
+                used = name  # type: ignore[assignment]
+                if await self._gone(grace if sig != signal.SIGKILL else max(grace, 1.0)):
+                    break
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self._proc.wait(), timeout=max(grace, 1.0))
+        self.ended_by = EndResult(signal=used, returncode=self._proc.returncode)
+        return self.ended_by
