@@ -22,6 +22,9 @@ ENTRY_POINT_GROUP: Final = "seamline.providers"
 _BUILTIN: Final[dict[str, str]] = {
     "offline": "seamline.providers.offline:OfflineProvider",
     "scripted": "seamline.providers.scripted:ScriptedProvider",
+    "claude-code": "seamline.providers.claude_code:ClaudeCodeProvider",
+    "codex": "seamline.providers.codex:CodexProvider",
+    "gemini-cli": "seamline.providers.gemini_cli:GeminiCliProvider",
     "openai": "seamline.providers.openai_api:OpenAIProvider",
     "anthropic": "seamline.providers.anthropic_api:AnthropicProvider",
 }
