@@ -19,6 +19,8 @@ from seamline.errors import SeamlineError
 __all__ = ["EXIT_CODES", "main"]
 
 EXIT_CODES: Final[dict[str, int]] = {"completed": 0, "failed": 1, "usage": 2, "budget": 3, "aborted": 130}
+# Controller stop reasons of `seamline run --pipeline` (see seamline.pipeline.controller).
+EXIT_CODES.update({"oscillating": 4, "exhausted": 5, "vetoed": 6, "invalid_transition": 7})
 
 
 # Each command lives in its own module with ``add_parser(commands)`` and ``run(args)``;
@@ -26,6 +28,8 @@ EXIT_CODES: Final[dict[str, int]] = {"completed": 0, "failed": 1, "usage": 2, "b
 _COMMANDS: Final[tuple[str, ...]] = (
     "seamline.cli.run_command",
     "seamline.cli.providers_command",
+    "seamline.cli.pipelines_command",
+    "seamline.cli.trace_command",
 )
 
 

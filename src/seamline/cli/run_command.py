@@ -72,6 +72,11 @@ def add_parser(commands: Any) -> str:
     )
     run.add_argument("--budget-usd", type=float, metavar="USD", help="stop the turn once its cost passes this")
     run.add_argument("--allow", action="append", metavar="TOOL", help="offer only these tools; repeatable")
+    run.add_argument(
+        "--pipeline",
+        metavar="NAME|FILE",
+        help="run a pipeline (built in: single, answer-review; or a YAML/JSON file) under the controller",
+    )
     return "run"
 
 
@@ -81,6 +86,10 @@ def run(args: argparse.Namespace) -> int:
         raise SeamlineUsage("the prompt is empty")
     if args.max_steps < 1:
         raise SeamlineUsage("--max-steps must be at least 1")
+    if args.pipeline:
+        from seamline.cli.pipelines_command import run_pipeline
+
+        return run_pipeline(args, prompt)
     options = parse_options(args.provider_option)
     provider = create_provider(args.provider, model=args.model, options=options)
     workspace = Workspace(args.workspace)

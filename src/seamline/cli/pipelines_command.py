@@ -1,0 +1,147 @@
+"""``seamline pipelines list | show``, and the pipeline half of ``seamline run --pipeline``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from typing import Any, Final
+
+from seamline.cli.main import install_abort_handler, parse_options
+from seamline.events import Complete, Event, Raw, encode_event
+from seamline.pipeline.builtin import BUILTIN_PIPELINES, open_run, resolve_pipeline, stream_pipeline
+from seamline.pipeline.controller import PipelineController
+from seamline.providers.registry import create_provider
+from seamline.sessions.store import SessionStore, default_store_path
+from seamline.tools.workspace import Workspace, workspace_tools
+
+__all__ = ["add_parser", "run", "run_pipeline"]
+
+_EPILOG: Final = """\
+examples:
+  seamline pipelines list
+  seamline pipelines show answer-review --json
+  seamline run --pipeline answer-review "How do I add a provider?"
+
+exit codes of a pipeline run: 0 converged/completed, 1 failed, 2 usage error, 3 budget,
+4 oscillating, 5 exhausted, 6 vetoed, 7 invalid transition, 130 aborted
+"""
+
+
+def add_parser(commands: Any) -> str:
+    pipelines = commands.add_parser(
+        "pipelines",
+        help="list and show pipeline definitions",
+        description="List the built-in pipelines and show a definition (built-in or file) with its hash.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=_EPILOG,
+    )
+    sub = pipelines.add_subparsers(dest="pipelines_command", metavar="SUBCOMMAND", required=True)
+    plist = sub.add_parser("list", help="the built-in pipelines")
+    plist.add_argument("--json", action="store_true", help="one JSON object per pipeline")
+    show = sub.add_parser("show", help="one definition, complete with defaults, and its hash")
+    show.add_argument("pipeline", metavar="NAME|FILE")
+    show.add_argument("--json", action="store_true")
+    return "pipelines"
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.pipelines_command == "list":
+        for definition in BUILTIN_PIPELINES.values():
+            row = {
+                "name": definition.name,
+                "description": definition.description,
+                "definition_hash": definition.definition_hash(),
+                "phases": [p.name for p in definition.phases],
+            }
+            if args.json:
+                print(json.dumps(row))
+            else:
+                print(f"{row['name']:<16} {row['description']}")
+        return 0
+    definition = resolve_pipeline(args.pipeline)
+    data = {"definition_hash": definition.definition_hash(), "definition": definition.to_data()}
+    if args.json:
+        print(json.dumps(data))
+        return 0
+    print(f"{definition.name}  (definition hash {data['definition_hash']})")
+    for phase in definition.phases:
+        roles = ", ".join(phase.bound_roles())
+        route = f"-> {definition.next_of(phase)}" + (f" | revise -> {phase.on_continue}" if phase.on_continue else "")
+        print(f"  {phase.name:<12} roles: {roles:<20} {route}{'  (judge)' if phase.judge else ''}")
+    print(f"  terminal: {', '.join(definition.terminal_phases)}")
+    conv = definition.convergence
+    print(
+        f"  convergence: {conv.strategy}, at most {conv.max_rounds} round(s); retries: {definition.retry.max_attempts}"
+    )
+    return 0
+
+
+def run_pipeline(args: argparse.Namespace, prompt: str) -> int:
+    """``seamline run --pipeline``: drive the controller and show its events."""
+    definition = resolve_pipeline(args.pipeline)
+    provider = create_provider(args.provider, model=args.model, options=parse_options(args.provider_option))
+    workspace = Workspace(args.workspace)
+    tools = workspace_tools(workspace)
+    if args.allow:
+        tools = tools.restrict(args.allow)
+    store_path = args.store or default_store_path()
+    store = None if args.no_store else SessionStore(store_path)
+    try:
+        controller = open_run(
+            definition,
+            provider=provider,
+            workspace=workspace.root,
+            store=store,
+            store_path=store_path,
+            tools=tools,
+            yes=args.yes,
+            max_steps=args.max_steps,
+            budget_usd=args.budget_usd,
+        )
+        return asyncio.run(_drive(controller, prompt, json_out=args.json))
+    finally:
+        if store is not None:
+            store.close()
+
+
+async def _drive(controller: PipelineController, prompt: str, *, json_out: bool) -> int:
+    install_abort_handler(asyncio.get_running_loop(), controller.cancel)
+    out = sys.stdout.buffer
+    tag = b'{"run_id":"' + controller.run_id.encode("ascii") + b'",'
+    progress = sys.stderr.isatty()
+    final: Complete | None = None
+    async for event in stream_pipeline(controller, prompt):
+        if json_out:
+            # Each line carries the run id beside the event's own fields; decode_event
+            # ignores the extra key, so the lines stay events of the vocabulary.
+            out.write(tag + encode_event(event)[1:] + b"\n")
+        elif progress:
+            _note(event)
+        if isinstance(event, Complete):
+            final = event  # the run's own complete is the last one
+    out.flush()
+    report = controller.report
+    if final is None:  # pragma: no cover - the controller always ends with complete
+        return 1
+    if not json_out:
+        sys.stdout.write(final.text if final.text.endswith("\n") or not final.text else final.text + "\n")
+        sys.stdout.flush()
+        trace = controller.writer.path
+        print(
+            f"seamline: {controller.definition.name} {report.outcome} ({report.stop_reason}) · run {report.run_id}"
+            + (f" · trace {trace}" if trace else ""),
+            file=sys.stderr,
+        )
+    return report.exit_code
+
+
+def _note(event: Event) -> None:
+    if isinstance(event, Raw) and event.source == "controller" and isinstance(event.payload, dict):
+        payload = event.payload
+        if payload.get("what") == "transition":
+            print(f"→ {payload.get('source')} -> {payload.get('target')}", file=sys.stderr)
+        elif payload.get("what") == "decision":
+            decision = payload.get("decision", {})
+            print(f"  decision: {decision.get('status')} — {decision.get('reason')}", file=sys.stderr)

@@ -1,0 +1,139 @@
+"""``seamline trace show | verify | replay | redrive | export RUN``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, Final
+
+from seamline.cli.main import SeamlineUsage
+from seamline.trace.replay import redrive, replay
+from seamline.trace.verify import Verification, verify_trace
+from seamline.trace.writer import trace_path
+
+__all__ = ["add_parser", "run"]
+
+_EPILOG: Final = """\
+RUN is a run id (its trace is traces/RUN.jsonl beside the session store, or under
+$SEAMLINE_TRACES); --file FILE reads a trace file instead, e.g. an exported one.
+
+examples:
+  seamline trace show 5f0c... --json
+  seamline trace verify --file run.jsonl
+  seamline trace redrive 5f0c... --pipeline answer-review
+
+exit codes: 0 ok, 1 the trace does not verify / the re-drive differs / the replay
+disagrees with the run's end, 2 usage error (no such run, unreadable file)
+"""
+
+
+def add_parser(commands: Any) -> str:
+    trace = commands.add_parser(
+        "trace",
+        help="show, verify, replay, re-drive and export run traces",
+        description="Inspect the trace of a pipeline run: verify its hash chain and lifecycle, rebuild its "
+        "result without calling any provider, or run the controller again on the recorded responses.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=_EPILOG,
+    )
+    sub = trace.add_subparsers(dest="trace_command", metavar="SUBCOMMAND", required=True)
+    for name, text in (
+        ("show", "run id, definition hash, head hash, fingerprint, outcome"),
+        ("verify", "check the chain, the lifecycle grammar, completeness and replayability"),
+        ("replay", "rebuild the run's result from the trace alone"),
+        ("redrive", "run the controller again on the recorded responses; report drift"),
+        ("export", "write the trace, verbatim, to a file or stdout"),
+    ):
+        cmd = sub.add_parser(name, help=text, description=text)
+        cmd.add_argument("run_id", nargs="?", metavar="RUN")
+        cmd.add_argument("--file", metavar="FILE", help="a trace file instead of a run id")
+        cmd.add_argument("--store", metavar="PATH", help="session store whose traces/ to use")
+        cmd.add_argument("--json", action="store_true", help="one JSON object on stdout")
+        if name == "redrive":
+            cmd.add_argument("--pipeline", metavar="NAME|FILE", help="re-drive against this definition")
+        if name == "export":
+            cmd.add_argument("--output", "-o", metavar="FILE", help="write here instead of stdout")
+    return "trace"
+
+
+def _source(args: argparse.Namespace) -> Path:
+    if args.file:
+        path = Path(args.file)
+    elif args.run_id:
+        path = trace_path(args.run_id, store_path=args.store)
+    else:
+        raise SeamlineUsage("give a run id or --file FILE")
+    if not path.is_file():
+        raise SeamlineUsage(f"no trace at {path}")
+    return path
+
+
+def run(args: argparse.Namespace) -> int:
+    path = _source(args)
+    command = args.trace_command
+    if command == "export":
+        data = path.read_bytes()
+        if args.output:
+            Path(args.output).write_bytes(data)
+        else:
+            sys.stdout.buffer.write(data)
+            sys.stdout.buffer.flush()
+        return 0
+    verification = verify_trace(path)
+    if command in ("show", "verify"):
+        return _show(verification, args, verify=command == "verify")
+    if not verification.ok:
+        return _show(verification, args, verify=True)
+    if command == "replay":
+        result = replay(verification)
+        if args.json:
+            print(json.dumps(result.data()))
+        else:
+            sys.stdout.write(result.text if result.text.endswith("\n") or not result.text else result.text + "\n")
+            print(f"seamline: replayed {result.pipeline}: {result.outcome} ({result.stop_reason})", file=sys.stderr)
+            for mismatch in result.mismatches:
+                print(f"seamline: mismatch: {mismatch}", file=sys.stderr)
+        return 1 if result.mismatches else 0
+    definition = None
+    if args.pipeline:
+        from seamline.pipeline.builtin import resolve_pipeline
+
+        definition = resolve_pipeline(args.pipeline)
+    report = redrive(verification, definition=definition)
+    if args.json:
+        print(json.dumps(report.data()))
+    else:
+        print(f"re-drive: {'same' if report.same else 'DIFFERENT'} — {report.outcome} ({report.stop_reason})")
+        for kind, items in report.drift.items():
+            for item in items:
+                print(f"  {kind} drift: {item}")
+        for item in report.differences:
+            print(f"  difference: {item}")
+    return 0 if report.same else 1
+
+
+def _show(verification: Verification, args: argparse.Namespace, *, verify: bool) -> int:
+    summary = verification.summary()
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        for key in (
+            "run_id",
+            "pipeline",
+            "definition_hash",
+            "head_hash",
+            "fingerprint",
+            "records",
+            "outcome",
+            "stop_reason",
+        ):
+            print(f"{key:<16} {summary[key]}")
+        print(f"{'verified':<16} {'ok' if verification.ok else 'FAILED'}")
+        print(f"{'replayable':<16} {'yes' if verification.replayable else 'no'}")
+        for reason in verification.replay_reasons:
+            print(f"  not replayable: {reason}")
+    for problem in verification.problems:
+        print(f"seamline: trace: {problem}", file=sys.stderr)
+    return 1 if verify and not verification.ok else 0

@@ -1,0 +1,538 @@
+"""The controller: the only thing that moves a pipeline run.
+
+It alone owns transitions, bounded retries, feedback revisions (every attempt stays in
+the trace), termination and finalization. Roles are passive (see ``roles``); agent turns
+go through an :class:`~seamline.pipeline.agents.Agents` (live providers, or recorded
+responses for a re-drive). Everything that happens is appended to the trace, and the
+run streams as events: provider events as they come, ``raw`` events from the
+controller (source ``run`` / ``controller``) and one final ``complete`` for the run.
+
+Stop reasons and outcomes stay distinct to the end:
+
+=================== ========= ====
+stop reason         outcome   exit
+=================== ========= ====
+converged/completed completed 0
+failed              failed    1
+budget              budget    3
+oscillating         failed    4
+exhausted           failed    5
+vetoed              aborted   6
+invalid_transition  aborted   7
+cancelled           aborted   130
+=================== ========= ====
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import uuid
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import msgspec
+
+from seamline.errors import SeamlineError
+from seamline.events import Complete, Error, Event, Raw, ReasoningDelta, TextDelta, ToolCall, ToolResult, Usage
+from seamline.pipeline.agents import AgentKey, Agents, prompt_hash
+from seamline.pipeline.bus import AgentBus
+from seamline.pipeline.convergence import ConvergenceDecision, Judgement, decide, failed_decision
+from seamline.pipeline.definition import ABORT_PHASE, PhaseSpec, PipelineDefinition
+from seamline.pipeline.guard import SpawnGuard
+from seamline.pipeline.roles import AgentResponse, Role, RoleContext, RoleFailure, RoleOutput, build_role
+from seamline.trace.fingerprint import split_event
+from seamline.trace.records import SCHEMA_VERSION
+from seamline.trace.writer import TraceWriter
+
+__all__ = ["STOP_EXIT_CODES", "STOP_OUTCOMES", "PipelineController", "RunReport", "config_hash", "exit_code_for"]
+
+STOP_OUTCOMES: Final[dict[str, str]] = {
+    "converged": "completed",
+    "completed": "completed",
+    "failed": "failed",
+    "budget": "budget",
+    "oscillating": "failed",
+    "exhausted": "failed",
+    "vetoed": "aborted",
+    "invalid_transition": "aborted",
+    "cancelled": "aborted",
+}
+STOP_EXIT_CODES: Final[dict[str, int]] = {
+    "oscillating": 4,
+    "exhausted": 5,
+    "vetoed": 6,
+    "invalid_transition": 7,
+}
+_OUTCOME_EXIT: Final[dict[str, int]] = {"completed": 0, "failed": 1, "budget": 3, "aborted": 130}
+_MAX_PHASE_VISITS: Final = 1000  # a cycle without a judge cannot spin forever
+
+
+def exit_code_for(outcome: str, stop_reason: str) -> int:
+    """The documented exit code: controller stop reasons first, then outcomes."""
+    return STOP_EXIT_CODES.get(stop_reason, _OUTCOME_EXIT.get(outcome, 1))
+
+
+def config_hash(config: Mapping[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(config, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+@dataclass
+class RunReport:
+    """What a finished run gave, and where its evidence is."""
+
+    run_id: str
+    outcome: str = "failed"
+    stop_reason: str = "no_result"
+    text: str = ""
+    head_hash: str = ""
+    fingerprint: str = ""
+    definition_hash: str = ""
+    transitions: list[tuple[str, str]] = field(default_factory=list)
+    decisions: list[ConvergenceDecision] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        return exit_code_for(self.outcome, self.stop_reason)
+
+
+class _Stop(Exception):
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(detail)
+        self.reason = reason
+        self.detail = detail
+
+
+@dataclass(slots=True)
+class _Totals:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    cost_usd: float = 0.0
+    unpriced: int = 0
+
+    def add(self, usage: Usage) -> None:
+        self.input_tokens += usage.input_tokens
+        self.output_tokens += usage.output_tokens
+        self.cache_read_tokens += usage.cache_read_tokens
+        self.cache_write_tokens += usage.cache_write_tokens
+        if usage.priced and usage.cost_usd is not None:
+            self.cost_usd += usage.cost_usd
+        else:
+            self.unpriced += 1
+
+    def merge(self, other: _Totals) -> None:
+        for name in self.__slots__:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+    def data(self) -> dict[str, Any]:
+        return {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cache_read_tokens": self.cache_read_tokens,
+            "cache_write_tokens": self.cache_write_tokens,
+            "cost_usd": round(self.cost_usd, 9),
+            "priced": self.unpriced == 0,
+        }
+
+
+_DONE: Final = object()
+
+
+class PipelineController:
+    """Runs one pipeline definition once. Create, then iterate :meth:`run`.
+
+    >>> # controller = PipelineController(definition, agents=LiveAgents(default=p), writer=w)
+    >>> # async for event in controller.run("question"): ...
+    """
+
+    def __init__(
+        self,
+        definition: PipelineDefinition,
+        *,
+        agents: Agents,
+        writer: TraceWriter,
+        run_id: str | None = None,
+        config: Mapping[str, Any] | None = None,
+        guard: SpawnGuard | None = None,
+        role_kinds: Mapping[str, Callable[..., Role]] | None = None,
+    ) -> None:
+        self.definition = definition
+        self.agents = agents
+        self.writer = writer
+        self.run_id = run_id or uuid.uuid4().hex
+        self.config = dict(config or {})
+        limits = definition.team
+        budget = self.config.get("budget_usd")
+        cap = budget if budget is not None else limits.max_cost_usd
+        self.guard = guard or SpawnGuard(
+            max_depth=limits.max_depth,
+            max_parallel=limits.max_parallel,
+            max_tasks=limits.max_tasks,
+            max_tokens=limits.max_tokens,
+            max_cost_usd=cap,
+        )
+        self.bus = AgentBus(guard=self.guard)
+        self.roles: dict[str, Role] = {
+            name: build_role(name, binding, kinds=role_kinds) for name, binding in definition.roles.items()
+        }
+        self.report = RunReport(run_id=self.run_id, definition_hash=definition.definition_hash())
+        self._queue: asyncio.Queue[object] = asyncio.Queue()
+        self._usage_by_role: dict[str, _Totals] = {}
+        self._usage_by_phase: dict[str, _Totals] = {}
+        self._cancelled = False
+        self._guard_recorded = False
+
+    # -- the run --------------------------------------------------------------------------
+    async def run(self, task: str) -> AsyncIterator[Event]:
+        """Drive the run to one terminal phase, streaming its events; the last is ``complete``."""
+        d = self.definition
+        providers = {r: self.agents.identity(r) for r, role in self.roles.items() if role.uses_agent}
+        header = {
+            "schema_version": SCHEMA_VERSION,
+            "pipeline": d.name,
+            "definition": d.to_data(),
+            "definition_hash": self.report.definition_hash,
+            "task": task,
+            "prompt_hash": prompt_hash(task),
+            "config": self.config,
+            "config_hash": config_hash(self.config),
+            "providers": providers,
+            "roles": {name: role.identity() for name, role in self.roles.items()},
+            "seamline_version": _version(),
+        }
+        w = self.writer
+        w.append("header", header, {"run_id": self.run_id})
+        w.append("run_start", {"pipeline": d.name, "first_phase": d.phases[0].name}, {"run_id": self.run_id})
+        w.flush()
+        yield Raw(
+            source="run",
+            payload={"run_id": self.run_id, "pipeline": d.name, "definition_hash": header["definition_hash"]},
+        )
+
+        phase = d.phases[0]
+        round_no = 1
+        history: list[Judgement] = []
+        evidence: dict[str, RoleOutput] = {}
+        subject: RoleOutput | None = None
+        feedback: str | None = None
+        visits = 0
+        stop: _Stop | None = None
+        final_phase = ABORT_PHASE
+        try:
+            while True:
+                w.append("phase_start", {"phase": phase.name, "round": round_no, "roles": list(phase.bound_roles())})
+                outputs: dict[str, RoleOutput] = {}
+                failure: tuple[str, RoleFailure] | None = None
+                try:
+                    async for item in self._run_phase(phase, round_no, task, feedback, subject, evidence):
+                        if isinstance(item, tuple):
+                            role_name, result = item
+                            if isinstance(result, RoleFailure):
+                                failure = failure or (role_name, result)
+                            else:
+                                outputs[role_name] = result
+                        else:
+                            yield item
+                except SeamlineError as exc:  # the spawn guard refused a task
+                    self.bus.cancel_all()
+                    w.append("phase_end", {"phase": phase.name, "round": round_no, "status": "stopped"})
+                    raise _Stop("budget" if exc.kind == "budget" else "failed", exc.message) from None
+                if self.guard.stopped is not None:
+                    w.append("phase_end", {"phase": phase.name, "round": round_no, "status": "stopped"})
+                    raise _Stop("budget", self.guard.stopped.message)
+                if self._cancelled:
+                    w.append("phase_end", {"phase": phase.name, "round": round_no, "status": "stopped"})
+                    raise _Stop("cancelled", "the run was cancelled")
+                if failure is not None:
+                    w.append("phase_end", {"phase": phase.name, "round": round_no, "status": "failed"})
+                    role_name, fail = failure
+                    if fail.kind == "budget":
+                        raise _Stop("budget", f"{role_name}: {fail.message}")
+                    if phase.judge:
+                        decision = failed_decision(f"{role_name} failed: {fail.message}", history, d.convergence)
+                        self._record_decision(phase, round_no, decision)
+                        yield self._controller_event("decision", decision=msgspec.to_builtins(decision))
+                    raise _Stop("failed", f"{role_name} failed ({fail.kind}): {fail.message}")
+                w.append("phase_end", {"phase": phase.name, "round": round_no, "status": "ok"})
+                for role_name in phase.bound_roles():
+                    evidence[role_name] = outputs[role_name]
+                if phase.judge:
+                    verdicts = [outputs[r] for r in phase.bound_roles()]
+                    judged = verdicts[-1]
+                    if judged.verdict is None:
+                        raise _Stop("failed", f"judge phase {phase.name!r} got no verdict")
+                    subject_hash = hashlib.sha256((subject.text if subject else "").encode()).hexdigest()
+                    history.append(Judgement(judged.verdict, judged.confidence, subject_hash))
+                    decision = decide(history, d.convergence)
+                    self._record_decision(phase, round_no, decision)
+                    yield self._controller_event("decision", decision=msgspec.to_builtins(decision))
+                    if decision.status == "continue":
+                        target = phase.on_continue or d.next_of(phase)
+                        feedback = judged.feedback
+                        round_no += 1
+                    elif decision.status == "converged":
+                        target = d.next_of(phase)
+                    else:
+                        raise _Stop(decision.status, decision.reason)
+                else:
+                    subject = outputs[phase.bound_roles()[-1]]
+                    target = d.next_of(phase)
+                    if subject.skip is not None and target not in d.terminal_phases:
+                        target = self._skip(phase, target, subject.skip)
+                if not d.allowed(phase.name, target):
+                    raise _Stop("invalid_transition", f"{phase.name} -> {target} is not an allowed transition")
+                w.append("transition", {"from": phase.name, "to": target, "reason": "next"})
+                w.flush()
+                yield self._controller_event("transition", source=phase.name, target=target)
+                self.report.transitions.append((phase.name, target))
+                if target in d.terminal_phases:
+                    final_phase = target
+                    break
+                visits += 1
+                if visits > _MAX_PHASE_VISITS:
+                    raise _Stop("exhausted", f"more than {_MAX_PHASE_VISITS} phase visits")
+                phase = d.phase(target)
+        except _Stop as exc:
+            stop = exc
+            w.append("transition", {"from": phase.name, "to": ABORT_PHASE, "reason": exc.reason, "detail": exc.detail})
+            self.report.transitions.append((phase.name, ABORT_PHASE))
+            yield self._controller_event("transition", source=phase.name, target=ABORT_PHASE, reason=exc.reason)
+        except BaseException:
+            # Cancelled from outside: what is recorded stays on disk, marked unfinished.
+            w.flush()
+            raise
+        if stop is None:
+            converged = any(dec.status == "converged" for dec in self.report.decisions)
+            stop_reason = "converged" if converged else "completed"
+            if final_phase == ABORT_PHASE:
+                stop_reason = "vetoed"
+        else:
+            stop_reason = stop.reason
+        outcome = STOP_OUTCOMES.get(stop_reason, "failed")
+        text = subject.text if subject is not None else ""
+        usage = {
+            "by_role": {k: v.data() for k, v in sorted(self._usage_by_role.items())},
+            "by_phase": {k: v.data() for k, v in sorted(self._usage_by_phase.items())},
+            "total": self._total().data(),
+        }
+        detail = {"detail": stop.detail} if stop is not None else {}
+        w.append(
+            "run_end",
+            {"outcome": outcome, "stop_reason": stop_reason, "text": text, "usage": usage, **detail},
+            {"run_id": self.run_id},
+        )
+        w.flush()
+        r = self.report
+        r.outcome, r.stop_reason, r.text = outcome, stop_reason, text
+        r.head_hash, r.fingerprint = w.head_hash, w.fingerprint.hex
+        yield Raw(
+            source="run",
+            payload={
+                "run_id": self.run_id,
+                "outcome": outcome,
+                "stop_reason": stop_reason,
+                "definition_hash": r.definition_hash,
+                "head_hash": r.head_hash,
+                "fingerprint": r.fingerprint,
+                "trace": str(w.path) if w.path is not None else None,
+                "usage": usage["total"],
+            },
+        )
+        yield Complete(outcome=outcome, stop_reason=stop_reason, text=text)  # type: ignore[arg-type]
+
+    async def cancel(self) -> None:
+        """Stop the run: in-flight turns are aborted, the run ends ``aborted`` / ``cancelled``."""
+        self._cancelled = True
+        await self.agents.abort_all()
+
+    # -- phases and roles -----------------------------------------------------------------
+    async def _run_phase(
+        self,
+        phase: PhaseSpec,
+        round_no: int,
+        task: str,
+        feedback: str | None,
+        subject: RoleOutput | None,
+        evidence: dict[str, RoleOutput],
+    ) -> AsyncIterator[Event | tuple[str, RoleOutput | RoleFailure]]:
+        frozen = dict(evidence)  # roles see a copy; only the controller files evidence
+        handles = []
+        for role_name in phase.bound_roles():
+            ctx_base = RoleContext(
+                task=task,
+                phase=phase.name,
+                role=role_name,
+                round=round_no,
+                attempt=1,
+                feedback=feedback,
+                subject=subject,
+                evidence=frozen,
+            )
+
+            def work(name: str = role_name, ctx: RoleContext = ctx_base) -> Any:
+                return self._act_with_retries(phase, name, ctx)
+
+            handles.append(self.bus.submit(role_name, work))
+        pending = len(handles)
+        while pending:
+            item = await self._queue.get()
+            if item is _DONE:
+                pending -= 1
+                continue
+            yield item  # type: ignore[misc]
+        results = await self.bus.collect(handles)
+        for role_name, result in zip(phase.bound_roles(), results, strict=True):
+            if isinstance(result, BaseException):
+                message = f"{type(result).__name__}: {result}"
+                yield role_name, RoleFailure(kind=getattr(result, "kind", "provider"), message=message)
+            else:
+                yield role_name, result
+
+    async def _act_with_retries(self, phase: PhaseSpec, role_name: str, ctx: RoleContext) -> RoleOutput | RoleFailure:
+        try:
+            policy = self.definition.retry
+            attempt = 1
+            while True:
+                ctx = msgspec.structs.replace(ctx, attempt=attempt)
+                result = await self._act(phase, role_name, ctx)
+                retry = (
+                    isinstance(result, RoleFailure)
+                    and result.retryable
+                    and result.kind in policy.retry_on
+                    and attempt < policy.max_attempts
+                    and self.guard.stopped is None
+                    and not self._cancelled
+                )
+                if not retry:
+                    return result
+                assert isinstance(result, RoleFailure)
+                self.writer.append(
+                    "retry",
+                    {
+                        "phase": phase.name,
+                        "role": role_name,
+                        "round": ctx.round,
+                        "attempt": attempt,
+                        "reason": result.kind,
+                    },
+                )
+                attempt += 1
+        finally:
+            self._queue.put_nowait(_DONE)
+
+    async def _act(self, phase: PhaseSpec, role_name: str, ctx: RoleContext) -> RoleOutput | RoleFailure:
+        role = self.roles[role_name]
+        if phase.name not in self.definition.phases_of(role_name):  # pragma: no cover - validate() guarantees it
+            return RoleFailure(kind="invalid_request", message=f"role {role_name} is not bound to phase {phase.name}")
+        w = self.writer
+        where = {"phase": phase.name, "role": role_name, "round": ctx.round, "attempt": ctx.attempt}
+        w.append("role_start", dict(where))
+        totals = _Totals()
+        if role.uses_agent:
+            prompt = role.prompt(ctx)
+            identity = self.agents.identity(role_name)
+            w.append("prompt", {**where, "prompt": prompt, "prompt_hash": prompt_hash(prompt), "provider": identity})
+            response = await self._turn(AgentKey(phase.name, role_name, ctx.round, ctx.attempt), prompt, where, totals)
+            result = role.interpret(ctx, response)
+        else:
+            result = role.decide(ctx)
+        self._usage_by_role.setdefault(role_name, _Totals()).merge(totals)
+        self._usage_by_phase.setdefault(phase.name, _Totals()).merge(totals)
+        if isinstance(result, RoleFailure):
+            body = {**where, "status": "failed", "failure": msgspec.to_builtins(result), "usage": totals.data()}
+        else:
+            body = {**where, "status": "ok", "output": msgspec.to_builtins(result), "usage": totals.data()}
+        w.append("role_end", body)
+        w.flush()
+        return result
+
+    async def _turn(self, key: AgentKey, prompt: str, where: dict[str, Any], totals: _Totals) -> AgentResponse:
+        w = self.writer
+        calls: dict[str, str] = {}
+        reads: dict[str, str] = {}
+        error: Error | None = None
+        final: Complete | None = None
+        source = self.agents.turn(key, prompt, budget_usd=self.guard.remaining_usd())
+        try:
+            async for event in source:
+                self._queue.put_nowait(event)
+                kind = type(event)
+                if kind is TextDelta or kind is ReasoningDelta:
+                    continue  # the final text is in ``complete``; deltas would only bloat the trace
+                d, o = split_event(event)
+                seq = w.append("event", {**where, "event": d}, o)
+                if isinstance(event, Usage):
+                    totals.add(event)
+                    stopped = self.guard.charge(event)
+                    if stopped is not None and not self._guard_recorded:
+                        self._guard_recorded = True
+                        w.append(
+                            "guard",
+                            {
+                                **where,
+                                "limit": stopped.limit,
+                                "spent": stopped.spent,
+                                "cap": stopped.cap,
+                                "at_seq": seq,
+                            },
+                        )
+                        await self.agents.abort_all()
+                elif isinstance(event, ToolCall) and event.name == "read_file":
+                    calls[event.call_id] = str(event.arguments.get("path", ""))
+                elif isinstance(event, ToolResult) and event.call_id in calls and not event.is_error:
+                    reads[calls[event.call_id]] = event.output
+                elif isinstance(event, Error):
+                    error = event
+                elif isinstance(event, Complete):
+                    final = event
+        finally:
+            closer = getattr(source, "aclose", None)
+            if closer is not None:
+                await closer()
+        if final is None:
+            final = Complete(outcome="failed", stop_reason="no_result")
+        if self.guard.stopped is not None and final.outcome == "completed":
+            final = Complete(outcome="budget", stop_reason="budget", text=final.text)
+        return AgentResponse(
+            text=final.text,
+            outcome=final.outcome,
+            stop_reason=final.stop_reason,
+            reads=reads,
+            error_kind=error.kind if error is not None else None,
+            error_message=error.message if error is not None else None,
+        )
+
+    # -- bookkeeping ----------------------------------------------------------------------
+    def _skip(self, phase: PhaseSpec, target: str, reason: str) -> str:
+        allowed = self.definition.skip_reasons.get(target, ())
+        if reason not in allowed:
+            raise _Stop(
+                "invalid_transition", f"{phase.name} asked to skip {target} for an undeclared reason {reason!r}"
+            )
+        self.writer.append("skip", {"phase": target, "reason": reason})
+        return self.definition.next_of(self.definition.phase(target))
+
+    def _record_decision(self, phase: PhaseSpec, round_no: int, decision: ConvergenceDecision) -> None:
+        self.report.decisions.append(decision)
+        self.writer.append(
+            "decision", {"phase": phase.name, "round": round_no, "decision": msgspec.to_builtins(decision)}
+        )
+
+    def _controller_event(self, what: str, **payload: Any) -> Raw:
+        return Raw(source="controller", payload={"run_id": self.run_id, "what": what, **payload})
+
+    def _total(self) -> _Totals:
+        total = _Totals()
+        for item in self._usage_by_role.values():
+            total.merge(item)
+        return total
+
+
+def _version() -> str:
+    from seamline import __version__
+
+    return __version__

@@ -1,0 +1,1 @@
+"""Traces: chained records of a run, verification, replay and re-drive."""

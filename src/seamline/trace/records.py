@@ -1,0 +1,122 @@
+"""Trace records: the line format, the hash chain and the record kinds.
+
+A trace is a JSON Lines file. Each line is ``{"h":"<sha256 hex>","r":<body>}``: the body
+is one record and ``h`` is ``sha256(previous h + body bytes)``, so the chain covers the
+exact bytes written, and a verifier never has to re-encode anything. The first record
+(``seq`` 0) is the header; the chain starts from :data:`GENESIS`.
+
+A body is ``{"seq":N,"kind":K,"at":T,"d":{...},"o":{...}}``. ``d`` holds the
+*deterministic* fields (definition, inputs, prompts, outputs, decisions, usage) and
+``o`` the *observational* ones (run id, session ids, timestamps, durations). The
+fingerprint hashes ``kind`` and ``d`` only, so two runs of a deterministic pipeline
+share it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any, Final
+
+import msgspec
+
+__all__ = [
+    "GENESIS",
+    "LIFECYCLE_KINDS",
+    "RECORD_KINDS",
+    "SCHEMA_VERSION",
+    "TraceLine",
+    "TraceRecord",
+    "chain_hash",
+    "decode_body",
+    "encode_body",
+    "encode_line",
+    "split_line",
+]
+
+SCHEMA_VERSION: Final = 1
+GENESIS: Final = "0" * 64
+
+# Lifecycle kinds the grammar checks; the others are evidence inside a role's turn.
+LIFECYCLE_KINDS: Final = frozenset(
+    {"header", "run_start", "phase_start", "phase_end", "role_start", "role_end", "transition", "run_end"}
+)
+RECORD_KINDS: Final = LIFECYCLE_KINDS | frozenset({"prompt", "event", "retry", "decision", "skip", "guard"})
+
+_PREFIX: Final = b'{"h":"'
+_MIDDLE: Final = b'","r":'
+_HASH_END: Final = len(_PREFIX) + 64
+_BODY_START: Final = _HASH_END + len(_MIDDLE)
+
+# Sorted keys make the deterministic part canonical: decoding and re-encoding a ``d``
+# gives the same bytes, so the fingerprint can be recomputed from a file.
+_canonical: Final = msgspec.json.Encoder(order="sorted")
+_decoder: Final = msgspec.json.Decoder()
+
+
+class TraceRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """One decoded record."""
+
+    seq: int
+    kind: str
+    at: float
+    d: dict[str, Any]
+    o: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class TraceLine:
+    """A record as read from a file: its chained hash and the exact body bytes."""
+
+    number: int  # 1-based line number in the file
+    hash: str
+    body: bytes
+    record: TraceRecord
+
+
+def chain_hash(previous: str, body: bytes) -> str:
+    """The chained hash of ``body`` after a record whose hash is ``previous``."""
+    digest = hashlib.sha256(previous.encode("ascii"))
+    digest.update(body)
+    return digest.hexdigest()
+
+
+def encode_body(seq: int, kind: str, at: float, d_bytes: bytes, o_bytes: bytes) -> bytes:
+    """A record body from its already-encoded parts (the writer's hot path)."""
+    return b'{"seq":%d,"kind":"%s","at":%s,"d":%s,"o":%s}' % (
+        seq,
+        kind.encode("ascii"),
+        repr(round(at, 6)).encode("ascii"),
+        d_bytes,
+        o_bytes,
+    )
+
+
+def canonical(value: Any) -> bytes:
+    """Canonical JSON bytes (sorted keys, compact) of a plain value."""
+    return _canonical.encode(value)
+
+
+def encode_line(hash_hex: str, body: bytes) -> bytes:
+    return _PREFIX + hash_hex.encode("ascii") + _MIDDLE + body + b"}\n"
+
+
+def split_line(line: bytes) -> tuple[str, bytes] | None:
+    """``(hash, body)`` of one line (without its newline), or ``None`` when malformed."""
+    if len(line) < _BODY_START + 2 or not line.startswith(_PREFIX) or line[_HASH_END:_BODY_START] != _MIDDLE:
+        return None
+    if not line.endswith(b"}"):
+        return None
+    return line[len(_PREFIX) : _HASH_END].decode("ascii", "replace"), line[_BODY_START:-1]
+
+
+_record_decoder: Final = msgspec.json.Decoder(TraceRecord)
+
+
+def decode_body(body: bytes) -> TraceRecord:
+    """Decode one body; raises ``msgspec.DecodeError`` / ``ValidationError`` when bad."""
+    record: TraceRecord = _record_decoder.decode(body)
+    return record
+
+
+__all__ += ["canonical"]
