@@ -57,7 +57,7 @@ class RetryPolicy:
         retry_after: float | None = getattr(failure, "retry_after", None)
         if retry_after is not None:
             return float(retry_after) if retry_after <= self.max_retry_after else None
-        backoff = min(self.max_delay, self.base_delay * (2 ** (attempt - 1)))
+        backoff = min(self.max_delay, self.base_delay * (2.0 ** (attempt - 1)))
         return backoff * random.uniform(0.5, 1.0)
 
 
