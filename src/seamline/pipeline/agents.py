@@ -147,15 +147,16 @@ class RecordedAgents:
         recorded = self.prompts.get(k)
         if recorded is not None and recorded != prompt_hash(prompt):
             self.prompt_drift.append(f"{key.phase}/{key.role} round {key.round} attempt {key.attempt}")
-        events = self.responses.get(k)
-        if events is None:
-            self.missing.append(f"{key.phase}/{key.role} round {key.round} attempt {key.attempt}")
-            yield Session(session_id="replay", provider="recorded", model=None)
-            yield Error(kind="provider", message="no recorded response for this attempt")
-            yield Complete(outcome="failed", stop_reason="missing_response")
-            return
+        events = self.responses.get(k, [])
         for data in events:
             yield msgspec.convert(data, _event_type)
+        if not events or events[-1].get("type") != "complete":
+            # A turn without its recorded end cannot be re-driven; say so instead of guessing.
+            self.missing.append(f"{key.phase}/{key.role} round {key.round} attempt {key.attempt}")
+            if not events:
+                yield Session(session_id="replay", provider="recorded", model=None)
+            yield Error(kind="provider", message="no recorded response for this attempt")
+            yield Complete(outcome="failed", stop_reason="missing_response")
 
     async def abort_all(self) -> None:
         return None

@@ -153,7 +153,7 @@ def read_lines(source: str | os.PathLike[str] | bytes) -> tuple[list[TraceLine],
             )
         if record.kind not in RECORD_KINDS:
             problems.append(Problem("grammar", number, record.seq, f"unknown record kind {record.kind!r}"))
-        expected = record.seq + 1 if record.seq >= expected else expected + 1
+        expected = record.seq + 1  # resynchronise, so one fault is reported once
         previous = stated
         lines.append(TraceLine(number, stated, body, record))
     return lines, problems, previous
