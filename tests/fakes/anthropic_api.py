@@ -75,7 +75,7 @@ class FakeAnthropic(FakeAPI):
         return JsonReply(status, body, headers={"request-id": body["request_id"]})
 
     def models_reply(self, model_id: str) -> JsonReply:
-        models = self.models or ["claude-sonnet-4-5", "claude-haiku-4-5"]
+        models = self.models or ["claude-sonnet-4-6", "claude-haiku-4-5"]
         items = [{"type": "model", "id": m, "display_name": m, "created_at": "2025-01-01T00:00:00Z"} for m in models]
         if model_id:
             for item in items:

@@ -255,8 +255,9 @@ class ModelAPIProvider(Provider):
         the tool schemas. Never holds the key."""
         prompt = self._prompt_part(params)
         tools = self._tools_part(params)
-        hidden = set(prompt) | {"tools", "stream", "stream_options", "extra_headers"}
+        hidden = set(prompt) | {"tools", "stream", "stream_options", "extra_headers", "extra_body"}
         sent = {k: v for k, v in params.items() if k not in hidden}
+        sent.update(params.get("extra_body") or {})
         return {
             "provider": self.name,
             "route": self.route,

@@ -63,7 +63,7 @@ class RetryPolicy:
 
 def scrub(text: str, secret: str | None) -> str:
     """``text`` without ``secret`` and without anything shaped like an API key."""
-    if secret:
+    if secret and len(secret) >= 8:  # a shorter "secret" would mask ordinary words
         text = text.replace(secret, "***")
     return _KEY_PATTERN.sub(r"\1***", text)
 

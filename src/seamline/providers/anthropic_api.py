@@ -1,6 +1,6 @@
 """The ``anthropic`` provider: the Messages API through the official ``anthropic`` SDK.
 
-    seamline run --provider anthropic --model claude-sonnet-4-5 "Summarise README.md"
+    seamline run --provider anthropic --model claude-sonnet-4-6 "Summarise README.md"
 
 The key comes from ``ANTHROPIC_API_KEY`` (or the variable named by ``api_key_env``), the
 endpoint from ``base_url``, else ``ANTHROPIC_BASE_URL``, else the official API; a base URL
@@ -80,7 +80,7 @@ class AnthropicProvider(ModelAPIProvider):
 
     name: ClassVar[str] = "anthropic"
     description: ClassVar[str] = "Anthropic Messages API (Claude models)"
-    default_model: ClassVar[str | None] = "claude-sonnet-4-5"
+    default_model: ClassVar[str | None] = "claude-sonnet-4-6"
     options: ClassVar[dict[str, OptionSpec]] = dict(COMMON_OPTIONS)
     routes = ("messages",)
     vendor = "anthropic"
@@ -128,7 +128,8 @@ class AnthropicProvider(ModelAPIProvider):
         if self.thinking_budget is not None:
             params["thinking"] = {"type": "enabled", "budget_tokens": self.thinking_budget}
         elif self.temperature is not None:  # the API refuses a temperature with thinking on
-            params["temperature"] = self.temperature
+            # This SDK's create() no longer names temperature; the API still takes it in the body.
+            params["extra_body"] = {"temperature": self.temperature}
         return params
 
     def _prompt_part(self, params: Mapping[str, Any]) -> dict[str, Any]:
