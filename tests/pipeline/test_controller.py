@@ -80,7 +80,7 @@ def test_retryable_failure_is_retried_within_bounds(tmp_path: Path) -> None:
     ws = make_workspace(tmp_path)
     flaky = {"error": {"kind": "transport", "message": "connection reset", "retryable": True}}
     writer = scripted_writer([flaky, *read_then_answer(GOOD_ANSWER)])
-    controller, events = run_pipeline(REVIEW, "q", workspace=ws, providers={"writer": writer})
+    controller, _events = run_pipeline(REVIEW, "q", workspace=ws, providers={"writer": writer})
     assert controller.report.stop_reason == "converged"
     records = verify_trace(controller.writer.data()).records
     retries = [r.d for r in records if r.kind == "retry"]

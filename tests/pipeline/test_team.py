@@ -19,7 +19,7 @@ from .support import make_workspace, read_then_answer, run_pipeline, scripted_wr
 
 def test_scripted_run_priced_above_its_cap_stops_at_the_cap(tmp_path: Path) -> None:
     ws = make_workspace(tmp_path)
-    script = read_then_answer("never reached\n", cost=0.01) + [{"text": "extra", "usage": {"cost_usd": 0.01}}]
+    script = [*read_then_answer("never reached\n", cost=0.01), {"text": "extra", "usage": {"cost_usd": 0.01}}]
     writer = scripted_writer(script)
     controller, events = run_pipeline(resolve_pipeline("single"), "q", workspace=ws, provider=writer, budget_usd=0.015)
     final = events[-1]
@@ -77,7 +77,7 @@ def test_team_cost_cap_is_enforced_across_parallel_tasks(tmp_path: Path) -> None
 def test_task_limit_refuses_a_spawn(tmp_path: Path) -> None:
     data = {**TEAM, "team": {"max_tasks": 1}}
     left, right = scripted_writer(_slow_priced(1)), scripted_writer(_slow_priced(1))
-    controller, events = run_pipeline(
+    controller, _events = run_pipeline(
         definition_from_data(data), "q", workspace=make_workspace(tmp_path), providers={"left": left, "right": right}
     )
     assert controller.report.outcome == "budget"
