@@ -30,6 +30,7 @@ _COMMANDS: Final[tuple[str, ...]] = (
     "seamline.cli.providers_command",
     "seamline.cli.pipelines_command",
     "seamline.cli.trace_command",
+    "seamline.cli.permissions_command",
 )
 
 

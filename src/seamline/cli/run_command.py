@@ -8,6 +8,7 @@ import sys
 from typing import Any, Final
 
 from seamline.cli.display import JsonDisplay, TextDisplay
+from seamline.cli.extension_flags import add_extension_flags, run_extensions
 from seamline.cli.main import EXIT_CODES, SeamlineUsage, install_abort_handler, parse_options
 from seamline.events import Complete
 from seamline.providers.base import Provider, ProviderSession
@@ -72,6 +73,7 @@ def add_parser(commands: Any) -> str:
     )
     run.add_argument("--budget-usd", type=float, metavar="USD", help="stop the turn once its cost passes this")
     run.add_argument("--allow", action="append", metavar="TOOL", help="offer only these tools; repeatable")
+    add_extension_flags(run)
     run.add_argument(
         "--pipeline",
         metavar="NAME|FILE",
@@ -94,8 +96,7 @@ def run(args: argparse.Namespace) -> int:
     provider = create_provider(args.provider, model=args.model, options=options)
     workspace = Workspace(args.workspace)
     tools = workspace_tools(workspace)
-    if args.allow:
-        tools = tools.restrict(args.allow)
+    # The allowlist (--allow) applies after MCP servers added their tools: see run_extensions.
     store = None if args.no_store else SessionStore(args.store or default_store_path())
     display: JsonDisplay | TextDisplay = JsonDisplay() if args.json else TextDisplay()
     try:
@@ -133,6 +134,7 @@ async def _drive(
         max_steps=args.max_steps,
         budget_usd=args.budget_usd,
         on_open=opened.append,
+        **run_extensions(args, workspace, yes=args.yes or bool(getattr(args, "sandbox", None))),
     ):
         display.show(event)
         if isinstance(event, Complete):

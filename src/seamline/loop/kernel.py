@@ -152,6 +152,14 @@ async def run_agent_loop(
                         texts.append(event.text)
                         deltas.clear()
                     elif type(event) is ToolCall:
+                        if event.source == "host":
+                            # The provider cannot know where a tool comes from; the tool set does.
+                            known = tools.get(event.name)
+                            if known is not None and known.source != "host":
+                                origin = f"{known.source}:{known.server}" if known.server else known.source
+                                event = ToolCall(
+                                    call_id=event.call_id, name=event.name, arguments=event.arguments, source=origin
+                                )
                         calls.append(event)
                     elif type(event) is Reasoning:
                         reasoning.append(event.text)

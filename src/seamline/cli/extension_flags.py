@@ -1,0 +1,56 @@
+"""The extension flags of ``seamline run``: ``--module``, ``--mcp-config``, and the
+permission service behind ``--yes`` and the terminal prompt."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from seamline.sessions.store import default_store_path
+from seamline.stages.builder import AgentBuilder
+from seamline.stages.modules import load_module
+from seamline.tools.mcp import McpModule
+from seamline.tools.mcp_config import load_mcp_config
+from seamline.tools.permissions import PermissionRules, PermissionService, TerminalPrompter
+from seamline.tools.workspace import Workspace
+
+__all__ = ["add_extension_flags", "run_extensions"]
+
+
+def add_extension_flags(parser: Any) -> None:
+    parser.add_argument(
+        "--module",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="use this module (built-in, e.g. masking, or from the seamline.modules entry points); repeatable",
+    )
+    parser.add_argument(
+        "--mcp-config",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="MCP servers (JSON, mcpServers); merged over the user's file and the workspace's .mcp.json; repeatable",
+    )
+
+
+def _notice(message: str) -> None:
+    print(f"seamline: warning: {message}", file=sys.stderr)
+
+
+def run_extensions(args: argparse.Namespace, workspace: Workspace, *, yes: bool) -> dict[str, Any]:
+    """Keyword options for :func:`seamline.runner.stream`: builder, approval, allowlist."""
+    builder = AgentBuilder()
+    for name in getattr(args, "module", None) or []:
+        builder.use(load_module(name))
+    servers = load_mcp_config(workspace=workspace.root, files=getattr(args, "mcp_config", None) or [])
+    if servers:
+        builder.use(McpModule(servers, workspace=workspace.root))
+    store = getattr(args, "store", None)
+    rules = None
+    if not getattr(args, "no_store", False) and (store is None or "://" not in str(store)):
+        rules = PermissionRules(store or default_store_path())
+    prompter = TerminalPrompter() if sys.stdin.isatty() and sys.stderr.isatty() else None
+    approval = PermissionService(rules=rules, workspace=workspace.root, yes=yes, prompter=prompter)
+    return {"builder": builder, "approval": approval, "allow": args.allow, "on_notice": _notice}

@@ -1,0 +1,387 @@
+"""Permissions: durable allow / deny / ask rules, prompts, and hard denials.
+
+:class:`PermissionService` implements the loop's ``Approval`` protocol. For each tool call
+it decides, in this order:
+
+1. **hard denials** (for example a recursive delete outside the workspace) deny, even
+   with ``--yes`` and whatever the rules say;
+2. a matching **deny** rule denies;
+3. among matching **allow** and **ask** rules the newest decides (session grants first);
+4. with no rule, tools of class ``read`` are allowed and every other class asks.
+
+``ask`` becomes a ``permission_request`` event and waits for a ``permission_decision``:
+``--yes`` (``yes=True``) allows at once; otherwise the prompter (a terminal prompt in the
+CLI) answers allow or deny with a scope: ``once``, ``session`` (kept in memory for this
+service), or ``always`` (a rule stored in the store file). Without a prompter the call is
+denied with a message saying how to allow it.
+
+Rules live in the session store's SQLite file, in a table of their own
+(``permission_rules``). A rule names a tool (a glob over tool names), a tool class and an
+argument pattern (``KEY=GLOB`` on one argument, or ``GLOB`` on any string argument); an
+empty field matches everything.
+
+>>> rules = PermissionRules(":memory:")
+>>> rule = rules.add("deny", tool="shell", pattern="command=git push*")
+>>> [r.describe() for r in rules.list()]
+['#1 deny tool=shell pattern=command=git push*']
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fnmatch
+import os
+import shlex
+import sqlite3
+import sys
+import time
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final, Literal, Protocol, TextIO, get_args
+
+import msgspec
+
+from seamline.errors import InvalidRequest
+from seamline.events import Event, PermissionDecision, PermissionRequest, ToolCall
+from seamline.sessions.store import SessionStore
+from seamline.tools.approval import ApprovalDecision
+from seamline.tools.base import Tool
+
+__all__ = [
+    "DEFAULT_HARD_DENIALS",
+    "Effect",
+    "HardDenial",
+    "PermissionAnswer",
+    "PermissionRule",
+    "PermissionRules",
+    "PermissionService",
+    "Prompter",
+    "Scope",
+    "TerminalPrompter",
+    "recursive_delete_outside_workspace",
+]
+
+Effect = Literal["allow", "deny", "ask"]
+Scope = Literal["once", "session", "always"]
+EFFECTS: Final[tuple[str, ...]] = get_args(Effect)
+TOOL_CLASSES: Final[tuple[str, ...]] = ("read", "write", "execute", "network")
+
+_SCHEMA: Final = """
+CREATE TABLE IF NOT EXISTS permission_rules (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    effect TEXT NOT NULL CHECK (effect IN ('allow', 'deny', 'ask')),
+    tool TEXT,
+    tool_class TEXT,
+    pattern TEXT,
+    workspace TEXT,
+    created_at REAL NOT NULL
+);
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class PermissionRule:
+    """One rule. ``None`` fields match everything; ``workspace`` limits it to one folder."""
+
+    id: int
+    effect: Effect
+    tool: str | None = None
+    tool_class: str | None = None
+    pattern: str | None = None
+    workspace: str | None = None
+    created_at: float = 0.0
+
+    def matches(self, tool: Tool, arguments: dict[str, Any], workspace: Path | None) -> bool:
+        if self.workspace is not None and (workspace is None or str(workspace) != self.workspace):
+            return False
+        if self.tool is not None and not fnmatch.fnmatchcase(tool.name, self.tool):
+            return False
+        if self.tool_class is not None and tool.tool_class != self.tool_class:
+            return False
+        return self.pattern is None or _pattern_matches(self.pattern, arguments)
+
+    def describe(self) -> str:
+        parts = [f"#{self.id}", self.effect]
+        for label, value in (
+            ("tool", self.tool),
+            ("class", self.tool_class),
+            ("pattern", self.pattern),
+            ("workspace", self.workspace),
+        ):
+            if value is not None:
+                parts.append(f"{label}={value}")
+        if len(parts) == 2:
+            parts.append("(every tool)")
+        return " ".join(parts)
+
+
+def _pattern_matches(pattern: str, arguments: dict[str, Any]) -> bool:
+    key, sep, glob = pattern.partition("=")
+    if sep and key.isidentifier():
+        value = arguments.get(key)
+        return isinstance(value, str) and fnmatch.fnmatchcase(value, glob)
+    return any(isinstance(v, str) and fnmatch.fnmatchcase(v, pattern) for v in arguments.values())
+
+
+class PermissionRules:
+    """Durable rules in the store's SQLite file (table ``permission_rules``).
+
+    ``path`` is the session store file (created as a seamline store if missing) or
+    ``":memory:"``.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = str(path)
+        if self.path != ":memory:":
+            # Let the session store create or vet the file: a foreign SQLite file is refused.
+            SessionStore(self.path).close()
+        try:
+            self._conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
+            self._conn.execute("PRAGMA busy_timeout = 30000")
+            self._conn.executescript(_SCHEMA)
+        except sqlite3.Error as exc:
+            raise InvalidRequest(f"cannot open the permission rules in {self.path}: {exc}") from None
+
+    def add(
+        self,
+        effect: str,
+        *,
+        tool: str | None = None,
+        tool_class: str | None = None,
+        pattern: str | None = None,
+        workspace: str | os.PathLike[str] | None = None,
+    ) -> PermissionRule:
+        """Store a rule and return it with its id."""
+        if effect not in EFFECTS:
+            raise InvalidRequest(f"a rule's effect is one of {', '.join(EFFECTS)}; got {effect!r}")
+        if tool_class is not None and tool_class not in TOOL_CLASSES:
+            raise InvalidRequest(f"a tool class is one of {', '.join(TOOL_CLASSES)}; got {tool_class!r}")
+        where = str(Path(workspace).resolve()) if workspace is not None else None
+        now = time.time()
+        try:
+            cursor = self._conn.execute(
+                "INSERT INTO permission_rules (effect, tool, tool_class, pattern, workspace, created_at)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (effect, tool, tool_class, pattern, where, now),
+            )
+        except sqlite3.Error as exc:
+            raise InvalidRequest(f"cannot store the rule in {self.path}: {exc}") from None
+        rule_id = cursor.lastrowid or 0
+        return PermissionRule(rule_id, effect, tool, tool_class, pattern, where, now)  # type: ignore[arg-type]
+
+    def remove(self, rule_id: int) -> bool:
+        """Delete rule ``rule_id``; False when there was none."""
+        try:
+            cursor = self._conn.execute("DELETE FROM permission_rules WHERE id = ?", (rule_id,))
+        except sqlite3.Error as exc:
+            raise InvalidRequest(f"cannot remove the rule from {self.path}: {exc}") from None
+        return cursor.rowcount > 0
+
+    def list(self) -> list[PermissionRule]:
+        """Every rule, oldest first."""
+        rows = self._conn.execute(
+            "SELECT id, effect, tool, tool_class, pattern, workspace, created_at FROM permission_rules ORDER BY id"
+        ).fetchall()
+        return [PermissionRule(*row) for row in rows]
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+# -- hard denials ----------------------------------------------------------------------------
+
+HardDenial = Callable[[Tool, dict[str, Any], Path | None], str | None]
+"""Looks at a call; returns why it must never run, or None."""
+
+_SEPARATORS: Final = frozenset({";", "&&", "||", "|", "&", "\n"})
+
+
+def recursive_delete_outside_workspace(tool: Tool, arguments: dict[str, Any], workspace: Path | None) -> str | None:
+    """``rm -r`` (or ``-R``, ``--recursive``) of any path outside the workspace."""
+    command = arguments.get("command")
+    if tool.tool_class != "execute" or not isinstance(command, str):
+        return None
+    try:
+        lexer = shlex.shlex(command, posix=True, punctuation_chars=";&|")
+        lexer.whitespace_split = True
+        tokens = list(lexer)
+    except ValueError:
+        tokens = command.split()
+    for words in _commands(tokens):
+        while words and words[0] in ("sudo", "command", "env", "nice", "nohup", "time", "xargs"):
+            words = words[1:]
+        if not words or os.path.basename(words[0]) != "rm":
+            continue
+        flags = [w for w in words[1:] if w.startswith("-")]
+        recursive = any(f == "--recursive" or (not f.startswith("--") and ("r" in f or "R" in f)) for f in flags)
+        if not recursive:
+            continue
+        for target in (w for w in words[1:] if not w.startswith("-")):
+            if _outside(target, workspace):
+                return f"recursive delete outside the workspace: rm {' '.join(flags)} {target}"
+    return None
+
+
+def _commands(tokens: list[str]) -> list[list[str]]:
+    out: list[list[str]] = [[]]
+    for token in tokens:
+        if token in _SEPARATORS or set(token) <= set(";&|"):
+            out.append([])
+        else:
+            out[-1].append(token)
+    return [c for c in out if c]
+
+
+def _outside(target: str, workspace: Path | None) -> bool:
+    if target.startswith(("~", "$")) or "$" in target or "`" in target:
+        return True  # a home or a variable may be anywhere: treat as outside
+    if workspace is None:
+        return os.path.isabs(target) or ".." in Path(target).parts
+    root = workspace.resolve()
+    resolved = Path(os.path.normpath(root / target))  # absolute targets replace the root
+    return (resolved != root and root not in resolved.parents) or resolved == Path(resolved.anchor)
+
+
+DEFAULT_HARD_DENIALS: Final[tuple[HardDenial, ...]] = (recursive_delete_outside_workspace,)
+
+
+# -- prompts -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PermissionAnswer:
+    decision: Literal["allow", "deny"]
+    scope: Scope = "once"
+
+
+class Prompter(Protocol):
+    """Answers a ``permission_request``: a terminal prompt, a UI, a test."""
+
+    def __call__(self, request: PermissionRequest) -> Awaitable[PermissionAnswer]: ...
+
+
+_ANSWERS: Final[dict[str, PermissionAnswer]] = {
+    "y": PermissionAnswer("allow", "once"),
+    "yes": PermissionAnswer("allow", "once"),
+    "s": PermissionAnswer("allow", "session"),
+    "a": PermissionAnswer("allow", "always"),
+    "n": PermissionAnswer("deny", "once"),
+    "no": PermissionAnswer("deny", "once"),
+    "": PermissionAnswer("deny", "once"),
+    "d": PermissionAnswer("deny", "always"),
+}
+
+
+class TerminalPrompter:
+    """Asks on a terminal: ``y`` once, ``s`` for this session, ``a`` always, ``n`` (or
+    Enter) no, ``d`` never (a stored deny rule)."""
+
+    def __init__(self, *, stdin: TextIO | None = None, stderr: TextIO | None = None) -> None:
+        self.stdin = stdin or sys.stdin
+        self.stderr = stderr or sys.stderr
+
+    async def __call__(self, request: PermissionRequest) -> PermissionAnswer:
+        return await asyncio.to_thread(self._ask, request)
+
+    def _ask(self, request: PermissionRequest) -> PermissionAnswer:
+        arguments = msgspec.json.encode(request.arguments).decode()
+        if len(arguments) > 300:
+            arguments = arguments[:300] + "…"
+        question = f"seamline: allow {request.tool} {arguments}? ({request.reason})\n  [y]es once, [s]ession, [a]lways, [n]o, [d]eny always: "
+        for _ in range(3):
+            self.stderr.write(question)
+            self.stderr.flush()
+            line = self.stdin.readline()
+            if not line:
+                return PermissionAnswer("deny", "once")  # end of input: no
+            answer = _ANSWERS.get(line.strip().lower())
+            if answer is not None:
+                return answer
+        return PermissionAnswer("deny", "once")
+
+
+# -- the service ---------------------------------------------------------------------------------
+
+
+class PermissionService:
+    """The rules, the prompt and the hard denials behind every tool call (an ``Approval``)."""
+
+    def __init__(
+        self,
+        *,
+        rules: PermissionRules | None = None,
+        workspace: str | os.PathLike[str] | None = None,
+        yes: bool = False,
+        prompter: Prompter | None = None,
+        hard_denials: Sequence[HardDenial] = DEFAULT_HARD_DENIALS,
+        default_allow: Iterable[str] = ("read",),
+    ) -> None:
+        self.rules = rules
+        self.workspace = Path(workspace).resolve() if workspace is not None else None
+        self.yes = yes
+        self.prompter = prompter
+        self.hard_denials = tuple(hard_denials)
+        self.default_allow = frozenset(default_allow)
+        self.session_rules: list[PermissionRule] = []
+        self._asked = 0
+
+    def evaluate(self, tool: Tool, arguments: dict[str, Any]) -> tuple[Effect, str]:
+        """What the rules say about a call, before any prompt: the effect and why."""
+        for denial in self.hard_denials:
+            reason = denial(tool, arguments, self.workspace)
+            if reason is not None:
+                return "deny", f"hard denial: {reason}"
+        durable = self.rules.list() if self.rules is not None else []
+        candidates = [
+            r for r in [*reversed(self.session_rules), *reversed(durable)] if r.matches(tool, arguments, self.workspace)
+        ]
+        for rule in candidates:
+            if rule.effect == "deny":
+                return "deny", f"denied by rule {rule.describe()}"
+        if candidates:
+            rule = candidates[0]  # session grants first, then the newest durable rule
+            return rule.effect, f"{rule.effect} by rule {rule.describe()}"
+        if tool.tool_class in self.default_allow:
+            return "allow", f"{tool.tool_class} tools are allowed"
+        return "ask", f"{tool.name} is a {tool.tool_class} tool"
+
+    async def decide(self, tool: Tool, call: ToolCall) -> ApprovalDecision:
+        effect, reason = self.evaluate(tool, call.arguments)
+        if effect == "allow":
+            return ApprovalDecision(True, reason)
+        request_id = f"perm-{call.call_id}"
+        if effect == "deny":
+            return ApprovalDecision(
+                False, reason, events=(PermissionDecision(request_id=request_id, decision="deny", reason=reason),)
+            )
+        request = PermissionRequest(
+            request_id=request_id, call_id=call.call_id, tool=tool.name, arguments=call.arguments, reason=reason
+        )
+        if self.yes:
+            return _decided(request, PermissionAnswer("allow", "once"), "allowed by --yes")
+        if self.prompter is None:
+            why = f"{reason} and needs approval: pass --yes, answer on a terminal, or add a rule (seamline permissions add allow --tool {tool.name})"
+            return _decided(request, PermissionAnswer("deny", "once"), why)
+        answer = await self.prompter(request)
+        self._remember(tool, answer)
+        return _decided(request, answer, f"{answer.decision} ({answer.scope}) by the user")
+
+    def _remember(self, tool: Tool, answer: PermissionAnswer) -> None:
+        if answer.scope == "session":
+            self._asked += 1
+            self.session_rules.append(PermissionRule(-self._asked, answer.decision, tool=tool.name))
+        elif answer.scope == "always":
+            if self.rules is not None:
+                self.rules.add(answer.decision, tool=tool.name, workspace=self.workspace)
+            else:  # no store: the best we can keep is the session
+                self._asked += 1
+                self.session_rules.append(PermissionRule(-self._asked, answer.decision, tool=tool.name))
+
+
+def _decided(request: PermissionRequest, answer: PermissionAnswer, reason: str) -> ApprovalDecision:
+    events: tuple[Event, ...] = (
+        request,
+        PermissionDecision(request_id=request.request_id, decision=answer.decision, scope=answer.scope, reason=reason),
+    )
+    return ApprovalDecision(answer.decision == "allow", reason, scope=answer.scope, events=events)
