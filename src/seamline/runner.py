@@ -19,7 +19,7 @@ from seamline.events import Session as SessionEvent
 from seamline.loop.observers import Observer
 from seamline.providers.base import Provider, ProviderSession
 from seamline.providers.registry import create_provider
-from seamline.sessions.store import SessionStore
+from seamline.sessions.store import StoreCore
 from seamline.stages.builder import AgentBuilder, AgentProfile
 from seamline.tools.approval import Approval, YesApproval
 from seamline.tools.base import Toolset
@@ -49,7 +49,7 @@ async def stream(
     model: str | None = None,
     options: Mapping[str, str] | None = None,
     workspace: str | os.PathLike[str] = ".",
-    store: SessionStore | None = None,
+    store: StoreCore | None = None,
     tools: Toolset | None = None,
     yes: bool = False,
     approval: Approval | None = None,

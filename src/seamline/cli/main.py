@@ -28,6 +28,9 @@ EXIT_CODES.update({"oscillating": 4, "exhausted": 5, "vetoed": 6, "invalid_trans
 _COMMANDS: Final[tuple[str, ...]] = (
     "seamline.cli.run_command",
     "seamline.cli.providers_command",
+    "seamline.cli.sandbox_command",
+    "seamline.cli.revert_command",
+    "seamline.cli.sessions_command",
     "seamline.cli.pipelines_command",
     "seamline.cli.trace_command",
     "seamline.cli.permissions_command",

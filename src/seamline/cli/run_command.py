@@ -14,7 +14,7 @@ from seamline.events import Complete
 from seamline.providers.base import Provider, ProviderSession
 from seamline.providers.registry import create_provider
 from seamline.runner import stream
-from seamline.sessions.store import SessionStore, default_store_path
+from seamline.sessions.store import StoreCore, open_store
 from seamline.tools.base import Toolset
 from seamline.tools.workspace import Workspace, workspace_tools
 
@@ -61,7 +61,9 @@ def add_parser(commands: Any) -> str:
     )
     run.add_argument("--workspace", "-w", default=".", metavar="DIR", help="folder the tools work in (default: .)")
     run.add_argument(
-        "--store", metavar="PATH", help="session store file (default: $SEAMLINE_STORE or the user data dir)"
+        "--store",
+        metavar="PATH|URL",
+        help="session store: a file or postgresql://… (default: $SEAMLINE_STORE or the user data dir)",
     )
     run.add_argument("--no-store", action="store_true", help="keep nothing on disk")
     run.add_argument(
@@ -74,6 +76,18 @@ def add_parser(commands: Any) -> str:
     run.add_argument("--budget-usd", type=float, metavar="USD", help="stop the turn once its cost passes this")
     run.add_argument("--allow", action="append", metavar="TOOL", help="offer only these tools; repeatable")
     add_extension_flags(run)
+    run.add_argument(
+        "--sandbox",
+        choices=("auto", "bwrap", "container"),
+        help="run shell commands isolated (bwrap, or trust the surrounding container) and journal every edit "
+        "for `seamline revert`; write and shell tools then need no --yes (see docs/sandbox.md)",
+    )
+    run.add_argument("--sandbox-policy", metavar="FILE", help="sandbox policy file (TOML or JSON); needs --sandbox")
+    run.add_argument(
+        "--session",
+        metavar="ID",
+        help="continue this stored session (see `seamline sessions list`) instead of a new one",
+    )
     run.add_argument(
         "--pipeline",
         metavar="NAME|FILE",
@@ -92,12 +106,17 @@ def run(args: argparse.Namespace) -> int:
         from seamline.cli.pipelines_command import run_pipeline
 
         return run_pipeline(args, prompt)
+    if args.session:
+        return _continue(args, prompt)
     options = parse_options(args.provider_option)
     provider = create_provider(args.provider, model=args.model, options=options)
     workspace = Workspace(args.workspace)
-    tools = workspace_tools(workspace)
+    from seamline.cli.sandbox_command import sandbox_for_run
+
+    sandbox, journal = sandbox_for_run(args, workspace)  # (None, None) without --sandbox
+    tools = workspace_tools(workspace, sandbox=sandbox, journal=journal)
     # The allowlist (--allow) applies after MCP servers added their tools: see run_extensions.
-    store = None if args.no_store else SessionStore(args.store or default_store_path())
+    store = None if args.no_store else open_store(args.store)
     display: JsonDisplay | TextDisplay = JsonDisplay() if args.json else TextDisplay()
     try:
         return asyncio.run(_drive(args, prompt, provider, workspace, tools, store, display))
@@ -107,13 +126,28 @@ def run(args: argparse.Namespace) -> int:
             store.close()
 
 
+def _continue(args: argparse.Namespace, prompt: str) -> int:
+    """``run --session ID``: resume the stored session with this prompt."""
+    from seamline.cli.sessions_command import continue_session
+
+    if args.no_store:
+        raise SeamlineUsage("--session needs the store; drop --no-store")
+    args.id, args.prompt = args.session, prompt
+    args.workspace = None if args.workspace == "." else args.workspace
+    store = open_store(args.store)
+    try:
+        return continue_session(store, args, fork=False)
+    finally:
+        store.close()
+
+
 async def _drive(
     args: argparse.Namespace,
     prompt: str,
     provider: Provider,
     workspace: Workspace,
     tools: Toolset,
-    store: SessionStore | None,
+    store: StoreCore | None,
     display: JsonDisplay | TextDisplay,
 ) -> int:
     opened: list[ProviderSession] = []
@@ -130,7 +164,7 @@ async def _drive(
         workspace=workspace.root,
         store=store,
         tools=tools,
-        yes=args.yes,
+        yes=args.yes or bool(getattr(args, "sandbox", None)),
         max_steps=args.max_steps,
         budget_usd=args.budget_usd,
         on_open=opened.append,

@@ -17,6 +17,7 @@ Settle invariants, enforced here whatever a hook does:
 
 from __future__ import annotations
 
+import json
 import os
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -35,13 +36,15 @@ from seamline.events import (
     ReasoningDelta,
     Session,
     TextDelta,
+    ToolCall,
     Usage,
     encode_event,
 )
 from seamline.loop.kernel import LoopConfig, run_agent_loop
 from seamline.loop.messages import Message, ModelRequest
 from seamline.loop.observers import Observer
-from seamline.sessions.store import SessionStore
+from seamline.sessions.records import SessionRecord, TranscriptEntry
+from seamline.sessions.store import StoreCore as SessionStore
 from seamline.stages.chain import StageChain
 from seamline.tools.approval import Approval
 from seamline.tools.base import Toolset
@@ -239,6 +242,122 @@ class Provider:
         await self._open(session)
         return session
 
+    async def resume(
+        self,
+        session_id: str,
+        *,
+        store: SessionStore,
+        tools: Toolset | None = None,
+        observers: Sequence[Observer] = (),
+        approval: Approval | None = None,
+    ) -> ProviderSession:
+        """Continue a stored session: natively where the provider can, else emulated.
+
+        Emulated resume gives the provider the earlier conversation as context; the
+        record's metadata says which happened. A provider that cannot resume at all fails
+        with a classified error rather than silently starting fresh.
+        """
+        self._check_allowed()
+        record = store.require(session_id)
+        if record.provider != self.name:
+            raise InvalidRequest(f"session {record.id} belongs to provider {record.provider}, not {self.name}")
+        how = self.resume_support
+        if how == "none":
+            raise InvalidRequest(f"provider {self.name} cannot resume a session (capability resume=none)")
+        if how == "native" and not record.provider_session_id:
+            how = "emulated"  # the provider never told us its id; the history is all we have
+        session = self._session_from_record(record, store, tools, observers, approval)
+        session.resumed = how
+        store.update_metadata(record.id, {"last_resume": how})
+        if how == "native":
+            await self._resume(session)
+        else:
+            await self._open(session)
+        return session
+
+    async def fork(
+        self,
+        session_id: str,
+        *,
+        store: SessionStore,
+        at: int | None = None,
+        tools: Toolset | None = None,
+        observers: Sequence[Observer] = (),
+        approval: Approval | None = None,
+    ) -> ProviderSession:
+        """A new session that starts from ``session_id``'s history (up to message ``at``).
+
+        Native where the provider can fork and the fork is from the latest message;
+        otherwise emulated: the history up to ``at`` is copied and the parent recorded.
+        """
+        self._check_allowed()
+        record = store.require(session_id)
+        if record.provider != self.name:
+            raise InvalidRequest(f"session {record.id} belongs to provider {record.provider}, not {self.name}")
+        if self.forking == "none":
+            raise InvalidRequest(f"provider {self.name} cannot fork a session (capability forking=none)")
+        entries = store.transcript(record.id)
+        if at is not None and not 0 <= at < len(entries):
+            raise InvalidRequest(f"--at {at} is outside the session's {len(entries)} messages (0..{len(entries) - 1})")
+        native = self.forking == "native" and at is None and bool(record.provider_session_id)
+        new_id = uuid.uuid4().hex
+        metadata = {"fork_of": record.id, "fork": "native" if native else "emulated", "fork_at": at}
+        store.create_session(
+            new_id,
+            provider=self.name,
+            model=self.model,
+            parent_id=record.id,
+            workspace=record.workspace,
+            mode=record.mode,
+            metadata=metadata,
+        )
+        copied = entries if at is None else entries[: at + 1]
+        for entry in copied:
+            payload = {
+                "kind": entry.kind,
+                "role": entry.role,
+                "content": entry.content,
+                "call_id": entry.call_id,
+                "data": entry.data,
+            }
+            store.append_raw(new_id, 0, "in", "history", msgspec.json.encode(payload).decode())
+        store.flush()
+        fork_record = store.require(new_id)
+        session = self._session_from_record(fork_record, store, tools, observers, approval)
+        session.forked_from = record
+        if native:
+            session.state["fork_from_provider_session_id"] = record.provider_session_id
+            await self._fork(session, record)
+        else:
+            session.resumed = "emulated"
+            await self._open(session)
+        return session
+
+    def _session_from_record(
+        self,
+        record: SessionRecord,
+        store: SessionStore,
+        tools: Toolset | None,
+        observers: Sequence[Observer],
+        approval: Approval | None,
+    ) -> ProviderSession:
+        entries = store.transcript(record.id)
+        session = ProviderSession(
+            provider=self,
+            session_id=record.id,
+            workspace=Path(record.workspace) if record.workspace else None,
+            store=store,
+            tools=tools or Toolset(),
+            observers=tuple(observers),
+            approval=approval,
+            parent_id=record.parent_id,
+            provider_session_id=record.provider_session_id,
+            messages=messages_from_transcript(entries),
+            turn=max((e.turn for e in entries), default=0),
+        )
+        session.history = entries
+        return session
+
     async def abort(self, session: ProviderSession) -> None:
         """Ask the running turn to stop; it ends with outcome ``aborted``."""
         session.aborted = True
@@ -277,6 +396,14 @@ class Provider:
 
     def _turn(self, session: ProviderSession, prompt: str) -> AsyncIterator[Event]:
         raise NotImplementedError(f"{type(self).__name__} runs its own tools but has no _turn")
+
+    async def _resume(self, session: ProviderSession) -> None:
+        """Native resume: ``session.provider_session_id`` is the provider's id to continue."""
+        await self._open(session)
+
+    async def _fork(self, session: ProviderSession, parent: SessionRecord) -> None:
+        """Native fork of ``parent`` (its provider id is in ``session.state``)."""
+        await self._open(session)
 
     async def _abort(self, session: ProviderSession) -> None:
         return None
@@ -321,6 +448,24 @@ class ProviderSession:
     aborted: bool = False
     state: dict[str, Any] = field(default_factory=dict)
     totals: TurnTotals = field(default_factory=TurnTotals)
+    resumed: Literal["native", "emulated"] | None = None
+    forked_from: SessionRecord | None = None
+    history: list[TranscriptEntry] = field(default_factory=list)
+
+    def history_as_context(self) -> str:
+        """The earlier conversation as plain text, for providers that resume by emulation."""
+        lines: list[str] = []
+        for entry in self.history:
+            if entry.kind == "user":
+                lines.append(f"User: {entry.content}")
+            elif entry.kind == "assistant":
+                lines.append(f"Assistant: {entry.content}")
+            elif entry.kind == "tool_call":
+                lines.append(f"Assistant called {entry.data.get('name')}({json.dumps(entry.data.get('arguments'))})")
+            elif entry.kind == "tool_result":
+                lines.append(f"Tool result: {entry.content[:2000]}")
+        return "\n".join(lines)
+
     stages: StageChain | None = None
 
     def capture_provider_session_id(self, provider_session_id: str) -> bool:
@@ -349,6 +494,8 @@ class ProviderSession:
         totals = TurnTotals()
         self.totals = totals
         log = _RawLog(self.store, self.session_id, turn)
+        if self.store is not None:
+            self.store.set_status(self.session_id, "open")
         log.record_input("prompt", prompt)
         seen_usage: set[str] = set()
         first = Session(
@@ -360,7 +507,12 @@ class ProviderSession:
         log.record(first)
         yield first
         if provider.runs_own_tools:
-            source = provider._turn(self, prompt)
+            wire_prompt = prompt
+            if self.resumed == "emulated" and not self.state.get("history_sent") and self.history:
+                # No native resume: the earlier conversation travels as context.
+                wire_prompt = f"Earlier conversation:\n{self.history_as_context()}\n\nContinue from there. {prompt}"
+                self.state["history_sent"] = True
+            source = provider._turn(self, wire_prompt)
         else:
             self.messages.append(Message(role="user", content=prompt))
             source = run_agent_loop(
@@ -415,6 +567,7 @@ class ProviderSession:
                         usage = priced_usage(usage, model=model, rates=provider.rates(model))
                     totals.add(usage)
                     log.record(usage)
+                    log.record_usage(usage)
                     yield usage
                     if budget_usd is not None and totals.cost_usd > budget_usd:
                         message = f"cost {totals.cost_usd:.6f} USD passed the budget of {budget_usd:.6f} USD"
@@ -517,6 +670,12 @@ class _RawLog:
         else:
             store.append_raw(self._session_id, self._turn, "out", "event", encode_event(event).decode())
 
+    def record_usage(self, usage: Usage) -> None:
+        """Write the usage figure and every row before it now: a crash keeps what was spent."""
+        if self._store is not None:
+            self._flush_delta()
+            self._store.record_usage(self._session_id, self._turn, usage)
+
     def _flush_delta(self) -> None:
         if self._delta and self._store is not None and self._delta_kind is not None:
             merged = self._delta_kind(text="".join(self._delta))
@@ -533,3 +692,45 @@ class _RawLog:
         except SeamlineError:
             if not quiet:
                 raise
+
+
+def messages_from_transcript(entries: Sequence[TranscriptEntry]) -> list[Message]:
+    """Rebuild the loop's conversation from a transcript (emulated resume and fork).
+
+    A tool call whose result is not in the transcript (a fork cut between them, a crash)
+    is dropped: no model API accepts a call without its answer.
+    """
+    answered = {e.call_id for e in entries if e.kind == "tool_result"}
+    entries = [e for e in entries if e.kind != "tool_call" or e.call_id in answered]
+    messages: list[Message] = []
+    current: Message | None = None
+    for entry in entries:
+        if entry.kind == "user":
+            current = None
+            messages.append(Message(role="user", content=entry.content))
+        elif entry.kind in ("assistant", "tool_call"):
+            if current is None:
+                current = Message(role="assistant")
+                messages.append(current)
+            if entry.kind == "assistant":
+                current.content += entry.content
+            else:
+                current.tool_calls.append(
+                    ToolCall(
+                        call_id=entry.call_id or "",
+                        name=str(entry.data.get("name")),
+                        arguments=dict(entry.data.get("arguments") or {}),
+                    )
+                )
+        elif entry.kind == "tool_result":
+            current = None
+            messages.append(
+                Message(
+                    role="tool",
+                    content=entry.content,
+                    call_id=entry.call_id,
+                    name=entry.data.get("name"),
+                    is_error=bool(entry.data.get("is_error")),
+                )
+            )
+    return messages

@@ -1,5 +1,18 @@
-"""Session records and stores: SQLite by default, with an append-only raw log."""
+"""Session records and stores: SQLite by default (PostgreSQL for teams), with an
+append-only raw log, a cost ledger and a canonical transcript derived from the log."""
 
-from seamline.sessions.store import RawRow, SessionRecord, SessionStore, default_store_path
+from seamline.sessions.records import FileTouch, RawRow, SessionRecord, Totals, TranscriptEntry, UsageRow
+from seamline.sessions.store import SessionStore, StoreCore, default_store_path, open_store
 
-__all__ = ["RawRow", "SessionRecord", "SessionStore", "default_store_path"]
+__all__ = [
+    "FileTouch",
+    "RawRow",
+    "SessionRecord",
+    "SessionStore",
+    "StoreCore",
+    "Totals",
+    "TranscriptEntry",
+    "UsageRow",
+    "default_store_path",
+    "open_store",
+]

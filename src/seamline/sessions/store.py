@@ -1,58 +1,49 @@
-"""The embedded SQLite store: session records and the append-only raw log.
+"""Session stores: the record of every session, its raw log, cost ledger and transcript.
 
-The raw log holds every input and output of a session as the provider sent it (or, for
-providers without a wire of their own, as the event it produced). Rows are buffered in
-memory and written in one transaction at step boundaries and always before a turn's
-``complete`` is handed to the caller, so a finished turn is on disk.
+:class:`SessionStore` is the embedded SQLite store (the default); ``PostgresStore`` in
+:mod:`seamline.sessions.postgres` is the same interface on a PostgreSQL server, for
+teams sharing a store. :func:`open_store` picks one from a path or a ``postgresql://`` URL.
+
+Raw-log rows are buffered and written in one transaction at each usage figure (once per
+model call), and always before a turn's ``complete`` is handed to the caller; usage
+figures are written the moment they stream, so a crash keeps what was spent.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import socket
 import sqlite3
 import time
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 from seamline.errors import InvalidRequest
+from seamline.events import Usage
+from seamline.sessions.records import (
+    Direction,
+    FileTouch,
+    RawRow,
+    SessionRecord,
+    SessionStatus,
+    Totals,
+    TranscriptEntry,
+    UsageRow,
+)
+from seamline.sessions.schema import SCHEMA_VERSION, Dialect, migration_sql
+from seamline.sessions.transcript import derive_transcript, parser_versions
 
-__all__ = ["RawRow", "SessionRecord", "SessionStore", "SessionStatus", "default_store_path"]
-
-SessionStatus = Literal["open", "completed", "failed", "aborted", "interrupted", "budget"]
-Direction = Literal["in", "out"]
+__all__ = ["STORE_ENV", "RawRow", "SessionRecord", "SessionStore", "StoreCore", "default_store_path", "open_store"]
 
 STORE_ENV: Final = "SEAMLINE_STORE"
 _APP_ID: Final = 0x53454D4C  # "SEML": marks a file as ours, so a foreign one is never touched
-_SCHEMA_VERSION: Final = 1
-
-_SCHEMA: Final = """
-CREATE TABLE IF NOT EXISTS sessions (
-    id TEXT PRIMARY KEY,
-    provider TEXT NOT NULL,
-    model TEXT,
-    provider_session_id TEXT,
-    parent_id TEXT,
-    workspace TEXT,
-    mode TEXT NOT NULL DEFAULT 'agent',
-    status TEXT NOT NULL DEFAULT 'open',
-    metadata TEXT NOT NULL DEFAULT '{}',
-    created_at REAL NOT NULL,
-    updated_at REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS raw_log (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
-    session_id TEXT NOT NULL REFERENCES sessions(id),
-    turn INTEGER NOT NULL,
-    direction TEXT NOT NULL,
-    source TEXT NOT NULL,
-    payload TEXT NOT NULL,
-    created_at REAL NOT NULL
-);
-CREATE INDEX IF NOT EXISTS raw_log_session ON raw_log(session_id, seq);
-"""
+_SESSION_COLUMNS: Final = (
+    "id, provider, model, provider_session_id, parent_id, workspace, mode, status, metadata, created_at, updated_at"
+)
+_HOST: Final = socket.gethostname()
 
 
 def default_store_path() -> Path:
@@ -64,81 +55,43 @@ def default_store_path() -> Path:
     return Path(data_home) / "seamline" / "store.db"
 
 
-@dataclass(frozen=True, slots=True)
-class SessionRecord:
-    id: str
-    provider: str
-    model: str | None
-    provider_session_id: str | None
-    parent_id: str | None
-    workspace: str | None
-    mode: str
-    status: str
-    metadata: dict[str, Any]
-    created_at: float
-    updated_at: float
+def open_store(location: str | os.PathLike[str] | None = None) -> StoreCore:
+    """A store at ``location``: a ``postgresql://`` URL or a file path (default: :func:`default_store_path`)."""
+    where = str(location) if location is not None else str(default_store_path())
+    if where.startswith(("postgresql://", "postgres://")):
+        from seamline.sessions.postgres import PostgresStore
+
+        store: StoreCore = PostgresStore(where)
+        return store
+    return SessionStore(where)
 
 
-@dataclass(frozen=True, slots=True)
-class RawRow:
-    seq: int
-    session_id: str
-    turn: int
-    direction: str
-    source: str
-    payload: str
-    created_at: float = field(default=0.0)
+class StoreCore:
+    """The store's logic over a small set of SQL primitives; subclasses bring a database."""
 
+    dialect: Dialect = "sqlite"
+    location: str = ""
 
-class SessionStore:
-    """Sessions and their raw log in one SQLite file.
-
-    >>> store = SessionStore(":memory:")
-    >>> store.create_session("s1", provider="offline", model="extractive")
-    >>> store.get("s1").status
-    'open'
-    """
-
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.path = str(path)
+    def __init__(self) -> None:
         self._pending: list[tuple[str, int, str, str, str, float]] = []
-        self._conn = self._connect(self.path)
 
-    @staticmethod
-    def _connect(path: str) -> sqlite3.Connection:
-        if path != ":memory:":
-            target = Path(path)
-            if target.is_dir():
-                raise InvalidRequest(f"store path {path} is a directory, not a file")
-            try:
-                target.parent.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
-                raise InvalidRequest(f"cannot create the store's folder {target.parent}: {exc.strerror}") from None
-            if target.exists():
-                _check_ours(target)
-            elif not os.access(target.parent, os.W_OK):
-                raise InvalidRequest(f"cannot write the store {path}: folder is not writable")
-        try:
-            conn = sqlite3.connect(path, timeout=30.0, isolation_level=None, check_same_thread=False)
-            conn.execute("PRAGMA busy_timeout = 30000")
-            if path != ":memory:":
-                conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = NORMAL")
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
-            if version == 0:
-                conn.executescript(
-                    f"BEGIN IMMEDIATE; {_SCHEMA} PRAGMA application_id = {_APP_ID};"
-                    f" PRAGMA user_version = {_SCHEMA_VERSION}; COMMIT;"
-                )
-            elif version > _SCHEMA_VERSION:
-                raise InvalidRequest(
-                    f"store {path} has schema version {version}; this seamline reads up to {_SCHEMA_VERSION}"
-                )
-        except sqlite3.DatabaseError as exc:
-            raise InvalidRequest(f"cannot open the store {path}: {exc}") from None
-        return conn
+    # -- primitives (per database) ------------------------------------------------------
+    def _execute(self, sql: str, params: Sequence[Any] = ()) -> None:
+        raise NotImplementedError
 
-    # -- sessions -------------------------------------------------------------------------
+    def _executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        raise NotImplementedError
+
+    def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        raise NotImplementedError
+
+    def _transaction(self) -> AbstractContextManager[None]:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    # -- sessions ---------------------------------------------------------------------------
     def create_session(
         self,
         session_id: str,
@@ -151,36 +104,114 @@ class SessionStore:
         metadata: Mapping[str, Any] | None = None,
     ) -> None:
         now = time.time()
-        self._write(
-            "INSERT INTO sessions (id, provider, model, parent_id, workspace, mode, status, metadata,"
-            " created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, 'open', ?, ?, ?)",
-            (session_id, provider, model, parent_id, workspace, mode, json.dumps(dict(metadata or {})), now, now),
-        )
+        with self._transaction():
+            self._execute(
+                "INSERT INTO sessions (id, provider, model, parent_id, workspace, mode, status, metadata,"
+                " created_at, updated_at, owner_pid, owner_host) VALUES (?, ?, ?, ?, ?, ?, 'open', ?, ?, ?, ?, ?)",
+                (
+                    session_id,
+                    provider,
+                    model,
+                    parent_id,
+                    workspace,
+                    mode,
+                    json.dumps(dict(metadata or {})),
+                    now,
+                    now,
+                    os.getpid(),
+                    _HOST,
+                ),
+            )
 
     def set_provider_session_id(self, session_id: str, provider_session_id: str) -> None:
-        self._write(
-            "UPDATE sessions SET provider_session_id = ?, updated_at = ? WHERE id = ?",
-            (provider_session_id, time.time(), session_id),
-        )
+        with self._transaction():
+            self._execute(
+                "UPDATE sessions SET provider_session_id = ?, updated_at = ? WHERE id = ?",
+                (provider_session_id, time.time(), session_id),
+            )
 
     def set_status(self, session_id: str, status: SessionStatus) -> None:
-        self._write("UPDATE sessions SET status = ?, updated_at = ? WHERE id = ?", (status, time.time(), session_id))
+        """Set the status; ``open`` also claims the session for this process."""
+        with self._transaction():
+            self._execute(
+                "UPDATE sessions SET status = ?, updated_at = ?, owner_pid = ?, owner_host = ? WHERE id = ?",
+                (
+                    status,
+                    time.time(),
+                    os.getpid() if status == "open" else None,
+                    _HOST if status == "open" else None,
+                    session_id,
+                ),
+            )
+
+    def update_metadata(self, session_id: str, changes: Mapping[str, Any]) -> None:
+        with self._transaction():
+            rows = self._query("SELECT metadata FROM sessions WHERE id = ?", (session_id,))
+            if not rows:
+                raise InvalidRequest(f"no session {session_id}")
+            merged = {**json.loads(rows[0][0]), **changes}
+            self._execute(
+                "UPDATE sessions SET metadata = ?, updated_at = ? WHERE id = ?",
+                (json.dumps(merged), time.time(), session_id),
+            )
 
     def get(self, session_id: str) -> SessionRecord | None:
-        row = self._conn.execute(
-            "SELECT id, provider, model, provider_session_id, parent_id, workspace, mode, status, metadata,"
-            " created_at, updated_at FROM sessions WHERE id = ?",
-            (session_id,),
-        ).fetchone()
-        return None if row is None else _record(row)
+        rows = self._query(f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE id = ?", (session_id,))
+        return _record(rows[0]) if rows else None
 
-    def list_sessions(self, *, limit: int = 100) -> list[SessionRecord]:
-        rows = self._conn.execute(
-            "SELECT id, provider, model, provider_session_id, parent_id, workspace, mode, status, metadata,"
-            " created_at, updated_at FROM sessions ORDER BY created_at DESC LIMIT ?",
-            (limit,),
-        ).fetchall()
+    def require(self, session_id: str) -> SessionRecord:
+        """The session ``session_id`` (a unique prefix is enough), or :class:`InvalidRequest`."""
+        found = self.get(session_id)
+        if found is not None:
+            return found
+        rows = self._query(f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE id LIKE ? LIMIT 2", (session_id + "%",))
+        if len(rows) == 1 and len(session_id) >= 4:
+            return _record(rows[0])
+        if len(rows) > 1:
+            raise InvalidRequest(f"session id {session_id!r} is ambiguous; give more of it")
+        raise InvalidRequest(f"no session {session_id!r} in the store {self.location}")
+
+    def list_sessions(self, *, limit: int = 100, parent_id: str | None = None) -> list[SessionRecord]:
+        if parent_id is None:
+            rows = self._query(f"SELECT {_SESSION_COLUMNS} FROM sessions ORDER BY created_at DESC LIMIT ?", (limit,))
+        else:
+            rows = self._query(
+                f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE parent_id = ? ORDER BY created_at LIMIT ?",
+                (parent_id, limit),
+            )
         return [_record(r) for r in rows]
+
+    def descendants(self, session_id: str) -> list[str]:
+        """Every fork and child below ``session_id``, breadth first."""
+        found: list[str] = []
+        frontier = [session_id]
+        while frontier:
+            marks = ", ".join("?" for _ in frontier)
+            rows = self._query(f"SELECT id FROM sessions WHERE parent_id IN ({marks}) ORDER BY created_at", frontier)
+            frontier = [r[0] for r in rows if r[0] not in found]
+            found.extend(frontier)
+        return found
+
+    def delete_session(self, session_id: str) -> None:
+        """Remove a session and everything recorded of it; its children keep a dangling parent."""
+        with self._transaction():
+            for table in ("transcript", "transcript_state", "usage_ledger", "raw_log"):
+                self._execute(f"DELETE FROM {table} WHERE session_id = ?", (session_id,))
+            self._execute("DELETE FROM sessions WHERE id = ?", (session_id,))
+
+    def recover_interrupted(self) -> list[str]:
+        """Mark ``open`` sessions whose process on this host is gone as ``interrupted``."""
+        rows = self._query("SELECT id, owner_pid FROM sessions WHERE status = 'open' AND owner_host = ?", (_HOST,))
+        dead = [sid for sid, pid in rows if pid is not None and not _alive(int(pid))]
+        if dead:
+            with self._transaction():
+                for sid in dead:
+                    self._execute(
+                        "UPDATE sessions SET status = 'interrupted', updated_at = ?, owner_pid = NULL WHERE id = ?"
+                        " AND status = 'open'",
+                        (time.time(), sid),
+                    )
+        return dead
 
     # -- raw log ----------------------------------------------------------------------------
     def append_raw(self, session_id: str, turn: int, direction: Direction, source: str, payload: str) -> None:
@@ -192,47 +223,159 @@ class SessionStore:
             return
         rows, self._pending = self._pending, []
         try:
-            self._conn.execute("BEGIN IMMEDIATE")
-            self._conn.executemany(
-                "INSERT INTO raw_log (session_id, turn, direction, source, payload, created_at)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
-                rows,
-            )
-            self._conn.execute("COMMIT")
-        except sqlite3.Error as exc:
-            self._rollback()
+            with self._transaction():
+                self._write_pending(rows)
+        except InvalidRequest:
             self._pending[:0] = rows  # keep them: a later flush may succeed
-            raise InvalidRequest(f"cannot write the store {self.path}: {exc}") from None
+            raise
+
+    def _write_pending(self, rows: Sequence[tuple[str, int, str, str, str, float]]) -> None:
+        self._executemany(
+            "INSERT INTO raw_log (session_id, turn, direction, source, payload, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+            rows,
+        )
 
     def raw_rows(self, session_id: str) -> Iterator[RawRow]:
-        cursor = self._conn.execute(
+        rows = self._query(
             "SELECT seq, session_id, turn, direction, source, payload, created_at FROM raw_log"
             " WHERE session_id = ? ORDER BY seq",
             (session_id,),
         )
-        for row in cursor:
+        for row in rows:
             yield RawRow(*row)
 
-    def close(self) -> None:
+    # -- cost ledger ------------------------------------------------------------------------
+    def record_usage(self, session_id: str, turn: int, usage: Usage) -> None:
+        """Write one usage figure now (with the raw rows queued before it)."""
+        rows, self._pending = self._pending, []
         try:
-            self.flush()
-        finally:
-            self._conn.close()
+            with self._transaction():
+                if rows:
+                    self._write_pending(rows)
+                self._execute(
+                    "INSERT INTO usage_ledger (session_id, turn, input_tokens, output_tokens, cache_read_tokens,"
+                    " cache_write_tokens, cost_usd, priced, model, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        session_id,
+                        turn,
+                        usage.input_tokens,
+                        usage.output_tokens,
+                        usage.cache_read_tokens,
+                        usage.cache_write_tokens,
+                        usage.cost_usd if usage.priced else None,
+                        int(usage.priced),
+                        usage.model,
+                        time.time(),
+                    ),
+                )
+        except InvalidRequest:
+            self._pending[:0] = rows
+            raise
 
-    def _write(self, sql: str, params: tuple[Any, ...]) -> None:
-        try:
-            self._conn.execute(sql, params)
-        except sqlite3.Error as exc:
-            raise InvalidRequest(f"cannot write the store {self.path}: {exc}") from None
+    def usage_rows(self, session_id: str) -> list[UsageRow]:
+        rows = self._query(
+            "SELECT session_id, turn, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost_usd,"
+            " priced, model FROM usage_ledger WHERE session_id = ? ORDER BY id",
+            (session_id,),
+        )
+        return [UsageRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], bool(r[7]), r[8]) for r in rows]
 
-    def _rollback(self) -> None:
-        try:
-            self._conn.execute("ROLLBACK")
-        except sqlite3.Error:
-            pass
+    def totals(self, session_id: str, *, include_descendants: bool = True) -> Totals:
+        """Sums over the session (and its forks and children): computed, never stored."""
+        ids = [session_id, *(self.descendants(session_id) if include_descendants else [])]
+        marks = ", ".join("?" for _ in ids)
+        row = self._query(
+            "SELECT COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0),"
+            " COALESCE(SUM(cache_read_tokens), 0), COALESCE(SUM(cache_write_tokens), 0),"
+            " COALESCE(SUM(CASE WHEN priced = 1 THEN cost_usd ELSE 0 END), 0),"
+            " COALESCE(SUM(CASE WHEN priced = 1 THEN 1 ELSE 0 END), 0),"
+            f" COALESCE(SUM(CASE WHEN priced = 1 THEN 0 ELSE 1 END), 0) FROM usage_ledger WHERE session_id IN ({marks})",
+            ids,
+        )[0]
+        return Totals(
+            len(ids), int(row[0]), int(row[1]), int(row[2]), int(row[3]), float(row[4]), int(row[5]), int(row[6])
+        )
+
+    # -- transcript ---------------------------------------------------------------------------
+    def transcript(self, session_id: str) -> list[TranscriptEntry]:
+        """The canonical transcript; derived again when the raw log grew or a parser changed."""
+        versions = json.dumps(parser_versions(), sort_keys=True)
+        last = self._query("SELECT COALESCE(MAX(seq), 0) FROM raw_log WHERE session_id = ?", (session_id,))[0][0]
+        state = self._query("SELECT last_raw_seq, versions FROM transcript_state WHERE session_id = ?", (session_id,))
+        if state and state[0][0] == last and state[0][1] == versions:
+            rows = self._query(
+                "SELECT idx, turn, kind, role, content, call_id, data, raw_seq, parser, parser_version"
+                " FROM transcript WHERE session_id = ? ORDER BY idx",
+                (session_id,),
+            )
+            return [
+                TranscriptEntry(r[0], r[1], r[2], r[3], r[4], r[5], json.loads(r[6]), r[7], r[8], r[9]) for r in rows
+            ]
+        entries = derive_transcript(self.raw_rows(session_id))
+        with self._transaction():
+            self._execute("DELETE FROM transcript WHERE session_id = ?", (session_id,))
+            self._execute("DELETE FROM transcript_state WHERE session_id = ?", (session_id,))
+            self._executemany(
+                "INSERT INTO transcript (session_id, idx, turn, kind, role, content, call_id, data, raw_seq, parser,"
+                " parser_version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (
+                        session_id,
+                        e.index,
+                        e.turn,
+                        e.kind,
+                        e.role,
+                        e.content,
+                        e.call_id,
+                        json.dumps(e.data),
+                        e.raw_seq,
+                        e.parser,
+                        e.parser_version,
+                    )
+                    for e in entries
+                ],
+            )
+            self._execute(
+                "INSERT INTO transcript_state (session_id, last_raw_seq, versions) VALUES (?, ?, ?)",
+                (session_id, last, versions),
+            )
+        return entries
+
+    def files_touched(self, session_id: str) -> list[FileTouch]:
+        """Files the session read, edited, created or deleted, from its events and tool calls."""
+        touched: dict[str, tuple[list[str], list[str]]] = {}
+        for entry in self.transcript(session_id):
+            path: object = None
+            kind = ""
+            if entry.kind == "file_change":
+                path, kind = entry.data.get("path"), str(entry.data.get("change"))
+            elif entry.kind == "tool_call" and entry.data.get("name") in _PATH_TOOLS:
+                path = (entry.data.get("arguments") or {}).get("path")
+                kind = _PATH_TOOLS[str(entry.data.get("name"))]
+            if not isinstance(path, str):
+                continue
+            kinds, calls = touched.setdefault(path, ([], []))
+            if kind not in kinds:
+                kinds.append(kind)
+            if entry.call_id and entry.call_id not in calls:
+                calls.append(entry.call_id)
+        return [FileTouch(p, tuple(k), tuple(c)) for p, (k, c) in sorted(touched.items())]
 
 
-def _record(row: tuple[Any, ...]) -> SessionRecord:
+_PATH_TOOLS: Final = {"read_file": "read", "write_file": "edited", "edit_file": "edited"}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _record(row: Sequence[Any]) -> SessionRecord:
     return SessionRecord(
         id=row[0],
         provider=row[1],
@@ -246,6 +389,112 @@ def _record(row: tuple[Any, ...]) -> SessionRecord:
         created_at=row[9],
         updated_at=row[10],
     )
+
+
+class _SQLiteTransaction(AbstractContextManager[None]):
+    def __init__(self, store: SessionStore) -> None:
+        self._store = store
+
+    def __enter__(self) -> None:
+        store = self._store
+        if store._depth == 0:
+            store._run("BEGIN IMMEDIATE")
+        store._depth += 1
+
+    def __exit__(self, kind: object, exc: object, tb: object) -> None:
+        store = self._store
+        store._depth -= 1
+        if store._depth == 0:
+            store._run("ROLLBACK" if kind is not None else "COMMIT")
+
+
+class SessionStore(StoreCore):
+    """The embedded store: one SQLite file in WAL mode, safe for several processes.
+
+    >>> store = SessionStore(":memory:")
+    >>> store.create_session("s1", provider="offline", model="extractive")
+    >>> store.get("s1").status
+    'open'
+    """
+
+    dialect: Dialect = "sqlite"
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        super().__init__()
+        self.path = self.location = str(path)
+        self._depth = 0
+        self._conn = _connect(self.path)
+        self._migrate()
+        self.recover_interrupted()
+
+    def _run(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
+        try:
+            return self._conn.execute(sql, params)
+        except sqlite3.Error as exc:
+            raise InvalidRequest(f"cannot use the store {self.path}: {exc}") from None
+
+    def _execute(self, sql: str, params: Sequence[Any] = ()) -> None:
+        self._run(sql, params)
+
+    def _executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        try:
+            self._conn.executemany(sql, rows)
+        except sqlite3.Error as exc:
+            raise InvalidRequest(f"cannot write the store {self.path}: {exc}") from None
+
+    def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        return self._run(sql, params).fetchall()
+
+    def _transaction(self) -> AbstractContextManager[None]:
+        return _SQLiteTransaction(self)
+
+    def _migrate(self) -> None:
+        version = self._query("PRAGMA user_version")[0][0]
+        if version > SCHEMA_VERSION:
+            raise InvalidRequest(
+                f"store {self.path} has schema version {version}; this seamline reads up to {SCHEMA_VERSION}"
+            )
+        while version < SCHEMA_VERSION:
+            with self._transaction():
+                current = self._query("PRAGMA user_version")[0][0]  # another process may have migrated
+                if current > version:
+                    version = current
+                    continue
+                for statement in migration_sql(version + 1, "sqlite"):
+                    self._execute(statement)
+                self._execute(f"PRAGMA application_id = {_APP_ID}")
+                self._execute(f"PRAGMA user_version = {version + 1}")
+            version += 1
+
+    def close(self) -> None:
+        try:
+            self.flush()
+        finally:
+            self._conn.close()
+
+
+def _connect(path: str) -> sqlite3.Connection:
+    if path != ":memory:":
+        target = Path(path)
+        if target.is_dir():
+            raise InvalidRequest(f"store path {path} is a directory, not a file")
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise InvalidRequest(f"cannot create the store's folder {target.parent}: {exc.strerror}") from None
+        if target.exists():
+            _check_ours(target)
+        elif not os.access(target.parent, os.W_OK):
+            raise InvalidRequest(f"cannot write the store {path}: folder is not writable")
+    try:
+        conn = sqlite3.connect(path, timeout=60.0, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA busy_timeout = 60000")
+        if path != ":memory:":
+            conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+    except sqlite3.DatabaseError as exc:
+        raise InvalidRequest(f"cannot open the store {path}: {exc}") from None
+    return conn
 
 
 def _check_ours(target: Path) -> None:
@@ -266,7 +515,6 @@ def _check_ours(target: Path) -> None:
         user_version = int.from_bytes(header[60:64], "big")
         if user_version != 0:
             raise InvalidRequest(f"{target} is an SQLite database of another program; refusing to touch it")
-        # An SQLite file with tables but none of ours is foreign too.
         try:
             conn = sqlite3.connect(f"file:{target}?mode=ro", uri=True)
             try:

@@ -1,0 +1,223 @@
+"""``seamline sessions list | show | resume | fork | export | rm``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from dataclasses import asdict
+from typing import Any
+
+from seamline.cli.display import JsonDisplay, TextDisplay
+from seamline.cli.main import EXIT_CODES, SeamlineUsage, install_abort_handler, parse_options
+from seamline.events import Complete
+from seamline.providers.base import ProviderSession
+from seamline.providers.registry import create_provider
+from seamline.sessions.records import SessionRecord
+from seamline.sessions.store import StoreCore, open_store
+from seamline.tools.approval import YesApproval
+from seamline.tools.workspace import Workspace, workspace_tools
+
+__all__ = ["add_parser", "continue_session", "run"]
+
+
+def add_parser(commands: Any) -> str:
+    sessions = commands.add_parser(
+        "sessions",
+        help="list, inspect, resume, fork, export and remove stored sessions",
+        description="Sessions kept in the store (--store PATH or URL, else $SEAMLINE_STORE or the user data dir). "
+        "An ID may be shortened to a unique prefix of at least four characters.",
+    )
+    sub = sessions.add_subparsers(dest="sessions_command", metavar="SUBCOMMAND", required=True)
+
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--store", metavar="PATH|URL", help="the store (a file, or postgresql://…)")
+        p.add_argument("--json", action="store_true", help="machine-readable output")
+
+    p = sub.add_parser("list", help="the newest sessions first")
+    common(p)
+    p.add_argument("--limit", type=int, default=50, metavar="N")
+    p = sub.add_parser("show", help="one session: record, cost, files touched, transcript")
+    common(p)
+    p.add_argument("id", metavar="ID")
+    for name, text in (("resume", "continue a session with a new prompt"), ("fork", "start a new session from one")):
+        p = sub.add_parser(name, help=text)
+        common(p)
+        p.add_argument("id", metavar="ID")
+        if name == "fork":
+            p.add_argument(
+                "--at", type=int, metavar="MESSAGE", help="fork after this transcript message (default: latest)"
+            )
+            p.add_argument("--prompt", metavar="PROMPT", help="run this prompt on the fork right away")
+        else:
+            p.add_argument("prompt", metavar="PROMPT")
+        p.add_argument("--model", "-m", metavar="NAME")
+        p.add_argument("--provider-option", "-o", action="append", default=[], metavar="KEY=VALUE")
+        p.add_argument("--workspace", "-w", metavar="DIR", help="default: the session's own workspace")
+        p.add_argument("--yes", "-y", action="store_true")
+        p.add_argument("--max-steps", type=int, default=50, metavar="N")
+    p = sub.add_parser("export", help="the session, its raw log, ledger and transcript as JSON")
+    common(p)
+    p.add_argument("id", metavar="ID")
+    p = sub.add_parser("rm", help="remove a session and everything recorded of it")
+    common(p)
+    p.add_argument("id", metavar="ID")
+    return "sessions"
+
+
+def run(args: argparse.Namespace) -> int:
+    store = open_store(args.store)
+    try:
+        command = args.sessions_command
+        if command == "list":
+            return _list(store, args)
+        if command == "show":
+            return _show(store, args)
+        if command == "export":
+            return _export(store, args)
+        if command == "rm":
+            record = store.require(args.id)
+            store.delete_session(record.id)
+            _out(args, {"removed": record.id}, f"removed {record.id}")
+            return 0
+        return continue_session(store, args, fork=command == "fork")
+    finally:
+        store.close()
+
+
+def _row(record: SessionRecord, store: StoreCore) -> dict[str, Any]:
+    totals = store.totals(record.id, include_descendants=False)
+    return {
+        **asdict(record),
+        "cost_usd": totals.cost_usd if totals.cost_known else None,
+        "cost": totals.describe_cost(),
+    }
+
+
+def _list(store: StoreCore, args: argparse.Namespace) -> int:
+    for record in store.list_sessions(limit=args.limit):
+        row = _row(record, store)
+        if args.json:
+            print(json.dumps(row))
+        else:
+            when = time.strftime("%Y-%m-%d %H:%M", time.localtime(record.created_at))
+            parent = f" ← {record.parent_id[:8]}" if record.parent_id else ""
+            print(f"{record.id[:12]}  {when}  {record.status:<11} {record.provider:<12} {row['cost']}{parent}")
+    return 0
+
+
+def _show(store: StoreCore, args: argparse.Namespace) -> int:
+    record = store.require(args.id)
+    own = store.totals(record.id, include_descendants=False)
+    tree = store.totals(record.id)
+    files = store.files_touched(record.id)
+    transcript = store.transcript(record.id)
+    children = store.descendants(record.id)
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "session": asdict(record),
+                    "totals": {**asdict(own), "cost": own.describe_cost()},
+                    "totals_with_descendants": {**asdict(tree), "cost": tree.describe_cost()},
+                    "descendants": children,
+                    "files": [asdict(f) for f in files],
+                    "transcript": [asdict(e) for e in transcript],
+                }
+            )
+        )
+        return 0
+    print(f"session   {record.id}")
+    print(
+        f"provider  {record.provider} ({record.model or 'default model'}); provider id {record.provider_session_id or '-'}"
+    )
+    print(f"status    {record.status}; parent {record.parent_id or '-'}; workspace {record.workspace or '-'}")
+    print(f"tokens    {own.input_tokens} in / {own.output_tokens} out; cost {own.describe_cost()}")
+    if children:
+        print(f"with {len(children)} fork(s)/child(ren): cost {tree.describe_cost()}")
+    for touch in files:
+        print(f"file      {touch.path} ({', '.join(touch.kinds)})")
+    for entry in transcript:
+        text = (
+            entry.content
+            if entry.kind != "tool_call"
+            else f"{entry.data.get('name')}({json.dumps(entry.data.get('arguments'))})"
+        )
+        print(f"[{entry.index}] {entry.kind:<11} {text[:200].replace(chr(10), ' ')}")
+    return 0
+
+
+def _export(store: StoreCore, args: argparse.Namespace) -> int:
+    record = store.require(args.id)
+    print(
+        json.dumps(
+            {
+                "session": asdict(record),
+                "raw_log": [asdict(r) for r in store.raw_rows(record.id)],
+                "usage": [asdict(u) for u in store.usage_rows(record.id)],
+                "transcript": [asdict(e) for e in store.transcript(record.id)],
+            }
+        )
+    )
+    return 0
+
+
+def _out(args: argparse.Namespace, data: dict[str, Any], text: str) -> None:
+    print(json.dumps(data) if args.json else text)
+
+
+def continue_session(store: StoreCore, args: argparse.Namespace, *, fork: bool) -> int:
+    """Resume (or fork) a stored session and run ``args.prompt`` on it."""
+    record = store.require(args.id)
+    provider = create_provider(
+        record.provider, model=args.model or record.model, options=parse_options(args.provider_option)
+    )
+    root = args.workspace or record.workspace or "."
+    workspace = Workspace(root)
+    tools = workspace_tools(workspace)
+    approval = YesApproval(yes=args.yes)
+    display: JsonDisplay | TextDisplay = JsonDisplay() if args.json else TextDisplay()
+    if args.max_steps < 1:
+        raise SeamlineUsage("--max-steps must be at least 1")
+
+    async def drive() -> int:
+        if fork:
+            session = await provider.fork(record.id, store=store, at=args.at, tools=tools, approval=approval)
+            if not args.prompt:
+                _out(
+                    args,
+                    {"session_id": session.session_id, "parent_id": record.id},
+                    f"forked {record.id[:12]} into {session.session_id}",
+                )
+                return 0
+        else:
+            session = await provider.resume(record.id, store=store, tools=tools, approval=approval)
+        return await _turn(provider, session, args.prompt, args, display)
+
+    try:
+        return asyncio.run(drive())
+    finally:
+        display.close()
+
+
+async def _turn(
+    provider: Any, session: ProviderSession, prompt: str, args: argparse.Namespace, display: JsonDisplay | TextDisplay
+) -> int:
+    async def abort() -> None:
+        await provider.abort(session)
+
+    install_abort_handler(asyncio.get_running_loop(), abort)
+    final: Complete | None = None
+    try:
+        async for event in session.send(prompt, max_steps=args.max_steps):
+            display.show(event)
+            if isinstance(event, Complete):
+                final = event
+    finally:
+        await provider.close(session)
+    if final is None or final.outcome != "completed":
+        reason = "no result" if final is None else f"{final.outcome} ({final.stop_reason})"
+        print(f"seamline: turn {reason}", file=sys.stderr)
+    return EXIT_CODES.get(final.outcome if final else "failed", EXIT_CODES["failed"])

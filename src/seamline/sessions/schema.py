@@ -1,0 +1,93 @@
+"""The store's schema and its migrations, per SQL dialect.
+
+Migrations are numbered; a store records the last one applied in ``schema_version``
+(SQLite also mirrors it in ``PRAGMA user_version``). Opening a store applies what is
+missing, in one transaction each; a store newer than this seamline is refused.
+"""
+
+from __future__ import annotations
+
+from typing import Final, Literal
+
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "Dialect"]
+
+Dialect = Literal["sqlite", "postgres"]
+
+_TYPES: Final[dict[Dialect, dict[str, str]]] = {
+    "sqlite": {"serial": "INTEGER PRIMARY KEY AUTOINCREMENT", "real": "REAL", "bigint": "INTEGER"},
+    "postgres": {"serial": "BIGSERIAL PRIMARY KEY", "real": "DOUBLE PRECISION", "bigint": "BIGINT"},
+}
+
+_V1: Final = """
+CREATE TABLE IF NOT EXISTS sessions (
+    id TEXT PRIMARY KEY,
+    provider TEXT NOT NULL,
+    model TEXT,
+    provider_session_id TEXT,
+    parent_id TEXT,
+    workspace TEXT,
+    mode TEXT NOT NULL DEFAULT 'agent',
+    status TEXT NOT NULL DEFAULT 'open',
+    metadata TEXT NOT NULL DEFAULT '{{}}',
+    created_at {real} NOT NULL,
+    updated_at {real} NOT NULL
+);
+CREATE TABLE IF NOT EXISTS raw_log (
+    seq {serial},
+    session_id TEXT NOT NULL REFERENCES sessions(id),
+    turn INTEGER NOT NULL,
+    direction TEXT NOT NULL,
+    source TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    created_at {real} NOT NULL
+);
+CREATE INDEX IF NOT EXISTS raw_log_session ON raw_log(session_id, seq);
+"""
+
+_V2: Final = """
+ALTER TABLE sessions ADD COLUMN owner_pid INTEGER;
+ALTER TABLE sessions ADD COLUMN owner_host TEXT;
+CREATE INDEX IF NOT EXISTS sessions_parent ON sessions(parent_id);
+CREATE TABLE IF NOT EXISTS usage_ledger (
+    id {serial},
+    session_id TEXT NOT NULL REFERENCES sessions(id),
+    turn INTEGER NOT NULL,
+    input_tokens {bigint} NOT NULL,
+    output_tokens {bigint} NOT NULL,
+    cache_read_tokens {bigint} NOT NULL,
+    cache_write_tokens {bigint} NOT NULL,
+    cost_usd {real},
+    priced INTEGER NOT NULL,
+    model TEXT,
+    created_at {real} NOT NULL
+);
+CREATE INDEX IF NOT EXISTS usage_session ON usage_ledger(session_id);
+CREATE TABLE IF NOT EXISTS transcript (
+    session_id TEXT NOT NULL REFERENCES sessions(id),
+    idx INTEGER NOT NULL,
+    turn INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    role TEXT NOT NULL,
+    content TEXT NOT NULL,
+    call_id TEXT,
+    data TEXT NOT NULL,
+    raw_seq {bigint} NOT NULL,
+    parser TEXT NOT NULL,
+    parser_version INTEGER NOT NULL,
+    PRIMARY KEY (session_id, idx)
+);
+CREATE TABLE IF NOT EXISTS transcript_state (
+    session_id TEXT PRIMARY KEY REFERENCES sessions(id),
+    last_raw_seq {bigint} NOT NULL,
+    versions TEXT NOT NULL
+);
+"""
+
+MIGRATIONS: Final[tuple[str, ...]] = (_V1, _V2)
+SCHEMA_VERSION: Final = len(MIGRATIONS)
+
+
+def migration_sql(number: int, dialect: Dialect) -> list[str]:
+    """The statements of migration ``number`` (1-based) for ``dialect``."""
+    text = MIGRATIONS[number - 1].format(**_TYPES[dialect])
+    return [s.strip() for s in text.split(";") if s.strip()]
