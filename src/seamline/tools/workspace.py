@@ -8,16 +8,21 @@ that leaves it, absolute paths and symlinks that point out are refused with a cl
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fnmatch
 import os
 import re
 import signal
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from seamline.errors import InvalidRequest, SandboxViolation, TimeoutFailure
 from seamline.events import FileChange
 from seamline.tools.base import ToolContext, Toolset, tool
+
+if TYPE_CHECKING:
+    from seamline.sandbox.journal import EditJournal
+    from seamline.sandbox.runtime import Sandbox
 
 __all__ = ["Workspace", "workspace_tools", "WORKSPACE_TOOL_NAMES"]
 
@@ -62,9 +67,32 @@ def _truncate(text: str, limit: int = _MAX_OUTPUT) -> str:
     return text[:limit] + f"\n[output truncated: {len(text) - limit} more characters]"
 
 
-def workspace_tools(workspace: Workspace) -> Toolset:
+def workspace_tools(
+    workspace: Workspace, *, sandbox: Sandbox | None = None, journal: EditJournal | None = None
+) -> Toolset:
     """The six built-in tools bound to ``workspace``: read_file, list_dir, grep,
-    write_file, edit_file (class write) and shell (class execute)."""
+    write_file, edit_file (class write) and shell (class execute).
+
+    With ``sandbox``, shell commands run inside it (see :mod:`seamline.sandbox`); with
+    ``journal``, every change write_file, edit_file and shell make is journaled so the
+    run can be reverted.
+    """
+
+    def journaled(
+        ctx: ToolContext, tool_name: str, paths: list[Path] | None
+    ) -> contextlib.AbstractContextManager[None]:
+        if journal is None:
+            return contextlib.nullcontext()
+        return journal.track(
+            run_id=ctx.session_id,
+            workspace=workspace.root,
+            tool=tool_name,
+            call_id=ctx.call_id,
+            paths=paths,
+            on_change=None
+            if paths is not None
+            else (lambda rel, kind: ctx.emit(FileChange(path=rel, kind=kind, call_id=ctx.call_id))),
+        )
 
     @tool(tool_class="read")
     def read_file(path: str, ctx: ToolContext, offset: int = 1, limit: int = _MAX_READ_LINES) -> str:
@@ -122,8 +150,9 @@ def workspace_tools(workspace: Workspace) -> Toolset:
         """Write a text file of the workspace, creating folders as needed."""
         real = workspace.resolve(path)
         existed = real.exists()
-        real.parent.mkdir(parents=True, exist_ok=True)
-        real.write_text(content, encoding="utf-8")
+        with journaled(ctx, "write_file", [real]):
+            real.parent.mkdir(parents=True, exist_ok=True)
+            real.write_text(content, encoding="utf-8")
         rel = workspace.relative(real)
         ctx.emit(FileChange(path=rel, kind="edited" if existed else "created", call_id=ctx.call_id))
         return f"wrote {len(content.encode())} bytes to {rel}"
@@ -140,14 +169,18 @@ def workspace_tools(workspace: Workspace) -> Toolset:
             raise InvalidRequest(f"text to replace not found in {path}")
         if count > 1 and not replace_all:
             raise InvalidRequest(f"text to replace occurs {count} times in {path}; give more context or replace_all")
-        real.write_text(text.replace(old, new) if replace_all else text.replace(old, new, 1), encoding="utf-8")
+        with journaled(ctx, "edit_file", [real]):
+            real.write_text(text.replace(old, new) if replace_all else text.replace(old, new, 1), encoding="utf-8")
         rel = workspace.relative(real)
         ctx.emit(FileChange(path=rel, kind="edited", call_id=ctx.call_id))
         return f"replaced {count if replace_all else 1} occurrence(s) in {rel}"
 
     @tool(tool_class="execute")
-    async def shell(command: str, timeout: float = 60.0) -> str:
+    async def shell(command: str, ctx: ToolContext, timeout: float = 60.0) -> str:
         """Run a shell command in the workspace; answers exit code and output."""
+        if sandbox is not None:
+            with journaled(ctx, "shell", None):
+                return _truncate(await sandbox.run_shell(command, timeout=timeout))
         proc = await asyncio.create_subprocess_exec(
             "/bin/sh",
             "-c",

@@ -1,0 +1,91 @@
+"""``seamline revert RUN [--to STEP]``: put the workspace back as it was before a run.
+
+RUN is the session id of the run (the ``session_id`` of its ``session`` event); each
+journaled tool call of the run is a step, numbered from 1 (``--list`` shows them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any, Final
+
+from seamline.cli.sandbox_command import _store_file
+from seamline.sandbox.journal import EditJournal, journal_path_for
+
+__all__ = ["add_parser", "run"]
+
+_EPILOG: Final = """\
+examples:
+  seamline revert 3f9c0e…            undo every change the run made to its workspace
+  seamline revert 3f9c0e… --to 2     keep steps 1 and 2, undo the later ones
+  seamline revert 3f9c0e… --list     show the journaled steps and the paths they changed
+
+The journal lives beside the session store (store.db -> store.edits.db). A revert refuses,
+changing nothing, if a journaled path was changed since the run; --force overwrites.
+
+exit codes: 0 reverted, 1 refused or failed, 2 usage error (unknown run, bad step)
+"""
+
+
+def add_parser(commands: Any) -> str:
+    revert = commands.add_parser(
+        "revert",
+        help="undo the workspace changes of a run (journaled with --sandbox)",
+        description="Restore the workspace of RUN to how it was before the run, or after step STEP.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=_EPILOG,
+    )
+    revert.add_argument("run_id", metavar="RUN", help="the run's session id (from the `session` event)")
+    revert.add_argument("--to", type=int, default=0, metavar="STEP", help="keep steps up to STEP (default: 0, all)")
+    revert.add_argument("--list", action="store_true", help="show the journaled steps; change nothing")
+    revert.add_argument("--force", action="store_true", help="overwrite paths changed since the run")
+    revert.add_argument("--store", metavar="PATH", help="session store whose journal to use (default: $SEAMLINE_STORE)")
+    revert.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    return "revert"
+
+
+def run(args: argparse.Namespace) -> int:
+    store_file = _store_file(args.store)
+    assert store_file is not None
+    path = journal_path_for(store_file)
+    if not path.exists():
+        from seamline.errors import InvalidRequest
+
+        raise InvalidRequest(f"no edit journal at {path}; runs are journaled with `seamline run --sandbox …`")
+    journal = EditJournal(path)
+    try:
+        if args.list:
+            journal.workspace_of(args.run_id)
+            steps = journal.steps(args.run_id)
+            if args.json:
+                print(
+                    json.dumps(
+                        [{"step": s.step, "tool": s.tool, "call_id": s.call_id, "paths": s.paths} for s in steps]
+                    )
+                )
+            else:
+                for s in steps:
+                    print(f"{s.step}\t{s.tool}\t{s.call_id}\t{', '.join(s.paths) or '(no change)'}")
+            return 0
+        report = journal.revert(args.run_id, to_step=args.to, force=args.force)
+    finally:
+        journal.close()
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "run_id": report.run_id,
+                    "workspace": str(report.workspace),
+                    "to_step": report.to_step,
+                    "steps_undone": report.steps_undone,
+                    "restored": report.restored,
+                }
+            )
+        )
+    else:
+        print(
+            f"reverted {report.steps_undone} step(s) of {report.run_id} in {report.workspace}: "
+            f"{len(report.restored)} path(s) restored"
+        )
+    return 0

@@ -1,0 +1,117 @@
+"""The ``bwrap`` backend: bubblewrap with user, pid, network, ipc and uts namespaces.
+
+Inside: ``/usr`` and the usual links to it read-only, a few files of ``/etc`` (loader
+cache, users, time zone; name resolution and certificates only with the network on), a
+fresh ``/proc``, a minimal ``/dev``, a private ``/tmp``, ``/inputs`` read-only,
+``/workspace`` read-write, ``/outputs`` read-write. The root itself is read-only; the
+host's home, ``/root``, ``/home`` and everything else are absent. The command runs as an
+unprivileged user with every capability dropped, in a new session, and dies with its
+parent.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Final
+
+from seamline.sandbox.layout import (
+    INNER_INPUTS,
+    INNER_OUTPUTS,
+    INNER_WORKSPACE,
+    LaunchPlan,
+    Layout,
+    limit_prefix,
+)
+from seamline.sandbox.policy import SandboxPolicy
+
+__all__ = ["BWRAP_ENV", "BwrapBackend", "find_bwrap", "find_prlimit"]
+
+BWRAP_ENV: Final = "SEAMLINE_BWRAP"
+SANDBOX_UID: Final = 1000
+_SYSTEM_LINKS: Final = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+_ETC_FILES: Final = (
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/alternatives",
+    "/etc/passwd",
+    "/etc/group",
+    "/etc/nsswitch.conf",
+    "/etc/localtime",
+    "/etc/mime.types",
+)
+_ETC_NETWORK: Final = ("/etc/resolv.conf", "/etc/hosts", "/etc/ssl", "/etc/ca-certificates", "/etc/gai.conf")
+
+
+def find_bwrap(explicit: str | None = None, *, path: str | None = None) -> str | None:
+    """The bubblewrap binary: ``explicit``, else ``$SEAMLINE_BWRAP``, else ``bwrap`` on PATH."""
+    chosen = explicit or os.environ.get(BWRAP_ENV)
+    if chosen:
+        return chosen if os.path.isfile(chosen) and os.access(chosen, os.X_OK) else None
+    return shutil.which("bwrap", path=path)
+
+
+def find_prlimit() -> str | None:
+    """``prlimit`` (util-linux) from the system folders that are mounted inside the sandbox."""
+    for folder in ("/usr/bin", "/bin", "/usr/sbin"):
+        candidate = Path(folder) / "prlimit"
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(Path("/usr/bin") / "prlimit") if folder != "/usr/sbin" else str(candidate)
+    return None
+
+
+class BwrapBackend:
+    """Builds the bubblewrap command line; see the module docstring for the layout."""
+
+    name = "bwrap"
+    isolates = True
+
+    def __init__(self, *, binary: str, prlimit: str) -> None:
+        self.binary = binary
+        self.prlimit = prlimit
+
+    def plan(self, command: str, *, layout: Layout, policy: SandboxPolicy, nproc_rlimit: bool) -> LaunchPlan:
+        argv = [
+            self.binary,
+            "--unshare-all",
+            "--unshare-user",
+            "--uid",
+            str(SANDBOX_UID),
+            "--gid",
+            str(SANDBOX_UID),
+            "--die-with-parent",
+            "--new-session",
+            "--cap-drop",
+            "ALL",
+            "--hostname",
+            "sandbox",
+            "--clearenv",
+        ]
+        if policy.network:
+            argv.append("--share-net")
+        for name, value in policy.environment().items():
+            argv += ["--setenv", name, value]
+        argv += ["--ro-bind", "/usr", "/usr"]
+        for link in _SYSTEM_LINKS:
+            if os.path.islink(link):
+                argv += ["--symlink", os.readlink(link), link]
+            elif os.path.isdir(link):
+                argv += ["--ro-bind", link, link]
+        for item in _ETC_FILES + (_ETC_NETWORK if policy.network else ()):
+            if os.path.exists(item):
+                argv += ["--ro-bind", item, item]
+        argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+        if layout.inputs is not None:
+            argv += ["--ro-bind", str(layout.inputs), INNER_INPUTS]
+        else:
+            argv += ["--dir", INNER_INPUTS]
+        argv += ["--bind", str(layout.workspace), INNER_WORKSPACE]
+        argv += ["--bind", str(layout.outputs), INNER_OUTPUTS]
+        # Everything not bound read-write above becomes read-only, the root included.
+        argv += ["--remount-ro", "/", "--chdir", INNER_WORKSPACE, "--"]
+        argv += limit_prefix(self.prlimit, policy, nproc_rlimit=nproc_rlimit)
+        argv += ["/bin/sh", "-c", command]
+        # bwrap itself gets no inherited variables: credentials stay out of every process.
+        return LaunchPlan(argv=argv, env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}, cwd=layout.workspace)

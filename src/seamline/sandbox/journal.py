@@ -1,0 +1,357 @@
+"""The edit journal: every change a tool makes to the workspace, with what was there before.
+
+The journal is one SQLite file beside the session store (``store.db`` ->
+``store.edits.db``). A *run* is a session id (the ``session_id`` of the ``session``
+event); each journaled tool call of the run is a *step*, numbered from 1. For each path a
+step changed, the journal keeps the state before (absent, a file with its bytes and mode,
+a symlink with its target, a folder with its mode) and a fingerprint of the state after.
+File contents live once each, by SHA-256, in a blobs table.
+
+``write_file`` and ``edit_file`` journal the one path they touch; ``shell`` journals the
+difference between a scan of the workspace before and after the command. :meth:`EditJournal.revert`
+walks the steps back, newest first, so the workspace returns byte for byte to how it was
+before the run, or after a given step.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import shutil
+import sqlite3
+import stat
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final, Literal
+
+from seamline.errors import InvalidRequest, PermissionDenied, SandboxViolation
+from seamline.events import FileChangeKind
+
+__all__ = ["EditJournal", "JournalStep", "PathState", "RevertReport", "journal_path_for"]
+
+StateKind = Literal["absent", "file", "link", "dir"]
+_SCHEMA: Final = """
+CREATE TABLE IF NOT EXISTS runs (run_id TEXT PRIMARY KEY, workspace TEXT NOT NULL, created REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS steps (
+  run_id TEXT NOT NULL, step INTEGER NOT NULL, tool TEXT NOT NULL, call_id TEXT NOT NULL, at REAL NOT NULL,
+  reverted_at REAL, PRIMARY KEY (run_id, step));
+CREATE TABLE IF NOT EXISTS entries (
+  run_id TEXT NOT NULL, step INTEGER NOT NULL, seq INTEGER NOT NULL, path TEXT NOT NULL,
+  before_kind TEXT NOT NULL, before_data TEXT, before_mode INTEGER,
+  after_kind TEXT NOT NULL, after_data TEXT, after_mode INTEGER,
+  PRIMARY KEY (run_id, step, seq));
+CREATE TABLE IF NOT EXISTS blobs (hash TEXT PRIMARY KEY, data BLOB NOT NULL);
+"""
+
+
+def journal_path_for(store_path: str | os.PathLike[str]) -> Path:
+    """Where the journal of a session store lives: beside it, ``<stem>.edits.db``."""
+    store = Path(store_path)
+    return store.with_name(f"{store.stem}.edits.db")
+
+
+@dataclass(frozen=True, slots=True)
+class PathState:
+    """One path at one moment. ``data`` is the content hash (file) or target (link)."""
+
+    kind: StateKind
+    data: str | None = None
+    mode: int | None = None
+
+
+_ABSENT: Final = PathState("absent")
+
+
+@dataclass(frozen=True, slots=True)
+class JournalStep:
+    """One journaled tool call and the paths it changed."""
+
+    step: int
+    tool: str
+    call_id: str
+    paths: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RevertReport:
+    """What a revert did."""
+
+    run_id: str
+    workspace: Path
+    to_step: int
+    steps_undone: int
+    restored: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _StatKey:
+    kind: StateKind
+    size: int
+    mtime_ns: int
+    ctime_ns: int
+    ino: int
+    mode: int
+
+
+class EditJournal:
+    """The journal file; see the module docstring."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._db = sqlite3.connect(self.path, isolation_level=None)
+            self._db.executescript(_SCHEMA)
+        except sqlite3.DatabaseError as exc:
+            raise InvalidRequest(f"cannot use edit journal {self.path}: {exc}") from None
+        # Scan cache per workspace: a file whose stat is unchanged keeps its known hash.
+        self._known: dict[tuple[str, str], tuple[_StatKey, str]] = {}
+
+    def close(self) -> None:
+        self._db.close()
+
+    # -- recording -----------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def track(
+        self,
+        *,
+        run_id: str,
+        workspace: Path,
+        tool: str,
+        call_id: str,
+        paths: list[Path] | None = None,
+        on_change: Callable[[str, FileChangeKind], None] | None = None,
+    ) -> Iterator[None]:
+        """Journal one tool call: ``paths`` (inside ``workspace``) or, with None, the whole tree.
+
+        ``on_change(relpath, kind)`` hears each change found (kind: created, edited, deleted).
+        The step is recorded even when the call fails half-way.
+        """
+        root = workspace.resolve()
+        self._ensure_run(run_id, root)
+        # A single path brings its folders: write_file may create them, and revert removes them.
+        rels = None if paths is None else list(dict.fromkeys(a for p in paths for a in _with_ancestors(_rel(root, p))))
+        before = self._scan(root, rels)
+        try:
+            yield
+        finally:
+            after = self._scan(root, rels)
+            self._record(run_id, tool, call_id, before, after, on_change)
+
+    def _ensure_run(self, run_id: str, root: Path) -> None:
+        row = self._db.execute("SELECT workspace FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        if row is None:
+            self._db.execute("INSERT INTO runs VALUES (?, ?, ?)", (run_id, str(root), time.time()))
+        elif row[0] != str(root):
+            raise SandboxViolation(f"run {run_id} is journaled for workspace {row[0]}, not {root}")
+
+    def _scan(self, root: Path, rels: list[str] | None) -> dict[str, PathState]:
+        states: dict[str, PathState] = {}
+        if rels is not None:
+            for rel in rels:
+                states[rel] = self._state(root, rel)
+            return states
+        for dirpath, dirnames, filenames in os.walk(root):
+            base = Path(dirpath)
+            for name in dirnames + filenames:
+                full = base / name
+                if full == self.path or full.name.startswith(self.path.name):
+                    continue
+                states[full.relative_to(root).as_posix()] = self._state(root, full.relative_to(root).as_posix())
+            # os.walk does not descend into symlinked folders; they are recorded as links.
+        return states
+
+    def _state(self, root: Path, rel: str) -> PathState:
+        full = root / rel
+        try:
+            st = full.lstat()
+        except FileNotFoundError:
+            return _ABSENT
+        mode = stat.S_IMODE(st.st_mode)
+        if stat.S_ISLNK(st.st_mode):
+            return PathState("link", os.readlink(full), None)
+        if stat.S_ISDIR(st.st_mode):
+            return PathState("dir", None, mode)
+        if not stat.S_ISREG(st.st_mode):
+            return PathState("file", "special", mode)
+        key = _StatKey("file", st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, mode)
+        cached = self._known.get((str(root), rel))
+        if cached is not None and cached[0] == key:
+            return PathState("file", cached[1], mode)
+        data = full.read_bytes()
+        digest = hashlib.sha256(data).hexdigest()
+        self._db.execute("INSERT OR IGNORE INTO blobs VALUES (?, ?)", (digest, data))
+        self._known[(str(root), rel)] = (key, digest)
+        return PathState("file", digest, mode)
+
+    def _record(
+        self,
+        run_id: str,
+        tool: str,
+        call_id: str,
+        before: dict[str, PathState],
+        after: dict[str, PathState],
+        on_change: Callable[[str, FileChangeKind], None] | None,
+    ) -> None:
+        row = self._db.execute("SELECT COALESCE(MAX(step), 0) FROM steps WHERE run_id = ?", (run_id,)).fetchone()
+        step = int(row[0]) + 1
+        changed = sorted(p for p in set(before) | set(after) if before.get(p, _ABSENT) != after.get(p, _ABSENT))
+        with self._db:
+            self._db.execute("BEGIN")
+            self._db.execute(
+                "INSERT INTO steps VALUES (?, ?, ?, ?, ?, NULL)", (run_id, step, tool, call_id, time.time())
+            )
+            for seq, rel in enumerate(changed):
+                b, a = before.get(rel, _ABSENT), after.get(rel, _ABSENT)
+                self._db.execute(
+                    "INSERT INTO entries VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (run_id, step, seq, rel, b.kind, b.data, b.mode, a.kind, a.data, a.mode),
+                )
+        if on_change is not None:
+            for rel in changed:
+                b, a = before.get(rel, _ABSENT), after.get(rel, _ABSENT)
+                if a.kind == "dir" and b.kind == "dir":
+                    continue
+                on_change(rel, "created" if b.kind == "absent" else "deleted" if a.kind == "absent" else "edited")
+
+    # -- reading and reverting -------------------------------------------------------------
+
+    def steps(self, run_id: str) -> list[JournalStep]:
+        """The journaled steps of a run that are not reverted, oldest first."""
+        rows = self._db.execute(
+            "SELECT step, tool, call_id FROM steps WHERE run_id = ? AND reverted_at IS NULL ORDER BY step", (run_id,)
+        ).fetchall()
+        out: list[JournalStep] = []
+        for step, tool, call_id in rows:
+            paths = tuple(
+                r[0]
+                for r in self._db.execute(
+                    "SELECT path FROM entries WHERE run_id = ? AND step = ? ORDER BY seq", (run_id, step)
+                )
+            )
+            out.append(JournalStep(step=step, tool=tool, call_id=call_id, paths=paths))
+        return out
+
+    def workspace_of(self, run_id: str) -> Path:
+        row = self._db.execute("SELECT workspace FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        if row is None:
+            raise InvalidRequest(f"no journal for run {run_id!r} in {self.path}")
+        return Path(row[0])
+
+    def revert(self, run_id: str, *, to_step: int = 0, force: bool = False) -> RevertReport:
+        """Undo the steps after ``to_step`` (0: the whole run), newest first.
+
+        Refuses, changing nothing, when a path no longer looks as the run left it (someone
+        changed it since), unless ``force``.
+        """
+        root = self.workspace_of(run_id)
+        if not root.is_dir():
+            raise InvalidRequest(f"workspace {root} of run {run_id} is gone")
+        if to_step < 0:
+            raise InvalidRequest("--to must be 0 or a step number")
+        rows = self._db.execute(
+            "SELECT e.step, e.seq, e.path, e.before_kind, e.before_data, e.before_mode, "
+            "e.after_kind, e.after_data, e.after_mode FROM entries e JOIN steps s "
+            "ON s.run_id = e.run_id AND s.step = e.step "
+            "WHERE e.run_id = ? AND e.step > ? AND s.reverted_at IS NULL ORDER BY e.step DESC, e.seq DESC",
+            (run_id, to_step),
+        ).fetchall()
+        if not force:
+            latest: dict[str, PathState] = {}
+            for _s, _q, rel, *_b, ak, ad, am in rows:
+                latest.setdefault(rel, PathState(ak, ad, am))
+            drift = [rel for rel, want in latest.items() if not _same(self._state_fresh(root, rel), want)]
+            if drift:
+                shown = ", ".join(sorted(drift)[:10])
+                raise PermissionDenied(
+                    f"the workspace changed since run {run_id} ({shown}); nothing reverted (use --force to overwrite)"
+                )
+        restored: list[str] = []
+        for _step, _seq, rel, bk, bd, bm, *_after in rows:
+            self._restore(root, rel, PathState(bk, bd, bm))
+            restored.append(rel)
+        # Undone steps stay in the journal, marked, so the record is kept and not undone twice.
+        with self._db:
+            self._db.execute("BEGIN")
+            steps_undone = self._db.execute(
+                "UPDATE steps SET reverted_at = ? WHERE run_id = ? AND step > ? AND reverted_at IS NULL",
+                (time.time(), run_id, to_step),
+            ).rowcount
+        return RevertReport(
+            run_id=run_id,
+            workspace=root,
+            to_step=to_step,
+            steps_undone=int(steps_undone),
+            restored=tuple(dict.fromkeys(restored)),
+        )
+
+    def _state_fresh(self, root: Path, rel: str) -> PathState:
+        self._known.pop((str(root), rel), None)
+        return self._state(root, _safe_rel(rel))
+
+    def _restore(self, root: Path, rel: str, state: PathState) -> None:
+        target = root / _safe_rel(rel)
+        parent = Path(os.path.realpath(target.parent))
+        if parent != root and root not in parent.parents:
+            raise SandboxViolation(f"refusing to restore {rel!r}: its folder now points outside the workspace")
+        _remove(target, keep_dir=state.kind == "dir")
+        if state.kind == "absent":
+            return
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if state.kind == "dir":
+            target.mkdir(exist_ok=True)
+            if state.mode is not None:
+                target.chmod(state.mode)
+        elif state.kind == "link":
+            os.symlink(state.data or "", target)
+        else:
+            blob = self._db.execute("SELECT data FROM blobs WHERE hash = ?", (state.data,)).fetchone()
+            if blob is None:
+                raise InvalidRequest(f"the journal lacks the content of {rel!r}; cannot restore it")
+            target.write_bytes(blob[0])
+            if state.mode is not None:
+                target.chmod(state.mode)
+        self._known.pop((str(root), rel), None)
+
+
+def _with_ancestors(rel: str) -> list[str]:
+    parts = Path(rel).parts
+    return ["/".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+def _same(now: PathState, want: PathState) -> bool:
+    if now.kind != want.kind:
+        return False
+    return now.kind == "dir" or now.data == want.data
+
+
+def _remove(target: Path, *, keep_dir: bool) -> None:
+    try:
+        st = target.lstat()
+    except FileNotFoundError:
+        return
+    if stat.S_ISDIR(st.st_mode):
+        if keep_dir:
+            return
+        shutil.rmtree(target)
+    else:
+        target.unlink()
+
+
+def _rel(root: Path, path: Path) -> str:
+    full = path if path.is_absolute() else root / path
+    try:
+        return full.relative_to(root).as_posix()
+    except ValueError:
+        raise SandboxViolation(f"{path} is outside the workspace {root}") from None
+
+
+def _safe_rel(rel: str) -> str:
+    parts = Path(rel).parts
+    if Path(rel).is_absolute() or ".." in parts or not parts:
+        raise SandboxViolation(f"journal path {rel!r} is not inside the workspace")
+    return rel

@@ -1,0 +1,61 @@
+"""The sandbox layout: which host folders stand behind /workspace, /inputs and /outputs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final, Protocol
+
+from seamline.sandbox.policy import SandboxPolicy
+
+__all__ = [
+    "INNER_INPUTS",
+    "INNER_OUTPUTS",
+    "INNER_SCRATCH",
+    "INNER_WORKSPACE",
+    "Layout",
+    "LaunchPlan",
+    "SandboxBackend",
+]
+
+INNER_WORKSPACE: Final = "/workspace"
+INNER_INPUTS: Final = "/inputs"
+INNER_OUTPUTS: Final = "/outputs"
+INNER_SCRATCH: Final = "/outputs/scratch"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Layout:
+    """Host folders of one sandbox. ``inputs`` None means an empty read-only /inputs."""
+
+    workspace: Path
+    outputs: Path
+    inputs: Path | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LaunchPlan:
+    """How to start one command: argv, the environment of the started process, its cwd."""
+
+    argv: list[str]
+    env: dict[str, str]
+    cwd: Path
+
+
+class SandboxBackend(Protocol):
+    """Turns a shell command into a launch plan that confines it."""
+
+    name: str
+    #: whether the backend itself isolates (mounts, namespaces) or trusts its surroundings
+    isolates: bool
+
+    def plan(self, command: str, *, layout: Layout, policy: SandboxPolicy, nproc_rlimit: bool) -> LaunchPlan: ...
+
+
+def limit_prefix(prlimit: str, policy: SandboxPolicy, *, nproc_rlimit: bool) -> list[str]:
+    """``prlimit`` arguments that set CPU, memory and (when asked) process limits, then run."""
+    lim = policy.limits
+    argv = [prlimit, f"--cpu={lim.cpu_s}", f"--as={lim.memory_bytes}", "--core=0"]
+    if nproc_rlimit:
+        argv.append(f"--nproc={lim.max_processes}")
+    return [*argv, "--"]

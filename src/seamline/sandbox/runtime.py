@@ -1,0 +1,117 @@
+"""The task-scoped sandbox that the shell tool runs its commands in.
+
+:meth:`Sandbox.run_shell` checks a command with the :class:`CommandGuard`, runs it through
+the backend within the policy's limits, and turns a limit it hit into a classified
+``sandbox`` error. :meth:`Sandbox.execute` runs without the guard: it is the boundary
+alone, which the escape tests use to show containment of what the guard cannot read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from seamline.errors import SandboxViolation
+from seamline.sandbox.guard import CommandGuard
+from seamline.sandbox.layout import Layout, SandboxBackend
+from seamline.sandbox.pids import PidsCgroup
+from seamline.sandbox.policy import SandboxPolicy
+from seamline.sandbox.process import CommandOutcome, run_bounded
+
+__all__ = ["Sandbox", "ShellOutcome"]
+
+# Processes bubblewrap itself keeps in the cgroup (launcher/bwrap, the namespace's init).
+_BWRAP_OVERHEAD: Final = 2
+_MESSAGE_OUTPUT: Final = 4000
+
+
+@dataclass(frozen=True, slots=True)
+class ShellOutcome:
+    """A bounded run plus what the sandbox learned about it."""
+
+    outcome: CommandOutcome
+    refused_forks: int
+
+
+class Sandbox:
+    """One sandbox for a run: a backend, a policy, the workspace and the outputs folder.
+
+    ``pids_base`` is the folder for per-command pids cgroups; ``None`` means the process
+    limit rests on ``RLIMIT_NPROC`` (see :mod:`seamline.sandbox.pids`).
+    """
+
+    def __init__(
+        self,
+        *,
+        backend: SandboxBackend,
+        workspace: Path,
+        policy: SandboxPolicy,
+        outputs: Path,
+        pids_base: Path | None,
+    ) -> None:
+        self.backend = backend
+        self.policy = policy
+        self.pids_base = pids_base
+        outputs.mkdir(parents=True, exist_ok=True)
+        (outputs / "scratch").mkdir(exist_ok=True)
+        self.layout = Layout(workspace=workspace.resolve(), outputs=outputs.resolve(), inputs=policy.inputs)
+        host = () if backend.isolates else tuple(p for p in (workspace, outputs, policy.inputs) if p is not None)
+        self.guard = CommandGuard(workspace_root=self.layout.workspace, policy=policy, host_layout=host)
+
+    async def run_shell(self, command: str, *, timeout: float | None = None) -> str:
+        """Guard, run, classify: ``exit code N`` and the output, or a classified error."""
+        self.guard.check(command)
+        wall = self.policy.limits.wall_s if timeout is None else min(timeout, self.policy.limits.wall_s)
+        result = await self.execute(command, wall_s=wall)
+        self._classify(result, wall)
+        text = result.outcome.output.decode("utf-8", errors="replace")
+        return f"exit code {result.outcome.returncode}\n{text}"
+
+    async def execute(self, command: str, *, wall_s: float | None = None) -> ShellOutcome:
+        """Run ``command`` in the sandbox with no guard; limits still hold."""
+        limits = self.policy.limits
+        cgroup: PidsCgroup | None = None
+        plan = self.backend.plan(command, layout=self.layout, policy=self.policy, nproc_rlimit=self.pids_base is None)
+        argv = plan.argv
+        if self.pids_base is not None:
+            cgroup = PidsCgroup.create(self.pids_base, max_pids=limits.max_processes + _BWRAP_OVERHEAD)
+            # The launcher joins the cgroup, then becomes bwrap: every sandbox process is born inside.
+            argv = ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', str(cgroup.procs_file), *argv]
+        try:
+            outcome = await run_bounded(
+                argv,
+                env=plan.env,
+                cwd=plan.cwd,
+                wall_s=limits.wall_s if wall_s is None else wall_s,
+                output_bytes=limits.output_bytes,
+            )
+            refused = cgroup.refused_forks() if cgroup is not None else 0
+        finally:
+            if cgroup is not None:
+                with contextlib.suppress(OSError):
+                    await asyncio.to_thread(cgroup.remove)
+        return ShellOutcome(outcome=outcome, refused_forks=refused)
+
+    def _classify(self, result: ShellOutcome, wall: float) -> None:
+        out = result.outcome
+        limits = self.policy.limits
+        head = out.output[:_MESSAGE_OUTPUT].decode("utf-8", errors="replace")
+        if out.flooded:
+            raise SandboxViolation(
+                f"the command printed more than the output cap of {limits.output_bytes} bytes and was stopped; "
+                f"first {min(len(out.output), _MESSAGE_OUTPUT)} bytes:\n{head}\n"
+                f"[output truncated at {limits.output_bytes} bytes]"
+            )
+        if out.timed_out:
+            raise SandboxViolation(f"the command ran past the wall-time limit of {wall:g}s and was stopped")
+        if result.refused_forks:
+            raise SandboxViolation(
+                f"the command tried to start more than {limits.max_processes} processes "
+                f"({result.refused_forks} refused); output:\n{head}"
+            )
+        if out.returncode in (-signal.SIGXCPU, 128 + signal.SIGXCPU):
+            raise SandboxViolation(f"the command used more than its {limits.cpu_s}s of CPU time and was stopped")
