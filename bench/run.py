@@ -20,8 +20,10 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from workloads import loop_overhead  # noqa: E402
+from workloads import trace as trace_workload  # noqa: E402
 
 WORKLOADS = {"loop_overhead": loop_overhead.run}
+WORKLOADS["trace"] = trace_workload.run
 
 
 def main() -> int:

@@ -42,10 +42,7 @@ class Fingerprint:
         self._hash = hashlib.sha256(b"seamline-fingerprint-1\n")
 
     def add(self, kind: str, d_bytes: bytes) -> None:
-        self._hash.update(kind.encode("ascii"))
-        self._hash.update(b"\x00")
-        self._hash.update(d_bytes)
-        self._hash.update(b"\n")
+        self._hash.update(b"%s\x00%s\n" % (kind.encode("ascii"), d_bytes))
 
     @property
     def hex(self) -> str:

@@ -54,7 +54,7 @@ _canonical: Final = msgspec.json.Encoder(order="sorted")
 _decoder: Final = msgspec.json.Decoder()
 
 
-class TraceRecord(msgspec.Struct, frozen=True, kw_only=True):
+class TraceRecord(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """One decoded record."""
 
     seq: int
@@ -83,13 +83,7 @@ def chain_hash(previous: str, body: bytes) -> str:
 
 def encode_body(seq: int, kind: str, at: float, d_bytes: bytes, o_bytes: bytes) -> bytes:
     """A record body from its already-encoded parts (the writer's hot path)."""
-    return b'{"seq":%d,"kind":"%s","at":%s,"d":%s,"o":%s}' % (
-        seq,
-        kind.encode("ascii"),
-        repr(round(at, 6)).encode("ascii"),
-        d_bytes,
-        o_bytes,
-    )
+    return b'{"seq":%d,"kind":"%s","at":%.6f,"d":%s,"o":%s}' % (seq, kind.encode("ascii"), at, d_bytes, o_bytes)
 
 
 def canonical(value: Any) -> bytes:
