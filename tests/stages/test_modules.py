@@ -187,3 +187,28 @@ def test_profile_allowlist_limits_the_offered_tools(tmp_path: Path) -> None:
             return parts.tools.names()
 
     assert asyncio.run(go()) == ["b"]
+
+
+def test_cli_run_module_masking_and_an_unknown_module(
+    tmp_path: Path, seamline_cmd: list[str], cli_env: dict[str, str]
+) -> None:
+    import json
+    import subprocess
+
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([{"text": "I will not repeat [MASKED_KEY_1] to anyone else."}]))
+    cli_env["XDG_CONFIG_HOME"] = str(tmp_path / "config")
+    base = [*seamline_cmd, "run", "--provider", "scripted", "-o", f"script={script}", "-w", str(tmp_path), "--no-store"]
+    ok = subprocess.run(
+        [*base, "--module", "masking", "--json", "keep sk-abcdefghijklmnopqrstu safe"],
+        capture_output=True,
+        text=True,
+        env=cli_env,
+        timeout=60,
+    )
+    assert ok.returncode == 0, ok.stderr
+    final = json.loads(ok.stdout.splitlines()[-1])
+    assert final["text"] == "I will not repeat sk-abcdefghijklmnopqrstu to anyone else."
+    bad = subprocess.run([*base, "--module", "nope", "hi"], capture_output=True, text=True, env=cli_env, timeout=60)
+    assert bad.returncode == 2
+    assert bad.stderr.startswith("seamline: invalid_request error: unknown module 'nope'; available: masking")
