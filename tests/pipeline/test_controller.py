@@ -169,3 +169,27 @@ def test_controller_events_carry_the_run_id(tmp_path: Path) -> None:
     assert raws[0].source == "run" and raws[0].payload["run_id"] == controller.run_id
     assert all(r.payload["run_id"] == controller.run_id for r in raws)
     assert raws[-1].payload["fingerprint"] == controller.report.fingerprint
+
+
+def test_a_crashing_role_is_a_recorded_failure(tmp_path: Path) -> None:
+    class Crasher(Role):
+        kind = "crasher"
+
+        def decide(self, ctx: Any) -> RoleOutput:
+            raise RuntimeError("role bug")
+
+    register_role_kind("crasher", Crasher)
+    definition = definition_from_data(
+        {
+            "name": "crash",
+            "phases": [{"name": "only", "role": "c"}],
+            "transitions": {"only": ["done"]},
+            "roles": {"c": {"kind": "crasher"}},
+        }
+    )
+    controller, events = run_pipeline(definition, "q", workspace=make_workspace(tmp_path))
+    assert events[-1] == Complete(outcome="failed", stop_reason="failed", text="")
+    verification = verify_trace(controller.writer.data())
+    assert verification.ok, verification.problems
+    end = next(r.d for r in verification.records if r.kind == "role_end")
+    assert end["failure"] == {"kind": "provider", "message": "RuntimeError: role bug", "retryable": False}

@@ -432,14 +432,23 @@ class PipelineController:
         where = {"phase": phase.name, "role": role_name, "round": ctx.round, "attempt": ctx.attempt}
         w.append("role_start", dict(where))
         totals = _Totals()
-        if role.uses_agent:
-            prompt = role.prompt(ctx)
-            identity = self.agents.identity(role_name)
-            w.append("prompt", {**where, "prompt": prompt, "prompt_hash": prompt_hash(prompt), "provider": identity})
-            response = await self._turn(AgentKey(phase.name, role_name, ctx.round, ctx.attempt), prompt, where, totals)
-            result = role.interpret(ctx, response)
-        else:
-            result = role.decide(ctx)
+        result: RoleOutput | RoleFailure
+        try:
+            if role.uses_agent:
+                prompt = role.prompt(ctx)
+                identity = self.agents.identity(role_name)
+                w.append(
+                    "prompt", {**where, "prompt": prompt, "prompt_hash": prompt_hash(prompt), "provider": identity}
+                )
+                key = AgentKey(phase.name, role_name, ctx.round, ctx.attempt)
+                response = await self._turn(key, prompt, where, totals)
+                result = role.interpret(ctx, response)
+            else:
+                result = role.decide(ctx)
+        except SeamlineError as exc:
+            result = RoleFailure(kind=exc.kind, message=exc.message, retryable=exc.retryable)
+        except Exception as exc:  # noqa: BLE001 - a role's or provider's bug is a failure on record, not a crash
+            result = RoleFailure(kind="provider", message=f"{type(exc).__name__}: {exc}")
         self._usage_by_role.setdefault(role_name, _Totals()).merge(totals)
         self._usage_by_phase.setdefault(phase.name, _Totals()).merge(totals)
         if isinstance(result, RoleFailure):
