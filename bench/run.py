@@ -19,10 +19,23 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from workloads import loop_overhead  # noqa: E402
+from report import render_table, report_machine  # noqa: E402
+from workloads import (  # noqa: E402
+    loop_overhead,
+    w1_tool_loop,
+    w2_concurrency,
+    w3_streaming,
+    w6_startup,
+)
 from workloads import trace as trace_workload  # noqa: E402
 
-WORKLOADS = {"loop_overhead": loop_overhead.run}
+WORKLOADS = {
+    "loop_overhead": loop_overhead.run,
+    "w1_tool_loop": w1_tool_loop.run,
+    "w2_concurrency": w2_concurrency.run,
+    "w3_streaming": w3_streaming.run,
+    "w6_startup": w6_startup.run,
+}
 WORKLOADS["trace"] = trace_workload.run
 
 
@@ -42,12 +55,15 @@ def main() -> int:
             "python": platform.python_version(),
             "platform": platform.platform(),
             "processor": platform.machine(),
+            **report_machine(),
         },
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "quick": args.quick,
         "results": results,
     }
     for name, result in results.items():
         print(f"{name}: " + ", ".join(f"{k}={v}" for k, v in result.items() if not isinstance(v, dict | list)))
+    print(render_table(report))
     out = args.out or (None if args.quick else HERE / "results" / "latest.json")
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)

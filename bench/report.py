@@ -1,0 +1,145 @@
+"""Print the side-by-side table of a bench run, and put it in bench/README.md.
+
+    python bench/report.py [bench/results/latest.json] [--readme]
+
+Each row is one figure; each cell the target's value and, after it, how many times the
+floor's cost it is (for "higher is better" figures, the floor's value over the target's),
+so every cell reads the same way: 1x is the floor, more is worse.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+README = HERE / "README.md"
+START = "<!-- bench-table:start -->"
+END = "<!-- bench-table:end -->"
+COLUMNS = ("floor", "seamline", "pydantic_ai", "openai_agents", "langgraph", "smolagents")
+LABELS = {
+    "floor": "floor",
+    "seamline": "**seamline**",
+    "pydantic_ai": "pydantic-ai",
+    "openai_agents": "openai-agents",
+    "langgraph": "langgraph",
+    "smolagents": "smolagents",
+}
+
+
+def _number(value: float) -> str:
+    if value >= 100:
+        return f"{value:,.0f}"
+    if value >= 10:
+        return f"{value:.1f}"
+    return f"{value:.2f}"
+
+
+def _cell(metric: dict[str, Any], target: str) -> str:
+    cell = metric["cells"].get(target)
+    if cell is None:
+        return "–"
+    if cell["status"] != "ok":
+        detail = cell.get("detail") or ""
+        if cell["status"] == "n/a":
+            return "n/a"
+        return f"{cell['status']} {detail}".strip() if len(detail) < 60 else cell["status"]
+    text = _number(cell["value"])
+    floor = metric["cells"].get("floor")
+    if target != "floor" and floor and floor["status"] == "ok" and floor["value"] and cell["value"]:
+        ratio = cell["value"] / floor["value"] if metric["better"] == "lower" else floor["value"] / cell["value"]
+        text += f" ({ratio:,.1f}×)" if ratio < 100 else f" ({ratio:,.0f}×)"
+    return text
+
+
+def side_by_side(results: dict[str, Any]) -> list[dict[str, Any]]:
+    return [m for r in results.values() if isinstance(r, dict) for m in r.get("metrics", [])]
+
+
+def render_table(report: dict[str, Any]) -> str:
+    """The markdown table of every side-by-side figure, then the seamline-only workloads."""
+    results = report.get("results", {})
+    metrics = side_by_side(results)
+    present = [c for c in COLUMNS if any(c in m["cells"] for m in metrics)]
+    lines = [
+        "| figure | unit | goal | " + " | ".join(LABELS[c] for c in present) + " |",
+        "|---|---|---|" + "---:|" * len(present),
+    ]
+    for m in metrics:
+        arrow = "↓" if m["better"] == "lower" else "↑"
+        row = [m["label"], f"{m['unit']} {arrow}", m.get("goal") or ""] + [_cell(m, c) for c in present]
+        lines.append("| " + " | ".join(row) + " |")
+    notes = sorted({r["note"] for r in results.values() if isinstance(r, dict) and r.get("note")})
+    bullets = [f"- {m['label']}: {m['note']}" for m in metrics if m.get("note")]
+    if bullets:
+        lines.append("")
+        lines.extend(bullets)
+    for note in notes:
+        lines.append(f"\n**Note:** {note}")
+    others = {name: r for name, r in results.items() if isinstance(r, dict) and "metrics" not in r}
+    if others:
+        lines.append("\nseamline-only workloads:\n")
+        for name, r in others.items():
+            flat = ", ".join(f"{k}={v}" for k, v in r.items() if not isinstance(v, dict | list))
+            lines.append(f"- `{name}`: {flat}")
+    return "\n".join(lines)
+
+
+def report_machine() -> dict[str, Any]:
+    """What the figures were measured on: CPU model, cores, memory (Linux /proc)."""
+    info: dict[str, Any] = {"cpus": os.cpu_count()}
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
+            if line.startswith("model name"):
+                info["cpu"] = line.split(":", 1)[1].strip()
+                break
+        for line in Path("/proc/meminfo").read_text(encoding="utf-8").splitlines():
+            if line.startswith("MemTotal:"):
+                info["memory_gb"] = round(int(line.split()[1]) / 1024 / 1024, 1)
+                break
+    except OSError:
+        pass
+    return info
+
+
+def machine_line(report: dict[str, Any]) -> str:
+    m = report.get("machine", {})
+    parts = [f"Python {m.get('python', '?')}", m.get("platform", "?")]
+    for key in ("cpu", "cpus", "memory_gb"):
+        if m.get(key):
+            parts.append(f"{key.replace('_gb', '')}: {m[key]}{' GB' if key == 'memory_gb' else ''}")
+    if report.get("date"):
+        parts.append(f"run {report['date']}")
+    return "; ".join(str(p) for p in parts)
+
+
+def update_readme(report: dict[str, Any], readme: Path = README) -> None:
+    text = readme.read_text(encoding="utf-8")
+    if START not in text or END not in text:
+        raise SystemExit(f"{readme} lacks the {START} / {END} markers")
+    block = f"{START}\nMachine: {machine_line(report)}\n\n{render_table(report)}\n{END}"
+    head, rest = text.split(START, 1)
+    tail = rest.split(END, 1)[1]
+    readme.write_text(head + block + tail, encoding="utf-8")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("results", nargs="?", type=Path, default=HERE / "results" / "latest.json")
+    parser.add_argument("--readme", action="store_true", help="write the table into bench/README.md")
+    args = parser.parse_args()
+    report = json.loads(args.results.read_text(encoding="utf-8"))
+    if report.get("quick"):
+        print("note: these are quick-mode figures (tiny sizes)", file=sys.stderr)
+    print(render_table(report))
+    if args.readme:
+        update_readme(report)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,77 @@
+"""W2 concurrency: many runs in flight at once, 50 ms of model latency per call.
+
+Each run is W1's six model calls and five tool calls; all runs start together under
+``asyncio.gather`` in one fresh process per target and size. Figures: model calls per
+second over the whole batch, and KB of peak RSS growth per run in flight (VmHWM reset
+before the batch, minus RSS before it), read the same way for every target. A target
+that does not finish in time is recorded as a timeout with the throughput bound that
+implies; smolagents has no asyncio API and sits this one out.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from peers import launch
+
+LATENCY = 0.05
+
+
+def _measure(target: str, runs: int, reps: int, timeout: float) -> dict[str, Any]:
+    results = [
+        launch.run_target(target, "w2", options=["--runs", str(runs), "--latency", str(LATENCY)], timeout=timeout)
+        for _ in range(reps)
+    ]
+    good = [r for r in results if r.get("status") == "ok"]
+    if len(good) < len(results):
+        bad = next(r for r in results if r.get("status") != "ok")
+        if bad.get("status") == "timeout":
+            bound = runs * 6 / bad["timeout_s"]
+            bad["detail"] = f"over {bad['timeout_s']:.0f} s (< {bound:,.0f} calls/s)"
+        return bad
+    merged = dict(good[0])
+    merged["model_calls_per_s"] = statistics.median(r["model_calls_per_s"] for r in good)
+    merged["kb_per_run"] = statistics.median(r["kb_per_run"] for r in good)
+    merged["samples"] = [[r["model_calls_per_s"], r["kb_per_run"]] for r in good]
+    return merged
+
+
+def run(*, quick: bool = False) -> dict[str, Any]:
+    targets, note = launch.targets()
+    # (runs in flight, repetitions for the floor and seamline, for the peers, time limit per process)
+    sizes = [(100, 1, 1, 60.0)] if quick else [(1_000, 3, 1, 120.0), (10_000, 3, 1, 45.0)]
+    metrics: list[dict[str, Any]] = []
+    for runs, our_reps, peer_reps, timeout in sizes:
+        values: dict[str, dict[str, Any]] = {}
+        for target in targets:
+            reps = our_reps if target in launch.OURS else peer_reps
+            # seamline and the floor must finish; the limit is there for the peers
+            limit = timeout if target not in launch.OURS else max(timeout, 300.0)
+            values[target] = _measure(target, runs, reps, limit)
+        reps_note = f"median of {sizes[0][1]} for floor and seamline, {sizes[0][2]} for peers"
+        metrics.append(
+            launch.metric(
+                f"w2_{runs}_calls_per_s",
+                f"W2 {runs:,} concurrent runs: model calls/s",
+                unit="calls/s",
+                better="higher",
+                values=values,
+                field="model_calls_per_s",
+                goal="≥ ⅓ of floor",
+                note=f"50 ms per model call; {reps_note}; limit {timeout:.0f} s per peer",
+            )
+        )
+        metrics.append(
+            launch.metric(
+                f"w2_{runs}_kb_per_run",
+                f"W2 {runs:,} concurrent runs: memory per run",
+                unit="KB",
+                better="lower",
+                values=values,
+                field="kb_per_run",
+                goal="≤ 20 KB",
+                note="peak RSS growth / runs in flight",
+            )
+        )
+    return {"latency_s": LATENCY, "note": note, "metrics": metrics}
