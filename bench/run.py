@@ -22,6 +22,7 @@ sys.path.insert(0, str(HERE))
 from report import render_table, report_machine  # noqa: E402
 from workloads import (  # noqa: E402
     loop_overhead,
+    sandbox_startup,
     w1_tool_loop,
     w2_concurrency,
     w3_streaming,
@@ -37,6 +38,7 @@ WORKLOADS = {
     "w6_startup": w6_startup.run,
 }
 WORKLOADS["trace"] = trace_workload.run
+WORKLOADS["sandbox_startup"] = sandbox_startup.run
 
 
 def main() -> int:

@@ -165,7 +165,12 @@ class CommandGuard:
     def _check_symlink(self, relative: str) -> None:
         # realpath follows every link of the part that exists, so a new file under a linked
         # folder is judged by where it would really land.
+        first = relative.split("/", 1)[0]
         try:
+            # A word whose first part is not in the workspace cannot pass through a link of it.
+            if first in ("", ".") or not os.path.lexists(self.workspace_root / first):
+                if first != ".":
+                    return
             real = Path(os.path.realpath(self.workspace_root / relative))
         except (OSError, ValueError):
             return

@@ -103,7 +103,9 @@ class EditJournal:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            self._db = sqlite3.connect(self.path, isolation_level=None)
+            self._db = sqlite3.connect(self.path, isolation_level=None, timeout=30)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript(_SCHEMA)
         except sqlite3.DatabaseError as exc:
             raise InvalidRequest(f"cannot use edit journal {self.path}: {exc}") from None
@@ -150,6 +152,12 @@ class EditJournal:
             raise SandboxViolation(f"run {run_id} is journaled for workspace {row[0]}, not {root}")
 
     def _scan(self, root: Path, rels: list[str] | None) -> dict[str, PathState]:
+        # One transaction for every blob a scan stores, not one per file.
+        with self._db:
+            self._db.execute("BEGIN")
+            return self._scan_paths(root, rels)
+
+    def _scan_paths(self, root: Path, rels: list[str] | None) -> dict[str, PathState]:
         states: dict[str, PathState] = {}
         if rels is not None:
             for rel in rels:
