@@ -82,8 +82,9 @@ class ToolStage(Protocol):
     async def invoke(self, invocation: ToolInvocation, next: ToolInvoker) -> str: ...
 
 
-async def _call_tool(invocation: ToolInvocation) -> str:
-    return await invocation.tool.invoke(invocation.arguments, invocation.context)
+def _call_tool(invocation: ToolInvocation) -> Awaitable[str]:
+    # The tool's own coroutine, not a wrapper around it: the last link costs one call.
+    return invocation.tool.invoke(invocation.arguments, invocation.context)
 
 
 def _link(stage: ToolStage, following: ToolInvoker) -> ToolInvoker:
