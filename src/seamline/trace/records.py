@@ -101,7 +101,10 @@ def split_line(line: bytes) -> tuple[str, bytes] | None:
         return None
     if not line.endswith(b"}"):
         return None
-    return line[len(_PREFIX) : _HASH_END].decode("ascii", "replace"), line[_BODY_START:-1]
+    stated = line[len(_PREFIX) : _HASH_END]
+    if stated.strip(b"0123456789abcdef"):
+        return None
+    return stated.decode("ascii"), line[_BODY_START:-1]
 
 
 _record_decoder: Final = msgspec.json.Decoder(TraceRecord)

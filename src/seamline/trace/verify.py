@@ -147,7 +147,7 @@ def _read(data: bytes) -> tuple[list[TraceLine], list[Problem], str]:
         stated, body = parts
         try:
             record = decode_body(body)
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError) as exc:
             problems.append(Problem("chain", number, None, f"record body does not decode: {exc}"))
             previous = stated
             continue
@@ -179,7 +179,13 @@ def verify_trace(source: str | os.PathLike[str] | bytes) -> Verification:
     if not lines:
         result.problems.append(Problem("completeness", 1, None, "the trace is empty"))
         return result
-    _Grammar(lines, result).check()
+    grammar = _Grammar(lines, result)
+    try:
+        grammar.check()
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        # A record whose fields have the wrong shape (hand-made or damaged): name it.
+        line = grammar.at
+        result.problems.append(Problem("grammar", line.number, line.record.seq, f"malformed record fields: {exc!r}"))
     _replayability(lines, result)
     return result
 
@@ -195,6 +201,7 @@ class _Grammar:
         self.terminals: set[str] = set()
         self.skips: dict[str, list[str]] = {}
         self.first_phase: str | None = None
+        self.at = lines[0]
 
     def fail(self, line: TraceLine, reason: str, check: str = "grammar") -> None:
         self.result.problems.append(Problem(check, line.number, line.record.seq, reason))
@@ -216,6 +223,7 @@ class _Grammar:
         agent_attempts: dict[tuple[str, str, int, int], set[str]] = {}
         usage_sum = 0
         for line in self.lines[1:]:
+            self.at = line
             rec = line.record
             kind, d = rec.kind, rec.d
             if ended:
@@ -352,8 +360,10 @@ class _Grammar:
 
 def _replayability(lines: list[TraceLine], result: Verification) -> None:
     header = result.header
-    for role, identity in sorted(header.get("providers", {}).items()):
-        if not identity.get("deterministic", False):
+    providers = header.get("providers", {})
+    for role, identity in sorted(providers.items() if isinstance(providers, dict) else []):
+        if not isinstance(identity, dict) or not identity.get("deterministic", False):
+            identity = identity if isinstance(identity, dict) else {}
             why = identity.get("deterministic_why", "unknown")
             result.replay_reasons.append(
                 f"role {role}: provider {identity.get('provider')} is non-deterministic ({why})"
