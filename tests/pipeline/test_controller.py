@@ -193,3 +193,26 @@ def test_a_crashing_role_is_a_recorded_failure(tmp_path: Path) -> None:
     assert verification.ok, verification.problems
     end = next(r.d for r in verification.records if r.kind == "role_end")
     assert end["failure"] == {"kind": "provider", "message": "RuntimeError: role bug", "retryable": False}
+
+
+def test_cancel_ends_the_run_aborted_with_a_complete_trace(tmp_path: Path) -> None:
+    import asyncio
+
+    from seamline.pipeline.builtin import open_run, stream_pipeline
+
+    slow = [{"tool_calls": [{"name": "list_dir", "arguments": {}}], "delay": 0.05}] * 20
+    writer = scripted_writer(slow)
+    controller = open_run(REVIEW, providers={"writer": writer}, workspace=make_workspace(tmp_path), in_memory=True)
+
+    async def drive() -> list[Any]:
+        seen = []
+        async for event in stream_pipeline(controller, "q"):
+            seen.append(event)
+            if event.type == "tool_result" and len(seen) < 10:
+                await controller.cancel()
+        return seen
+
+    events = asyncio.run(drive())
+    assert events[-1] == Complete(outcome="aborted", stop_reason="cancelled", text="")
+    assert controller.report.exit_code == 130 and writer.position < 20
+    assert verify_trace(controller.writer.data()).ok

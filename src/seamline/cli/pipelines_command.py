@@ -99,6 +99,7 @@ def run_pipeline(args: argparse.Namespace, prompt: str) -> int:
             yes=args.yes,
             max_steps=args.max_steps,
             budget_usd=args.budget_usd,
+            in_memory=args.no_store,  # --no-store: nothing on disk, the trace included
         )
         return asyncio.run(_drive(controller, prompt, json_out=args.json))
     finally:
