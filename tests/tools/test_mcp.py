@@ -297,3 +297,36 @@ def test_cli_run_calls_a_tool_of_the_reference_server(
     assert result["output"] == "The sum of 19 and 23 is 42." and result["is_error"] is False
     assert next(e for e in events if e["type"] == "tool_call")["source"] == "mcp:everything"
     assert events[-1] == {"type": "complete", "outcome": "completed", "stop_reason": "end_turn", "text": "summed"}
+
+
+@pytest.mark.real
+def test_each_session_is_opened_and_closed_by_one_task_once_per_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mcp.client.session import ClientSession
+
+    entered: list[tuple[int, asyncio.Task[object] | None]] = []
+    exited: list[tuple[int, asyncio.Task[object] | None]] = []
+    real_enter, real_exit = ClientSession.__aenter__, ClientSession.__aexit__
+
+    async def enter(self: ClientSession) -> ClientSession:
+        entered.append((id(self), asyncio.current_task()))
+        return await real_enter(self)
+
+    async def leave(self: ClientSession, *exc: object) -> bool | None:
+        exited.append((id(self), asyncio.current_task()))
+        return await real_exit(self, *exc)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ClientSession, "__aenter__", enter)
+    monkeypatch.setattr(ClientSession, "__aexit__", leave)
+    script = [
+        {"tool_calls": [{"name": "add", "arguments": {"a": 1, "b": 1}}, {"name": "pid", "arguments": {}}]},
+        {"tool_calls": [{"name": "add", "arguments": {"a": 2, "b": 2}}]},
+        {"text": "ok"},
+    ]
+    result = _run(script, [_py_stdio("one"), _py_stdio("two")], tmp_path)
+    assert result.outcome == "completed"
+    assert len(entered) == 2  # one session per server for the whole run
+    assert sorted(entered, key=lambda e: e[0]) == sorted(exited, key=lambda e: e[0])  # same session, same task
+    tasks = {task for _, task in entered}
+    assert len(tasks) == 2 and all(t is not None and t.get_name().startswith("seamline-mcp-") for t in tasks)
