@@ -11,12 +11,14 @@ See docs/sandbox.md.
 from seamline.sandbox.journal import EditJournal, JournalStep, RevertReport, journal_path_for
 from seamline.sandbox.policy import ResourceLimits, SandboxPolicy, load_policy
 from seamline.sandbox.probe import SANDBOX_MODES, ProbeReport, SandboxMode, open_sandbox, probe
+from seamline.sandbox.publish import OutputManifest
 from seamline.sandbox.runtime import Sandbox
 
 __all__ = [
     "SANDBOX_MODES",
     "EditJournal",
     "JournalStep",
+    "OutputManifest",
     "ProbeReport",
     "ResourceLimits",
     "RevertReport",

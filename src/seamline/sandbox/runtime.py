@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import signal
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from seamline.errors import SandboxViolation
+from seamline.errors import InvalidRequest, SandboxViolation
 from seamline.sandbox.guard import CommandGuard
 from seamline.sandbox.layout import Layout, SandboxBackend
 from seamline.sandbox.pids import PidsCgroup
@@ -61,6 +62,21 @@ class Sandbox:
         self.layout = Layout(workspace=workspace.resolve(), outputs=outputs.resolve(), inputs=policy.inputs)
         host = () if backend.isolates else tuple(p for p in (workspace, outputs, policy.inputs) if p is not None)
         self.guard = CommandGuard(workspace_root=self.layout.workspace, policy=policy, host_layout=host)
+
+    def scoped(self, name: str) -> Sandbox:
+        """A sandbox for a sub-agent: its own workspace, ``.seamline/agents/<name>`` inside
+        this one (so the parent sees what it made), and the same inputs, outputs and policy."""
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", name) or ".." in name:
+            raise InvalidRequest(f"sub-agent name {name!r}: use letters, digits, '.', '_' and '-'")
+        child = self.layout.workspace / ".seamline" / "agents" / name
+        child.mkdir(parents=True, exist_ok=True)
+        return Sandbox(
+            backend=self.backend,
+            workspace=child,
+            policy=self.policy,
+            outputs=self.layout.outputs,
+            pids_base=self.pids_base,
+        )
 
     async def run_shell(self, command: str, *, timeout: float | None = None) -> str:
         """Guard, run, classify: ``exit code N`` and the output, or a classified error."""
