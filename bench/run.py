@@ -28,6 +28,7 @@ from workloads import (  # noqa: E402
     w3_streaming,
     w6_startup,
 )
+from workloads import model_apis as model_apis_workload  # noqa: E402
 from workloads import trace as trace_workload  # noqa: E402
 
 WORKLOADS = {
@@ -39,6 +40,7 @@ WORKLOADS = {
 }
 WORKLOADS["trace"] = trace_workload.run
 WORKLOADS["sandbox_startup"] = sandbox_startup.run
+WORKLOADS["model_apis"] = model_apis_workload.run
 
 
 def main() -> int:
