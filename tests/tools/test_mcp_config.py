@@ -7,6 +7,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from seamline.errors import InvalidRequest
 from seamline.tools.mcp_config import load_mcp_config, parse_mcp_servers, read_mcp_file
@@ -106,3 +108,24 @@ def test_cli_reports_a_bad_mcp_config_as_one_line(
     assert proc.stderr.strip().splitlines() == [
         f"seamline: invalid_request error: {config}: server 'demo': transport 'carrier-pigeon' is not supported; use stdio or http (streamable HTTP)"
     ]
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=10), children, max_size=4),
+    max_leaves=20,
+)
+_keys = st.sampled_from(
+    ["type", "command", "args", "env", "url", "headers", "required", "call_timeout", "tool_class", "x"]
+)
+
+
+@given(st.dictionaries(st.text(max_size=12), st.dictionaries(_keys, _json, max_size=6), max_size=4))
+def test_any_entries_give_configs_or_a_classified_error(entries: dict[str, dict[str, object]]) -> None:
+    try:
+        servers = parse_mcp_servers(entries)
+    except InvalidRequest as exc:
+        assert exc.message
+    else:
+        assert [s.name for s in servers] == list(entries)
+        assert all(s.transport in ("stdio", "http") for s in servers)

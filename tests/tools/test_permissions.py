@@ -10,6 +10,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from seamline.errors import InvalidRequest
 from seamline.events import Error, PermissionDecision, PermissionRequest, ToolResult
@@ -342,3 +344,9 @@ def test_permissions_cli_add_list_rm(tmp_path: Path, seamline_cmd: list[str], cl
     assert cli("list").stdout.strip() == "#2 deny class=network"
     bad = cli("add", "sometimes")
     assert bad.returncode == 2
+
+
+@given(st.text(max_size=120))
+def test_the_hard_denial_check_never_crashes(command: str) -> None:
+    reason = recursive_delete_outside_workspace(shell, {"command": command}, Path("/work/ws"))
+    assert reason is None or reason.startswith("recursive delete outside the workspace")
