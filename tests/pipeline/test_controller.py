@@ -216,3 +216,28 @@ def test_cancel_ends_the_run_aborted_with_a_complete_trace(tmp_path: Path) -> No
     assert events[-1] == Complete(outcome="aborted", stop_reason="cancelled", text="")
     assert controller.report.exit_code == 130 and writer.position < 20
     assert verify_trace(controller.writer.data()).ok
+
+
+def test_a_role_cannot_overwrite_another_roles_evidence(tmp_path: Path) -> None:
+    seen: list[dict[str, RoleOutput]] = []
+
+    class Vandal(Role):
+        kind = "vandal"
+
+        def decide(self, ctx: Any) -> RoleOutput:
+            seen.append(dict(ctx.evidence))
+            ctx.evidence["first"] = RoleOutput(text="forged")  # a copy: the controller's evidence is untouched
+            return RoleOutput(text=f"{self.name} saw {sorted(ctx.evidence)}")
+
+    register_role_kind("vandal", Vandal)
+    definition = definition_from_data(
+        {
+            "name": "vandals",
+            "phases": [{"name": "one", "role": "first"}, {"name": "two", "roles": ["second", "third"]}],
+            "transitions": {"one": ["two"], "two": ["done"]},
+            "roles": {"first": {"kind": "vandal"}, "second": {"kind": "vandal"}, "third": {"kind": "vandal"}},
+        }
+    )
+    controller, _ = run_pipeline(definition, "q", workspace=make_workspace(tmp_path))
+    assert controller.report.outcome == "completed"
+    assert [s["first"].text for s in seen[1:]] == ["first saw ['first']", "first saw ['first']"]

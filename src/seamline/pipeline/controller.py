@@ -370,7 +370,7 @@ class PipelineController:
                 attempt=1,
                 feedback=feedback,
                 subject=subject,
-                evidence=frozen,
+                evidence=dict(frozen),  # each role its own copy: no role can alter what another sees
             )
 
             def work(name: str = role_name, ctx: RoleContext = ctx_base) -> Any:
