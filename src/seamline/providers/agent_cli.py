@@ -167,6 +167,7 @@ class AgentCliProvider(Provider):
                     store.append_raw(
                         session.session_id, session.turn, "out", parser.source, line.decode("utf-8", "replace")
                     )
+                parser.aborting = session.aborted
                 for event in parser.feed(line):
                     yield event
                 if parser.retries > max_retries:

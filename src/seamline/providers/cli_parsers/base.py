@@ -46,7 +46,7 @@ def classify_message(message: str) -> tuple[ErrorKind, bool]:
         return "provider", True
     if "rate limit" in lowered or "quota" in lowered or "resource_exhausted" in lowered:
         return "quota", True
-    if "unauthorized" in lowered or "api key" in lowered or "authentication" in lowered:
+    if any(s in lowered for s in ("unauthorized", "unauthenticated", "api key", "authentication", "not logged in")):
         return "auth", False
     match = _STATUS_IN_TEXT.search(message)
     if match is not None:
@@ -77,6 +77,8 @@ class StreamParser:
         self.errors: list[Error] = []
         self.terminal_seen = False
         self.lines = 0
+        #: set by the driver once it has asked the program to stop: a failure that follows is the abort
+        self.aborting = False
 
     # -- feeding -----------------------------------------------------------------------
     def feed(self, line: bytes | str) -> list[Event]:

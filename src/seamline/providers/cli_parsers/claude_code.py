@@ -209,6 +209,10 @@ class ClaudeStreamJsonParser(StreamParser):
             self.outcome, self.stop_reason = "failed", "max_turns"
             events.append(self._error("provider", f"Claude Code stopped after {frame.get('num_turns')} turns"))
             return events
+        if self.aborting and subtype == "error_during_execution":
+            # What Claude Code prints after SIGINT: the abort we asked for, not a failure.
+            self.outcome, self.stop_reason = "aborted", "aborted"
+            return events
         errors = frame.get("errors")
         detail = "; ".join(str(e) for e in errors) if isinstance(errors, list) and errors else str(subtype)
         kind, retryable = classify_message(detail)

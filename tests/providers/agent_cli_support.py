@@ -1,0 +1,156 @@
+"""What the real agent-CLI tests share: where the pinned CLIs live, an isolated HOME for
+each run, fake-server scripts per scenario, and checks that no process was left behind.
+
+The CLIs are installed by ``bash scripts/system/40-agent-clis.sh`` (part of
+``bash scripts/setup --dev``); a test that needs one and does not find it fails, naming
+that command.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import os
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from seamline.events import Complete, Event
+from seamline.providers.agent_cli import AgentCliProvider
+from seamline.providers.base import ProviderSession
+from seamline.transport.subprocess import group_members
+from tests.fakes._http import RecordedRequest
+from tests.fakes.anthropic_api import FakeAnthropic
+
+ROOT = Path(__file__).resolve().parents[2]
+TOOLS_BIN = ROOT / ".tools" / "agent-clis" / "node_modules" / ".bin"
+SETUP_COMMAND = "bash scripts/system/40-agent-clis.sh"
+NOTE = "the secret word is pelican\n"
+
+# Environment keys that would point a CLI at a real service or change its behaviour.
+_SCRUB = (
+    "ANTHROPIC_BASE_URL",
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "OPENAI_BASE_URL",
+    "OPENAI_API_KEY",
+    "GEMINI_API_KEY",
+    "GOOGLE_API_KEY",
+    "GOOGLE_GEMINI_BASE_URL",
+    "CLAUDE_CONFIG_DIR",
+    "CODEX_HOME",
+    "GEMINI_CLI_HOME",
+    "CLAUDECODE",
+)
+
+
+def cli_path(name: str) -> str:
+    """The pinned CLI ``name``; fails the test (not skips) when it is not installed."""
+    path = TOOLS_BIN / name
+    if not (path.exists() and os.access(path, os.X_OK)):
+        pytest.fail(f"the {name} CLI is not installed at {path}; run: {SETUP_COMMAND}")
+    return str(path)
+
+
+@dataclass
+class CliWorld:
+    """An isolated HOME and workspace for one test, with real providers allowed."""
+
+    home: Path
+    workspace: Path
+
+
+def make_world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CliWorld:
+    home = tmp_path / "home"
+    workspace = tmp_path / "ws"
+    home.mkdir()
+    workspace.mkdir()
+    (workspace / "notes.txt").write_text(NOTE)
+    for key in _SCRUB:
+        monkeypatch.delenv(key, raising=False)
+    # The provider is real, only its API is our fake: lift the switch on purpose.
+    monkeypatch.delenv("SEAMLINE_BLOCK_REAL_PROVIDERS", raising=False)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("CODEX_HOME", str(home / ".codex"))
+    (home / ".codex").mkdir()
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-fake-test")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-fake-test")
+    monkeypatch.setenv("GEMINI_API_KEY", "fake-gemini-key")
+    monkeypatch.setenv("DISABLE_AUTOUPDATER", "1")
+    monkeypatch.setenv("NO_COLOR", "1")
+    return CliWorld(home=home, workspace=workspace)
+
+
+async def collect(session: ProviderSession, prompt: str, **kwargs: Any) -> list[Event]:
+    return [event async for event in session.send(prompt, **kwargs)]
+
+
+def one_complete(events: list[Event]) -> Complete:
+    completes = [e for e in events if isinstance(e, Complete)]
+    assert len(completes) == 1, events
+    assert events[-1] is completes[0]
+    return completes[0]
+
+
+def assert_group_gone(session: ProviderSession) -> None:
+    proc = session.state.get("cli_process")
+    assert proc is not None, "the turn never started a process"
+    assert group_members(proc.pgid) == [], f"processes left in group {proc.pgid}"
+
+
+async def abort_when(
+    provider: AgentCliProvider,
+    session: ProviderSession,
+    prompt: str,
+    ready: Callable[[Event], bool],
+) -> list[Event]:
+    """Run a turn and abort it once ``ready`` says so; returns every event of the turn."""
+    events: list[Event] = []
+    aborting: asyncio.Task[None] | None = None
+    async for event in session.send(prompt):
+        events.append(event)
+        if aborting is None and ready(event):
+            aborting = asyncio.create_task(provider.abort(session))
+    if aborting is not None:
+        await aborting
+    return events
+
+
+def request_texts(body: Any) -> str:
+    """Everything a recorded request body says, flattened, for 'did the server see X' checks."""
+    return str(body)
+
+
+class AgentAnthropic(FakeAnthropic):
+    """The fake Anthropic API, with Claude Code's side requests kept off the script.
+
+    Claude Code asks for a session title now and then (no tools, a JSON-schema output
+    format); that request gets the ``fallback`` entry so the script stays the conversation.
+    """
+
+    def _take(self, request: RecordedRequest) -> dict[str, Any] | None:
+        body = request.body if isinstance(request.body, dict) else {}
+        if not body.get("tools") or "output_config" in body:
+            return self.fallback or {"text": '{"title": "side"}'}
+        return super()._take(request)
+
+    def turn_requests(self) -> list[RecordedRequest]:
+        """The model requests of the conversation itself (side requests left out)."""
+        return [
+            r
+            for r in self.model_requests()
+            if isinstance(r.body, dict) and r.body.get("tools") and "output_config" not in r.body
+        ]
+
+
+def run_async(test: Callable[..., Awaitable[None]]) -> Callable[..., None]:
+    """Run an ``async def`` test on its own event loop (the suite has no asyncio plugin)."""
+
+    @functools.wraps(test)
+    def wrapper(*args: Any, **kwargs: Any) -> None:
+        asyncio.run(test(*args, **kwargs))  # type: ignore[arg-type]
+
+    return wrapper
