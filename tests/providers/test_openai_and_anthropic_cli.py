@@ -149,3 +149,21 @@ def _lookup_tools():  # type: ignore[no-untyped-def]
     from tests.providers.model_api_support import lookup
 
     return Toolset([lookup])
+
+
+def test_cli_providers_check_against_the_fake(tmp_path: Path) -> None:
+    with FakeOpenAI(api_key=OPENAI_KEY, models=["gpt-4o"]) as fake:
+        ok = cli_run(
+            ["providers", "check", "openai", "-m", "gpt-4o", "-o", f"base_url={fake.base_url}"],
+            env=cli_env(tmp_path),
+            cwd=tmp_path,
+        )
+        missing = cli_run(
+            ["providers", "check", "openai", "-m", "gpt-5-x", "-o", f"base_url={fake.base_url}"],
+            env=cli_env(tmp_path),
+            cwd=tmp_path,
+        )
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "1 models listed" in ok.stdout and "gpt-4o is listed" in ok.stdout
+    assert missing.returncode == 1 and "gpt-5-x is not listed" in missing.stdout + missing.stderr
+    assert OPENAI_KEY not in ok.stdout + ok.stderr + missing.stdout + missing.stderr
