@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ from seamline.sandbox.journal import EditJournal, journal_path_for
 from tests.sandbox.conftest import tree_digest
 
 
-def _track(journal: EditJournal, ws: Path, call: str, paths: list[Path] | None = None) -> object:
+def _track(journal: EditJournal, ws: Path, call: str, paths: list[Path] | None = None) -> AbstractContextManager[None]:
     return journal.track(run_id="run-1", workspace=ws, tool="t", call_id=call, paths=paths)
 
 
@@ -26,15 +27,15 @@ def test_each_step_reverts_to_the_state_after_it(tmp_path: Path) -> None:
     (ws / "a.txt").write_bytes(b"A0")
     journal = EditJournal(tmp_path / "j.db")
     states = [tree_digest(ws)]
-    with _track(journal, ws, "c1"):  # type: ignore[attr-defined]
+    with _track(journal, ws, "c1"):
         (ws / "a.txt").write_bytes(b"A1")
         (ws / "b").mkdir()
         (ws / "b" / "c.bin").write_bytes(bytes(range(256)))
     states.append(tree_digest(ws))
-    with _track(journal, ws, "c2", [ws / "b" / "c.bin"]):  # type: ignore[attr-defined]
+    with _track(journal, ws, "c2", [ws / "b" / "c.bin"]):
         (ws / "b" / "c.bin").unlink()
     states.append(tree_digest(ws))
-    with _track(journal, ws, "c3"):  # type: ignore[attr-defined]
+    with _track(journal, ws, "c3"):
         os.symlink("a.txt", ws / "ln")
         (ws / "a.txt").chmod(0o600)
     states.append(tree_digest(ws))
@@ -51,7 +52,7 @@ def test_a_failed_call_is_still_journaled(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     ws.mkdir()
     journal = EditJournal(tmp_path / "j.db")
-    with pytest.raises(RuntimeError), _track(journal, ws, "c1"):  # type: ignore[attr-defined]
+    with pytest.raises(RuntimeError), _track(journal, ws, "c1"):
         (ws / "half.txt").write_text("half")
         raise RuntimeError("tool failed half-way")
     journal.revert("run-1")
@@ -62,7 +63,7 @@ def test_drift_is_refused_unless_forced(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     ws.mkdir()
     journal = EditJournal(tmp_path / "j.db")
-    with _track(journal, ws, "c1"):  # type: ignore[attr-defined]
+    with _track(journal, ws, "c1"):
         (ws / "a.txt").write_text("by the agent")
     (ws / "a.txt").write_text("by a person")
     with pytest.raises(PermissionDenied, match="changed since"):
@@ -79,9 +80,9 @@ def test_bad_requests_are_classified(tmp_path: Path) -> None:
     with pytest.raises(InvalidRequest, match="no journal"):
         journal.revert("unknown")
     with pytest.raises(SandboxViolation):
-        with _track(journal, ws, "c1", [tmp_path / "elsewhere.txt"]):  # type: ignore[attr-defined]
+        with _track(journal, ws, "c1", [tmp_path / "elsewhere.txt"]):
             pass
-    with _track(journal, ws, "c2"):  # type: ignore[attr-defined]
+    with _track(journal, ws, "c2"):
         pass
     with pytest.raises(SandboxViolation, match="journaled for workspace"):
         with journal.track(run_id="run-1", workspace=tmp_path, tool="t", call_id="c3"):
@@ -92,3 +93,22 @@ def test_bad_requests_are_classified(tmp_path: Path) -> None:
     bad.write_bytes(b"garbage" * 100)
     with pytest.raises(InvalidRequest, match="cannot use edit journal"):
         EditJournal(bad)
+
+
+def test_files_over_the_cap_are_fingerprinted_and_revert_refuses(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import seamline.sandbox.journal as journal_module
+
+    monkeypatch.setattr(journal_module, "MAX_JOURNALED_BYTES", 10)
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "big.bin").write_bytes(b"x" * 100)
+    (ws / "small.txt").write_text("small")
+    journal = EditJournal(tmp_path / "j.db")
+    with _track(journal, ws, "c1"):
+        (ws / "big.bin").write_bytes(b"y" * 100)
+        (ws / "small.txt").write_text("SMALL")
+    with pytest.raises(InvalidRequest, match=r"lacks the content of 'big\.bin'"):
+        journal.revert("run-1")
+    assert (ws / "small.txt").read_text() == "SMALL"  # refused before anything changed

@@ -33,6 +33,8 @@ from seamline.events import FileChangeKind
 __all__ = ["EditJournal", "JournalStep", "PathState", "RevertReport", "journal_path_for"]
 
 StateKind = Literal["absent", "file", "link", "dir"]
+#: Files larger than this are fingerprinted but their content is not kept.
+MAX_JOURNALED_BYTES: Final = 64 * 1024 * 1024
 _SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS runs (run_id TEXT PRIMARY KEY, workspace TEXT NOT NULL, created REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS steps (
@@ -190,9 +192,13 @@ class EditJournal:
         cached = self._known.get((str(root), rel))
         if cached is not None and cached[0] == key:
             return PathState("file", cached[1], mode)
-        data = full.read_bytes()
-        digest = hashlib.sha256(data).hexdigest()
-        self._db.execute("INSERT OR IGNORE INTO blobs VALUES (?, ?)", (digest, data))
+        if st.st_size > MAX_JOURNALED_BYTES:
+            # Too big to keep: fingerprinted only; reverting it is refused, not faked.
+            digest = _hash_file(full)
+        else:
+            data = full.read_bytes()
+            digest = hashlib.sha256(data).hexdigest()
+            self._db.execute("INSERT OR IGNORE INTO blobs VALUES (?, ?)", (digest, data))
         self._known[(str(root), rel)] = (key, digest)
         return PathState("file", digest, mode)
 
@@ -278,6 +284,11 @@ class EditJournal:
                 raise PermissionDenied(
                     f"the workspace changed since run {run_id} ({shown}); nothing reverted (use --force to overwrite)"
                 )
+        for _s, _q, rel, bk, bd, *_rest in rows:
+            if bk == "file" and self._db.execute("SELECT 1 FROM blobs WHERE hash = ?", (bd,)).fetchone() is None:
+                raise InvalidRequest(
+                    f"the journal lacks the content of {rel!r} (over {MAX_JOURNALED_BYTES} bytes); nothing reverted"
+                )
         restored: list[str] = []
         for _step, _seq, rel, bk, bd, bm, *_after in rows:
             self._restore(root, rel, PathState(bk, bd, bm))
@@ -319,11 +330,21 @@ class EditJournal:
         else:
             blob = self._db.execute("SELECT data FROM blobs WHERE hash = ?", (state.data,)).fetchone()
             if blob is None:
-                raise InvalidRequest(f"the journal lacks the content of {rel!r}; cannot restore it")
+                raise InvalidRequest(
+                    f"the journal lacks the content of {rel!r} (over {MAX_JOURNALED_BYTES} bytes); cannot restore it"
+                )
             target.write_bytes(blob[0])
             if state.mode is not None:
                 target.chmod(state.mode)
         self._known.pop((str(root), rel), None)
+
+
+def _hash_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def _with_ancestors(rel: str) -> list[str]:

@@ -41,6 +41,7 @@ def pids_cgroup_base() -> tuple[Path | None, str]:
     base = candidates[0] / _PARENT_NAME
     try:
         base.mkdir(exist_ok=True)
+        _remove_stale(base)
         probe = base / f"probe-{uuid.uuid4().hex[:8]}"
         probe.mkdir()
         probe.rmdir()
@@ -88,6 +89,15 @@ class PidsCgroup:
                 return
             except OSError:
                 time.sleep(0.01)
+
+
+def _remove_stale(base: Path) -> None:
+    """Remove empty cgroups left by a seamline that was killed mid-command."""
+    for child in base.glob("cmd-*"):
+        owner = child.name.split("-")[1]
+        if owner.isdigit() and not Path(f"/proc/{owner}").exists() and not _read(child / "cgroup.procs").strip():
+            with contextlib.suppress(OSError):
+                child.rmdir()
 
 
 def _own_v2_cgroup() -> Path | None:

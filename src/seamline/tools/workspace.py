@@ -179,6 +179,7 @@ def workspace_tools(
     async def shell(command: str, ctx: ToolContext, timeout: float = 60.0) -> str:
         """Run a shell command in the workspace; answers exit code and output."""
         if sandbox is not None:
+            sandbox.guard.check(command)  # refused before the workspace is scanned or anything starts
             with journaled(ctx, "shell", None):
                 return _truncate(await sandbox.run_shell(command, timeout=timeout))
         proc = await asyncio.create_subprocess_exec(
