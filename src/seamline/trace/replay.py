@@ -20,7 +20,7 @@ from typing import Any
 
 from seamline.errors import InvalidRequest
 from seamline.trace.records import TraceRecord
-from seamline.trace.verify import Verification, verify_trace
+from seamline.trace.verify import Verification, gc_paused, verify_trace
 
 __all__ = ["RedriveReport", "ReplayResult", "redrive", "replay"]
 
@@ -87,6 +87,11 @@ def _add(into: dict[str, dict[str, Any]], key: str, usage: Mapping[str, Any]) ->
 def replay(source: str | os.PathLike[str] | bytes | Verification) -> ReplayResult:
     """Rebuild the result of a verified trace without calling any provider."""
     verification = _checked(source)
+    with gc_paused():
+        return _rebuild(verification)
+
+
+def _rebuild(verification: Verification) -> ReplayResult:
     records = verification.records
     judges = {p["name"] for p in verification.header["definition"]["phases"] if p.get("judge")}
     text = ""
