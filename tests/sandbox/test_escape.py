@@ -259,3 +259,28 @@ def test_command_that_never_ends_is_stopped(make_sandbox: Callable[..., Sandbox]
     assert_refused(result, errors, ("sandbox",))
     assert "wall-time limit of 1.5s" in errors[0].message
     assert _live_commands(f"sleep\x00{marker}") == []  # nothing it started outlives it
+
+
+def test_cpu_time_limit_stops_a_busy_loop(make_sandbox: Callable[..., Sandbox], host: dict[str, Path]) -> None:
+    sandbox = make_sandbox(limits=ResourceLimits(wall_s=30, cpu_s=1))
+    result, errors = attempt(sandbox, host["ws"], "shell", {"command": "while :; do :; done"})
+    assert_refused(result, errors, ("sandbox",))
+    assert "1s of CPU time" in errors[0].message
+
+
+def test_a_sandbox_that_cannot_start_is_a_sandbox_error(host: dict[str, Path], tmp_path: Path) -> None:
+    from seamline.sandbox.bwrap import BwrapBackend, find_prlimit
+    from seamline.sandbox.runtime import Sandbox as RawSandbox
+
+    prlimit = find_prlimit()
+    assert prlimit is not None
+    broken = RawSandbox(
+        backend=BwrapBackend(binary=str(tmp_path / "no-bwrap"), prlimit=prlimit),
+        workspace=host["ws"],
+        policy=SandboxPolicy(),
+        outputs=host["outputs"],
+        pids_base=None,
+    )
+    result, errors = attempt(broken, host["ws"], "shell", {"command": "echo hi"})
+    assert_refused(result, errors, ("sandbox",))
+    assert "nothing ran" in errors[0].message

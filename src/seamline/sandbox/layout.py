@@ -55,7 +55,8 @@ class SandboxBackend(Protocol):
 def limit_prefix(prlimit: str, policy: SandboxPolicy, *, nproc_rlimit: bool) -> list[str]:
     """``prlimit`` arguments that set CPU, memory and (when asked) process limits, then run."""
     lim = policy.limits
-    argv = [prlimit, f"--cpu={lim.cpu_s}", f"--as={lim.memory_bytes}", "--core=0"]
+    # Soft CPU limit sends SIGXCPU (reported as such); the hard one, a second later, kills.
+    argv = [prlimit, f"--cpu={lim.cpu_s}:{lim.cpu_s + 1}", f"--as={lim.memory_bytes}", "--core=0"]
     if nproc_rlimit:
         argv.append(f"--nproc={lim.max_processes}")
     return [*argv, "--"]

@@ -94,17 +94,23 @@ class Sandbox:
         plan = self.backend.plan(command, layout=self.layout, policy=self.policy, nproc_rlimit=self.pids_base is None)
         argv = plan.argv
         if self.pids_base is not None:
-            cgroup = PidsCgroup.create(self.pids_base, max_pids=limits.max_processes + _BWRAP_OVERHEAD)
+            try:
+                cgroup = PidsCgroup.create(self.pids_base, max_pids=limits.max_processes + _BWRAP_OVERHEAD)
+            except OSError as exc:
+                raise SandboxViolation(f"cannot set the process limit up: {exc.strerror}; nothing ran") from None
             # The launcher joins the cgroup, then becomes bwrap: every sandbox process is born inside.
             argv = ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', str(cgroup.procs_file), *argv]
         try:
-            outcome = await run_bounded(
-                argv,
-                env=plan.env,
-                cwd=plan.cwd,
-                wall_s=limits.wall_s if wall_s is None else wall_s,
-                output_bytes=limits.output_bytes,
-            )
+            try:
+                outcome = await run_bounded(
+                    argv,
+                    env=plan.env,
+                    cwd=plan.cwd,
+                    wall_s=limits.wall_s if wall_s is None else wall_s,
+                    output_bytes=limits.output_bytes,
+                )
+            except OSError as exc:
+                raise SandboxViolation(f"cannot start the sandbox ({argv[0]}): {exc.strerror}; nothing ran") from None
             refused = cgroup.refused_forks() if cgroup is not None else 0
         finally:
             if cgroup is not None:
@@ -129,5 +135,8 @@ class Sandbox:
                 f"the command tried to start more than {limits.max_processes} processes "
                 f"({result.refused_forks} refused); output:\n{head}"
             )
+        if self.backend.name == "bwrap" and out.returncode != 0 and out.output.startswith(b"bwrap: "):
+            # bubblewrap's own failure (namespaces, mounts): the command never ran.
+            raise SandboxViolation(f"the sandbox could not start: {head.strip()}")
         if out.returncode in (-signal.SIGXCPU, 128 + signal.SIGXCPU):
             raise SandboxViolation(f"the command used more than its {limits.cpu_s}s of CPU time and was stopped")
