@@ -84,10 +84,12 @@ def retry_after_seconds(headers: Mapping[str, str] | None) -> float | None:
     try:
         return max(float(value), 0.0)
     except ValueError:
-        parsed = email.utils.parsedate_to_datetime(value) if value else None
-        if parsed is None:
-            return None
-        return max(parsed.timestamp() - time.time(), 0.0)
+        pass
+    try:
+        parsed = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):  # neither seconds nor a date: no wait asked for
+        return None
+    return max(parsed.timestamp() - time.time(), 0.0)
 
 
 def _body_error(body: object) -> tuple[str, str]:
