@@ -347,3 +347,26 @@ def test_importing_seamline_does_not_import_the_sdks() -> None:
     code += "print('openai' in sys.modules, 'anthropic' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
     assert out.stdout.split() == ["False", "False"]
+
+
+def test_sessions_of_one_provider_share_the_client_until_the_last_closes() -> None:
+    import asyncio
+
+    async def scenario(fake: FakeOpenAI) -> list[str]:
+        provider = OpenAIProvider(model="gpt-4o", options={"base_url": fake.base_url, **FAST})
+        first = await provider.open()
+        second = await provider.open()
+        texts = []
+        async for event in first.send("one"):
+            if event.type == "complete":
+                texts.append(event.text)  # type: ignore[union-attr]
+        await provider.close(first)
+        async for event in second.send("two"):
+            if event.type == "complete":
+                texts.append(event.text)  # type: ignore[union-attr]
+        await provider.close(second)
+        assert provider._client is None
+        return texts
+
+    with FakeOpenAI([{"text": "first"}, {"text": "second"}]) as fake:
+        assert asyncio.run(scenario(fake)) == ["first", "second"]

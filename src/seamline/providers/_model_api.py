@@ -111,6 +111,7 @@ class ModelAPIProvider(Provider):
         )
         self.last_identity: dict[str, Any] | None = None
         self._client: Any = None
+        self._sessions = 0
 
     # -- configuration -------------------------------------------------------------------
     @property
@@ -167,8 +168,14 @@ class ModelAPIProvider(Provider):
     # -- seam hooks ---------------------------------------------------------------------
     async def _open(self, session: ProviderSession) -> None:
         self.client()
+        self._sessions += 1
 
     async def _close(self, session: ProviderSession) -> None:
+        # Sessions of one provider share its client (and its connection pool); the last
+        # one to close closes it.
+        self._sessions = max(self._sessions - 1, 0)
+        if self._sessions:
+            return
         client, self._client = self._client, None
         if client is not None:
             try:

@@ -41,7 +41,8 @@ def chat_messages(messages: list[Message]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for m in messages:
         if m.role == "assistant":
-            item: dict[str, Any] = {"role": "assistant", "content": m.content or None}
+            # content may be null only beside tool calls
+            item: dict[str, Any] = {"role": "assistant", "content": m.content or (None if m.tool_calls else "")}
             if m.tool_calls:
                 item["tool_calls"] = [
                     {"id": c.call_id, "type": "function", "function": {"name": c.name, "arguments": _arguments_json(c)}}
