@@ -112,3 +112,21 @@ def test_files_over_the_cap_are_fingerprinted_and_revert_refuses(
     with pytest.raises(InvalidRequest, match=r"lacks the content of 'big\.bin'"):
         journal.revert("run-1")
     assert (ws / "small.txt").read_text() == "SMALL"  # refused before anything changed
+
+
+def test_overlapping_calls_revert_exactly(tmp_path: Path) -> None:
+    """Parallel tool calls overlap; steps numbered at start make a full revert exact."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "f1").write_text("original")
+    start = tree_digest(ws)
+    journal = EditJournal(tmp_path / "j.db")
+    with _track(journal, ws, "shell-call"):
+        (ws / "f1").write_text("by the shell")
+        with _track(journal, ws, "write-call", [ws / "f1", ws / "f2"]):
+            (ws / "f1").write_text("by write_file")
+            (ws / "f2").write_text("new")
+        (ws / "f3").write_text("late")
+    assert [s.call_id for s in journal.steps("run-1")] == ["shell-call", "write-call"]
+    journal.revert("run-1")
+    assert tree_digest(ws) == start

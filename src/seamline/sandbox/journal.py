@@ -137,6 +137,9 @@ class EditJournal:
         """
         root = workspace.resolve()
         self._ensure_run(run_id, root)
+        # Steps are numbered when they start: calls that overlap (parallel tool calls) are
+        # then undone in reverse start order, so the earliest "before" is restored last.
+        step = self._reserve_step(run_id, tool, call_id)
         # A single path brings its folders: write_file may create them, and revert removes them.
         rels = None if paths is None else list(dict.fromkeys(a for p in paths for a in _with_ancestors(_rel(root, p))))
         before = self._scan(root, rels)
@@ -144,7 +147,7 @@ class EditJournal:
             yield
         finally:
             after = self._scan(root, rels)
-            self._record(run_id, tool, call_id, before, after, on_change)
+            self._record(run_id, step, before, after, on_change)
 
     def _ensure_run(self, run_id: str, root: Path) -> None:
         row = self._db.execute("SELECT workspace FROM runs WHERE run_id = ?", (run_id,)).fetchone()
@@ -202,23 +205,27 @@ class EditJournal:
         self._known[(str(root), rel)] = (key, digest)
         return PathState("file", digest, mode)
 
+    def _reserve_step(self, run_id: str, tool: str, call_id: str) -> int:
+        with self._db:
+            self._db.execute("BEGIN IMMEDIATE")
+            row = self._db.execute("SELECT COALESCE(MAX(step), 0) FROM steps WHERE run_id = ?", (run_id,)).fetchone()
+            step = int(row[0]) + 1
+            self._db.execute(
+                "INSERT INTO steps VALUES (?, ?, ?, ?, ?, NULL)", (run_id, step, tool, call_id, time.time())
+            )
+        return step
+
     def _record(
         self,
         run_id: str,
-        tool: str,
-        call_id: str,
+        step: int,
         before: dict[str, PathState],
         after: dict[str, PathState],
         on_change: Callable[[str, FileChangeKind], None] | None,
     ) -> None:
-        row = self._db.execute("SELECT COALESCE(MAX(step), 0) FROM steps WHERE run_id = ?", (run_id,)).fetchone()
-        step = int(row[0]) + 1
         changed = sorted(p for p in set(before) | set(after) if before.get(p, _ABSENT) != after.get(p, _ABSENT))
         with self._db:
             self._db.execute("BEGIN")
-            self._db.execute(
-                "INSERT INTO steps VALUES (?, ?, ?, ?, ?, NULL)", (run_id, step, tool, call_id, time.time())
-            )
             for seq, rel in enumerate(changed):
                 b, a = before.get(rel, _ABSENT), after.get(rel, _ABSENT)
                 self._db.execute(
