@@ -10,6 +10,8 @@ import pytest
 from seamline.errors import PermissionDenied, SandboxViolation
 from seamline.sandbox import ResourceLimits, SandboxPolicy, open_sandbox
 
+pytestmark = pytest.mark.real
+
 
 def test_container_runs_in_the_workspace_with_the_allowlist(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-FAKE-CONTAINER-KEY")
