@@ -181,10 +181,13 @@ class OpenAIProvider(ModelAPIProvider):
                     if delta is not None:
                         if delta.content:
                             yield TextDelta(text=delta.content)
-                        # vLLM, DeepSeek and llama.cpp: reasoning_content; OpenRouter: reasoning
-                        thought = getattr(delta, "reasoning_content", None) or getattr(delta, "reasoning", None)
-                        if isinstance(thought, str) and thought:
-                            yield ReasoningDelta(text=thought)
+                        # vLLM, DeepSeek and llama.cpp: reasoning_content; OpenRouter: reasoning. Both
+                        # are extra fields to the SDK; reading the extras dict avoids a failed getattr.
+                        extra = delta.model_extra
+                        if extra:
+                            thought = extra.get("reasoning_content") or extra.get("reasoning")
+                            if isinstance(thought, str) and thought:
+                                yield ReasoningDelta(text=thought)
                         for piece in delta.tool_calls or ():
                             index = piece.index if piece.index is not None else len(calls)
                             slot = calls.setdefault(index, ["", ""])
