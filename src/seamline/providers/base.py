@@ -494,8 +494,8 @@ class ProviderSession:
         totals = TurnTotals()
         self.totals = totals
         log = _RawLog(self.store, self.session_id, turn)
-        if self.store is not None:
-            self.store.set_status(self.session_id, "open")
+        if self.store is not None and (turn > 1 or self.resumed or self.forked_from):
+            self.store.set_status(self.session_id, "open")  # claim it again; a new record starts open
         log.record_input("prompt", prompt)
         seen_usage: set[str] = set()
         first = Session(
@@ -611,12 +611,12 @@ class ProviderSession:
             final = Complete(outcome="failed", stop_reason="no_result")
         log.record(final)
         try:
-            log.flush()
+            log.finish(_STATUS[final.outcome])
         except SeamlineError as exc:
             err = exc.to_event()
             yield err
             final = Complete(outcome="failed", stop_reason=exc.kind, text=final.text)
-        self._set_status(_STATUS[final.outcome])
+            self._set_status("failed")
         yield final
 
     def _set_status(self, status: Literal["open", "completed", "failed", "aborted", "budget"]) -> None:
@@ -682,6 +682,12 @@ class _RawLog:
             self._store.append_raw(self._session_id, self._turn, "out", "event", encode_event(merged).decode())
         self._delta = []
         self._delta_kind = None
+
+    def finish(self, status: Literal["completed", "failed", "aborted", "budget"]) -> None:
+        """Write what is queued and the session's final status together."""
+        if self._store is not None:
+            self._flush_delta()
+            self._store.finish_turn(self._session_id, status)
 
     def flush(self, *, quiet: bool = False) -> None:
         self._flush_delta()

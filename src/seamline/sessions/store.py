@@ -104,45 +104,57 @@ class StoreCore:
         metadata: Mapping[str, Any] | None = None,
     ) -> None:
         now = time.time()
-        with self._transaction():
-            self._execute(
-                "INSERT INTO sessions (id, provider, model, parent_id, workspace, mode, status, metadata,"
-                " created_at, updated_at, owner_pid, owner_host) VALUES (?, ?, ?, ?, ?, ?, 'open', ?, ?, ?, ?, ?)",
-                (
-                    session_id,
-                    provider,
-                    model,
-                    parent_id,
-                    workspace,
-                    mode,
-                    json.dumps(dict(metadata or {})),
-                    now,
-                    now,
-                    os.getpid(),
-                    _HOST,
-                ),
-            )
+        self._execute(
+            "INSERT INTO sessions (id, provider, model, parent_id, workspace, mode, status, metadata,"
+            " created_at, updated_at, owner_pid, owner_host) VALUES (?, ?, ?, ?, ?, ?, 'open', ?, ?, ?, ?, ?)",
+            (
+                session_id,
+                provider,
+                model,
+                parent_id,
+                workspace,
+                mode,
+                json.dumps(dict(metadata or {})),
+                now,
+                now,
+                os.getpid(),
+                _HOST,
+            ),
+        )
 
     def set_provider_session_id(self, session_id: str, provider_session_id: str) -> None:
-        with self._transaction():
-            self._execute(
-                "UPDATE sessions SET provider_session_id = ?, updated_at = ? WHERE id = ?",
-                (provider_session_id, time.time(), session_id),
-            )
+        self._execute(
+            "UPDATE sessions SET provider_session_id = ?, updated_at = ? WHERE id = ?",
+            (provider_session_id, time.time(), session_id),
+        )
 
     def set_status(self, session_id: str, status: SessionStatus) -> None:
         """Set the status; ``open`` also claims the session for this process."""
-        with self._transaction():
-            self._execute(
-                "UPDATE sessions SET status = ?, updated_at = ?, owner_pid = ?, owner_host = ? WHERE id = ?",
-                (
-                    status,
-                    time.time(),
-                    os.getpid() if status == "open" else None,
-                    _HOST if status == "open" else None,
-                    session_id,
-                ),
-            )
+        self._execute(
+            "UPDATE sessions SET status = ?, updated_at = ?, owner_pid = ?, owner_host = ? WHERE id = ?",
+            (
+                status,
+                time.time(),
+                os.getpid() if status == "open" else None,
+                _HOST if status == "open" else None,
+                session_id,
+            ),
+        )
+
+    def finish_turn(self, session_id: str, status: SessionStatus) -> None:
+        """Write the queued raw rows and the session's new status in one transaction."""
+        rows, self._pending = self._pending, []
+        try:
+            with self._transaction():
+                if rows:
+                    self._write_pending(rows)
+                self._execute(
+                    "UPDATE sessions SET status = ?, updated_at = ?, owner_pid = NULL, owner_host = NULL WHERE id = ?",
+                    (status, time.time(), session_id),
+                )
+        except InvalidRequest:
+            self._pending[:0] = rows
+            raise
 
     def update_metadata(self, session_id: str, changes: Mapping[str, Any]) -> None:
         with self._transaction():
