@@ -29,6 +29,8 @@ from workloads import (  # noqa: E402
     w6_startup,
 )
 from workloads import model_apis as model_apis_workload  # noqa: E402
+from workloads import stages as stages_workload  # noqa: E402
+from workloads import store as store_workload  # noqa: E402
 from workloads import trace as trace_workload  # noqa: E402
 
 WORKLOADS = {
@@ -39,6 +41,8 @@ WORKLOADS = {
     "w6_startup": w6_startup.run,
 }
 WORKLOADS["trace"] = trace_workload.run
+WORKLOADS["store"] = store_workload.run
+WORKLOADS["stages"] = stages_workload.run
 WORKLOADS["sandbox_startup"] = sandbox_startup.run
 WORKLOADS["model_apis"] = model_apis_workload.run
 
