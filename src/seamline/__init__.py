@@ -30,11 +30,14 @@ from seamline.loop import Intervention, LoopContext, Observer
 from seamline.providers import OptionSpec, PreflightCheck, Provider, ProviderSession, create_provider
 from seamline.runner import RunResult, run, run_sync, stream
 from seamline.sessions import SessionStore
+from seamline.stages import AgentBuilder, AgentProfile, StageSlot, ToolInvocation
 from seamline.tools import Tool, ToolContext, Toolset, Workspace, tool, workspace_tools
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AgentBuilder",
+    "AgentProfile",
     "Complete",
     "Error",
     "Event",
@@ -56,11 +59,13 @@ __all__ = [
     "SeamlineError",
     "Session",
     "SessionStore",
+    "StageSlot",
     "Text",
     "TextDelta",
     "Tool",
     "ToolCall",
     "ToolContext",
+    "ToolInvocation",
     "ToolProgress",
     "ToolResult",
     "Toolset",
