@@ -138,7 +138,7 @@ class AgentCliProvider(Provider):
         mode, target = self._mode(session)
         invocation = self._invocation(session=session, prompt=prompt, executable=exe, mode=mode, target=target)
         env = compose_env(None, self._common_env(), invocation.env)
-        parser = self._new_parser()
+        parser = self._new_parser(session=session, mode=mode, target=target)
         timeout = self._float_option("turn_timeout", 600.0)
         max_retries = self._int_option("max_retries", 2)
         grace = self._float_option("grace", 3.0)
@@ -263,7 +263,7 @@ class AgentCliProvider(Provider):
     ) -> Invocation:
         raise NotImplementedError
 
-    def _new_parser(self) -> StreamParser:
+    def _new_parser(self, *, session: ProviderSession, mode: SessionMode, target: str | None) -> StreamParser:
         raise NotImplementedError
 
     def _common_env(self) -> dict[str, str | None]:

@@ -98,7 +98,7 @@ class ClaudeCodeProvider(AgentCliProvider):
             env["IS_SANDBOX"] = "1"
         return Invocation(argv=argv, env=env)
 
-    def _new_parser(self) -> StreamParser:
+    def _new_parser(self, *, session: ProviderSession, mode: SessionMode, target: str | None) -> StreamParser:
         return ClaudeStreamJsonParser(model=self.model)
 
     def _credentials_check(self, environ: Mapping[str, str]) -> PreflightCheck:

@@ -92,8 +92,34 @@ class CodexProvider(AgentCliProvider):
             argv += [*flags, prompt]
         return Invocation(argv=argv, env=env)
 
-    def _new_parser(self) -> StreamParser:
-        return CodexJsonParser(model=self.model)
+    def _new_parser(self, *, session: ProviderSession, mode: SessionMode, target: str | None) -> StreamParser:
+        parser = CodexJsonParser(model=self.model)
+        if mode != "fresh" and target:
+            # Codex reports the thread's running totals; the turn's share is what it adds to them.
+            parser.baseline = self._thread_totals(target)
+        return parser
+
+    def _thread_totals(self, thread_id: str) -> dict[str, int]:
+        """The token totals a thread had reached, from the last ``token_count`` of its rollout."""
+        rollout = self._search_transcript(thread_id)
+        if rollout is None:
+            return {}
+        totals: dict[str, int] = {}
+        try:
+            with rollout.open("rb") as fh:
+                for line in fh:
+                    if b'"token_count"' not in line:
+                        continue
+                    try:
+                        record = json.loads(line)
+                        figures = record["payload"]["info"]["total_token_usage"]
+                    except (ValueError, KeyError, TypeError):
+                        continue
+                    if isinstance(figures, dict):
+                        totals = {k: v for k, v in figures.items() if isinstance(v, int)}
+        except OSError:
+            return {}
+        return totals
 
     def _credentials_check(self, environ: Mapping[str, str]) -> PreflightCheck:
         key_env = self.option_values.get("api_key_env", "OPENAI_API_KEY")

@@ -93,7 +93,14 @@ class GeminiCliProvider(AgentCliProvider):
         }
         if os.environ.get("GEMINI_API_KEY") and not self._user_auth_type():
             defaults["security"] = {"auth": {"selectedType": "gemini-api-key"}}
-        fd, path = tempfile.mkstemp(prefix="seamline-gemini-", suffix=".json")
+        folder = _secure_dir()
+        if folder is None:
+            # The CLI ignores a settings file under a group- or world-writable directory
+            # (any path in /tmp); then its own settings and our turn timeout bound it.
+            async for event in self._run_turn(session, prompt):
+                yield event
+            return
+        fd, path = tempfile.mkstemp(prefix="gemini-defaults-", suffix=".json", dir=folder)
         try:
             with os.fdopen(fd, "w") as fh:
                 json.dump(defaults, fh)
@@ -113,12 +120,19 @@ class GeminiCliProvider(AgentCliProvider):
         value = auth.get("selectedType") if isinstance(auth, dict) else None
         return value if isinstance(value, str) else None
 
-    def _new_parser(self) -> StreamParser:
+    def _new_parser(self, *, session: ProviderSession, mode: SessionMode, target: str | None) -> StreamParser:
         return GeminiStreamJsonParser(model=self.model)
 
     def _credentials_check(self, environ: Mapping[str, str]) -> PreflightCheck:
         for key in ("GEMINI_API_KEY", "GOOGLE_API_KEY"):
             if environ.get(key):
+                if self._user_auth_type() is None and _secure_dir() is None:
+                    return PreflightCheck(
+                        name="credentials",
+                        ok=False,
+                        detail=f"{key} is set but no auth type is selected in {self.config_dir() / 'settings.json'}",
+                        fix='add {"security": {"auth": {"selectedType": "gemini-api-key"}}} to that file',
+                    )
                 return PreflightCheck(name="credentials", ok=True, detail=f"{key} is set")
         stored = self.config_dir() / "oauth_creds.json"
         if stored.is_file():
@@ -162,3 +176,20 @@ class GeminiCliProvider(AgentCliProvider):
             if psid.encode() in head:
                 return candidate
         return None
+
+
+def _secure_dir() -> Path | None:
+    """A folder for seamline's settings file that the Gemini CLI will trust: it and every
+    folder above it are writable by their owner only. ``None`` when there is none."""
+    candidates = []
+    if runtime := os.environ.get("XDG_RUNTIME_DIR"):
+        candidates.append(Path(runtime) / "seamline")
+    candidates.append(Path(os.environ.get("HOME") or Path.home()) / ".cache" / "seamline")
+    for folder in candidates:
+        try:
+            folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+            if all(not (p.stat().st_mode & 0o022) for p in (folder, *folder.parents)):
+                return folder
+        except OSError:
+            continue
+    return None

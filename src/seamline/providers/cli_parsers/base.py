@@ -46,7 +46,10 @@ def classify_message(message: str) -> tuple[ErrorKind, bool]:
         return "provider", True
     if "rate limit" in lowered or "quota" in lowered or "resource_exhausted" in lowered:
         return "quota", True
-    if any(s in lowered for s in ("unauthorized", "unauthenticated", "api key", "authentication", "not logged in")):
+    if any(
+        s in lowered
+        for s in ("unauthorized", "unauthenticated", "api key", "authentication", "not logged in", "auth method")
+    ):
         return "auth", False
     match = _STATUS_IN_TEXT.search(message)
     if match is not None:

@@ -43,6 +43,8 @@ class CodexJsonParser(StreamParser):
         self._texts: list[str] = []
         self._pending_error = ""
         self._turns = 0
+        #: the thread's totals before this turn (resumed threads report running totals)
+        self.baseline: dict[str, int] = {}
 
     def _frame(self, frame: dict[str, Any]) -> list[Event]:
         kind = frame.get("type")
@@ -183,13 +185,18 @@ class CodexJsonParser(StreamParser):
         usage = frame.get("usage")
         if not isinstance(usage, dict):
             return []
+
+        def turn_share(key: str) -> int:
+            # Floored at zero: a total below the baseline means the thread was reset, not refunded.
+            return max(as_int(usage.get(key)) - self.baseline.get(key, 0), 0)
+
         return [
             Usage(
                 # OpenAI's input count already includes the cached tokens.
-                input_tokens=as_int(usage.get("input_tokens")),
-                output_tokens=as_int(usage.get("output_tokens")),
-                cache_read_tokens=as_int(usage.get("cached_input_tokens")),
-                cache_write_tokens=as_int(usage.get("cache_write_input_tokens")),
+                input_tokens=turn_share("input_tokens"),
+                output_tokens=turn_share("output_tokens"),
+                cache_read_tokens=turn_share("cached_input_tokens"),
+                cache_write_tokens=turn_share("cache_write_input_tokens"),
                 model=self.model,
                 usage_id=f"codex:{self.provider_session_id}:{self._turns}" if self.provider_session_id else None,
             )

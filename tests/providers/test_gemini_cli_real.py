@@ -1,0 +1,173 @@
+"""The Gemini CLI, the real program, against the fake Gemini API on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from seamline.errors import InvalidRequest
+from seamline.events import Error, Session, Text, Usage
+from seamline.providers.gemini_cli import GeminiCliProvider
+from tests.fakes.gemini_api import FakeGemini
+from tests.providers.agent_cli_support import (
+    ROOT,
+    CliWorld,
+    abort_when,
+    assert_group_gone,
+    cli_path,
+    collect,
+    make_world,
+    one_complete,
+    run_async,
+)
+
+pytestmark = pytest.mark.real
+MODEL = "gemini-2.5-flash"
+
+
+@pytest.fixture
+def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CliWorld:
+    made = make_world(tmp_path, monkeypatch)
+    # As a user configures it: API-key auth, and one attempt per call. The CLI ignores
+    # seamline's own defaults file under /tmp (where every test HOME lives), so the
+    # settings that bound its retries are the user's here.
+    settings = {"security": {"auth": {"selectedType": "gemini-api-key"}}, "general": {"maxAttempts": 1}}
+    (made.home / ".gemini").mkdir()
+    (made.home / ".gemini" / "settings.json").write_text(json.dumps(settings))
+    return made
+
+
+def provider(fake: FakeGemini, **options: str) -> GeminiCliProvider:
+    merged = {"executable": cli_path("gemini"), "base_url": fake.root_url, "max_retries": "0", **options}
+    return GeminiCliProvider(model=MODEL, options=merged)
+
+
+def contents(fake: FakeGemini) -> list[str]:
+    return [json.dumps(r.body.get("contents")) for r in fake.model_requests()]
+
+
+def test_seamline_run_json_end_to_end_with_tools_usage_and_cost(world: CliWorld) -> None:
+    script = [
+        {"tool_calls": [{"name": "run_shell_command", "arguments": {"command": "cat notes.txt"}}]},
+        {"tool_calls": [{"name": "read_file", "arguments": {"file_path": "notes.txt"}}]},
+        {"text": "The word is pelican.", "usage": {"input_tokens": 200, "output_tokens": 7, "cache_read_tokens": 50}},
+    ]
+    with FakeGemini(script) as fake:
+        argv = [
+            sys.executable, "-m", "seamline", "run", "--provider", "gemini-cli", "--model", MODEL, "--json",
+            "-o", f"executable={cli_path('gemini')}", "-o", f"base_url={fake.root_url}", "-o", "max_retries=0",
+            "--workspace", str(world.workspace), "What is the secret word?",
+        ]  # fmt: skip
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=ROOT, check=False)
+        seen = contents(fake)
+    assert done.returncode == 0, done.stderr
+    events = [json.loads(line) for line in done.stdout.splitlines()]
+    kinds = [e["type"] for e in events]
+    assert kinds[0] == "session" and kinds[-1] == "complete" and kinds.count("complete") == 1
+    calls = [e for e in events if e["type"] == "tool_call"]
+    results = [e for e in events if e["type"] == "tool_result"]
+    assert [c["name"] for c in calls] == ["run_shell_command", "read_file"]
+    assert [r["call_id"] for r in results] == [c["call_id"] for c in calls]
+    assert "pelican" in results[0]["output"] and not results[0]["is_error"]
+    assert any(e["type"] == "file_change" and e["kind"] == "read" for e in events)
+    usage = [e for e in events if e["type"] == "usage"]
+    # The CLI sums the turn's three model calls (10 is the fake's default input count).
+    assert len(usage) == 1 and usage[0]["input_tokens"] == 100 + 10 + 200
+    assert usage[0]["cache_read_tokens"] == 50 and usage[0]["priced"] is True and usage[0]["cost_usd"] > 0
+    assert events[-1]["outcome"] == "completed" and events[-1]["text"] == "The word is pelican."
+    assert len(seen) == 3 and "pelican" in seen[1]
+
+
+@run_async
+async def test_resume_continues_the_session(world: CliWorld) -> None:
+    with FakeGemini([{"text": "First."}, {"text": "Second."}]) as fake:
+        gemini = provider(fake)
+        session = await gemini.open(workspace=world.workspace)
+        first = await collect(session, "zeppelin-marker")
+        assert one_complete(first).outcome == "completed"
+        psid = session.provider_session_id
+        assert psid is not None
+        again = await gemini.open_resumed(psid, workspace=world.workspace)
+        second = await collect(again, "what did I say?")
+        seen = contents(fake)
+    assert one_complete(second).text == "Second."
+    assert again.provider_session_id == psid
+    assert "zeppelin-marker" in seen[-1] and "First." in seen[-1]
+    usage = [e for e in second if isinstance(e, Usage)]
+    assert len(usage) == 1 and usage[0].input_tokens == 10  # this turn's figures
+    transcript = gemini.transcript_location(session)
+    assert transcript is not None and transcript.is_file() and "zeppelin-marker" in transcript.read_text()
+
+
+@run_async
+async def test_fork_is_refused_as_the_capability_says(world: CliWorld) -> None:
+    assert GeminiCliProvider.capabilities().forking == "none"
+    with FakeGemini([{"text": "Parent."}]) as fake:
+        gemini = provider(fake)
+        parent = await gemini.open(workspace=world.workspace)
+        await collect(parent, "hi")
+        with pytest.raises(InvalidRequest, match="cannot fork"):
+            await gemini.open_forked(parent, workspace=world.workspace)
+
+
+@pytest.mark.parametrize(
+    ("status", "kind"),
+    [(401, "auth"), (429, "quota"), (500, "provider"), (503, "provider")],
+)
+@run_async
+async def test_api_errors_are_classified_despite_the_exit_code(world: CliWorld, status: int, kind: str) -> None:
+    with FakeGemini([{"status": status, "times": -1}]) as fake:
+        gemini = provider(fake)
+        session = await gemini.open(workspace=world.workspace)
+        events = await collect(session, "hi")
+        asked = len(fake.model_requests())
+    final = one_complete(events)
+    errors = [e for e in events if isinstance(e, Error)]
+    assert final.outcome == "failed" and final.stop_reason == kind
+    assert errors and errors[-1].kind == kind and str(status) in errors[-1].message
+    assert asked == 1  # max_retries=0 reached the CLI: no retry
+    assert_group_gone(session)
+
+
+@run_async
+async def test_stream_cut_midway_is_an_error_though_the_exit_code_is_zero(world: CliWorld) -> None:
+    with FakeGemini([{"text": "a cut answer that never ends", "cut_after": 2, "times": -1}]) as fake:
+        gemini = provider(fake)
+        session = await gemini.open(workspace=world.workspace)
+        events = await collect(session, "hi")
+    final = one_complete(events)
+    errors = [e for e in events if isinstance(e, Error)]
+    assert final.outcome == "failed", events
+    assert errors and errors[-1].kind in ("transport", "provider")
+    assert_group_gone(session)
+
+
+@run_async
+async def test_abort_mid_turn_ends_the_relaunched_process_group(world: CliWorld) -> None:
+    # The CLI relaunches itself as a child and ignores signals to its own PID: the group must go.
+    with FakeGemini([{"text": "slow", "delay": 30}]) as fake:
+        gemini = provider(fake, grace="1")
+        session = await gemini.open(workspace=world.workspace)
+        events = await abort_when(
+            gemini, session, "hi", lambda e: isinstance(e, Session) and bool(e.provider_session_id)
+        )
+    final = one_complete(events)
+    assert final.outcome == "aborted"
+    assert not [e for e in events if isinstance(e, Text)]
+    assert_group_gone(session)
+
+
+@run_async
+async def test_turn_timeout_is_classified_and_ends_the_group(world: CliWorld) -> None:
+    with FakeGemini([{"text": "late", "delay": 30}]) as fake:
+        gemini = provider(fake, turn_timeout="6", grace="1")
+        session = await gemini.open(workspace=world.workspace)
+        events = await collect(session, "hi")
+    final = one_complete(events)
+    assert final.outcome == "failed" and final.stop_reason == "timeout"
+    assert [e.kind for e in events if isinstance(e, Error)] == ["timeout"]
+    assert_group_gone(session)
