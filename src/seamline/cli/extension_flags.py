@@ -11,7 +11,6 @@ from seamline.sessions.store import default_store_path
 from seamline.stages.builder import AgentBuilder
 from seamline.stages.modules import load_module
 from seamline.tools.mcp import McpModule
-from seamline.tools.mcp_config import load_mcp_config
 from seamline.tools.permissions import PermissionRules, PermissionService, TerminalPrompter
 from seamline.tools.workspace import Workspace
 
@@ -44,9 +43,9 @@ def run_extensions(args: argparse.Namespace, workspace: Workspace, *, yes: bool)
     builder = AgentBuilder()
     for name in getattr(args, "module", None) or []:
         builder.use(load_module(name))
-    servers = load_mcp_config(workspace=workspace.root, files=getattr(args, "mcp_config", None) or [])
-    if servers:
-        builder.use(McpModule(servers, workspace=workspace.root))
+    mcp = McpModule.load(workspace=workspace.root, files=getattr(args, "mcp_config", None) or [])
+    if mcp.source.servers:
+        builder.use(mcp)
     store = getattr(args, "store", None)
     rules = None
     if not getattr(args, "no_store", False) and (store is None or "://" not in str(store)):

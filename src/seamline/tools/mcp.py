@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from seamline.errors import InvalidRequest, ProviderFailure, SeamlineError, TimeoutFailure, TransportFailure
 from seamline.tools.base import Tool, ToolClass
-from seamline.tools.mcp_config import McpServerConfig
+from seamline.tools.mcp_config import McpServerConfig, load_mcp_config
 from seamline.tools.sources import ToolSourceContext
 
 if TYPE_CHECKING:
@@ -304,7 +304,7 @@ def _make_tool(link: McpServerLink, remote: mcp_types.Tool) -> Tool:
 class McpToolSource:
     """Every configured MCP server as one tool source (the ``mcp`` module adds one).
 
-    >>> from seamline.tools.mcp_config import McpServerConfig
+    >>> from seamline.tools.mcp_config import McpServerConfig, load_mcp_config
     >>> source = McpToolSource([McpServerConfig(name="demo", transport="stdio", command="demo-server")])
     >>> source.name, [s.name for s in source.servers]
     ('mcp', ['demo'])
@@ -352,6 +352,21 @@ class McpModule:
 
     def __init__(self, servers: Sequence[McpServerConfig], *, workspace: str | os.PathLike[str] | None = None) -> None:
         self.source = McpToolSource(servers, workspace=workspace)
+
+    @classmethod
+    def load(
+        cls,
+        *,
+        workspace: str | os.PathLike[str] | None = None,
+        profile: Any = None,
+        files: Iterable[str | os.PathLike[str]] = (),
+    ) -> McpModule:
+        """The module for the merged configuration: the user's file, the workspace's
+        ``.mcp.json``, the profile's ``mcp_servers``, then ``files`` (later wins)."""
+        servers = load_mcp_config(
+            workspace=workspace, profile_servers=getattr(profile, "mcp_servers", None) or None, files=files
+        )
+        return cls(servers, workspace=workspace)
 
     def configure(self, builder: Any) -> None:
         builder.add_tool_source(self.source)
