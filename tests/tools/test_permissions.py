@@ -350,3 +350,64 @@ def test_permissions_cli_add_list_rm(tmp_path: Path, seamline_cmd: list[str], cl
 def test_the_hard_denial_check_never_crashes(command: str) -> None:
     reason = recursive_delete_outside_workspace(shell, {"command": command}, Path("/work/ws"))
     assert reason is None or reason.startswith("recursive delete outside the workspace")
+
+
+def test_cli_prompts_on_a_terminal_and_always_stores_a_rule(
+    tmp_path: Path, seamline_cmd: list[str], cli_env: dict[str, str]
+) -> None:
+    import os
+    import pty
+    import select
+    import time
+
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    script = tmp_path / "script.json"
+    call = {"name": "write_file", "arguments": {"path": "note.txt", "content": "hi"}}
+    script.write_text(json.dumps([{"tool_calls": [call]}, {"tool_calls": [call]}, {"text": "written"}]))
+    cli_env["XDG_CONFIG_HOME"] = str(tmp_path / "config")
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        [
+            *seamline_cmd,
+            "run",
+            "--provider",
+            "scripted",
+            "-o",
+            f"script={script}",
+            "--json",
+            "-w",
+            str(workspace),
+            "write it",
+        ],
+        stdin=slave,
+        stderr=slave,
+        stdout=subprocess.PIPE,
+        env=cli_env,
+        start_new_session=True,
+    )
+    os.close(slave)
+    seen = b""
+    try:
+        deadline = time.monotonic() + 60
+        while b"[a]lways" not in seen and time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.5)
+            if ready:
+                seen += os.read(master, 4096)
+        assert b"allow write_file" in seen, seen
+        os.write(master, b"a\n")
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, 9)
+            proc.wait()
+        os.close(master)
+    assert proc.returncode == 0
+    events = [json.loads(line) for line in out.decode().splitlines()]
+    decisions = [e for e in events if e["type"] == "permission_decision"]
+    assert [(d["decision"], d["scope"]) for d in decisions] == [("allow", "always")]  # asked once: the rule held after
+    assert (workspace / "note.txt").read_text() == "hi"
+    listed = subprocess.run(
+        [*seamline_cmd, "permissions", "list"], capture_output=True, text=True, env=cli_env, timeout=30
+    )
+    assert listed.stdout.strip() == f"#1 allow tool=write_file workspace={workspace.resolve()}"
