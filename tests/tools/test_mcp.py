@@ -191,9 +191,19 @@ def test_bad_servers_are_classified_and_the_run_goes_on_without_them(tmp_path: P
         McpServerConfig(name="absent", transport="stdio", command="/nonexistent/mcp-server"),
         McpServerConfig(name="refused", transport="http", url="http://127.0.0.1:9/mcp", startup_timeout=5.0),
     ]
+    silent = socket.socket()  # listens, never answers
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)
+    port = silent.getsockname()[1]
+    bad.append(
+        McpServerConfig(name="silent", transport="http", url=f"http://127.0.0.1:{port}/mcp", startup_timeout=1.0)
+    )
     notes: list[str] = []
     script = [{"tool_calls": [{"name": "add", "arguments": {"a": 1, "b": 1}}]}, {"text": "ok"}]
-    result = _run(script, [*bad, _py_stdio()], tmp_path, notes)
+    try:
+        result = _run(script, [*bad, _py_stdio()], tmp_path, notes)
+    finally:
+        silent.close()
     assert result.outcome == "completed"
     assert [e.output for e in result.events if isinstance(e, ToolResult)] == ["2"]
     by_server = {n.split()[2]: n for n in notes}
@@ -202,6 +212,24 @@ def test_bad_servers_are_classified_and_the_run_goes_on_without_them(tmp_path: P
     assert "transport error" in by_server["garbage"] and "garbage" in by_server["garbage"]
     assert "transport error" in by_server["absent"] and "cannot start" in by_server["absent"]
     assert "transport error" in by_server["refused"]
+    assert "timeout error" in by_server["silent"]
+
+
+@pytest.mark.real
+def test_a_server_that_answers_a_call_with_garbage_gives_a_timeout_and_the_run_goes_on(tmp_path: Path) -> None:
+    garbage = McpServerConfig(
+        name="garbled",
+        transport="stdio",
+        command=sys.executable,
+        args=(str(PY_SERVER.parent / "garbage_on_call.py"),),
+        call_timeout=1.0,
+        tool_class="read",  # the server gives no annotations; the config says what the tool is
+    )
+    script = [{"tool_calls": [{"name": "speak", "arguments": {}}]}, {"text": "carried on"}]
+    result = _run(script, [garbage], tmp_path)
+    assert result.outcome == "completed" and result.text == "carried on"
+    (speak,) = [e for e in result.events if isinstance(e, ToolResult)]
+    assert speak.is_error and speak.output == "timeout error: MCP server garbled did not answer in time"
 
 
 def test_a_required_server_that_fails_stops_the_run_before_the_session(tmp_path: Path) -> None:
