@@ -144,6 +144,11 @@ class AgentBuilder:
         """Check the profile, ask the tool sources, apply the allowlist; close the sources
         when the block ends (in the same task that opened them)."""
         self.check(profile)
+        wanted = allow if allow is not None else (profile.allowed_tools if profile else None)
+        if not (self._sources or self._tools or wanted is not None):
+            # Nothing to add or filter: the host tools as given, no copy.
+            yield RunParts(tools=host, stages=self.stages(), observers=tuple(self._observers))
+            return
         base = Toolset(host, workspace=host.workspace)
         for extra in self._tools:
             if base.get(extra.name) is None:
@@ -151,7 +156,6 @@ class AgentBuilder:
         context = ToolSourceContext(profile=profile, workspace=workspace, report=report or _warn)
         try:
             tools = await resolve_tools(base, self._sources, context)
-            wanted = allow if allow is not None else (profile.allowed_tools if profile else None)
             if wanted is not None:
                 tools = tools.restrict(wanted)
             yield RunParts(tools=tools, stages=self.stages(), observers=tuple(self._observers))
