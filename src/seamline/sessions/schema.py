@@ -14,8 +14,18 @@ __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "Dialect"]
 Dialect = Literal["sqlite", "postgres"]
 
 _TYPES: Final[dict[Dialect, dict[str, str]]] = {
-    "sqlite": {"serial": "INTEGER PRIMARY KEY AUTOINCREMENT", "real": "REAL", "bigint": "INTEGER"},
-    "postgres": {"serial": "BIGSERIAL PRIMARY KEY", "real": "DOUBLE PRECISION", "bigint": "BIGINT"},
+    "sqlite": {
+        "serial": "INTEGER PRIMARY KEY AUTOINCREMENT",
+        "real": "REAL",
+        "bigint": "INTEGER",
+        "without_rowid": " WITHOUT ROWID",
+    },
+    "postgres": {
+        "serial": "BIGSERIAL PRIMARY KEY",
+        "real": "DOUBLE PRECISION",
+        "bigint": "BIGINT",
+        "without_rowid": "",
+    },
 }
 
 _V1: Final = """
@@ -83,7 +93,49 @@ CREATE TABLE IF NOT EXISTS transcript_state (
 );
 """
 
-MIGRATIONS: Final[tuple[str, ...]] = (_V1, _V2)
+# v3: the raw log and the ledger are clustered by session (one B-tree, no side index),
+# numbered per session; derived transcripts are dropped and derived again on read.
+_V3: Final = """
+CREATE TABLE raw_log_v3 (
+    session_id TEXT NOT NULL,
+    seq {bigint} NOT NULL,
+    turn INTEGER NOT NULL,
+    direction TEXT NOT NULL,
+    source TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    created_at {real} NOT NULL,
+    PRIMARY KEY (session_id, seq)
+){without_rowid};
+INSERT INTO raw_log_v3 (session_id, seq, turn, direction, source, payload, created_at)
+    SELECT session_id, ROW_NUMBER() OVER (PARTITION BY session_id ORDER BY seq), turn, direction, source, payload,
+    created_at FROM raw_log;
+DROP TABLE raw_log;
+ALTER TABLE raw_log_v3 RENAME TO raw_log;
+CREATE TABLE usage_ledger_v3 (
+    session_id TEXT NOT NULL,
+    n INTEGER NOT NULL,
+    turn INTEGER NOT NULL,
+    input_tokens {bigint} NOT NULL,
+    output_tokens {bigint} NOT NULL,
+    cache_read_tokens {bigint} NOT NULL,
+    cache_write_tokens {bigint} NOT NULL,
+    cost_usd {real},
+    priced INTEGER NOT NULL,
+    model TEXT,
+    created_at {real} NOT NULL,
+    PRIMARY KEY (session_id, n)
+){without_rowid};
+INSERT INTO usage_ledger_v3 (session_id, n, turn, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
+    cost_usd, priced, model, created_at)
+    SELECT session_id, ROW_NUMBER() OVER (PARTITION BY session_id ORDER BY id), turn, input_tokens, output_tokens,
+    cache_read_tokens, cache_write_tokens, cost_usd, priced, model, created_at FROM usage_ledger;
+DROP TABLE usage_ledger;
+ALTER TABLE usage_ledger_v3 RENAME TO usage_ledger;
+DELETE FROM transcript;
+DELETE FROM transcript_state
+"""
+
+MIGRATIONS: Final[tuple[str, ...]] = (_V1, _V2, _V3)
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 
 

@@ -73,7 +73,9 @@ class StoreCore:
     location: str = ""
 
     def __init__(self) -> None:
-        self._pending: list[tuple[str, int, str, str, str, float]] = []
+        self._pending: list[tuple[str, int, int, str, str, str, float]] = []
+        self._next_seq: dict[str, int] = {}
+        self._next_usage: dict[str, int] = {}
 
     # -- primitives (per database) ------------------------------------------------------
     def _execute(self, sql: str, params: Sequence[Any] = ()) -> None:
@@ -210,6 +212,8 @@ class StoreCore:
             for table in ("transcript", "transcript_state", "usage_ledger", "raw_log"):
                 self._execute(f"DELETE FROM {table} WHERE session_id = ?", (session_id,))
             self._execute("DELETE FROM sessions WHERE id = ?", (session_id,))
+        self._next_seq.pop(session_id, None)
+        self._next_usage.pop(session_id, None)
 
     def recover_interrupted(self) -> list[str]:
         """Mark ``open`` sessions whose process on this host is gone as ``interrupted``."""
@@ -228,7 +232,16 @@ class StoreCore:
     # -- raw log ----------------------------------------------------------------------------
     def append_raw(self, session_id: str, turn: int, direction: Direction, source: str, payload: str) -> None:
         """Queue one raw row; :meth:`flush` writes the queue in one transaction."""
-        self._pending.append((session_id, turn, direction, source, payload, time.time()))
+        seq = self._next_seq.get(session_id)
+        if seq is None:
+            seq = self._last("raw_log", "seq", session_id) + 1
+        self._next_seq[session_id] = seq + 1
+        self._pending.append((session_id, seq, turn, direction, source, payload, time.time()))
+
+    def _last(self, table: str, column: str, session_id: str) -> int:
+        return int(
+            self._query(f"SELECT COALESCE(MAX({column}), 0) FROM {table} WHERE session_id = ?", (session_id,))[0][0]
+        )
 
     def flush(self) -> None:
         if not self._pending:
@@ -241,9 +254,10 @@ class StoreCore:
             self._pending[:0] = rows  # keep them: a later flush may succeed
             raise
 
-    def _write_pending(self, rows: Sequence[tuple[str, int, str, str, str, float]]) -> None:
+    def _write_pending(self, rows: Sequence[tuple[str, int, int, str, str, str, float]]) -> None:
         self._executemany(
-            "INSERT INTO raw_log (session_id, turn, direction, source, payload, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+            "INSERT INTO raw_log (session_id, seq, turn, direction, source, payload, created_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
             rows,
         )
 
@@ -264,11 +278,15 @@ class StoreCore:
             with self._transaction():
                 if rows:
                     self._write_pending(rows)
+                n = self._next_usage.get(session_id)
+                if n is None:
+                    n = self._last("usage_ledger", "n", session_id) + 1
                 self._execute(
-                    "INSERT INTO usage_ledger (session_id, turn, input_tokens, output_tokens, cache_read_tokens,"
-                    " cache_write_tokens, cost_usd, priced, model, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO usage_ledger (session_id, n, turn, input_tokens, output_tokens, cache_read_tokens,"
+                    " cache_write_tokens, cost_usd, priced, model, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (
                         session_id,
+                        n,
                         turn,
                         usage.input_tokens,
                         usage.output_tokens,
@@ -280,6 +298,7 @@ class StoreCore:
                         time.time(),
                     ),
                 )
+            self._next_usage[session_id] = n + 1
         except InvalidRequest:
             self._pending[:0] = rows
             raise
@@ -287,7 +306,7 @@ class StoreCore:
     def usage_rows(self, session_id: str) -> list[UsageRow]:
         rows = self._query(
             "SELECT session_id, turn, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost_usd,"
-            " priced, model FROM usage_ledger WHERE session_id = ? ORDER BY id",
+            " priced, model FROM usage_ledger WHERE session_id = ? ORDER BY n",
             (session_id,),
         )
         return [UsageRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], bool(r[7]), r[8]) for r in rows]
