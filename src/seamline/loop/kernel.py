@@ -8,7 +8,7 @@ model call. It never raises for a failure of the run: every turn ends with exact
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 from seamline.errors import InvalidRequest, PermissionDenied, SeamlineError
@@ -250,7 +250,7 @@ async def _run_tools(
 
     Only approved calls reach the tool stages."""
     before: list[list[Event]] = [[] for _ in calls]
-    jobs: list[asyncio.Future[str] | None] = []
+    jobs: list[Awaitable[str] | None] = []
     results: list[ToolResult | None] = [None] * len(calls)
     buffers: list[list[Event]] = [[] for _ in calls]
     for i, call in enumerate(calls):
@@ -302,7 +302,7 @@ async def _run_tools(
             workspace=tools.workspace,
         )
         if stages is None:
-            jobs.append(asyncio.ensure_future(found.invoke(arguments, tctx)))
+            jobs.append(found.invoke(arguments, tctx))
         else:
             invocation = ToolInvocation(
                 tool=found,
@@ -313,23 +313,16 @@ async def _run_tools(
                 turn_id=ctx.turn,
                 context=tctx,
             )
-            jobs.append(asyncio.ensure_future(stages.invoke_tool(invocation)))
-    pending = [j for j in jobs if j is not None]
-    if pending:
-        try:
-            await asyncio.wait(pending)
-        except asyncio.CancelledError:
-            for j in pending:
-                j.cancel()
-            raise
+            jobs.append(stages.invoke_tool(invocation))
+    outcomes = await _settle(jobs)
     for i, call in enumerate(calls):
         yield_events = before[i] + buffers[i]
-        job = jobs[i]
+        outcome = outcomes[i]
         result = results[i]
-        if job is not None:
-            exc = job.exception()
+        if outcome is not None:
+            value, exc = outcome
             if exc is None:
-                result = ToolResult(call_id=call.call_id, output=job.result(), name=call.name)
+                result = ToolResult(call_id=call.call_id, output=value, name=call.name)
             elif isinstance(exc, SeamlineError):
                 if exc.kind in ("sandbox", "permission", "timeout"):
                     yield_events.append(exc.to_event())
@@ -356,3 +349,39 @@ async def _run_tools(
         messages.append(
             Message(role="tool", content=result.output, call_id=call.call_id, name=call.name, is_error=result.is_error)
         )
+
+
+async def _settle(jobs: list[Awaitable[str] | None]) -> list[tuple[str, BaseException | None] | None]:
+    """Run the tool coroutines concurrently and collect each one's value or exception.
+
+    A single call is awaited in place: no task, no wait set (the common case, and the
+    hot path of a tool loop).
+    """
+    live = [j for j in jobs if j is not None]
+    if len(live) == 1:
+        only = live[0]
+        try:
+            single: tuple[str, BaseException | None] = (await only, None)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a tool's failure is reported to the model
+            single = ("", exc)
+        return [single if j is not None else None for j in jobs]
+    tasks = [asyncio.ensure_future(j) if j is not None else None for j in jobs]
+    running = [t for t in tasks if t is not None]
+    if running:
+        try:
+            await asyncio.wait(running)
+        except asyncio.CancelledError:
+            for t in running:
+                t.cancel()
+            raise
+    out: list[tuple[str, BaseException | None] | None] = []
+    for task in tasks:
+        if task is None:
+            out.append(None)
+        elif task.exception() is not None:
+            out.append(("", task.exception()))
+        else:
+            out.append((task.result(), None))
+    return out
