@@ -154,3 +154,33 @@ def run_async(test: Callable[..., Awaitable[None]]) -> Callable[..., None]:
         asyncio.run(test(*args, **kwargs))  # type: ignore[arg-type]
 
     return wrapper
+
+
+FIXTURES = ROOT / "tests" / "fixtures"
+
+
+def fixture_lines(provider: str, scenario: str) -> list[bytes]:
+    """The lines a real CLI printed, as captured by ``tests/fixtures/capture.py``."""
+    return (FIXTURES / provider / f"{scenario}.jsonl").read_bytes().splitlines()
+
+
+def fixture_meta(provider: str, scenario: str) -> dict[str, Any]:
+    import json
+
+    meta: dict[str, Any] = json.loads((FIXTURES / provider / f"{scenario}.json").read_text())
+    return meta
+
+
+def replay(
+    parser: Any,
+    lines: list[bytes],
+    *,
+    returncode: int | None = 0,
+    aborted: bool = False,
+) -> list[Event]:
+    """Feed every line to ``parser`` and finish the turn, as the provider does."""
+    events: list[Event] = []
+    for line in lines:
+        events.extend(parser.feed(line))
+    events.extend(parser.finish(returncode=returncode, aborted=aborted))
+    return events

@@ -42,7 +42,7 @@ def classify_http_status(status: int | None) -> tuple[ErrorKind, bool]:
 def classify_message(message: str) -> tuple[ErrorKind, bool]:
     """Best guess at a kind from an error text that embeds an HTTP status or a known phrase."""
     lowered = message.lower()
-    if "overloaded" in lowered:
+    if "overloaded" in lowered or "high demand" in lowered:
         return "provider", True
     if "rate limit" in lowered or "quota" in lowered or "resource_exhausted" in lowered:
         return "quota", True
@@ -54,7 +54,10 @@ def classify_message(message: str) -> tuple[ErrorKind, bool]:
     match = _STATUS_IN_TEXT.search(message)
     if match is not None:
         return classify_http_status(int(match.group(1)))
-    if any(s in lowered for s in ("econnrefused", "connection", "fetch failed", "network", "stream", "disconnected")):
+    if any(
+        s in lowered
+        for s in ("econnrefused", "connection", "fetch failed", "network", "stream", "disconnected", "terminated")
+    ):
         return "transport", True
     if "timeout" in lowered or "timed out" in lowered:
         return "timeout", True

@@ -1,0 +1,87 @@
+"""The Gemini CLI's stream-json parser, on the lines the real program printed (golden
+fixtures from tests/fixtures/gemini-cli, captured by tests/fixtures/capture.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from seamline.events import Complete, Error, FileChange, Session, Text, TextDelta, ToolCall, ToolResult, Usage
+from seamline.providers.cli_parsers.gemini_cli import GeminiStreamJsonParser
+from tests.providers import cli_parser_properties as props
+from tests.providers.agent_cli_support import fixture_lines, fixture_meta, replay
+
+P = "gemini-cli"
+
+
+def parse(scenario: str, **kwargs: object) -> list[object]:
+    return list(replay(GeminiStreamJsonParser(), fixture_lines(P, scenario), **kwargs))  # type: ignore[arg-type]
+
+
+def test_fixtures_say_how_they_were_made() -> None:
+    meta = fixture_meta(P, "tools")
+    assert meta["cli_version"] == "0.61.0"
+    assert meta["command"][:2] == ["gemini", "-p"] and "stream-json" in meta["command"]
+
+
+def test_plain_answer_streams_then_completes() -> None:
+    events = parse("plain")
+    sessions = [e for e in events if isinstance(e, Session)]
+    assert len(sessions) == 1 and sessions[0].model == "gemini-2.5-flash"
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "Hello from the fake."
+    assert [e.text for e in events if isinstance(e, Text)] == ["Hello from the fake."]
+    usage = [e for e in events if isinstance(e, Usage)]
+    assert len(usage) == 1 and usage[0].input_tokens == 30 and usage[0].model == "gemini-2.5-flash"
+    assert isinstance(events[-1], Complete) and events[-1].outcome == "completed"
+
+
+def test_tools_with_stable_ids_and_file_changes() -> None:
+    events = parse("tools")
+    calls = [e for e in events if isinstance(e, ToolCall)]
+    results = [e for e in events if isinstance(e, ToolResult)]
+    assert [c.name for c in calls] == ["run_shell_command", "read_file", "write_file"]
+    assert [r.call_id for r in results] == [c.call_id for c in calls]
+    assert results[0].output == "the secret word is pelican"
+    changes = [(c.kind, c.call_id) for c in events if isinstance(c, FileChange)]
+    assert changes == [("read", calls[1].call_id), ("edited", calls[2].call_id)]
+    usage = [e for e in events if isinstance(e, Usage)]
+    assert usage[0].input_tokens == 230 and usage[0].cache_read_tokens == 50
+    assert isinstance(events[-1], Complete) and events[-1].text == "The word is pelican."
+
+
+def test_resumed_turn_keeps_the_session_id() -> None:
+    meta = fixture_meta(P, "resume")
+    resumed = meta["command"][meta["command"].index("--resume") + 1]
+    events = parse("resume")
+    assert [e.provider_session_id for e in events if isinstance(e, Session)] == [resumed]
+    assert isinstance(events[-1], Complete) and events[-1].text == "Second, resumed."
+
+
+@pytest.mark.parametrize(
+    ("scenario", "kind", "exit_code"),
+    [("error_401", "auth", 145), ("error_429", "quota", 173), ("error_500", "provider", 244),
+     ("overloaded", "provider", 247), ("cut", "transport", 1)],
+)  # fmt: skip
+def test_failures_are_classified_whatever_the_exit_code(scenario: str, kind: str, exit_code: int) -> None:
+    meta = fixture_meta(P, scenario)
+    assert meta["exit_code"] == exit_code  # the HTTP status modulo 256, not a verdict
+    events = parse(scenario, returncode=exit_code)
+    errors = [e for e in events if isinstance(e, Error)]
+    assert [e.kind for e in errors] == [kind]
+    assert isinstance(events[-1], Complete) and events[-1].stop_reason == kind
+
+
+def test_error_line_then_success_result_is_a_failure() -> None:
+    parser = GeminiStreamJsonParser()
+    lines = fixture_lines(P, "plain")
+    events = [e for line in lines[:-1] for e in parser.feed(line)]
+    events += parser.feed(b'{"type":"error","severity":"error","message":"stream ended unexpectedly"}')
+    events += parser.feed(lines[-1])
+    events += parser.finish(returncode=0)
+    assert isinstance(events[-1], Complete) and events[-1].outcome == "failed"
+    assert events[-1].stop_reason == "transport"
+
+
+ALL = [line for s in ("tools", "error_429", "cut") for line in fixture_lines(P, s)]
+test_damaged_lines = props.check_damage(GeminiStreamJsonParser, fixture_lines(P, "tools"))
+test_shuffled_lines = props.check_shuffled(GeminiStreamJsonParser, ALL)
+test_random_frames = props.check_random(GeminiStreamJsonParser)
