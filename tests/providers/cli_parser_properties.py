@@ -107,7 +107,7 @@ def check_random(factory: ParserFactory) -> Callable[[], None]:
                     "result",
                     "text",
                 ]
-            ),  # fmt: skip
+            ),
             json_values,
             max_size=6,
         ),
