@@ -246,3 +246,26 @@ async def test_write_tool_reports_a_created_file(world: CliWorld) -> None:
     changes = [e for e in events if isinstance(e, FileChange)]
     assert [(c.path, c.kind, c.call_id) for c in changes] == [(str(target), "created", calls[0].call_id)]
     assert [e for e in events if isinstance(e, Usage)]
+
+
+@run_async
+async def test_store_resume_and_fork_verbs_are_native(world: CliWorld, tmp_path: Path) -> None:
+    store = SessionStore(tmp_path / "verbs.db")
+    script = [{"text": "Parent."}, {"text": "Resumed."}, {"text": "Forked."}]
+    with AgentAnthropic(script, fallback={"text": "side"}) as fake:
+        claude = provider(fake)
+        parent = await claude.open(workspace=world.workspace, store=store)
+        await collect(parent, "parent-marker")
+        resumed = await claude.resume(parent.session_id, store=store)
+        assert one_complete(await collect(resumed, "resume-marker")).text == "Resumed."
+        forked = await claude.fork(parent.session_id, store=store)
+        assert one_complete(await collect(forked, "fork-marker")).text == "Forked."
+        requests = fake.turn_requests()
+    assert resumed.resumed == "native" and resumed.provider_session_id == parent.provider_session_id
+    assert "parent-marker" in json.dumps(requests[1].body["messages"])
+    fork_history = json.dumps(requests[2].body["messages"])
+    assert "parent-marker" in fork_history and "resume-marker" in fork_history and "fork-marker" in fork_history
+    record = store.get(forked.session_id)
+    assert record is not None and record.parent_id == parent.session_id
+    assert forked.provider_session_id not in (None, parent.provider_session_id)
+    store.close()

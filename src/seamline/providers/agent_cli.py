@@ -124,6 +124,10 @@ class AgentCliProvider(Provider):
     def _mode(self, session: ProviderSession) -> tuple[SessionMode, str | None]:
         if session.provider_session_id:
             return "resume", session.provider_session_id
+        # The base's fork verb leaves the parent's provider id here for a native fork.
+        parent = session.state.get("fork_from_provider_session_id")
+        if isinstance(parent, str) and parent:
+            return "fork", parent
         pending = session.state.get("cli_mode")
         if isinstance(pending, tuple) and len(pending) == 2:
             mode, target = pending

@@ -1,0 +1,51 @@
+"""gemini-cli without the real program: argv dialect, capabilities, preflight, the
+trusted-folder rule for seamline's settings file."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from seamline.providers import gemini_cli
+from seamline.providers.base import ProviderSession
+from seamline.providers.gemini_cli import GeminiCliProvider
+
+
+def session_of(provider: GeminiCliProvider, tmp_path: Path) -> ProviderSession:
+    return ProviderSession(provider=provider, session_id="0" * 32, workspace=tmp_path, store=None, tools=None)  # type: ignore[arg-type]
+
+
+def test_capabilities_are_truthful() -> None:
+    caps = GeminiCliProvider.capabilities()
+    assert (caps.forking, caps.session_ids, caps.cost_source) == ("none", "seamline", "priced")
+
+
+def test_argv_for_fresh_and_resumed_sessions(tmp_path: Path) -> None:
+    provider = GeminiCliProvider(model="gemini-2.5-pro", options={"base_url": "http://127.0.0.1:9"})
+    session = session_of(provider, tmp_path)
+    fresh = provider._invocation(session=session, prompt="hi", executable="gemini", mode="fresh", target=None)
+    assert fresh.argv == [
+        "gemini", "-p", "hi", "-o", "stream-json", "--skip-trust",
+        "--session-id", "00000000-0000-0000-0000-000000000000", "-m", "gemini-2.5-pro", "--approval-mode", "yolo",
+    ]  # fmt: skip
+    assert fresh.env["GOOGLE_GEMINI_BASE_URL"] == "http://127.0.0.1:9"
+    resumed = provider._invocation(session=session, prompt="hi", executable="gemini", mode="resume", target="abc")
+    assert resumed.argv[6:8] == ["--resume", "abc"]
+
+
+def test_preflight_missing_names_the_install_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    checks = asyncio.run(GeminiCliProvider().preflight())
+    assert checks[0].fix == "npm install -g @google/gemini-cli@0.61.0"
+
+
+def test_settings_file_goes_only_where_the_cli_trusts_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+    open_home = tmp_path / "open"
+    open_home.mkdir(mode=0o777)
+    open_home.chmod(0o777)
+    monkeypatch.setenv("HOME", str(open_home))
+    # /tmp and this folder are world-writable: the CLI would skip a settings file there.
+    assert gemini_cli._secure_dir() is None

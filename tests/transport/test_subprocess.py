@@ -1,0 +1,101 @@
+"""Subprocess line streams: own process group, any line size, ending the whole group."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+import pytest
+
+from seamline.errors import InvalidRequest
+from seamline.transport.subprocess import LineProcess, group_members
+
+PY = sys.executable
+
+
+def run(coro: object) -> object:
+    return asyncio.run(coro)  # type: ignore[arg-type]
+
+
+def test_lines_in_order_with_a_long_line_and_no_final_newline() -> None:
+    async def go() -> tuple[list[bytes], int]:
+        code = "import sys; sys.stdout.write('a\\n' + 'x' * 300000 + '\\nlast')"
+        proc = await LineProcess.spawn([PY, "-c", code])
+        lines = [line async for line in proc.lines()]
+        return lines, await proc.wait()
+
+    lines, code = run(go())  # type: ignore[misc]
+    assert lines == [b"a", b"x" * 300000, b"last"] and code == 0
+
+
+def test_stdin_env_cwd_and_stderr_tail(tmp_path: Path) -> None:
+    async def go() -> tuple[list[bytes], str]:
+        code = (
+            "import os, sys; print(sys.stdin.read(), os.environ['PROBE'], os.getcwd()); print('oops', file=sys.stderr)"
+        )
+        proc = await LineProcess.spawn(
+            [PY, "-c", code], env={"PROBE": "p1", "PATH": "/usr/bin:/bin"}, cwd=tmp_path, stdin=b"in"
+        )
+        lines = [line async for line in proc.lines()]
+        await proc.wait()
+        return lines, proc.stderr_tail()
+
+    lines, err = run(go())  # type: ignore[misc]
+    assert lines == [f"in p1 {tmp_path}".encode()] and err == "oops"
+
+
+def test_the_child_leads_its_own_group() -> None:
+    async def go() -> tuple[int, int]:
+        proc = await LineProcess.spawn([PY, "-c", "import os; print(os.getpgid(0))"])
+        lines = [line async for line in proc.lines()]
+        await proc.wait()
+        return proc.pid, int(lines[0])
+
+    pid, pgid = run(go())  # type: ignore[misc]
+    assert pid == pgid
+
+
+def test_end_escalates_past_ignored_signals_and_reaches_grandchildren() -> None:
+    # A program that ignores SIGINT and SIGTERM and has a grandchild that does too: only
+    # SIGKILL to the whole group ends them all.
+    code = (
+        "import signal, subprocess, sys, time\n"
+        "signal.signal(signal.SIGINT, signal.SIG_IGN); signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        "inner = 'import signal,time; signal.signal(2, signal.SIG_IGN); signal.signal(15, signal.SIG_IGN); time.sleep(60)'\n"
+        "subprocess.Popen([sys.executable, '-c', inner])\n"
+        "print('ready', flush=True); time.sleep(60)\n"
+    )
+
+    async def go() -> tuple[str, list[int], list[int]]:
+        proc = await LineProcess.spawn([PY, "-c", code])
+        async for _line in proc.lines():
+            break
+        await asyncio.sleep(0.3)
+        before = group_members(proc.pgid)
+        ended = await proc.end(grace=0.3)
+        return ended.signal, before, group_members(proc.pgid)
+
+    signal_used, before, after = run(go())  # type: ignore[misc]
+    assert len(before) == 2 and after == [] and signal_used == "SIGKILL"
+
+
+def test_end_stops_at_sigint_when_that_suffices() -> None:
+    async def go() -> tuple[str, int | None]:
+        proc = await LineProcess.spawn([PY, "-c", "import time; print('up', flush=True); time.sleep(60)"])
+        async for _line in proc.lines():
+            break
+        ended = await proc.end(grace=2)
+        again = await proc.end(grace=2)  # idempotent
+        assert again == ended
+        return ended.signal, ended.returncode
+
+    signal_used, code = run(go())  # type: ignore[misc]
+    assert signal_used == "SIGINT" and code is not None and code != 0
+
+
+def test_missing_executable_is_a_classified_error(tmp_path: Path) -> None:
+    with pytest.raises(InvalidRequest, match="not found"):
+        run(LineProcess.spawn([str(tmp_path / "no-such-program")]))
+    with pytest.raises(InvalidRequest, match="empty"):
+        run(LineProcess.spawn([]))
