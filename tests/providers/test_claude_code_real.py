@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from seamline.events import Error, FileChange, Session, Text, ToolCall, ToolResult, Usage
+from seamline.events import Complete, Error, FileChange, Session, Text, ToolCall, ToolResult, Usage
 from seamline.providers.claude_code import ClaudeCodeProvider
 from seamline.sessions.store import SessionStore
 from tests.providers.agent_cli_support import (
@@ -269,3 +269,23 @@ async def test_store_resume_and_fork_verbs_are_native(world: CliWorld, tmp_path:
     assert record is not None and record.parent_id == parent.session_id
     assert forked.provider_session_id not in (None, parent.provider_session_id)
     store.close()
+
+
+@run_async
+async def test_cli_killed_from_outside_mid_turn_is_a_classified_failure(world: CliWorld) -> None:
+    import os
+    import signal
+
+    events: list[object] = []
+    with AgentAnthropic([{"text": "slow", "delay": 30}], fallback={"text": "side"}) as fake:
+        claude = provider(fake)
+        session = await claude.open(workspace=world.workspace)
+        async for event in session.send("hi"):
+            events.append(event)
+            if isinstance(event, Session) and event.provider_session_id:
+                os.killpg(session.state["cli_process"].pgid, signal.SIGKILL)
+    final = events[-1]
+    errors = [e for e in events if isinstance(e, Error)]
+    assert isinstance(final, Complete) and final.outcome == "failed" and final.stop_reason == "provider"
+    assert len(errors) == 1 and "exit code -9" in errors[0].message
+    assert_group_gone(session)
