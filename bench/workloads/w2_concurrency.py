@@ -40,7 +40,7 @@ def _measure(target: str, runs: int, reps: int, timeout: float) -> dict[str, Any
 def run(*, quick: bool = False) -> dict[str, Any]:
     targets, note = launch.targets()
     # (runs in flight, repetitions for the floor and seamline, for the peers, time limit per process)
-    sizes = [(100, 1, 1, 60.0)] if quick else [(1_000, 3, 1, 120.0), (10_000, 3, 1, 45.0)]
+    sizes = [(100, 1, 1, 60.0)] if quick else [(1_000, 3, 1, 120.0), (10_000, 3, 1, 30.0)]
     metrics: list[dict[str, Any]] = []
     for runs, our_reps, peer_reps, timeout in sizes:
         values: dict[str, dict[str, Any]] = {}
@@ -49,7 +49,7 @@ def run(*, quick: bool = False) -> dict[str, Any]:
             # seamline and the floor must finish; the limit is there for the peers
             limit = timeout if target not in launch.OURS else max(timeout, 300.0)
             values[target] = _measure(target, runs, reps, limit)
-        reps_note = f"median of {sizes[0][1]} for floor and seamline, {sizes[0][2]} for peers"
+        reps_note = f"median of {our_reps} for floor and seamline, {peer_reps} for peers"
         metrics.append(
             launch.metric(
                 f"w2_{runs}_calls_per_s",
