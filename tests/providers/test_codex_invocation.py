@@ -88,3 +88,15 @@ def test_transcript_is_found_by_thread_id(tmp_path: Path, monkeypatch: pytest.Mo
     assert provider._thread_totals("T-123") == {"input_tokens": 40}
     session.provider_session_id = "T-999"
     assert provider.transcript_location(session) is None
+
+
+def test_providers_check_prints_the_install_command(
+    tmp_path: Path, seamline_cmd: list[str], cli_env: dict[str, str]
+) -> None:
+    import subprocess
+
+    argv = [*seamline_cmd, "providers", "check", "codex", "-o", f"executable={tmp_path / 'missing-codex'}"]
+    done = subprocess.run(argv, capture_output=True, text=True, env=cli_env, timeout=60, check=False)
+    assert done.returncode == 1
+    assert "FAIL codex: executable" in done.stdout
+    assert "fix: npm install -g @openai/codex@0.171.0" in done.stdout
