@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Mapping
-from importlib.metadata import entry_points
 from typing import Final
 
 from seamline.errors import InvalidRequest
@@ -45,6 +44,8 @@ def register(cls: type[Provider]) -> type[Provider]:
 
 
 def _entry_points() -> dict[str, str]:
+    from importlib.metadata import entry_points  # only when asked: it costs import time
+
     return {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
 
 

@@ -18,7 +18,6 @@ arguments.
 from __future__ import annotations
 
 import importlib
-from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Final, Protocol, runtime_checkable
 
 from seamline.errors import InvalidRequest
@@ -50,6 +49,8 @@ class Module(Protocol):
 def available_modules() -> dict[str, str]:
     """Every module name that can be loaded, with where it comes from."""
     found = {name: target for name, target in _BUILTIN.items()}
+    from importlib.metadata import entry_points  # only when asked: it costs import time
+
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         found.setdefault(ep.name, ep.value)
     return found
@@ -63,6 +64,8 @@ def load_module(name: str) -> Module:
         module_path, _, attr = target.partition(":")
         factory = getattr(importlib.import_module(module_path), attr)
     else:
+        from importlib.metadata import entry_points
+
         matches = [ep for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name == name]
         if not matches:
             known = ", ".join(sorted(available_modules())) or "none"
