@@ -38,7 +38,7 @@ PARSERS: dict[str, type[StreamParser]] = {
     "codex": CodexJsonParser,
     "gemini-cli": GeminiStreamJsonParser,
 }
-EXPECTED_TOOL_CALLS = {"claude-code": 3, "codex": 2, "gemini-cli": 3}
+EXPECTED_TOOL_CALLS = {"claude-code": 3, "codex": 3, "gemini-cli": 3}
 CLAUDE = ROOT / ".tools" / "agent-clis" / "node_modules" / ".bin" / "claude"
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -22,8 +23,9 @@ from seamline.events import Complete, Event
 from seamline.providers.agent_cli import AgentCliProvider
 from seamline.providers.base import ProviderSession
 from seamline.transport.subprocess import group_members
-from tests.fakes._http import RecordedRequest
+from tests.fakes._http import JsonReply, RecordedRequest, StreamReply
 from tests.fakes.anthropic_api import FakeAnthropic
+from tests.fakes.openai_api import FakeOpenAI
 
 ROOT = Path(__file__).resolve().parents[2]
 TOOLS_BIN = ROOT / ".tools" / "agent-clis" / "node_modules" / ".bin"
@@ -184,3 +186,45 @@ def replay(
         events.extend(parser.feed(line))
     events.extend(parser.finish(returncode=returncode, aborted=aborted))
     return events
+
+
+class AgentOpenAI(FakeOpenAI):
+    """The fake OpenAI API, plus the Responses ``custom_tool_call`` items Codex's freeform
+    tools (``apply_patch``) need: an entry ``{"custom_tool_calls": [{"name", "input"}]}``."""
+
+    def answer(self, request: RecordedRequest, body: dict[str, Any], entry: dict[str, Any]) -> JsonReply | StreamReply:
+        customs = entry.get("custom_tool_calls")
+        if not customs:
+            return super().answer(request, body, entry)
+        stand_in = [{"name": c["name"], "arguments": {"__custom_input": c["input"]}} for c in customs]
+        reply = super().answer(request, body, {**entry, "tool_calls": stand_in})
+        if not isinstance(reply, StreamReply):
+            return reply
+        frames: list[bytes] = []
+        for frame in reply.frames:
+            head, _, data = frame.partition(b"data: ")
+            payload = json.loads(data)
+            if payload.get("type", "").startswith("response.function_call_arguments"):
+                continue
+            _customize(payload)
+            frames.append(head + b"data: " + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n")
+        reply.frames = frames
+        return reply
+
+
+def _customize(value: Any) -> None:
+    """Turn stand-in function calls into custom tool calls, wherever they sit in a payload."""
+    if isinstance(value, dict):
+        if value.get("type") == "function_call" and "__custom_input" in str(value.get("arguments", "")):
+            arguments = value.pop("arguments")
+            value["type"] = "custom_tool_call"
+            value["input"] = json.loads(arguments)["__custom_input"] if arguments else ""
+        elif value.get("type") == "function_call" and value.get("arguments") == "":
+            value.pop("arguments")
+            value["type"] = "custom_tool_call"
+            value["input"] = ""
+        for inner in value.values():
+            _customize(inner)
+    elif isinstance(value, list):
+        for inner in value:
+            _customize(inner)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from seamline.events import Complete, Error, Session, Text, ToolCall, ToolResult, Usage
+from seamline.events import Complete, Error, FileChange, Session, Text, ToolCall, ToolResult, Usage
 from seamline.providers.cli_parsers.codex import CodexJsonParser
 from tests.providers import cli_parser_properties as props
 from tests.providers.agent_cli_support import fixture_lines, fixture_meta, replay
@@ -37,12 +37,15 @@ def test_commands_as_tool_calls_with_stable_ids() -> None:
     events = parse("tools")
     calls = [e for e in events if isinstance(e, ToolCall)]
     results = [e for e in events if isinstance(e, ToolResult)]
-    assert [c.call_id for c in calls] == [r.call_id for r in results] == ["item_0", "item_1"]
+    assert [c.call_id for c in calls] == [r.call_id for r in results] == ["item_0", "item_1", "item_2"]
+    assert [c.name for c in calls] == ["shell", "shell", "apply_patch"]
+    changes = [e for e in events if isinstance(e, FileChange)]
+    assert [(c.path.rsplit("/", 1)[-1], c.kind, c.call_id) for c in changes] == [("made.txt", "created", "item_2")]
     assert "cat notes.txt" in calls[0].arguments["command"]
     assert results[0].output == "the secret word is pelican\n" and not results[0].is_error
     assert results[1].is_error  # `false` exits 1
     usage = [e for e in events if isinstance(e, Usage)]
-    assert usage[0].input_tokens == 220 and usage[0].cache_read_tokens == 50 and usage[0].output_tokens == 17
+    assert usage[0].input_tokens == 230 and usage[0].cache_read_tokens == 50 and usage[0].output_tokens == 22
 
 
 def test_resumed_turn_keeps_the_thread_and_reports_the_turn_share() -> None:

@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from seamline.events import Error, Session, Usage
+from seamline.events import Error, FileChange, Session, ToolCall, ToolResult, Usage
 from seamline.providers.codex import CodexProvider
 from tests.fakes.openai_api import FakeOpenAI
 from tests.providers.agent_cli_support import (
     ROOT,
+    AgentOpenAI,
     CliWorld,
     abort_when,
     assert_group_gone,
@@ -177,3 +178,23 @@ async def test_abort_mid_turn_ends_the_process_group(world: CliWorld) -> None:
     assert final.outcome == "aborted"
     assert not [e for e in events if isinstance(e, Error)]
     assert_group_gone(session)
+
+
+@run_async
+async def test_apply_patch_reports_file_changes(world: CliWorld) -> None:
+    patch = "*** Begin Patch\n*** Add File: made.txt\n+new\n*** End Patch\n"
+    script = [{"custom_tool_calls": [{"name": "apply_patch", "input": patch}]}, {"text": "Patched."}]
+    with AgentOpenAI(script) as fake:
+        codex = CodexProvider(
+            model="gpt-5.5",
+            options={"executable": cli_path("codex"), "base_url": fake.base_url, "sandbox": "danger-full-access"},
+        )
+        session = await codex.open(workspace=world.workspace)
+        events = await collect(session, "make a file")
+    assert one_complete(events).outcome == "completed"
+    assert (world.workspace / "made.txt").read_text() == "new\n"
+    changes = [e for e in events if isinstance(e, FileChange)]
+    calls = [e for e in events if isinstance(e, ToolCall)]
+    results = [e for e in events if isinstance(e, ToolResult)]
+    assert [(Path(c.path).name, c.kind) for c in changes] == [("made.txt", "created")]
+    assert changes[0].call_id == calls[0].call_id == results[0].call_id and not results[0].is_error

@@ -136,19 +136,20 @@ class CodexJsonParser(StreamParser):
             )
         if itype == "file_change":
             changes = item.get("changes")
-            if not done or not isinstance(changes, list):
-                return []
+            if not isinstance(changes, list):
+                return [Raw(source=self.source, payload=item)] if done else []
             paths = [c for c in changes if isinstance(c, dict) and isinstance(c.get("path"), str)]
+            failed = item.get("status") in ("failed", "declined")
             events: list[Event] = self._tool(
                 item_id,
                 "apply_patch",
                 {"changes": [{"path": c["path"], "kind": c.get("kind")} for c in paths]},
-                done=True,
+                done=done,
                 output="",
-                failed=item.get("status") == "failed",
+                failed=failed,
                 source="agent",
             )
-            if item.get("status") != "failed":
+            if done and not failed:
                 events += [
                     FileChange(path=c["path"], kind=_CHANGE_KINDS.get(str(c.get("kind")), "edited"), call_id=item_id)
                     for c in paths
