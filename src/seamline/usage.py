@@ -7,14 +7,14 @@ when a model needs pricing. A model it does not know gives cost unknown
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from decimal import Decimal
 from functools import lru_cache
 from typing import Final
 
 from seamline.events import Usage
 
-__all__ = ["FREE", "Rates", "price_usage", "priced_usage"]
+__all__ = ["FREE", "Rates", "UsageTotals", "price_usage", "priced_usage"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +39,48 @@ class Rates:
             + usage.output_tokens * self.output
         )
         return total / 1_000_000
+
+
+@dataclass(slots=True)
+class UsageTotals:
+    """Running sums of usage figures. ``cost_usd`` adds only priced figures; ``unpriced``
+    counts the others, so a total with ``unpriced > 0`` is a lower bound, never a silent zero."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    cost_usd: float = 0.0
+    unpriced: int = 0
+
+    def add(self, usage: Usage) -> None:
+        self.input_tokens += usage.input_tokens
+        self.output_tokens += usage.output_tokens
+        self.cache_read_tokens += usage.cache_read_tokens
+        self.cache_write_tokens += usage.cache_write_tokens
+        if usage.priced and usage.cost_usd is not None:
+            self.cost_usd += usage.cost_usd
+        else:
+            self.unpriced += 1
+
+    def merge(self, other: UsageTotals) -> None:
+        for f in fields(self):
+            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+
+    @property
+    def cost_known(self) -> bool:
+        return self.unpriced == 0
+
+    def data(self) -> dict[str, int | float | bool]:
+        """The sums as a JSON object (for traces and reports)."""
+        return {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cache_read_tokens": self.cache_read_tokens,
+            "cache_write_tokens": self.cache_write_tokens,
+            "cost_usd": round(self.cost_usd, 9),
+            "priced": self.unpriced == 0,
+        }
 
 
 FREE: Final = Rates(input=0.0, output=0.0, cache_read=0.0, cache_write=0.0)

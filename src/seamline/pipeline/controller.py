@@ -46,6 +46,7 @@ from seamline.pipeline.roles import AgentResponse, Role, RoleContext, RoleFailur
 from seamline.trace.fingerprint import split_event
 from seamline.trace.records import SCHEMA_VERSION
 from seamline.trace.writer import TraceWriter
+from seamline.usage import UsageTotals
 
 __all__ = ["STOP_EXIT_CODES", "STOP_OUTCOMES", "PipelineController", "RunReport", "config_hash", "exit_code_for"]
 
@@ -105,40 +106,6 @@ class _Stop(Exception):
         self.detail = detail
 
 
-@dataclass(slots=True)
-class _Totals:
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_read_tokens: int = 0
-    cache_write_tokens: int = 0
-    cost_usd: float = 0.0
-    unpriced: int = 0
-
-    def add(self, usage: Usage) -> None:
-        self.input_tokens += usage.input_tokens
-        self.output_tokens += usage.output_tokens
-        self.cache_read_tokens += usage.cache_read_tokens
-        self.cache_write_tokens += usage.cache_write_tokens
-        if usage.priced and usage.cost_usd is not None:
-            self.cost_usd += usage.cost_usd
-        else:
-            self.unpriced += 1
-
-    def merge(self, other: _Totals) -> None:
-        for name in self.__slots__:
-            setattr(self, name, getattr(self, name) + getattr(other, name))
-
-    def data(self) -> dict[str, Any]:
-        return {
-            "input_tokens": self.input_tokens,
-            "output_tokens": self.output_tokens,
-            "cache_read_tokens": self.cache_read_tokens,
-            "cache_write_tokens": self.cache_write_tokens,
-            "cost_usd": round(self.cost_usd, 9),
-            "priced": self.unpriced == 0,
-        }
-
-
 _DONE: Final = object()
 
 
@@ -181,8 +148,8 @@ class PipelineController:
         }
         self.report = RunReport(run_id=self.run_id, definition_hash=definition.definition_hash())
         self._queue: asyncio.Queue[object] = asyncio.Queue()
-        self._usage_by_role: dict[str, _Totals] = {}
-        self._usage_by_phase: dict[str, _Totals] = {}
+        self._usage_by_role: dict[str, UsageTotals] = {}
+        self._usage_by_phase: dict[str, UsageTotals] = {}
         self._cancelled = False
         self._guard_recorded = False
 
@@ -431,7 +398,7 @@ class PipelineController:
         w = self.writer
         where = {"phase": phase.name, "role": role_name, "round": ctx.round, "attempt": ctx.attempt}
         w.append("role_start", dict(where))
-        totals = _Totals()
+        totals = UsageTotals()
         result: RoleOutput | RoleFailure
         try:
             if role.uses_agent:
@@ -449,8 +416,8 @@ class PipelineController:
             result = RoleFailure(kind=exc.kind, message=exc.message, retryable=exc.retryable)
         except Exception as exc:  # noqa: BLE001 - a role's or provider's bug is a failure on record, not a crash
             result = RoleFailure(kind="provider", message=f"{type(exc).__name__}: {exc}")
-        self._usage_by_role.setdefault(role_name, _Totals()).merge(totals)
-        self._usage_by_phase.setdefault(phase.name, _Totals()).merge(totals)
+        self._usage_by_role.setdefault(role_name, UsageTotals()).merge(totals)
+        self._usage_by_phase.setdefault(phase.name, UsageTotals()).merge(totals)
         if isinstance(result, RoleFailure):
             body = {**where, "status": "failed", "failure": msgspec.to_builtins(result), "usage": totals.data()}
         else:
@@ -459,7 +426,7 @@ class PipelineController:
         w.flush()
         return result
 
-    async def _turn(self, key: AgentKey, prompt: str, where: dict[str, Any], totals: _Totals) -> AgentResponse:
+    async def _turn(self, key: AgentKey, prompt: str, where: dict[str, Any], totals: UsageTotals) -> AgentResponse:
         w = self.writer
         calls: dict[str, str] = {}
         reads: dict[str, str] = {}
@@ -534,8 +501,8 @@ class PipelineController:
     def _controller_event(self, what: str, **payload: Any) -> Raw:
         return Raw(source="controller", payload={"run_id": self.run_id, "what": what, **payload})
 
-    def _total(self) -> _Totals:
-        total = _Totals()
+    def _total(self) -> UsageTotals:
+        total = UsageTotals()
         for item in self._usage_by_role.values():
             total.merge(item)
         return total

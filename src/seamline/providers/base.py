@@ -48,7 +48,7 @@ from seamline.sessions.store import StoreCore as SessionStore
 from seamline.stages.chain import StageChain
 from seamline.tools.approval import Approval
 from seamline.tools.base import Toolset
-from seamline.usage import Rates, priced_usage
+from seamline.usage import Rates, UsageTotals, priced_usage
 
 __all__ = [
     "BLOCK_ENV",
@@ -106,30 +106,7 @@ class Capabilities(msgspec.Struct, frozen=True, kw_only=True):
     real: bool
 
 
-@dataclass(slots=True)
-class TurnTotals:
-    """Sums over one turn, as the base counted them."""
-
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_read_tokens: int = 0
-    cache_write_tokens: int = 0
-    cost_usd: float = 0.0
-    unpriced: int = 0
-
-    def add(self, usage: Usage) -> None:
-        self.input_tokens += usage.input_tokens
-        self.output_tokens += usage.output_tokens
-        self.cache_read_tokens += usage.cache_read_tokens
-        self.cache_write_tokens += usage.cache_write_tokens
-        if usage.priced and usage.cost_usd is not None:
-            self.cost_usd += usage.cost_usd
-        else:
-            self.unpriced += 1
-
-    @property
-    def cost_known(self) -> bool:
-        return self.unpriced == 0
+TurnTotals = UsageTotals  # sums over one turn, as the base counted them
 
 
 class Provider:
