@@ -9,7 +9,18 @@ from pathlib import Path
 
 import pytest
 
-from seamline.events import Complete, Error, FileChange, Session, Text, ToolCall, ToolResult, Usage
+from seamline.events import (
+    Complete,
+    Error,
+    FileChange,
+    Reasoning,
+    ReasoningDelta,
+    Session,
+    Text,
+    ToolCall,
+    ToolResult,
+    Usage,
+)
 from seamline.providers.claude_code import ClaudeCodeProvider
 from seamline.sessions.store import SessionStore
 from tests.providers.agent_cli_support import (
@@ -289,3 +300,15 @@ async def test_cli_killed_from_outside_mid_turn_is_a_classified_failure(world: C
     assert isinstance(final, Complete) and final.outcome == "failed" and final.stop_reason == "provider"
     assert len(errors) == 1 and "exit code -9" in errors[0].message
     assert_group_gone(session)
+
+
+@run_async
+async def test_thinking_becomes_reasoning(world: CliWorld) -> None:
+    script = [{"reasoning": "The user greets me.", "text": "Hello."}]
+    with AgentAnthropic(script, fallback={"text": "side"}) as fake:
+        claude = provider(fake)
+        session = await claude.open(workspace=world.workspace)
+        events = await collect(session, "hi")
+    assert one_complete(events).text == "Hello."
+    assert "".join(e.text for e in events if isinstance(e, ReasoningDelta)) == "The user greets me."
+    assert [e.text for e in events if isinstance(e, Reasoning)] == ["The user greets me."]

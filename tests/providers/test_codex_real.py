@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from seamline.events import Error, FileChange, Session, ToolCall, ToolResult, Usage
+from seamline.events import Error, FileChange, Reasoning, Session, ToolCall, ToolResult, Usage
 from seamline.providers.codex import CodexProvider
 from tests.fakes.openai_api import FakeOpenAI
 from tests.providers.agent_cli_support import (
@@ -198,3 +198,13 @@ async def test_apply_patch_reports_file_changes(world: CliWorld) -> None:
     results = [e for e in events if isinstance(e, ToolResult)]
     assert [(Path(c.path).name, c.kind) for c in changes] == [("made.txt", "created")]
     assert changes[0].call_id == calls[0].call_id == results[0].call_id and not results[0].is_error
+
+
+@run_async
+async def test_reasoning_summary_becomes_reasoning(world: CliWorld) -> None:
+    with FakeOpenAI([{"reasoning": "Think about greetings.", "text": "Hello."}]) as fake:
+        codex = provider(fake.base_url)
+        session = await codex.open(workspace=world.workspace)
+        events = await collect(session, "hi")
+    assert one_complete(events).text == "Hello."
+    assert [e.text for e in events if isinstance(e, Reasoning)] == ["Think about greetings."]
