@@ -104,6 +104,8 @@ async def test_resume_continues_the_conversation(world: CliWorld, tmp_path: Path
         requests = fake.turn_requests()
     assert one_complete(second).text == "Second answer."
     assert again.provider_session_id == psid
+    usage = [e for e in second if isinstance(e, Usage)]
+    assert len(usage) == 1 and usage[0].input_tokens == 10  # the turn's own figures, not the session's
     last = json.dumps(requests[-1].body["messages"])
     assert "zeppelin" in last and "First answer." in last
     assert store.get(again.session_id) is not None
@@ -312,3 +314,40 @@ async def test_thinking_becomes_reasoning(world: CliWorld) -> None:
     assert one_complete(events).text == "Hello."
     assert "".join(e.text for e in events if isinstance(e, ReasoningDelta)) == "The user greets me."
     assert [e.text for e in events if isinstance(e, Reasoning)] == ["The user greets me."]
+
+
+def test_ctrl_c_on_seamline_run_aborts_and_leaves_no_process(world: CliWorld) -> None:
+    import os
+    import signal
+    import time
+
+    with AgentAnthropic([{"text": "slow", "delay": 30}], fallback={"text": "side"}) as fake:
+        argv = [
+            sys.executable, "-m", "seamline", "run", "--provider", "claude-code", "--model", MODEL, "--json",
+            "-o", f"executable={cli_path('claude')}", "-o", f"base_url={fake.root_url}", "-o", "grace=2",
+            "--workspace", str(world.workspace), "hi",
+        ]  # fmt: skip
+        run = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            assert run.stdout is not None
+            lines = []
+            for line in run.stdout:
+                lines.append(json.loads(line))
+                if lines[-1]["type"] == "session" and lines[-1]["provider_session_id"]:
+                    time.sleep(0.5)
+                    run.send_signal(signal.SIGINT)  # what Ctrl-C does to seamline
+            code = run.wait(timeout=30)
+        finally:
+            if run.poll() is None:
+                run.kill()
+    assert code == 130 and lines[-1]["type"] == "complete" and lines[-1]["outcome"] == "aborted"
+    # Nothing that ran in the workspace is left.
+    left = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if os.readlink(entry / "cwd") == str(world.workspace):
+                    left.append(entry.name)
+            except OSError:
+                continue
+    assert left == []

@@ -49,3 +49,15 @@ def test_settings_file_goes_only_where_the_cli_trusts_it(tmp_path: Path, monkeyp
     monkeypatch.setenv("HOME", str(open_home))
     # /tmp and this folder are world-writable: the CLI would skip a settings file there.
     assert gemini_cli._secure_dir() is None
+
+
+def test_seeding_carries_the_context_files_settings_name(tmp_path: Path) -> None:
+    parent = tmp_path / "parent" / ".gemini"
+    (parent / "tmp" / "abc").mkdir(parents=True)
+    (parent / "settings.json").write_text('{"context": {"fileName": ["AGENTS.md"]}}')
+    (parent / "AGENTS.md").write_text("rules\n")
+    (parent / "tmp" / "abc" / "chat.json").write_text("{}")
+    node = tmp_path / "node"
+    GeminiCliProvider().seed(node, tmp_path / "parent")
+    assert (node / ".gemini" / "AGENTS.md").read_text() == "rules\n"
+    assert (node / ".gemini" / "settings.json").is_file() and not (node / ".gemini" / "tmp").exists()
