@@ -101,6 +101,10 @@ class _Handler(BaseHTTPRequestHandler):
         return None
 
     def do_HEAD(self) -> None:
+        # Clients probe reachability with HEAD /; answer it and keep it in the record.
+        parts = urlsplit(self.path)
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        self.server.api._record(RecordedRequest("HEAD", parts.path, parse_qs(parts.query), headers, None, b""))
         self.send_response(200)
         self.send_header("Content-Length", "0")
         self.end_headers()

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import seamline
 from seamline.errors import InvalidRequest, PermissionDenied
+from seamline.events import ToolCall
 from seamline.loop.messages import Message
 from seamline.providers.anthropic_api import AnthropicProvider, anthropic_messages
 from seamline.providers.registry import create_provider
@@ -296,3 +300,34 @@ def test_fake_runs_as_a_script(tmp_path: Path) -> None:
         proc.terminate()
         proc.wait(timeout=10)
     assert json.loads(record.read_text().splitlines()[0])["path"] == "/v1/messages"
+
+
+_ROLES = st.sampled_from(["system", "user", "assistant", "assistant_calls", "tool"])
+
+
+@given(st.lists(_ROLES, max_size=12))
+def test_converted_messages_alternate_roles_whatever_the_history(kinds: list[str]) -> None:
+    history: list[Message] = []
+    open_calls: list[str] = []
+    for i, kind in enumerate(kinds):
+        if kind == "assistant_calls":
+            calls = [ToolCall(call_id=f"toolu_{i}_{k}", name="lookup", arguments={"key": str(k)}) for k in range(2)]
+            history.append(Message(role="assistant", content="", tool_calls=calls))
+            open_calls = [c.call_id for c in calls]
+        elif kind == "tool":
+            if open_calls:
+                history.append(Message(role="tool", content="out", call_id=open_calls.pop(0)))
+        elif kind == "assistant":
+            history.append(Message(role="assistant", content=f"said {i}"))
+        else:
+            history.append(Message(role=kind, content=f"{kind} {i}"))  # type: ignore[arg-type]
+    system, messages = anthropic_messages(history)
+    roles = [m["role"] for m in messages]
+    assert all(a != b or a == "assistant" for a, b in itertools.pairwise(roles))
+    assert all(m["content"] for m in messages)  # never an empty message
+    user_blocks = sum(len(m["content"]) for m in messages if m["role"] == "user")
+    assert user_blocks == sum(1 for m in history if m.role in ("user", "tool"))
+    assert (system is None) == (not any(m.role == "system" for m in history))
+    seen_ids = {b["id"] for m in messages if m["role"] == "assistant" for b in m["content"] if b["type"] == "tool_use"}
+    results = [b for m in messages if m["role"] == "user" for b in m["content"] if b["type"] == "tool_result"]
+    assert all(r["tool_use_id"] in seen_ids for r in results)

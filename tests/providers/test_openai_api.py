@@ -370,3 +370,24 @@ def test_sessions_of_one_provider_share_the_client_until_the_last_closes() -> No
 
     with FakeOpenAI([{"text": "first"}, {"text": "second"}]) as fake:
         assert asyncio.run(scenario(fake)) == ["first", "second"]
+
+
+def test_fake_tolerates_what_real_clients_send() -> None:
+    import httpx2 as httpx
+
+    with FakeOpenAI([{"text": "plain"}, {"text": "streamed", "match": {"path": "/responses", "stream": True}}]) as fake:
+        with httpx.Client(base_url=fake.root_url) as client:
+            assert client.head("/").status_code == 200
+            assert [m["id"] for m in client.get("/v1/models").json()["data"]] == ["gpt-4o", "gpt-4o-mini"]
+            assert client.get("/v1/models/gpt-4o").json()["id"] == "gpt-4o"
+            body = {
+                "model": "gpt-4o",
+                "messages": [{"role": "system", "content": "x"}, {"role": "user", "content": "hi"}],
+            }
+            reply = client.post("/v1/chat/completions", json=body, headers={"x-extra": "1"})
+            assert reply.json()["choices"][0]["message"]["content"] == "plain"
+            streamed = client.post("/v1/responses", json={"model": "gpt-4o", "input": "hi", "stream": True})
+            events = [line[7:] for line in streamed.text.splitlines() if line.startswith("event: ")]
+            assert events[0] == "response.created" and events[-1] == "response.completed"
+            assert "response.output_text.delta" in events
+    assert fake.requests[3].body["messages"][0]["role"] == "system"
