@@ -67,10 +67,18 @@ def test_seeding_carries_the_instructions_file_the_config_names(tmp_path: Path) 
     (parent / "prompts").mkdir(parents=True)
     (parent / "sessions" / "2026").mkdir(parents=True)
     (parent / "prompts" / "rules.md").write_text("be brief\n")
-    (parent / "config.toml").write_text('model = "gpt-5.5"\nmodel_instructions_file = "prompts/rules.md"\n')
+    (tmp_path / "parent" / "AGENTS.md").write_text("shared rules\n")
+    (tmp_path / "secret.txt").write_text("outside the parent node\n")
+    (parent / "config.toml").write_text(
+        'model = "gpt-5.5"\nmodel_instructions_file = "prompts/rules.md"\n'
+        '[profiles.team]\nexperimental_instructions_file = "../AGENTS.md"\n'
+        '[profiles.bad]\nexperimental_instructions_file = "../../secret.txt"\n'
+    )
     node = tmp_path / "node"
     CodexProvider().seed(node, tmp_path / "parent")
     assert (node / ".codex" / "prompts" / "rules.md").read_text() == "be brief\n"
+    assert (node / "AGENTS.md").read_text() == "shared rules\n"  # beside the config, as in the parent
+    assert not any(p.name == "secret.txt" for p in node.rglob("*"))  # outside the parent: left alone
     assert (node / ".codex" / "config.toml").is_file() and not (node / ".codex" / "sessions").exists()
 
 

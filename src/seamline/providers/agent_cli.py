@@ -284,11 +284,14 @@ class AgentCliProvider(Provider):
             return
         dest = node_dir / self.config_dir_name
         copy_config_tree(source, dest, skip=self._seed_skip())
+        # A file the config names by a relative path travels too, to the same place relative
+        # to the new node, as long as it lies inside the parent's directory (never outside).
+        root = source.parent.resolve()
         for relative in self._referenced_files(source):
             origin = (source / relative).resolve()
-            target = (dest / relative).resolve()
-            if not origin.is_file() or not target.is_relative_to(dest.resolve()):
+            if not origin.is_file() or not origin.is_relative_to(root):
                 continue
+            target = node_dir / origin.relative_to(root)
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(origin, target)
 
