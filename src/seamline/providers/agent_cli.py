@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Final, Literal
 
-from seamline.errors import InvalidRequest
+from seamline.errors import InvalidRequest, SeamlineError
 from seamline.events import Event, Raw
 from seamline.providers.base import OptionSpec, PreflightCheck, Provider, ProviderSession
 from seamline.providers.cli_parsers.base import StreamParser
@@ -225,12 +225,14 @@ class AgentCliProvider(Provider):
     async def _version_check(self, exe: str) -> PreflightCheck:
         try:
             proc = await LineProcess.spawn([exe, "--version"], env=compose_env(None, self._common_env()))
-            out = [line.decode("utf-8", "replace") async for line in proc.lines()]
-            await asyncio.wait_for(proc.wait(), timeout=30)
-        except (TimeoutError, OSError) as exc:
-            return PreflightCheck(name="version", ok=False, detail=f"{exe} --version failed: {exc}")
+        except SeamlineError as exc:
+            return PreflightCheck(name="version", ok=False, detail=f"{exe} --version: {exc.message}")
+        try:
+            out = await asyncio.wait_for(_read_all(proc), timeout=30)
+        except TimeoutError:
+            return PreflightCheck(name="version", ok=False, detail=f"{exe} --version did not answer in 30 s")
         finally:
-            if "proc" in locals() and proc.group_alive():
+            if proc.returncode is None or proc.group_alive():
                 await proc.end(grace=1.0)
         text = " ".join(out)
         version = parse_version(text)
@@ -338,6 +340,12 @@ class AgentCliProvider(Provider):
         if value < 0:
             raise InvalidRequest(f"option {key} of {self.name} must not be negative")
         return value
+
+
+async def _read_all(proc: LineProcess) -> list[str]:
+    out = [line.decode("utf-8", "replace") async for line in proc.lines()]
+    await proc.wait()
+    return out
 
 
 def copy_config_tree(source: Path, dest: Path, *, skip: frozenset[str]) -> None:
