@@ -4,7 +4,11 @@
 # second run with the same pins only checks them.
 set -euo pipefail
 cd "$(dirname "$0")"
-PY="${PYTHON:-python3.11}"
+# The interpreter of the main .venv (the Python seamline is measured on), unless PYTHON says otherwise.
+PY="${PYTHON:-}"
+if [ -z "$PY" ]; then
+    if [ -x ../.venv/bin/python ]; then PY=../.venv/bin/python; else PY=python3; fi
+fi
 if [ ! -x .venv/bin/python ]; then
     "$PY" -m venv .venv
     .venv/bin/python -m pip install --quiet --upgrade pip

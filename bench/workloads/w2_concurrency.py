@@ -59,7 +59,7 @@ def run(*, quick: bool = False) -> dict[str, Any]:
                 values=values,
                 field="model_calls_per_s",
                 goal="≥ ⅓ of floor",
-                note=f"50 ms per model call; {reps_note}; limit {timeout:.0f} s per peer",
+                note=f"50 ms per model call; {reps_note}; limit {timeout:.0f} s per peer; smolagents: no asyncio API",
             )
         )
         metrics.append(
