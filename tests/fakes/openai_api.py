@@ -196,6 +196,11 @@ class FakeOpenAI(FakeAPI):
                     "type": "reasoning",
                     "id": self.next_id("rs_fake"),
                     "summary": [{"type": "summary_text", "text": str(entry["reasoning"])}],
+                    **(
+                        {"encrypted_content": "enc-fake-" + rid}
+                        if "reasoning.encrypted_content" in (body.get("include") or ())
+                        else {}
+                    ),
                 }
             )
         text = "".join(chunks_of(entry))

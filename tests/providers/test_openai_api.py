@@ -391,3 +391,19 @@ def test_fake_tolerates_what_real_clients_send() -> None:
             assert events[0] == "response.created" and events[-1] == "response.completed"
             assert "response.output_text.delta" in events
     assert fake.requests[3].body["messages"][0]["role"] == "system"
+
+
+def test_responses_reasoning_items_go_back_with_the_tool_results() -> None:
+    script = [
+        {"reasoning": "need the value", "tool_calls": [{"name": "lookup", "arguments": {"key": "q"}}]},
+        {"text": "q is known"},
+    ]
+    with FakeOpenAI(script) as fake:
+        result = run_turn("openai", fake, model="gpt-4o", options={"route": "responses", "reasoning_effort": "low"})
+    assert result.text == "q is known"
+    first, second = model_bodies(fake)
+    assert first["include"] == ["reasoning.encrypted_content"]
+    kinds = [item.get("type", item.get("role")) for item in second["input"]]
+    assert kinds == ["user", "reasoning", "function_call", "function_call_output"]
+    replayed = second["input"][1]
+    assert replayed["encrypted_content"].startswith("enc-fake-") and replayed["id"].startswith("rs_")

@@ -63,8 +63,14 @@ def chat_tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:
     ]
 
 
-def responses_input(messages: list[Message]) -> tuple[str | None, list[dict[str, Any]]]:
-    """Our neutral messages as Responses ``instructions`` and ``input`` items."""
+def responses_input(
+    messages: list[Message], reasoning: Mapping[str, list[dict[str, Any]]] | None = None
+) -> tuple[str | None, list[dict[str, Any]]]:
+    """Our neutral messages as Responses ``instructions`` and ``input`` items.
+
+    ``reasoning`` holds the reasoning items of answers that called tools, by their first
+    call id; they go back before those calls, as reasoning models need them.
+    """
     system: list[str] = []
     items: list[dict[str, Any]] = []
     for m in messages:
@@ -73,6 +79,8 @@ def responses_input(messages: list[Message]) -> tuple[str | None, list[dict[str,
         elif m.role == "user":
             items.append({"role": "user", "content": m.content})
         elif m.role == "assistant":
+            if m.tool_calls and reasoning:
+                items.extend(reasoning.get(m.tool_calls[0].call_id, ()))
             if m.content:
                 items.append({"role": "assistant", "content": m.content})
             for c in m.tool_calls:
@@ -109,6 +117,11 @@ class OpenAIProvider(ModelAPIProvider):
     base_url_env = "OPENAI_BASE_URL"
     default_base_url = "https://api.openai.com/v1"
 
+    def __init__(self, *, model: str | None = None, options: Mapping[str, str] | None = None) -> None:
+        super().__init__(model=model, options=options)
+        # Responses route: reasoning items of answers that called tools, by first call id.
+        self._reasoning: dict[str, list[dict[str, Any]]] = {}
+
     @property
     def route(self) -> str:
         return self.option_values.get("route", "chat")
@@ -126,7 +139,7 @@ class OpenAIProvider(ModelAPIProvider):
     def _build(self, request: ModelRequest) -> dict[str, Any]:
         model = request.model or self.model
         if self.route == "responses":
-            instructions, items = responses_input(request.messages)
+            instructions, items = responses_input(request.messages, self._reasoning)
             params: dict[str, Any] = {"model": model, "input": items, "stream": True, "store": False}
             if instructions is not None:
                 params["instructions"] = instructions
@@ -136,6 +149,9 @@ class OpenAIProvider(ModelAPIProvider):
                 params["max_output_tokens"] = self.max_tokens
             if self.reasoning_effort:
                 params["reasoning"] = {"effort": self.reasoning_effort, "summary": "auto"}
+                # Nothing is stored server-side (store=False), so the reasoning comes back
+                # encrypted and is sent again with the tool results.
+                params["include"] = ["reasoning.encrypted_content"]
         else:
             params = {
                 "model": model,
@@ -236,6 +252,8 @@ class OpenAIProvider(ModelAPIProvider):
         stream = await client.responses.create(**params)
         args: dict[str, list[str]] = {}
         made = 0
+        first_call: str | None = None
+        reasoning: list[dict[str, Any]] = []
         try:
             async for event in stream:
                 kind = event.type
@@ -249,11 +267,11 @@ class OpenAIProvider(ModelAPIProvider):
                     item = event.item
                     text = item.arguments or "".join(args.pop(item.id or "", ()))
                     made += 1
-                    yield ToolCall(
-                        call_id=item.call_id or f"call-{request.session_id[:8]}-{request.turn}-{request.step}-{made}",
-                        name=item.name,
-                        arguments=parse_arguments(text),
-                    )
+                    call_id = item.call_id or f"call-{request.session_id[:8]}-{request.turn}-{request.step}-{made}"
+                    first_call = first_call or call_id
+                    yield ToolCall(call_id=call_id, name=item.name, arguments=parse_arguments(text))
+                elif kind == "response.output_item.done" and event.item.type == "reasoning":
+                    reasoning.append(event.item.model_dump(exclude_none=True, exclude={"status"}))
                 elif kind == "response.created":
                     state.response_id = event.response.id
                     state.model = event.response.model
@@ -294,3 +312,5 @@ class OpenAIProvider(ModelAPIProvider):
                     raise stream_failure("openai", event.code, event.message, secret=self._api_key())
         finally:
             await stream.close()
+        if state.finished and reasoning and first_call is not None:
+            self._reasoning[first_call] = reasoning
