@@ -150,15 +150,22 @@ FAILURES = [
 
 @pytest.mark.parametrize(("name", "script", "kind", "retried", "outcome"), FAILURES, ids=[f[0] for f in FAILURES])
 def test_http_failures_are_classified_and_retried_by_policy(
-    name: str, script: list, kind: str, retried: bool, outcome: str
+    name: str, script: list, kind: str, retried: bool, outcome: str, tmp_path: Path
 ) -> None:
-    with FakeAnthropic(script) as fake:
-        result = run_turn("anthropic", fake, model=MODEL)
+    first = tool_step(("lookup", {"key": "before"}), text="Step one.")
+    store = SessionStore(tmp_path / "s.db")
+    with FakeAnthropic([first, *script]) as fake:
+        result = run_turn("anthropic", fake, model=MODEL, store=store)
+    logged = "\n".join(payload for _, payload in raw_log(store, result.session_id))
+    assert "Step one." in logged and "value of before" in logged  # nothing recorded before is lost
+    assert f'"kind":"{kind}"' in logged
+    assert store.require(result.session_id).status == outcome
+    store.close()
     errors = of_type(result.events, "error")
     assert {e.kind for e in errors} == {kind} and result.outcome == outcome
     retries = [e for e in errors if e.attempt is not None]
     assert bool(retries) is retried and all(e.retryable for e in retries)
-    assert len(fake.model_requests()) == 1 + len(retries)
+    assert len(fake.model_requests()) == 2 + len(retries)
     if kind == "provider" and name.startswith("529"):
         assert "overloaded_error" in errors[0].message
 

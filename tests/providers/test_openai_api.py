@@ -166,10 +166,18 @@ FAILURES = [
 @pytest.mark.parametrize("route", ROUTES)
 @pytest.mark.parametrize(("name", "script", "kind", "retried", "outcome"), FAILURES, ids=[f[0] for f in FAILURES])
 def test_http_failures_are_classified_and_retried_by_policy(
-    route: str, name: str, script: list, kind: str, retried: bool, outcome: str
+    route: str, name: str, script: list, kind: str, retried: bool, outcome: str, tmp_path: Path
 ) -> None:
-    with FakeOpenAI(script) as fake:
-        result = run_turn("openai", fake, model="gpt-4o", options={"route": route})
+    # A first step that works, so the failure hits a turn that has already recorded things.
+    first = tool_step(("lookup", {"key": "before"}), text="Step one.")
+    store = SessionStore(tmp_path / "s.db")
+    with FakeOpenAI([first, *script]) as fake:
+        result = run_turn("openai", fake, model="gpt-4o", options={"route": route}, store=store)
+    logged = "\n".join(payload for _, payload in raw_log(store, result.session_id))
+    assert "Step one." in logged and "value of before" in logged  # nothing recorded before is lost
+    assert f'"kind":"{kind}"' in logged
+    assert store.require(result.session_id).status == outcome
+    store.close()
     errors = of_type(result.events, "error")
     assert errors and {e.kind for e in errors} == {kind}
     assert result.outcome == outcome
@@ -177,7 +185,7 @@ def test_http_failures_are_classified_and_retried_by_policy(
     assert bool(retries) is retried
     assert all(e.retryable for e in retries)
     assert [e.attempt for e in retries] == list(range(1, len(retries) + 1))
-    expected_requests = 1 + len(retries)
+    expected_requests = 2 + len(retries)
     assert len(fake.model_requests()) == expected_requests
     if name == "503-exhausted":
         assert len(retries) == int(FAST["max_retries"]) and "after 3 attempts" in errors[-1].message
