@@ -351,3 +351,22 @@ def test_ctrl_c_on_seamline_run_aborts_and_leaves_no_process(world: CliWorld) ->
             except OSError:
                 continue
     assert left == []
+
+
+@run_async
+async def test_native_budget_stop_is_outcome_budget_with_its_cost(world: CliWorld) -> None:
+    script = [
+        {"tool_calls": [{"name": "Bash", "arguments": {"command": "echo hi"}}], "usage": {"input_tokens": 100000}},
+        {"text": "never asked for"},
+    ]
+    with AgentAnthropic(script, fallback={"text": "side"}) as fake:
+        claude = provider(fake, max_budget_usd="0.01")
+        session = await claude.open(workspace=world.workspace)
+        events = await collect(session, "spend")
+        asked = len(fake.turn_requests())
+    final = one_complete(events)
+    assert final.outcome == "budget" and asked == 1
+    usage = [e for e in events if isinstance(e, Usage)]
+    # The result's summed usage reads zero here; the per-model figures carry the spend.
+    assert len(usage) == 1 and usage[0].input_tokens == 100000 and usage[0].cost_usd is not None
+    assert usage[0].cost_usd > 0.01 and [e.kind for e in events if isinstance(e, Error)] == ["budget"]

@@ -176,9 +176,7 @@ class ClaudeStreamJsonParser(StreamParser):
         if isinstance(sid, str) and sid and self.provider_session_id is None:
             self.provider_session_id = sid
             events.append(Session(session_id="", provider=self.source, model=self.model, provider_session_id=sid))
-        usage = _usage(frame, self.model)
-        if usage is not None:
-            events.append(usage)
+        events.extend(_usage(frame, self.model))
         subtype = frame.get("subtype")
         result_text = frame.get("result") if isinstance(frame.get("result"), str) else ""
         stop = frame.get("stop_reason")
@@ -236,27 +234,52 @@ def _file_change(name: str, arguments: dict[str, Any], detail: Any, call_id: str
     return FileChange(path=path, kind=kind, call_id=call_id)
 
 
-def _usage(frame: dict[str, Any], model: str | None) -> Usage | None:
+def _usage(frame: dict[str, Any], model: str | None) -> list[Usage]:
+    """The turn's usage: per model from ``modelUsage`` (each with its ``costUSD``), else the
+    summed ``usage`` with ``total_cost_usd``. ``usage`` reads zero on some error results
+    (a budget stop) while ``modelUsage`` keeps the real figures, so it comes first."""
+    uid = frame.get("uuid")
+    base_id = f"claude-code:{uid}" if isinstance(uid, str) else None
+    per_model = frame.get("modelUsage")
+    if isinstance(per_model, dict) and per_model and all(isinstance(v, dict) for v in per_model.values()):
+        events: list[Usage] = []
+        for name, figures in per_model.items():
+            cache_read = as_int(figures.get("cacheReadInputTokens"))
+            cache_write = as_int(figures.get("cacheCreationInputTokens"))
+            cost = _number(figures.get("costUSD"))
+            events.append(
+                Usage(
+                    input_tokens=as_int(figures.get("inputTokens")) + cache_read + cache_write,
+                    output_tokens=as_int(figures.get("outputTokens")),
+                    cache_read_tokens=cache_read,
+                    cache_write_tokens=cache_write,
+                    cost_usd=cost,
+                    priced=cost is not None,
+                    model=str(name),
+                    usage_id=f"{base_id}:{name}" if base_id else None,
+                )
+            )
+        return events
     usage = frame.get("usage")
     if not isinstance(usage, dict):
-        return None
+        return []
     cache_read = as_int(usage.get("cache_read_input_tokens"))
     cache_write = as_int(usage.get("cache_creation_input_tokens"))
-    model_usage = frame.get("modelUsage")
-    if isinstance(model_usage, dict) and len(model_usage) >= 1:
-        model = str(next(iter(model_usage)))
-    raw_cost = frame.get("total_cost_usd")
-    cost = float(raw_cost) if isinstance(raw_cost, int | float) and not isinstance(raw_cost, bool) else None
-    reported = cost is not None
-    uid = frame.get("uuid")
-    return Usage(
-        # Anthropic counts input without the cached part; seamline's input includes it.
-        input_tokens=as_int(usage.get("input_tokens")) + cache_read + cache_write,
-        output_tokens=as_int(usage.get("output_tokens")),
-        cache_read_tokens=cache_read,
-        cache_write_tokens=cache_write,
-        cost_usd=cost,
-        priced=reported,
-        model=model,
-        usage_id=f"claude-code:{uid}" if isinstance(uid, str) else None,
-    )
+    cost = _number(frame.get("total_cost_usd"))
+    return [
+        Usage(
+            # Anthropic counts input without the cached part; seamline's input includes it.
+            input_tokens=as_int(usage.get("input_tokens")) + cache_read + cache_write,
+            output_tokens=as_int(usage.get("output_tokens")),
+            cache_read_tokens=cache_read,
+            cache_write_tokens=cache_write,
+            cost_usd=cost,
+            priced=cost is not None,
+            model=model,
+            usage_id=base_id,
+        )
+    ]
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
