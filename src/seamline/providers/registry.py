@@ -26,6 +26,7 @@ _BUILTIN: Final[dict[str, str]] = {
     "gemini-cli": "seamline.providers.gemini_cli:GeminiCliProvider",
     "openai": "seamline.providers.openai_api:OpenAIProvider",
     "anthropic": "seamline.providers.anthropic_api:AnthropicProvider",
+    "acp": "seamline.providers.acp:AcpProvider",
 }
 _extra: dict[str, type[Provider]] = {}
 

@@ -1,0 +1,243 @@
+"""The shared half of the ACP provider: one agent process serving several sessions.
+
+An :class:`AcpAgent` is a long-lived subprocess speaking the Agent Client Protocol
+(JSON-RPC 2.0, one message per line on stdio). It is started and ``initialize``-d once per
+command line (and event loop), shared by every session opened with that command, and
+shut down when the last session closes (reference counted).
+
+Messages for a session are routed to its :class:`AcpChannel`: ``session/update``
+notifications into a queue the running turn reads, ``session/request_permission`` to the
+channel's permission callback, and the client file-system methods
+(``fs/read_text_file``, ``fs/write_text_file``) answered only for paths inside the
+session's workspace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from seamline.errors import SeamlineError
+from seamline.events import Event, FileChange
+from seamline.transport.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, JsonRpcError, JsonRpcProcess
+
+__all__ = ["PROTOCOL_VERSION", "AcpAgent", "AcpChannel", "acquire_agent", "release_agent", "running_agents"]
+
+PROTOCOL_VERSION: Final = 1
+CLIENT_INFO: Final = {"name": "seamline", "title": "seamline", "version": "0.1.0"}
+
+PermissionCallback = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+RawSink = Callable[[str, dict[str, Any]], None]
+
+
+@dataclass(eq=False)
+class AcpChannel:
+    """What the agent process routes to one session."""
+
+    wire_id: str
+    workspace: Path
+    updates: asyncio.Queue[dict[str, Any] | list[Event]] = field(default_factory=asyncio.Queue)
+    #: answers ``session/request_permission`` while a turn runs (None: refuse)
+    permission: PermissionCallback | None = None
+    #: raw-log sink for this session's native messages
+    raw: RawSink | None = None
+    #: answered permission requests still open when a cancel comes
+    open_permissions: set[asyncio.Future[dict[str, Any]]] = field(default_factory=set)
+
+
+class AcpAgent:
+    """One ACP agent subprocess, initialized, with its sessions' channels."""
+
+    def __init__(self, key: tuple[Any, ...], argv: Sequence[str]) -> None:
+        self.key = key
+        self.argv = tuple(argv)
+        self.rpc: JsonRpcProcess | None = None
+        self.capabilities: dict[str, Any] = {}
+        self.agent_info: dict[str, Any] = {}
+        self.protocol_version: int = PROTOCOL_VERSION
+        self.channels: dict[str, AcpChannel] = {}
+        self.refs = 0
+
+    # -- start ------------------------------------------------------------------------------
+    async def start(self, *, env: Mapping[str, str], cwd: Path, timeout: float) -> None:
+        self.rpc = await JsonRpcProcess.spawn(
+            self.argv,
+            env=env,
+            cwd=cwd,
+            on_request=self._on_request,
+            on_notification=self._on_notification,
+            observer=self._observe,
+        )
+        try:
+            result = await self.rpc.request(
+                "initialize",
+                {
+                    "protocolVersion": PROTOCOL_VERSION,
+                    "clientCapabilities": {"fs": {"readTextFile": True, "writeTextFile": True}, "terminal": False},
+                    "clientInfo": CLIENT_INFO,
+                },
+                timeout=timeout,
+            )
+        except BaseException:
+            await self.rpc.close(grace=1.0)
+            raise
+        result = result if isinstance(result, dict) else {}
+        caps = result.get("agentCapabilities")
+        self.capabilities = caps if isinstance(caps, dict) else {}
+        info = result.get("agentInfo")
+        self.agent_info = info if isinstance(info, dict) else {}
+        version = result.get("protocolVersion")
+        self.protocol_version = version if isinstance(version, int) else PROTOCOL_VERSION
+
+    @property
+    def alive(self) -> bool:
+        return self.rpc is not None and self.rpc.alive
+
+    def session_capability(self, name: str) -> bool:
+        """Whether ``agentCapabilities.sessionCapabilities`` offers ``name`` (fork, resume, close…)."""
+        caps = self.capabilities.get("sessionCapabilities")
+        return isinstance(caps, dict) and caps.get(name) is not None
+
+    @property
+    def can_load(self) -> bool:
+        return bool(self.capabilities.get("loadSession"))
+
+    async def request(self, method: str, params: Any, *, timeout: float) -> Any:
+        assert self.rpc is not None
+        return await self.rpc.request(method, params, timeout=timeout)
+
+    async def notify(self, method: str, params: Any) -> None:
+        assert self.rpc is not None
+        await self.rpc.notify(method, params)
+
+    # -- routing ------------------------------------------------------------------------------
+    def _observe(self, direction: str, message: dict[str, Any]) -> None:
+        params = message.get("params")
+        wire_id = params.get("sessionId") if isinstance(params, dict) else None
+        channel = self.channels.get(wire_id) if isinstance(wire_id, str) else None
+        if channel is not None and channel.raw is not None:
+            channel.raw(direction, message)
+
+    def _on_notification(self, method: str, params: Any) -> None:
+        if method != "session/update" or not isinstance(params, dict):
+            return  # an extension notification (``_…``) or one we do not know: nothing to do
+        channel = self.channels.get(str(params.get("sessionId")))
+        update = params.get("update")
+        if channel is not None and isinstance(update, dict):
+            channel.updates.put_nowait(update)
+
+    async def _on_request(self, method: str, params: Any) -> Any:
+        params = params if isinstance(params, dict) else {}
+        channel = self.channels.get(str(params.get("sessionId")))
+        if method == "session/request_permission":
+            if channel is None or channel.permission is None:
+                return {"outcome": {"outcome": "cancelled"}}
+            answer: asyncio.Future[dict[str, Any]] = asyncio.ensure_future(channel.permission(params))
+            channel.open_permissions.add(answer)
+            try:
+                return await answer
+            except asyncio.CancelledError:
+                return {"outcome": {"outcome": "cancelled"}}
+            finally:
+                channel.open_permissions.discard(answer)
+        if method == "fs/read_text_file":
+            path = _inside(channel, params.get("path"))
+            try:
+                text = path.read_text(encoding="utf-8", errors="replace")
+            except OSError as exc:
+                raise JsonRpcError(INVALID_PARAMS, f"cannot read {path}: {exc.strerror or exc}") from None
+            line, limit = params.get("line"), params.get("limit")
+            if isinstance(line, int) or isinstance(limit, int):
+                lines = text.splitlines(keepends=True)
+                start = max((line if isinstance(line, int) else 1) - 1, 0)
+                end = start + limit if isinstance(limit, int) else None
+                text = "".join(lines[start:end])
+            assert channel is not None
+            channel.updates.put_nowait([FileChange(path=str(path), kind="read")])
+            return {"content": text}
+        if method == "fs/write_text_file":
+            path = _inside(channel, params.get("path"))
+            content = params.get("content")
+            if not isinstance(content, str):
+                raise JsonRpcError(INVALID_PARAMS, "fs/write_text_file needs a string content")
+            existed = path.exists()
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(content, encoding="utf-8")
+            except OSError as exc:
+                raise JsonRpcError(INVALID_PARAMS, f"cannot write {path}: {exc.strerror or exc}") from None
+            assert channel is not None
+            channel.updates.put_nowait([FileChange(path=str(path), kind="edited" if existed else "created")])
+            return None
+        raise JsonRpcError(METHOD_NOT_FOUND, f"method not offered by this client: {method}")
+
+    def cancel_permissions(self, channel: AcpChannel) -> None:
+        """Answer every open permission request of ``channel`` with ``cancelled`` (ACP requires it)."""
+        for pending in list(channel.open_permissions):
+            pending.cancel()
+
+    async def close(self, *, grace: float) -> None:
+        if self.rpc is not None:
+            await self.rpc.close(grace=grace)
+
+
+def _inside(channel: AcpChannel | None, raw_path: Any) -> Path:
+    if channel is None:
+        raise JsonRpcError(INVALID_PARAMS, "unknown session")
+    if not isinstance(raw_path, str) or not raw_path:
+        raise JsonRpcError(INVALID_PARAMS, "a path is required")
+    root = channel.workspace.resolve()
+    path = Path(raw_path)
+    resolved = (root / path).resolve() if not path.is_absolute() else path.resolve()
+    if resolved != root and root not in resolved.parents:
+        raise JsonRpcError(INVALID_PARAMS, f"{raw_path} is outside the workspace {root}; refused")
+    return resolved
+
+
+# -- the pool -------------------------------------------------------------------------------------
+
+_AGENTS: dict[tuple[Any, ...], AcpAgent] = {}
+_LOCKS: dict[tuple[Any, ...], asyncio.Lock] = {}
+
+
+async def acquire_agent(
+    argv: Sequence[str], *, env: Mapping[str, str], cwd: Path, timeout: float, key_extra: tuple[Any, ...] = ()
+) -> AcpAgent:
+    """The running agent for ``argv`` (started and initialized on first use); one more ref."""
+    loop = asyncio.get_running_loop()
+    key = (id(loop), tuple(argv), *key_extra)
+    lock = _LOCKS.setdefault(key, asyncio.Lock())
+    async with lock:
+        agent = _AGENTS.get(key)
+        if agent is not None and not agent.alive:
+            # It died (crashed, or its stream broke): end what is left and start afresh.
+            _AGENTS.pop(key, None)
+            with contextlib.suppress(SeamlineError):
+                await agent.close(grace=1.0)
+            agent = None
+        if agent is None:
+            agent = AcpAgent(key, argv)
+            await agent.start(env=env, cwd=cwd, timeout=timeout)
+            _AGENTS[key] = agent
+        agent.refs += 1
+        return agent
+
+
+async def release_agent(agent: AcpAgent, *, grace: float) -> None:
+    """One ref less; the last one shuts the process group down."""
+    agent.refs -= 1
+    if agent.refs > 0:
+        return
+    if _AGENTS.get(agent.key) is agent:
+        del _AGENTS[agent.key]
+    _LOCKS.pop(agent.key, None)
+    await agent.close(grace=grace)
+
+
+def running_agents() -> list[AcpAgent]:
+    """The agents this process holds now (for tests and ``providers`` diagnostics)."""
+    return list(_AGENTS.values())

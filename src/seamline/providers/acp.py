@@ -1,0 +1,566 @@
+"""``acp``: any agent that speaks the Agent Client Protocol, over JSON-RPC on stdio.
+
+The agent is a long-lived subprocess (``--provider-option command="claude-agent-acp"``)
+shared by every session opened with the same command and shut down when the last one
+closes. A session is ``session/new`` (the agent mints its id); resume is
+``session/load`` where the agent offers it (``session/resume`` otherwise, else an
+emulated resume with the history as context); a turn is ``session/prompt`` whose
+``session/update`` notifications become seamline events; abort is ``session/cancel``
+and the turn ends with outcome ``aborted``.
+
+Permission requests from the agent are decided by the session's approval (the
+permission service, or ``--yes``); without one they are refused. The client file-system
+methods are offered, and answered only inside the session's workspace.
+
+    seamline run --provider acp -o command=claude-agent-acp --json "What is in notes.txt?"
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shlex
+import shutil
+from collections.abc import AsyncIterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, ClassVar, Final, Literal
+
+import msgspec
+
+from seamline.errors import (
+    AuthFailure,
+    InvalidRequest,
+    ProviderFailure,
+    QuotaExceeded,
+    SeamlineError,
+    TimeoutFailure,
+)
+from seamline.events import (
+    Complete,
+    Event,
+    Mode,
+    PermissionDecision,
+    PermissionRequest,
+    Reasoning,
+    ReasoningDelta,
+    Text,
+    TextDelta,
+    ToolCall,
+    ToolProgress,
+    ToolResult,
+    Usage,
+)
+from seamline.providers._acp_agent import AcpAgent, AcpChannel, acquire_agent, release_agent
+from seamline.providers.base import OptionSpec, PreflightCheck, Provider, ProviderSession
+from seamline.tools.approval import ApprovalDecision
+from seamline.tools.base import Tool, ToolClass
+from seamline.transport.env import compose_env
+from seamline.transport.jsonrpc import JsonRpcError
+
+__all__ = ["INSTALL_HINT", "AcpProvider", "AcpTranslator"]
+
+INSTALL_HINT: Final = (
+    "bash scripts/system/45-acp-opencode.sh (or: npm install -g @zed-industries/claude-agent-acp@0.23.1)"
+)
+
+# ACP tool kinds, as tool classes for the permission rules.
+_KIND_CLASS: Final[dict[str, ToolClass]] = {
+    "read": "read",
+    "search": "read",
+    "think": "read",
+    "edit": "write",
+    "delete": "write",
+    "move": "write",
+    "execute": "execute",
+    "fetch": "network",
+}
+
+
+class AcpProvider(Provider):
+    """An Agent Client Protocol agent as a seamline provider."""
+
+    name = "acp"
+    description = "any Agent Client Protocol agent (JSON-RPC on stdio), e.g. claude-agent-acp"
+    options: ClassVar[Mapping[str, OptionSpec]] = {
+        "command": OptionSpec("the agent's command line, e.g. 'claude-agent-acp' (required)"),
+        "turn_timeout": OptionSpec("seconds a turn may take before it is cancelled", default="600"),
+        "request_timeout": OptionSpec("seconds initialize / session/new / session/load may take", default="60"),
+        "cancel_timeout": OptionSpec("seconds to wait for the agent to settle a cancelled turn", default="10"),
+        "grace": OptionSpec("seconds between SIGINT, SIGTERM and SIGKILL when ending the agent", default="2"),
+    }
+    runs_own_tools = True
+    forking = "emulated"  # session/fork is unstable in ACP; the base copies the history
+    session_ids = "provider"  # session/new returns the agent's id
+    resume_support = "native"  # session/load (or session/resume); emulated when the agent offers neither
+    cost_source = "reported"  # usage_update carries the agent's own cost, where it gives one
+    cost_scope = "turn"
+    result_cadence = "stream"
+    mcp_transports = ()
+
+    # -- helpers --------------------------------------------------------------------------
+    def argv(self) -> list[str]:
+        """The agent's command line, from ``command=``."""
+        command = self.option_values.get("command", "").strip()
+        if not command:
+            raise InvalidRequest(
+                "provider acp needs the agent's command: --provider-option command='claude-agent-acp'"
+                f" (install: {INSTALL_HINT})"
+            )
+        try:
+            argv = shlex.split(command)
+        except ValueError as exc:
+            raise InvalidRequest(f"acp: cannot parse command={command!r}: {exc}") from None
+        return argv
+
+    def _seconds(self, key: str) -> float:
+        raw = self.option_values.get(key, "")
+        try:
+            value = float(raw)
+        except ValueError:
+            raise InvalidRequest(f"acp: option {key}={raw!r} is not a number of seconds") from None
+        if value <= 0:
+            raise InvalidRequest(f"acp: option {key} must be positive")
+        return value
+
+    # -- preflight ----------------------------------------------------------------------------
+    async def _preflight(self) -> Sequence[PreflightCheck]:
+        try:
+            argv = self.argv()
+        except InvalidRequest as exc:
+            return [PreflightCheck(name="command", ok=False, detail=exc.message, fix=INSTALL_HINT)]
+        exe = argv[0]
+        found = shutil.which(exe) if os.sep not in exe else (exe if os.access(exe, os.X_OK) else None)
+        if found is None:
+            return [PreflightCheck(name="executable", ok=False, detail=f"not found: {exe}", fix=INSTALL_HINT)]
+        return [PreflightCheck(name="executable", ok=True, detail=found)]
+
+    # -- sessions -------------------------------------------------------------------------------
+    async def _attach(self, session: ProviderSession) -> AcpAgent:
+        workspace = session.workspace or Path.cwd()
+        agent = await acquire_agent(
+            self.argv(),
+            env=compose_env(None),
+            cwd=workspace,
+            timeout=self._seconds("request_timeout"),
+        )
+        session.state["acp_agent"] = agent
+        return agent
+
+    def _channel(self, session: ProviderSession, agent: AcpAgent, wire_id: str) -> AcpChannel:
+        channel = AcpChannel(wire_id=wire_id, workspace=(session.workspace or Path.cwd()).resolve())
+        store = session.store
+        if store is not None:
+
+            def raw(direction: str, message: dict[str, Any]) -> None:
+                # What the agent sent is the provider's output ("out"); what we sent is input.
+                side: Literal["in", "out"] = "out" if direction == "in" else "in"
+                store.append_raw(session.session_id, session.turn, side, "acp", _encode(message))
+
+            channel.raw = raw
+        agent.channels[wire_id] = channel
+        session.state["acp_channel"] = channel
+        session.state["acp_session_id"] = wire_id
+        return channel
+
+    async def _open(self, session: ProviderSession) -> None:
+        agent = await self._attach(session)
+        try:
+            await self._new_session(session, agent)
+        except BaseException:
+            await self._detach(session)
+            raise
+
+    async def _new_session(self, session: ProviderSession, agent: AcpAgent) -> None:
+        cwd = str((session.workspace or Path.cwd()).resolve())
+        result = await self._call(agent, "session/new", {"cwd": cwd, "mcpServers": []})
+        wire_id = result.get("sessionId") if isinstance(result, dict) else None
+        if not isinstance(wire_id, str) or not wire_id:
+            raise ProviderFailure(f"acp: session/new gave no sessionId: {str(result)[:200]}")
+        self._channel(session, agent, wire_id)
+        if not session.provider_session_id:
+            session.capture_provider_session_id(wire_id)
+        await self._choose_model(session, agent, wire_id, result)
+
+    async def _choose_model(self, session: ProviderSession, agent: AcpAgent, wire_id: str, result: Any) -> None:
+        models = result.get("models") if isinstance(result, dict) else None
+        if not self.model or not isinstance(models, dict):
+            return
+        available = [m.get("modelId") for m in models.get("availableModels") or [] if isinstance(m, dict)]
+        if self.model == models.get("currentModelId"):
+            return
+        if self.model not in available:
+            raise InvalidRequest(
+                f"acp: the agent offers no model {self.model!r}; it offers {', '.join(map(str, available))}"
+            )
+        await self._call(agent, "session/set_model", {"sessionId": wire_id, "modelId": self.model})
+
+    async def _resume(self, session: ProviderSession) -> None:
+        agent = await self._attach(session)
+        psid = session.provider_session_id or ""
+        cwd = str((session.workspace or Path.cwd()).resolve())
+        params = {"sessionId": psid, "cwd": cwd, "mcpServers": []}
+        try:
+            if agent.can_load or agent.session_capability("resume"):
+                channel = self._channel(session, agent, psid)
+                method = "session/load" if agent.can_load else "session/resume"
+                await self._call(agent, method, params)
+                # session/load replays the history as updates; that is the past, not this turn.
+                while not channel.updates.empty():
+                    channel.updates.get_nowait()
+            else:
+                session.resumed = "emulated"  # the history travels as context in the prompt
+                await self._new_session(session, agent)
+        except BaseException:
+            await self._detach(session)
+            raise
+
+    async def _call(self, agent: AcpAgent, method: str, params: dict[str, Any]) -> Any:
+        try:
+            return await agent.request(method, params, timeout=self._seconds("request_timeout"))
+        except JsonRpcError as exc:
+            raise _classify(exc, f"acp: {method} failed") from None
+
+    async def _detach(self, session: ProviderSession) -> None:
+        agent = session.state.pop("acp_agent", None)
+        channel = session.state.pop("acp_channel", None)
+        if not isinstance(agent, AcpAgent):
+            return
+        if isinstance(channel, AcpChannel):
+            agent.channels.pop(channel.wire_id, None)
+        await release_agent(agent, grace=self._seconds("grace"))
+
+    async def _close(self, session: ProviderSession) -> None:
+        agent = session.state.get("acp_agent")
+        wire_id = session.state.get("acp_session_id")
+        if isinstance(agent, AcpAgent) and agent.alive and agent.session_capability("close") and wire_id:
+            with contextlib.suppress(SeamlineError):
+                await agent.request("session/close", {"sessionId": wire_id}, timeout=5.0)
+        await self._detach(session)
+
+    async def _abort(self, session: ProviderSession) -> None:
+        agent = session.state.get("acp_agent")
+        channel = session.state.get("acp_channel")
+        if not isinstance(agent, AcpAgent) or not isinstance(channel, AcpChannel) or not agent.alive:
+            return
+        agent.cancel_permissions(channel)
+        with contextlib.suppress(SeamlineError):
+            await agent.notify("session/cancel", {"sessionId": channel.wire_id})
+
+    # -- the turn ---------------------------------------------------------------------------------
+    def _turn(self, session: ProviderSession, prompt: str) -> AsyncIterator[Event]:
+        return self._run_turn(session, prompt)
+
+    async def _run_turn(self, session: ProviderSession, prompt: str) -> AsyncIterator[Event]:
+        agent = session.state.get("acp_agent")
+        channel = session.state.get("acp_channel")
+        if not isinstance(agent, AcpAgent) or not isinstance(channel, AcpChannel):
+            raise InvalidRequest("acp: the session is not open (closed already?)")
+        if not agent.alive:
+            assert agent.rpc is not None
+            raise agent.rpc.failure or ProviderFailure("acp: the agent is not running")
+        translator = AcpTranslator()
+        channel.permission = lambda params: self._decide(session, channel, translator, params)
+        turn_timeout = self._seconds("turn_timeout")
+        prompt_task = asyncio.ensure_future(
+            agent.request(
+                "session/prompt",
+                {"sessionId": channel.wire_id, "prompt": [{"type": "text", "text": prompt}]},
+                timeout=turn_timeout,
+            )
+        )
+        loop = asyncio.get_running_loop()
+        cancel_deadline: float | None = None
+        try:
+            while True:
+                if session.aborted and cancel_deadline is None:
+                    cancel_deadline = loop.time() + self._seconds("cancel_timeout")
+                getter = asyncio.ensure_future(channel.updates.get())
+                wait = None if cancel_deadline is None else max(cancel_deadline - loop.time(), 0.0)
+                done, _ = await asyncio.wait({getter, prompt_task}, timeout=wait, return_when=asyncio.FIRST_COMPLETED)
+                if getter in done:
+                    for event in translator.feed(getter.result()):
+                        yield event
+                    continue
+                getter.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await getter
+                if getter.done() and not getter.cancelled():
+                    for event in translator.feed(getter.result()):
+                        yield event
+                if prompt_task in done:
+                    break
+                # The agent did not settle the cancelled turn in time: it is aborted all the same.
+                yield Complete(outcome="aborted", stop_reason="cancelled", text=translator.text())
+                return
+            while not channel.updates.empty():
+                for event in translator.feed(channel.updates.get_nowait()):
+                    yield event
+            try:
+                result = prompt_task.result()
+            except TimeoutFailure:
+                with contextlib.suppress(SeamlineError):
+                    await agent.notify("session/cancel", {"sessionId": channel.wire_id})
+                raise TimeoutFailure(f"acp: the turn passed its timeout of {turn_timeout:g} s; cancelled") from None
+            except JsonRpcError as exc:
+                if session.aborted:
+                    yield Complete(outcome="aborted", stop_reason="cancelled", text=translator.text())
+                    return
+                raise _classify(exc, "acp: session/prompt failed") from None
+            for event in translator.finish(result, session=session):
+                yield event
+        finally:
+            channel.permission = None
+            if not prompt_task.done():
+                prompt_task.cancel()
+                with contextlib.suppress(BaseException):
+                    await prompt_task
+
+    async def _decide(
+        self, session: ProviderSession, channel: AcpChannel, translator: AcpTranslator, params: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Answer ``session/request_permission`` by the session's approval."""
+        options = [o for o in params.get("options") or [] if isinstance(o, dict)]
+        call = params.get("toolCall") if isinstance(params.get("toolCall"), dict) else {}
+        assert isinstance(call, dict)
+        events: list[Event] = list(translator.tool_update(call, announce=True))
+        tool_call = translator.calls.get(str(call.get("toolCallId")))
+        name = tool_call.name if tool_call else _tool_name(call)
+        arguments = tool_call.arguments if tool_call else _dict(call.get("rawInput"))
+        call_id = str(call.get("toolCallId") or f"acp-perm-{len(translator.calls)}")
+        kind = str(call.get("kind") or "other")
+        tool = Tool(
+            name=name,
+            description=str(call.get("title") or name),
+            parameters={},
+            function=_never_called,
+            tool_class=_KIND_CLASS.get(kind, "execute"),
+            source="acp",
+            reaches_outside=kind == "fetch",
+        )
+        if session.aborted:
+            return {"outcome": {"outcome": "cancelled"}}
+        if session.approval is None:
+            reason = "no approval policy for this session: refused (run with --yes or a permission rule)"
+            decision = ApprovalDecision(False, reason)
+        else:
+            decision = await session.approval.decide(tool, ToolCall(call_id=call_id, name=name, arguments=arguments))
+        request_id = f"perm-{call_id}"
+        if decision.events:
+            events.extend(decision.events)
+        else:
+            events.append(
+                PermissionRequest(
+                    request_id=request_id, call_id=call_id, tool=name, arguments=arguments, reason=decision.reason
+                )
+            )
+            events.append(
+                PermissionDecision(
+                    request_id=request_id,
+                    decision="allow" if decision.allow else "deny",
+                    scope=decision.scope,
+                    reason=decision.reason,
+                )
+            )
+        channel.updates.put_nowait(events)
+        chosen = _pick_option(options, allow=decision.allow, always=decision.scope == "always")
+        if chosen is None:
+            return {"outcome": {"outcome": "cancelled"}}
+        return {"outcome": {"outcome": "selected", "optionId": chosen}}
+
+
+async def _never_called(**_: Any) -> str:  # pragma: no cover - the agent runs its own tools
+    raise ProviderFailure("an ACP agent's tool is run by the agent, not by seamline")
+
+
+def _pick_option(options: list[dict[str, Any]], *, allow: bool, always: bool) -> str | None:
+    order = ("allow_always", "allow_once") if always else ("allow_once", "allow_always")
+    if not allow:
+        order = ("reject_once", "reject_always")
+    for kind in order:
+        for option in options:
+            if option.get("kind") == kind and isinstance(option.get("optionId"), str):
+                return str(option["optionId"])
+    return None
+
+
+def _classify(exc: JsonRpcError, what: str) -> SeamlineError:
+    text = f"{exc.rpc_message} {exc.data if exc.data is not None else ''}".lower()
+    message = f"{what}: {exc.message}"
+    if exc.code == -32000 or any(
+        k in text for k in ("401", "authentication", "api key", "unauthorized", "auth_required")
+    ):
+        return AuthFailure(message)
+    if any(k in text for k in ("429", "rate limit", "rate_limit", "quota", "overloaded")):
+        return QuotaExceeded(message)
+    if exc.code in (-32600, -32601, -32602):
+        return InvalidRequest(message)
+    return ProviderFailure(message)
+
+
+def _encode(message: object) -> str:
+    return msgspec.json.encode(message).decode()
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return dict(value) if isinstance(value, dict) else {}
+
+
+def _tool_name(call: dict[str, Any]) -> str:
+    """The agent's own tool name where its ``_meta`` tells (claude-agent-acp does), else the kind."""
+    meta = call.get("_meta")
+    if isinstance(meta, dict):
+        for value in meta.values():
+            if isinstance(value, dict) and isinstance(value.get("toolName"), str):
+                return str(value["toolName"])
+    kind = call.get("kind")
+    return str(kind) if isinstance(kind, str) and kind else "tool"
+
+
+def _content_text(content: Any) -> str:
+    """The text of ACP tool-call content (``content`` blocks, diffs, terminals)."""
+    parts: list[str] = []
+    for item in content if isinstance(content, list) else []:
+        if not isinstance(item, dict):
+            continue
+        inner = item.get("content")
+        if item.get("type") == "content" and isinstance(inner, dict) and isinstance(inner.get("text"), str):
+            parts.append(inner["text"])
+        elif item.get("type") == "diff":
+            parts.append(f"diff {item.get('path')}")
+    return "\n".join(parts)
+
+
+class AcpTranslator:
+    """``session/update`` payloads of one turn to seamline events.
+
+    A tool call is reported once its arguments are known (claude-agent-acp sends an empty
+    ``rawInput`` first and the real one in an update), or when a permission request or a
+    status change needs it; its result comes with status ``completed`` or ``failed``.
+    Plans become ``reasoning`` text; ``current_mode_update`` becomes ``mode``. The
+    agent's cost in ``usage_update`` is cumulative over the session: the turn's cost is
+    the difference.
+    """
+
+    def __init__(self) -> None:
+        self.calls: dict[str, ToolCall] = {}
+        self.pending: dict[str, dict[str, Any]] = {}
+        self.finished: set[str] = set()
+        self._text: list[str] = []
+        self._reasoning: list[str] = []
+        self.session_cost: float | None = None
+
+    def text(self) -> str:
+        return "".join(self._text)
+
+    def feed(self, item: dict[str, Any] | list[Event]) -> list[Event]:
+        if isinstance(item, list):
+            return item
+        kind = item.get("sessionUpdate")
+        if kind == "agent_message_chunk":
+            text = _chunk_text(item)
+            if text:
+                self._text.append(text)
+                return [TextDelta(text=text)]
+        elif kind == "agent_thought_chunk":
+            text = _chunk_text(item)
+            if text:
+                self._reasoning.append(text)
+                return [ReasoningDelta(text=text)]
+        elif kind in ("tool_call", "tool_call_update"):
+            return self.tool_update(item, announce=False)
+        elif kind == "plan":
+            entries = [e for e in item.get("entries") or [] if isinstance(e, dict)]
+            lines = [f"- [{e.get('status', 'pending')}] {e.get('content', '')}" for e in entries]
+            return [Reasoning(text="Plan:\n" + "\n".join(lines))]
+        elif kind == "current_mode_update":
+            mode = str(item.get("currentModeId") or "")
+            return [Mode(mode="planning" if "plan" in mode.lower() else "agent")]
+        elif kind == "usage_update":
+            cost = item.get("cost")
+            if isinstance(cost, dict) and isinstance(cost.get("amount"), int | float):
+                if str(cost.get("currency", "USD")).upper() == "USD":
+                    self.session_cost = float(cost["amount"])
+        # user_message_chunk (history replay), available_commands_update, config and
+        # session info updates: kept in the raw log only.
+        return []
+
+    def tool_update(self, item: dict[str, Any], *, announce: bool) -> list[Event]:
+        call_id = str(item.get("toolCallId") or "")
+        if not call_id:
+            return []
+        merged = self.pending.setdefault(call_id, {})
+        for key, value in item.items():
+            if value is not None and not (key == "rawInput" and value == {} and merged.get("rawInput")):
+                merged[key] = value
+        events: list[Event] = []
+        status = merged.get("status")
+        raw_input = merged.get("rawInput")
+        ready = announce or bool(raw_input) or status in ("in_progress", "completed", "failed")
+        if call_id not in self.calls and ready:
+            call = ToolCall(call_id=call_id, name=_tool_name(merged), arguments=_dict(raw_input), source="acp")
+            self.calls[call_id] = call
+            events.append(call)
+        if item.get("status") == "in_progress" and call_id in self.calls and item.get("title"):
+            events.append(ToolProgress(call_id=call_id, message=str(item["title"])))
+        if status in ("completed", "failed") and call_id not in self.finished and call_id in self.calls:
+            self.finished.add(call_id)
+            output = merged.get("rawOutput")
+            text = output if isinstance(output, str) else _content_text(merged.get("content"))
+            if not text and output is not None:
+                text = _encode(output) if isinstance(output, dict | list) else str(output)
+            events.append(
+                ToolResult(call_id=call_id, output=text, is_error=status == "failed", name=self.calls[call_id].name)
+            )
+        return events
+
+    def finish(self, result: Any, *, session: ProviderSession) -> list[Event]:
+        result = result if isinstance(result, dict) else {}
+        stop = str(result.get("stopReason") or "end_turn")
+        events: list[Event] = []
+        if self._reasoning:
+            events.append(Reasoning(text="".join(self._reasoning)))
+        text = self.text()
+        if text:
+            events.append(Text(text=text))
+        usage = self._usage(result.get("usage"), session)
+        if usage is not None:
+            events.append(usage)
+        outcome = "aborted" if stop == "cancelled" or session.aborted else "completed"
+        events.append(Complete(outcome=outcome, stop_reason=stop, text=text))  # type: ignore[arg-type]
+        return events
+
+    def _usage(self, raw: Any, session: ProviderSession) -> Usage | None:
+        state = session.state
+        cost: float | None = None
+        if self.session_cost is not None:
+            before = state.get("acp_session_cost", 0.0)
+            cost = max(self.session_cost - float(before), 0.0)
+            state["acp_session_cost"] = self.session_cost
+        if not isinstance(raw, dict) and cost is None:
+            return None
+        raw = raw if isinstance(raw, dict) else {}
+
+        def n(key: str) -> int:
+            value = raw.get(key)
+            return int(value) if isinstance(value, int | float) else 0
+
+        cache_read, cache_write = n("cachedReadTokens"), n("cachedWriteTokens")
+        # ACP's counts are additive (totalTokens is their sum); ours count cached input in input.
+        return Usage(
+            input_tokens=n("inputTokens") + cache_read + cache_write,
+            output_tokens=n("outputTokens") + n("thoughtTokens"),
+            cache_read_tokens=cache_read,
+            cache_write_tokens=cache_write,
+            cost_usd=cost,
+            priced=cost is not None,
+            model=session.provider.model,
+            usage_id=f"acp:{session.provider_session_id}:{session.turn}",
+        )
+
+
+def _chunk_text(item: dict[str, Any]) -> str:
+    content = item.get("content")
+    if isinstance(content, dict) and content.get("type") == "text" and isinstance(content.get("text"), str):
+        return str(content["text"])
+    return ""
