@@ -415,3 +415,28 @@ def test_responses_reasoning_items_go_back_with_the_tool_results() -> None:
     assert kinds == ["user", "reasoning", "function_call", "function_call_output"]
     replayed = second["input"][1]
     assert replayed["encrypted_content"].startswith("enc-fake-") and replayed["id"].startswith("rs_")
+
+
+def test_abort_ends_a_retry_wait() -> None:
+    import asyncio
+
+    async def scenario(fake: FakeOpenAI) -> list[str]:
+        options = {"base_url": fake.base_url, "retry_base_delay": "600", "retry_max_delay": "600"}
+        provider = OpenAIProvider(model="gpt-4o", options=options)
+        session = await provider.open()
+        seen = []
+        async for event in session.send("hi"):
+            seen.append(event.type)
+            if event.type == "error":
+                # abort from elsewhere (as Ctrl-C does) while the provider waits up to 10 minutes to retry
+                asyncio.get_running_loop().call_later(0.05, lambda: asyncio.ensure_future(provider.abort(session)))
+            if event.type == "complete":
+                assert event.outcome == "aborted"  # type: ignore[union-attr]
+        await provider.close(session)
+        return seen
+
+    with FakeOpenAI([{"status": 503, "times": -1}]) as fake:
+        # the guard only keeps a broken abort from hanging the suite
+        seen = asyncio.run(asyncio.wait_for(scenario(fake), 60))
+        assert len(fake.model_requests()) == 1
+    assert seen == ["session", "error", "complete"]

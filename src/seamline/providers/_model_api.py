@@ -112,6 +112,8 @@ class ModelAPIProvider(Provider):
         self.last_identity: dict[str, Any] | None = None
         self._client: Any = None
         self._sessions = 0
+        # Per session: set by abort() so that a retry wait ends at once.
+        self._abort_events: dict[str, asyncio.Event] = {}
 
     # -- configuration -------------------------------------------------------------------
     @property
@@ -170,7 +172,13 @@ class ModelAPIProvider(Provider):
         self.client()
         self._sessions += 1
 
+    async def _abort(self, session: ProviderSession) -> None:
+        event = self._abort_events.get(session.session_id)
+        if event is not None:
+            event.set()
+
     async def _close(self, session: ProviderSession) -> None:
+        self._abort_events.pop(session.session_id, None)
         # Sessions of one provider share its client (and its connection pool); the last
         # one to close closes it.
         self._sessions = max(self._sessions - 1, 0)
@@ -192,6 +200,8 @@ class ModelAPIProvider(Provider):
         identity = self.identity(request, params)
         self.last_identity = identity
         secret = self._api_key()
+        abort = self._abort_events.setdefault(request.session_id, asyncio.Event())
+        abort.clear()
         attempt = 0
         while True:
             attempt += 1
@@ -221,8 +231,11 @@ class ModelAPIProvider(Provider):
                     retryable=True,
                     attempt=attempt,
                 )
-                await asyncio.sleep(delay)
-                continue
+                try:
+                    await asyncio.wait_for(abort.wait(), delay)
+                except TimeoutError:
+                    continue
+                return  # aborted while waiting: the loop ends the turn as aborted
             identity["attempts"] = attempt
             identity["model_answered"] = state.model
             identity["response_id"] = state.response_id
