@@ -27,6 +27,7 @@ _BUILTIN: Final[dict[str, str]] = {
     "openai": "seamline.providers.openai_api:OpenAIProvider",
     "anthropic": "seamline.providers.anthropic_api:AnthropicProvider",
     "acp": "seamline.providers.acp:AcpProvider",
+    "opencode": "seamline.providers.opencode:OpenCodeProvider",
 }
 _extra: dict[str, type[Provider]] = {}
 

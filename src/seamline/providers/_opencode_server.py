@@ -1,0 +1,265 @@
+"""The shared half of the OpenCode provider: one ``opencode serve`` for many sessions.
+
+An :class:`OpenCodeServer` is ``opencode serve --port N --hostname 127.0.0.1`` on a free
+port chosen here (the program does not honour port 0), started in its own process group,
+polled at ``/global/health`` until it answers, and subscribed to its event stream
+(``GET /event``, server-sent events of ``{type, properties}``). Events are routed to the
+queue of the session they name. The server is reference counted: started by the first
+session, stopped (the whole process group) when the last one closes.
+
+Failures are classified: a server that exits before it answers its health check is a
+``TransportFailure`` with its exit code and stderr, one that never answers is a
+``TimeoutFailure``, an event stream that breaks is a ``TransportFailure`` delivered to
+every session waiting on it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import socket
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import httpx2
+import msgspec
+
+from seamline.errors import ProviderFailure, SeamlineError, TimeoutFailure, TransportFailure
+from seamline.transport.sse import read_sse
+from seamline.transport.subprocess import LineProcess
+
+__all__ = ["OpenCodeServer", "ServerChannel", "acquire_server", "free_port", "release_server", "running_servers"]
+
+_HEALTH_POLL: Final = 0.1
+
+
+def free_port() -> int:
+    """A port on 127.0.0.1 that was free a moment ago (opencode ignores ``--port 0``)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass(eq=False)
+class ServerChannel:
+    """What the server routes to one session: its events, or the failure that ended them."""
+
+    session_id: str
+    events: asyncio.Queue[dict[str, Any] | SeamlineError] = field(default_factory=asyncio.Queue)
+
+
+class OpenCodeServer:
+    """One running ``opencode serve`` with an HTTP client and its event stream."""
+
+    def __init__(self, key: tuple[Any, ...], argv: Sequence[str]) -> None:
+        self.key = key
+        self.argv = list(argv)
+        self.port = 0
+        self.process: LineProcess | None = None
+        self.client: httpx2.AsyncClient | None = None
+        self.channels: dict[str, ServerChannel] = {}
+        self.failure: SeamlineError | None = None
+        self.refs = 0
+        self.version = ""
+        self._stdout: collections.deque[str] = collections.deque(maxlen=50)
+        self._tasks: list[asyncio.Task[None]] = []
+        self._connected = asyncio.Event()
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def alive(self) -> bool:
+        return self.failure is None and self.process is not None and self.process.returncode is None
+
+    # -- start --------------------------------------------------------------------------------
+    async def start(self, *, env: Mapping[str, str], cwd: str, startup_timeout: float) -> None:
+        self.port = free_port()
+        argv = [*self.argv, "serve", "--port", str(self.port), "--hostname", "127.0.0.1"]
+        self.process = await LineProcess.spawn(argv, env=env, cwd=cwd)
+        self._tasks.append(asyncio.create_task(self._drain_stdout()))
+        # No overall timeout on the client: the event stream is long-lived; each call sets its own.
+        self.client = httpx2.AsyncClient(base_url=self.base_url, timeout=httpx2.Timeout(30.0, read=None))
+        try:
+            await self._wait_healthy(startup_timeout)
+            self._tasks.append(asyncio.create_task(self._read_events()))
+            try:
+                await asyncio.wait_for(self._connected.wait(), timeout=startup_timeout)
+            except TimeoutError:
+                if self.failure is not None:
+                    raise self.failure from None
+                raise TimeoutFailure(
+                    f"opencode: its event stream did not connect within {startup_timeout:g} s"
+                ) from None
+        except BaseException:
+            await self.close(grace=1.0)
+            raise
+
+    async def _wait_healthy(self, timeout: float) -> None:
+        assert self.process is not None and self.client is not None
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        last = ""
+        while True:
+            if self.process.returncode is not None:
+                raise TransportFailure(
+                    f"opencode serve exited with code {self.process.returncode} before it came up{self._tail()}"
+                )
+            try:
+                response = await self.client.get("/global/health", timeout=2.0)
+                if response.status_code == 200:
+                    body = response.json()
+                    if isinstance(body, dict) and body.get("healthy"):
+                        self.version = str(body.get("version") or "")
+                        return
+                last = f"HTTP {response.status_code}"
+            except (httpx2.HTTPError, ValueError) as exc:
+                last = type(exc).__name__
+            if loop.time() >= deadline:
+                raise TimeoutFailure(
+                    f"opencode serve did not come up on 127.0.0.1:{self.port} within {timeout:g} s"
+                    f" (last health check: {last}){self._tail()}"
+                )
+            await asyncio.sleep(_HEALTH_POLL)
+
+    def _tail(self) -> str:
+        tail = self.process.stderr_tail(5).strip() if self.process is not None else ""
+        tail = tail or "\n".join(list(self._stdout)[-5:]).strip()
+        return f"; output: {tail[-500:]}" if tail else ""
+
+    async def _drain_stdout(self) -> None:
+        # The server logs to stdout; it must be read or the pipe fills and the server stalls.
+        assert self.process is not None
+        async for line in self.process.lines():
+            self._stdout.append(line.decode("utf-8", "replace"))
+
+    async def _read_events(self) -> None:
+        assert self.client is not None
+        try:
+            async with self.client.stream("GET", "/event", headers={"accept": "text/event-stream"}) as response:
+                if response.status_code != 200:
+                    raise TransportFailure(f"opencode: GET /event answered HTTP {response.status_code}")
+                async for sse in read_sse(response, what="opencode's event stream"):
+                    try:
+                        event = msgspec.json.decode(sse.data)
+                    except msgspec.DecodeError:
+                        raise ProviderFailure(f"opencode: an event that is not JSON: {sse.data[:200]}") from None
+                    if not isinstance(event, dict):
+                        continue
+                    if event.get("type") == "server.connected":
+                        self._connected.set()
+                    self._route(event)
+            raise TransportFailure("opencode's event stream ended (the server closed it)")
+        except asyncio.CancelledError:
+            raise
+        except SeamlineError as exc:
+            self._fail(exc)
+        except Exception as exc:  # noqa: BLE001 - any break of the stream is a transport failure
+            self._fail(TransportFailure(f"opencode's event stream broke: {type(exc).__name__}: {exc}"))
+
+    def _route(self, event: dict[str, Any]) -> None:
+        props = event.get("properties")
+        if not isinstance(props, dict):
+            return
+        sid = props.get("sessionID")
+        if not isinstance(sid, str):
+            info = props.get("info") or props.get("part")
+            sid = info.get("sessionID") if isinstance(info, dict) else None
+        channel = self.channels.get(sid) if isinstance(sid, str) else None
+        if channel is not None:
+            channel.events.put_nowait(event)
+
+    def _fail(self, failure: SeamlineError) -> None:
+        if self.failure is None:
+            self.failure = failure
+        for channel in self.channels.values():
+            channel.events.put_nowait(failure)
+
+    # -- HTTP ---------------------------------------------------------------------------------
+    async def call(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        params: Mapping[str, str] | None = None,
+        timeout: float,
+    ) -> Any:
+        """One HTTP call; the JSON answer (None when empty). Failures are classified."""
+        if self.client is None:
+            raise TransportFailure("opencode: the server is not running")
+        if self.failure is not None and not isinstance(self.failure, TransportFailure):
+            raise self.failure
+        try:
+            response = await self.client.request(method, path, json=body, params=params, timeout=timeout)
+        except httpx2.TimeoutException:
+            raise TimeoutFailure(f"opencode: {method} {path} got no answer within {timeout:g} s") from None
+        except httpx2.HTTPError as exc:
+            raise TransportFailure(f"opencode: {method} {path} failed: {type(exc).__name__}: {exc}") from None
+        if response.status_code >= 400:
+            text = response.text[:300]
+            raise ProviderFailure(f"opencode: {method} {path} answered HTTP {response.status_code}: {text}")
+        if not response.content:
+            return None
+        try:
+            return response.json()
+        except ValueError:
+            raise ProviderFailure(f"opencode: {method} {path} answered with something not JSON") from None
+
+    # -- stop ----------------------------------------------------------------------------------
+    async def close(self, *, grace: float) -> None:
+        if self.failure is None:
+            self.failure = TransportFailure("opencode: the server was stopped")
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(BaseException):
+                await task
+        if self.client is not None:
+            with contextlib.suppress(Exception):
+                await self.client.aclose()
+        if self.process is not None:
+            await self.process.end(grace=grace)
+
+
+_SERVERS: dict[tuple[Any, ...], OpenCodeServer] = {}
+_LOCKS: dict[tuple[Any, ...], asyncio.Lock] = {}
+
+
+async def acquire_server(
+    argv: Sequence[str], *, env: Mapping[str, str], cwd: str, startup_timeout: float, key_extra: tuple[Any, ...] = ()
+) -> OpenCodeServer:
+    """The running server for this command and configuration; one more ref."""
+    key = (id(asyncio.get_running_loop()), tuple(argv), *key_extra)
+    lock = _LOCKS.setdefault(key, asyncio.Lock())
+    async with lock:
+        server = _SERVERS.get(key)
+        if server is not None and not server.alive:
+            _SERVERS.pop(key, None)
+            await server.close(grace=1.0)
+            server = None
+        if server is None:
+            server = OpenCodeServer(key, argv)
+            await server.start(env=env, cwd=cwd, startup_timeout=startup_timeout)
+            _SERVERS[key] = server
+        server.refs += 1
+        return server
+
+
+async def release_server(server: OpenCodeServer, *, grace: float) -> None:
+    """One ref less; the last one stops the server's process group."""
+    server.refs -= 1
+    if server.refs > 0:
+        return
+    if _SERVERS.get(server.key) is server:
+        del _SERVERS[server.key]
+    _LOCKS.pop(server.key, None)
+    await server.close(grace=grace)
+
+
+def running_servers() -> list[OpenCodeServer]:
+    """The servers this process holds now."""
+    return list(_SERVERS.values())

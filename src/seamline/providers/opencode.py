@@ -1,0 +1,607 @@
+"""``opencode``: the OpenCode agent through its HTTP server and event stream.
+
+``opencode serve`` runs as a shared, reference-counted subprocess on a free port of
+127.0.0.1 (see :mod:`seamline.providers._opencode_server`). A session is ``POST
+/session`` (OpenCode mints the id); a turn is ``POST /session/{id}/prompt_async`` and
+the server's events (``GET /event``) for that session, translated into seamline events,
+until the session goes idle; abort is ``POST /session/{id}/abort``; fork is ``POST
+/session/{id}/fork``; resume continues the stored OpenCode session by its id.
+
+The model: with ``base_url=`` (or ``OPENAI_BASE_URL`` in the environment) seamline
+writes ``OPENCODE_CONFIG_CONTENT`` with an OpenAI-compatible provider
+(``@ai-sdk/openai-compatible``) pointing there, keyed by ``OPENAI_API_KEY`` (passed as
+``{env:…}``, never written into the configuration); without it OpenCode uses its own
+configuration, and ``--model provider/model`` picks the model.
+
+Permissions: every session is created with ``ask`` rules for ``bash``, ``edit`` and
+``webfetch``, so OpenCode asks and seamline's approval (the permission service, or
+``--yes``) answers ``POST /permission/{id}/reply``.
+
+    OPENAI_BASE_URL=http://127.0.0.1:8123/v1 seamline run --provider opencode --yes --json "Hi"
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+from collections.abc import AsyncIterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, ClassVar, Final
+
+from seamline.errors import (
+    AuthFailure,
+    InvalidRequest,
+    ProviderFailure,
+    QuotaExceeded,
+    SeamlineError,
+    TimeoutFailure,
+)
+from seamline.events import (
+    Complete,
+    Event,
+    FileChange,
+    PermissionDecision,
+    PermissionRequest,
+    Reasoning,
+    ReasoningDelta,
+    Text,
+    TextDelta,
+    ToolCall,
+    ToolResult,
+    Usage,
+)
+from seamline.providers._opencode_server import OpenCodeServer, ServerChannel, acquire_server, release_server
+from seamline.providers.base import OptionSpec, PreflightCheck, Provider, ProviderSession
+from seamline.sessions.records import SessionRecord
+from seamline.tools.approval import ApprovalDecision
+from seamline.tools.base import Tool, ToolClass
+from seamline.transport.env import compose_env
+
+__all__ = ["INSTALL_HINT", "OpenCodeProvider", "OpenCodeTranslator", "opencode_config"]
+
+INSTALL_HINT: Final = "bash scripts/system/45-acp-opencode.sh (or: npm install -g opencode-ai@1.18.33)"
+PROVIDER_ID: Final = "seamline"
+DEFAULT_MODEL: Final = "gpt-4o-mini"
+ASKED: Final = ("bash", "edit", "webfetch")
+_PERMISSION_CLASS: Final[dict[str, ToolClass]] = {
+    "bash": "execute",
+    "edit": "write",
+    "write": "write",
+    "webfetch": "network",
+    "read": "read",
+    "glob": "read",
+    "grep": "read",
+    "list": "read",
+}
+
+
+def opencode_config(*, base_url: str, model: str, api_key_env: str) -> dict[str, Any]:
+    """The ``OPENCODE_CONFIG_CONTENT`` for an OpenAI-compatible endpoint at ``base_url``."""
+    return {
+        "$schema": "https://opencode.ai/config.json",
+        "model": f"{PROVIDER_ID}/{model}",
+        "autoupdate": False,
+        "share": "disabled",
+        "provider": {
+            PROVIDER_ID: {
+                "npm": "@ai-sdk/openai-compatible",
+                "name": "seamline",
+                "options": {"baseURL": base_url, "apiKey": f"{{env:{api_key_env}}}"},
+                "models": {model: {"name": model}},
+            }
+        },
+    }
+
+
+class OpenCodeProvider(Provider):
+    """OpenCode (``opencode serve``) as a seamline provider."""
+
+    name = "opencode"
+    description = "the OpenCode agent through `opencode serve` (HTTP + server-sent events)"
+    options: ClassVar[Mapping[str, OptionSpec]] = {
+        "executable": OptionSpec("path of the opencode program (default: found on PATH)"),
+        "base_url": OptionSpec("OpenAI-compatible base URL for the model (default: $OPENAI_BASE_URL)"),
+        "api_key_env": OptionSpec("environment variable holding the API key", default="OPENAI_API_KEY"),
+        "startup_timeout": OptionSpec("seconds `opencode serve` may take to come up", default="60"),
+        "turn_timeout": OptionSpec("seconds a turn may take before it is aborted", default="600"),
+        "request_timeout": OptionSpec("seconds one HTTP call to the server may take", default="30"),
+        "cancel_timeout": OptionSpec("seconds to wait for an aborted turn to settle", default="10"),
+        "max_retries": OptionSpec("model API retries allowed in a turn (OpenCode retries 5xx for ever)", default="2"),
+        "grace": OptionSpec("seconds between SIGINT, SIGTERM and SIGKILL when stopping the server", default="2"),
+    }
+    runs_own_tools = True
+    forking = "native"  # POST /session/{id}/fork
+    session_ids = "provider"  # POST /session returns OpenCode's id
+    resume_support = "native"  # sessions persist in OpenCode's data dir; resumed by id
+    cost_source = "reported"  # step-finish parts carry OpenCode's cost (0 for an unpriced model: priced here)
+    cost_scope = "step"
+    result_cadence = "stream"
+
+    # -- configuration ----------------------------------------------------------------------
+    def executable(self) -> str | None:
+        given = self.option_values.get("executable")
+        if given:
+            path = Path(given).expanduser()
+            return str(path) if path.is_file() and os.access(path, os.X_OK) else None
+        return shutil.which("opencode")
+
+    def base_url(self) -> str | None:
+        return self.option_values.get("base_url") or os.environ.get("OPENAI_BASE_URL") or None
+
+    def model_ref(self) -> tuple[str, str] | None:
+        """``(providerID, modelID)`` for the prompt, or None to let OpenCode's config choose."""
+        if self.base_url():
+            return PROVIDER_ID, self.model or DEFAULT_MODEL
+        if self.model and "/" in self.model:
+            provider, _, model = self.model.partition("/")
+            return provider, model
+        return None
+
+    def _configured_model(self) -> str | None:
+        # With our own OpenAI-compatible provider the model is ours to name; else OpenCode's config decides.
+        return DEFAULT_MODEL if self.base_url() else None
+
+    def _env_layer(self) -> dict[str, str | None]:
+        layer: dict[str, str | None] = {
+            "OPENCODE_DISABLE_MODELS_FETCH": "1",
+            "OPENCODE_DISABLE_AUTOUPDATE": "1",
+            "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
+        }
+        base = self.base_url()
+        if base:
+            model = self.model or DEFAULT_MODEL
+            key_env = self.option_values.get("api_key_env", "OPENAI_API_KEY")
+            config = opencode_config(base_url=base, model=model, api_key_env=key_env)
+            layer["OPENCODE_CONFIG_CONTENT"] = json.dumps(config)
+        return layer
+
+    def _seconds(self, key: str) -> float:
+        raw = self.option_values.get(key, "")
+        try:
+            value = float(raw)
+        except ValueError:
+            raise InvalidRequest(f"opencode: option {key}={raw!r} is not a number") from None
+        if value < 0:
+            raise InvalidRequest(f"opencode: option {key} must not be negative")
+        return value
+
+    # -- preflight --------------------------------------------------------------------------------
+    async def _preflight(self) -> Sequence[PreflightCheck]:
+        exe = self.executable()
+        if exe is None:
+            where = self.option_values.get("executable") or "opencode on PATH"
+            return [PreflightCheck(name="executable", ok=False, detail=f"not found: {where}", fix=INSTALL_HINT)]
+        checks = [PreflightCheck(name="executable", ok=True, detail=exe)]
+        base = self.base_url()
+        checks.append(
+            PreflightCheck(
+                name="model",
+                ok=True,
+                detail=f"OpenAI-compatible endpoint {base}" if base else "OpenCode's own configuration",
+            )
+        )
+        return checks
+
+    # -- sessions -----------------------------------------------------------------------------------
+    async def _attach(self, session: ProviderSession) -> OpenCodeServer:
+        exe = self.executable()
+        if exe is None:
+            given = self.option_values.get("executable")
+            where = f"executable={given} is not a runnable file" if given else "opencode is not on PATH"
+            raise InvalidRequest(f"opencode: {where}; install it with: {INSTALL_HINT}")
+        layer = self._env_layer()
+        env = compose_env(None, layer)
+        server = await acquire_server(
+            [exe],
+            env=env,
+            cwd=str(session.workspace or Path.cwd()),
+            startup_timeout=self._seconds("startup_timeout"),
+            key_extra=(layer.get("OPENCODE_CONFIG_CONTENT"), env.get("HOME")),
+        )
+        session.state["opencode_server"] = server
+        return server
+
+    def _query(self, session: ProviderSession) -> dict[str, str]:
+        return {"directory": str((session.workspace or Path.cwd()).resolve())}
+
+    def _register(self, session: ProviderSession, server: OpenCodeServer, oc_id: str) -> None:
+        server.channels[oc_id] = ServerChannel(oc_id)
+        session.state["opencode_session_id"] = oc_id
+
+    async def _open(self, session: ProviderSession) -> None:
+        server = await self._attach(session)
+        try:
+            body = {"permission": [{"permission": p, "pattern": "*", "action": "ask"} for p in ASKED]}
+            info = await server.call(
+                "POST", "/session", body=body, params=self._query(session), timeout=self._seconds("request_timeout")
+            )
+            oc_id = info.get("id") if isinstance(info, dict) else None
+            if not isinstance(oc_id, str) or not oc_id:
+                raise ProviderFailure(f"opencode: POST /session gave no id: {str(info)[:200]}")
+            self._register(session, server, oc_id)
+            if not session.provider_session_id:
+                session.capture_provider_session_id(oc_id)
+            else:  # an emulated resume or fork: a new OpenCode session under the stored id
+                session.resumed = "emulated"
+        except BaseException:
+            await self._detach(session)
+            raise
+
+    async def _resume(self, session: ProviderSession) -> None:
+        server = await self._attach(session)
+        oc_id = session.provider_session_id or ""
+        try:
+            await server.call(
+                "GET", f"/session/{oc_id}", params=self._query(session), timeout=self._seconds("request_timeout")
+            )
+        except ProviderFailure:
+            await self._detach(session)
+            raise InvalidRequest(f"opencode: the server has no session {oc_id} to resume") from None
+        self._register(session, server, oc_id)
+
+    async def _fork(self, session: ProviderSession, parent: SessionRecord) -> None:
+        server = await self._attach(session)
+        source = str(session.state.get("fork_from_provider_session_id") or parent.provider_session_id)
+        try:
+            info = await server.call(
+                "POST",
+                f"/session/{source}/fork",
+                body={},
+                params=self._query(session),
+                timeout=self._seconds("request_timeout"),
+            )
+            oc_id = info.get("id") if isinstance(info, dict) else None
+            if not isinstance(oc_id, str) or not oc_id:
+                raise ProviderFailure(f"opencode: fork gave no id: {str(info)[:200]}")
+            self._register(session, server, oc_id)
+            session.capture_provider_session_id(oc_id)
+        except BaseException:
+            await self._detach(session)
+            raise
+
+    async def _detach(self, session: ProviderSession) -> None:
+        server = session.state.pop("opencode_server", None)
+        oc_id = session.state.get("opencode_session_id")
+        if isinstance(server, OpenCodeServer):
+            if isinstance(oc_id, str):
+                server.channels.pop(oc_id, None)
+            await release_server(server, grace=self._seconds("grace"))
+
+    async def _close(self, session: ProviderSession) -> None:
+        await self._detach(session)
+
+    async def _abort(self, session: ProviderSession) -> None:
+        server = session.state.get("opencode_server")
+        oc_id = session.state.get("opencode_session_id")
+        if isinstance(server, OpenCodeServer) and isinstance(oc_id, str) and server.alive:
+            with contextlib.suppress(SeamlineError):
+                await server.call("POST", f"/session/{oc_id}/abort", params=self._query(session), timeout=5.0)
+
+    # -- the turn --------------------------------------------------------------------------------------
+    def _turn(self, session: ProviderSession, prompt: str) -> AsyncIterator[Event]:
+        return self._run_turn(session, prompt)
+
+    async def _run_turn(self, session: ProviderSession, prompt: str) -> AsyncIterator[Event]:
+        server = session.state.get("opencode_server")
+        oc_id = session.state.get("opencode_session_id")
+        if not isinstance(server, OpenCodeServer) or not isinstance(oc_id, str):
+            raise InvalidRequest("opencode: the session is not open (closed already?)")
+        channel = server.channels[oc_id]
+        while not channel.events.empty():
+            channel.events.get_nowait()  # what came between turns belongs to no turn
+        if server.failure is not None:
+            raise server.failure
+        translator = OpenCodeTranslator(max_retries=int(self._seconds("max_retries")))
+        body: dict[str, Any] = {"parts": [{"type": "text", "text": prompt}]}
+        ref = self.model_ref()
+        if ref is not None:
+            body["model"] = {"providerID": ref[0], "modelID": ref[1]}
+        query = self._query(session)
+        timeout = self._seconds("request_timeout")
+        store = session.store
+        if store is not None:
+            store.append_raw(session.session_id, session.turn, "in", "opencode", json.dumps(body))
+        await server.call("POST", f"/session/{oc_id}/prompt_async", body=body, params=query, timeout=timeout)
+        loop = asyncio.get_running_loop()
+        turn_timeout = self._seconds("turn_timeout")
+        deadline = loop.time() + turn_timeout
+        cancel_deadline: float | None = None
+        while True:
+            if session.aborted and cancel_deadline is None:
+                cancel_deadline = loop.time() + self._seconds("cancel_timeout")
+            limit = deadline if cancel_deadline is None else min(deadline, cancel_deadline)
+            try:
+                item = await asyncio.wait_for(channel.events.get(), timeout=max(limit - loop.time(), 0.0))
+            except TimeoutError:
+                if session.aborted:
+                    yield Complete(outcome="aborted", stop_reason="cancelled", text=translator.final_text())
+                    return
+                await self._abort(session)
+                raise TimeoutFailure(f"opencode: the turn passed its timeout of {turn_timeout:g} s; aborted") from None
+            if isinstance(item, SeamlineError):
+                raise item
+            if store is not None:
+                store.append_raw(session.session_id, session.turn, "out", "opencode", json.dumps(item))
+            if item.get("type") == "permission.asked":
+                for event in await self._decide(session, server, item.get("properties") or {}):
+                    yield event
+                continue
+            try:
+                events = translator.feed(item)
+            except SeamlineError as exc:
+                if translator.retries_exceeded:
+                    await self._abort(session)
+                raise exc from None
+            for event in events:
+                yield event
+            if translator.done:
+                break
+        for event in translator.finish(session=session):
+            yield event
+
+    async def _decide(self, session: ProviderSession, server: OpenCodeServer, props: dict[str, Any]) -> list[Event]:
+        """Answer ``permission.asked`` by the session's approval."""
+        request_id = str(props.get("id") or "")
+        permission = str(props.get("permission") or "tool")
+        tool_ref = props.get("tool") if isinstance(props.get("tool"), dict) else {}
+        assert isinstance(tool_ref, dict)
+        call_id = str(tool_ref.get("callID") or request_id)
+        metadata = props.get("metadata") if isinstance(props.get("metadata"), dict) else {}
+        assert isinstance(metadata, dict)
+        patterns = [str(p) for p in props.get("patterns") or []]
+        arguments: dict[str, Any] = {**metadata, "patterns": patterns}
+        if permission == "bash" and patterns and "command" not in arguments:
+            arguments["command"] = patterns[0]
+        tool = Tool(
+            name=permission,
+            description=permission,
+            parameters={},
+            function=_never_called,
+            tool_class=_PERMISSION_CLASS.get(permission, "execute"),
+            source="opencode",
+            reaches_outside=permission == "webfetch",
+        )
+        if session.approval is None:
+            decision = ApprovalDecision(False, "no approval policy for this session: refused")
+        else:
+            decision = await session.approval.decide(
+                tool, ToolCall(call_id=call_id, name=permission, arguments=arguments)
+            )
+        events: list[Event] = list(decision.events)
+        if not events:
+            rid = f"perm-{call_id}"
+            events = [
+                PermissionRequest(request_id=rid, call_id=call_id, tool=permission, arguments=arguments),
+                PermissionDecision(
+                    request_id=rid,
+                    decision="allow" if decision.allow else "deny",
+                    scope=decision.scope,
+                    reason=decision.reason,
+                ),
+            ]
+        reply = ("always" if decision.scope == "always" else "once") if decision.allow else "reject"
+        body: dict[str, Any] = {"reply": reply}
+        if not decision.allow and decision.reason:
+            body["message"] = decision.reason[:500]
+        await server.call(
+            "POST",
+            f"/permission/{request_id}/reply",
+            body=body,
+            params=self._query(session),
+            timeout=self._seconds("request_timeout"),
+        )
+        return events
+
+
+async def _never_called(**_: Any) -> str:  # pragma: no cover - OpenCode runs its own tools
+    raise ProviderFailure("an OpenCode tool is run by OpenCode, not by seamline")
+
+
+def _error(error: Any) -> SeamlineError | None:
+    """A ``session.error`` payload as a classified failure; None for an abort."""
+    if not isinstance(error, dict):
+        return ProviderFailure(f"opencode: session error: {str(error)[:300]}")
+    name = str(error.get("name") or "UnknownError")
+    data = error.get("data") if isinstance(error.get("data"), dict) else {}
+    assert isinstance(data, dict)
+    message = str(data.get("message") or name)
+    status = data.get("statusCode")
+    text = f"opencode: {name}: {message}"
+    if name == "MessageAbortedError":
+        return None
+    if name == "ProviderAuthError" or status in (401, 403):
+        return AuthFailure(text)
+    if status == 429:
+        return QuotaExceeded(text)
+    return ProviderFailure(text, retryable=bool(data.get("isRetryable")))
+
+
+class OpenCodeTranslator:
+    """OpenCode server events of one session's turn to seamline events.
+
+    Parts of the user's own message are skipped. Text and reasoning arrive as
+    ``message.part.delta`` (or as a longer ``text`` in ``message.part.updated``): the new
+    part becomes a delta, the finished part a whole ``text`` / ``reasoning``. A tool part
+    is announced once it is running (its input is known then) and settled when it is
+    completed or in error. Each ``step-finish`` part is one model call's usage; OpenCode
+    counts cached input apart from input, and reasoning apart from output, so both are
+    added back. The turn ends when the session goes idle after it was busy.
+    """
+
+    def __init__(self, *, max_retries: int = 2) -> None:
+        self.max_retries = max_retries
+        self.retries = 0
+        self.retries_exceeded = False
+        self.done = False
+        self.aborted = False
+        self._busy = False
+        self._user_messages: set[str] = set()
+        self._part_kind: dict[str, str] = {}
+        self._emitted: dict[str, int] = {}
+        self._closed_parts: set[str] = set()
+        self._calls: dict[str, ToolCall] = {}
+        self._settled: set[str] = set()
+        self._text_by_message: dict[str, dict[str, str]] = {}
+        self._last_message: str | None = None
+        #: the last step's finish reason (stop, tool-calls, length, …)
+        self.stop_reason = "stop"
+
+    def final_text(self) -> str:
+        if self._last_message is None:
+            return ""
+        return "".join(self._text_by_message.get(self._last_message, {}).values())
+
+    def feed(self, event: dict[str, Any]) -> list[Event]:
+        kind = event.get("type")
+        props = event.get("properties")
+        if not isinstance(props, dict):
+            return []
+        if kind == "message.updated":
+            info = props.get("info")
+            if isinstance(info, dict) and info.get("role") == "user" and isinstance(info.get("id"), str):
+                self._user_messages.add(info["id"])
+            return []
+        if kind == "message.part.updated":
+            part = props.get("part")
+            return self._part(part) if isinstance(part, dict) else []
+        if kind == "message.part.delta":
+            return self._delta(props)
+        if kind == "session.status":
+            status = props.get("status")
+            state = status.get("type") if isinstance(status, dict) else None
+            if state == "busy":
+                self._busy = True
+            elif state == "retry" and isinstance(status, dict):
+                self.retries += 1
+                if self.retries > self.max_retries:
+                    self.retries_exceeded = True
+                    raise ProviderFailure(
+                        f"opencode: the model API failed and OpenCode retried {self.retries} times"
+                        f" (our bound is {self.max_retries}): {str(status.get('message'))[:300]}",
+                        retryable=True,
+                    )
+            elif state == "idle" and self._busy:
+                self.done = True
+            return []
+        if kind == "session.idle":
+            if self._busy:
+                self.done = True
+            return []
+        if kind == "session.error":
+            failure = _error(props.get("error"))
+            if failure is None:
+                self.aborted = True
+                return []
+            raise failure
+        return []
+
+    def _delta(self, props: dict[str, Any]) -> list[Event]:
+        part_id = props.get("partID")
+        message_id = props.get("messageID")
+        delta = props.get("delta")
+        if not isinstance(part_id, str) or not isinstance(delta, str) or message_id in self._user_messages:
+            return []
+        if props.get("field", "text") != "text" or not delta:
+            return []
+        self._busy = True
+        kind = self._part_kind.get(part_id, "text")
+        self._emitted[part_id] = self._emitted.get(part_id, 0) + len(delta)
+        if kind == "text" and isinstance(message_id, str):
+            texts = self._text_by_message.setdefault(message_id, {})
+            texts[part_id] = texts.get(part_id, "") + delta
+            self._last_message = message_id
+        return [ReasoningDelta(text=delta) if kind == "reasoning" else TextDelta(text=delta)]
+
+    def _part(self, part: dict[str, Any]) -> list[Event]:
+        part_id = str(part.get("id") or "")
+        message_id = part.get("messageID")
+        if message_id in self._user_messages:
+            return []
+        kind = str(part.get("type") or "")
+        self._part_kind[part_id] = kind
+        if kind in ("text", "reasoning"):
+            return self._text_part(part_id, kind, part, message_id)
+        if kind == "tool":
+            return self._tool_part(part)
+        if kind == "step-finish":
+            if isinstance(part.get("reason"), str):
+                self.stop_reason = part["reason"]
+            return [self._usage(part_id, part)]
+        return []
+
+    def _text_part(self, part_id: str, kind: str, part: dict[str, Any], message_id: Any) -> list[Event]:
+        text = part.get("text")
+        if not isinstance(text, str):
+            return []
+        events: list[Event] = []
+        sent = self._emitted.get(part_id, 0)
+        if len(text) > sent:
+            rest = text[sent:]
+            self._emitted[part_id] = len(text)
+            events.append(ReasoningDelta(text=rest) if kind == "reasoning" else TextDelta(text=rest))
+        if kind == "text" and isinstance(message_id, str):
+            self._text_by_message.setdefault(message_id, {})[part_id] = text
+            if text:
+                self._last_message = message_id
+        timing = part.get("time")
+        ended = isinstance(timing, dict) and timing.get("end") is not None
+        if ended and part_id not in self._closed_parts and text:
+            self._closed_parts.add(part_id)
+            events.append(Reasoning(text=text) if kind == "reasoning" else Text(text=text))
+        return events
+
+    def _tool_part(self, part: dict[str, Any]) -> list[Event]:
+        call_id = str(part.get("callID") or part.get("id") or "")
+        name = str(part.get("tool") or "tool")
+        state = part.get("state") if isinstance(part.get("state"), dict) else {}
+        assert isinstance(state, dict)
+        status = state.get("status")
+        events: list[Event] = []
+        arguments = state.get("input") if isinstance(state.get("input"), dict) else {}
+        assert isinstance(arguments, dict)
+        if call_id not in self._calls and status in ("running", "completed", "error"):
+            call = ToolCall(call_id=call_id, name=name, arguments=dict(arguments), source="opencode")
+            self._calls[call_id] = call
+            events.append(call)
+        if call_id in self._calls and call_id not in self._settled and status in ("completed", "error"):
+            self._settled.add(call_id)
+            failed = status == "error"
+            output = state.get("error") if failed else state.get("output")
+            events.append(ToolResult(call_id=call_id, output=str(output or ""), is_error=failed, name=name))
+            path = arguments.get("filePath")
+            if not failed and isinstance(path, str) and name in ("read", "edit", "write"):
+                events.append(FileChange(path=path, kind="read" if name == "read" else "edited", call_id=call_id))
+        return events
+
+    def _usage(self, part_id: str, part: dict[str, Any]) -> Usage:
+        tokens = part.get("tokens") if isinstance(part.get("tokens"), dict) else {}
+        assert isinstance(tokens, dict)
+        cache = tokens.get("cache") if isinstance(tokens.get("cache"), dict) else {}
+        assert isinstance(cache, dict)
+
+        def n(source: dict[str, Any], key: str) -> int:
+            value = source.get(key)
+            return int(value) if isinstance(value, int | float) else 0
+
+        read, write = n(cache, "read"), n(cache, "write")
+        cost = part.get("cost")
+        # OpenCode says 0 for a model it has no price for: that is "unknown", not "free".
+        known = isinstance(cost, int | float) and cost > 0
+        return Usage(
+            input_tokens=n(tokens, "input") + read + write,
+            output_tokens=n(tokens, "output") + n(tokens, "reasoning"),
+            cache_read_tokens=read,
+            cache_write_tokens=write,
+            cost_usd=float(cost) if known and isinstance(cost, int | float) else None,
+            priced=known,
+            usage_id=f"opencode:{part_id}",
+        )
+
+    def finish(self, *, session: ProviderSession) -> list[Event]:
+        text = self.final_text()
+        if self.aborted or session.aborted:
+            return [Complete(outcome="aborted", stop_reason="cancelled", text=text)]
+        return [Complete(outcome="completed", stop_reason=self.stop_reason, text=text)]
