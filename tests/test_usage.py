@@ -44,3 +44,27 @@ def test_every_error_kind_has_a_class_and_event(kind: str) -> None:
     assert exc.kind == kind
     event = exc.to_event(attempt=3)
     assert (event.kind, event.message, event.attempt) == (kind, "boom", 3)
+
+
+@pytest.mark.parametrize(
+    ("model", "provider"), [("gpt-4o", None), ("claude-sonnet-4-6", "anthropic"), ("claude-sonnet-4-5", "anthropic")]
+)
+def test_fast_path_matches_the_price_library(model: str, provider: str | None) -> None:
+    from genai_prices import Usage as PriceUsage
+    from genai_prices import calc_price
+
+    for tokens in ((1000, 200, 0, 0), (50_000, 1_000, 20_000, 5_000), (300_000, 10, 0, 0)):
+        usage = Usage(
+            input_tokens=tokens[0], output_tokens=tokens[1], cache_read_tokens=tokens[2], cache_write_tokens=tokens[3]
+        )
+        expected = calc_price(
+            PriceUsage(
+                input_tokens=tokens[0],
+                output_tokens=tokens[1],
+                cache_read_tokens=tokens[2] or None,
+                cache_write_tokens=tokens[3] or None,
+            ),
+            model,
+            provider_id=provider,
+        ).total_price
+        assert price_usage(usage, model=model, provider=provider) == pytest.approx(float(expected), rel=1e-9)
