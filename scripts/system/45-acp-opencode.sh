@@ -3,6 +3,11 @@
 # OpenCode server, at the versions pinned in scripts/npm/acp-opencode/package-lock.json,
 # installed with `npm ci` into .tools/acp-opencode/. Idempotent and quick when the
 # installed lock matches the committed one.
+# Note on the lock: opencode-ai lists a native package per platform as optional
+# dependencies; the registry these machines use holds only the linux-x64 ones, so npm
+# wrote the lock without the others and `npm ci` refused it. The lock's opencode-ai entry
+# therefore lists only opencode-linux-x64 and opencode-linux-x64-baseline (edited by hand;
+# re-create it with `npm install --package-lock-only` where every platform package resolves).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 src=scripts/npm/acp-opencode

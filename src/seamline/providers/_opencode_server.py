@@ -23,8 +23,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-import httpx2
 import msgspec
+
+try:
+    import httpx2
+except ImportError as exc:  # pragma: no cover - the extra is missing
+    raise ImportError(f"{exc}; install it with: pip install 'seamline[opencode]'") from None
 
 from seamline.errors import ProviderFailure, SeamlineError, TimeoutFailure, TransportFailure
 from seamline.transport.sse import read_sse
