@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -73,6 +74,22 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CliWorld:
     return w
 
 
+def processes_in(folder: Path) -> list[int]:
+    """Live processes whose working directory is inside ``folder`` (the agent runs there)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cwd = Path(os.readlink(entry / "cwd"))
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z" and (cwd == folder or folder in cwd.parents):
+            found.append(int(entry.name))
+    return found
+
+
 def bash_script(command: str) -> list[dict[str, object]]:
     return [
         {"tool_calls": [{"name": "Bash", "arguments": {"command": command}}]},
@@ -111,6 +128,7 @@ def test_seamline_run_completes_a_turn_with_a_tool_call_allowed_by_yes(world: Cl
     assert events[-1]["outcome"] == "completed" and events[-1]["text"] == "Done."
     # The tool result went back to the model in the second request.
     assert len(seen) == 2 and "tool_result" in json.dumps(seen[1].body["messages"])
+    assert processes_in(world.workspace) == []  # the agent's process group ended with the run
 
 
 def test_permission_request_without_yes_is_refused_by_the_policy(world: CliWorld) -> None:
@@ -125,6 +143,36 @@ def test_permission_request_without_yes_is_refused_by_the_policy(world: CliWorld
     assert result["is_error"] is True
     assert not (world.workspace / "out.txt").exists()
     assert events[-1]["type"] == "complete" and events[-1]["outcome"] == "completed"
+    assert processes_in(world.workspace) == []
+
+
+def test_ctrl_c_during_seamline_run_cancels_the_turn_as_aborted(world: CliWorld) -> None:
+    slow = {"chunks": [f"word{i} " for i in range(300)], "chunk_delay": 0.1}
+    with AcpAnthropic([slow], fallback={"text": "side"}) as fake:
+        env = dict(os.environ, ANTHROPIC_BASE_URL=fake.root_url)
+        argv = [
+            sys.executable, "-m", "seamline", "run", "--provider", "acp", "--json",
+            "--provider-option", f"command={agent_command()}", "--workspace", str(world.workspace), "Count",
+        ]  # fmt: skip
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env)
+        try:
+            assert proc.stdout is not None
+            lines = []
+            for line in proc.stdout:
+                lines.append(json.loads(line))
+                if lines[-1]["type"] == "text_delta":
+                    proc.send_signal(signal.SIGINT)
+                    break
+            out, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    lines += [json.loads(line) for line in out.splitlines()]
+    assert proc.returncode == 130, err
+    assert lines[-1]["type"] == "complete" and lines[-1]["outcome"] == "aborted"
+    assert [e["type"] for e in lines].count("complete") == 1
+    assert processes_in(world.workspace) == []
 
 
 @run_async

@@ -27,6 +27,7 @@ from seamline.transport.subprocess import group_members
 from tests.fakes._http import RecordedRequest
 from tests.fakes.openai_api import FakeOpenAI
 from tests.providers.agent_cli_support import ROOT, CliWorld, make_world, run_async
+from tests.providers.test_acp_real import processes_in
 
 pytestmark = pytest.mark.real
 SETUP_COMMAND = "bash scripts/system/45-acp-opencode.sh"
@@ -93,6 +94,7 @@ def test_seamline_run_completes_a_turn_with_tools_against_the_fake_model(world: 
     # Chat Completions, the model we configured, and the tool results went back to the model.
     assert len(seen) == 3 and all(r.body["model"] == "gpt-4o-mini" for r in seen)
     assert "pelican" in json.dumps(seen[2].body["messages"])
+    assert processes_in(world.workspace) == []  # `opencode serve` ended with the run
 
 
 @run_async
