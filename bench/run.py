@@ -20,6 +20,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from report import render_table, report_machine  # noqa: E402
+from workloads import acp_opencode as acp_opencode_workload  # noqa: E402
 from workloads import cli_parsers as cli_parsers_workload  # noqa: E402
 from workloads import (  # noqa: E402
     loop_overhead,
@@ -47,6 +48,7 @@ WORKLOADS["stages"] = stages_workload.run
 WORKLOADS["sandbox_startup"] = sandbox_startup.run
 WORKLOADS["model_apis"] = model_apis_workload.run
 WORKLOADS["cli_parsers"] = cli_parsers_workload.run
+WORKLOADS["acp_opencode"] = acp_opencode_workload.run
 
 
 def main() -> int:
