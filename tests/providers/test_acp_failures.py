@@ -224,6 +224,16 @@ def test_missing_command_and_missing_executable_name_the_fix() -> None:
     assert checks[0].fix is not None and "claude-agent-acp@0.23.1" in checks[0].fix
 
 
+def test_preflight_handshakes_with_the_agent_and_names_a_program_that_is_not_one(agent: str) -> None:
+    import asyncio
+
+    checks = asyncio.run(provider(agent).preflight())
+    assert [c.name for c in checks] == ["executable", "initialize"] and all(c.ok for c in checks)
+    assert "ACP protocol 1" in checks[1].detail and "no session/load" in checks[1].detail
+    bad = asyncio.run(provider(f"{sys.executable} -c 'print(1)'").preflight())
+    assert bad[1].name == "initialize" and not bad[1].ok and "malformed JSON-RPC" in bad[1].detail
+
+
 def test_capabilities_are_declared() -> None:
     caps = AcpProvider.capabilities()
     assert (caps.forking, caps.session_ids, caps.resume, caps.cost_source, caps.runs_own_tools) == (

@@ -125,15 +125,36 @@ class AcpProvider(Provider):
 
     # -- preflight ----------------------------------------------------------------------------
     async def _preflight(self) -> Sequence[PreflightCheck]:
+        if not self.option_values.get("command", "").strip():
+            detail = "no agent command: pass --provider-option command='claude-agent-acp' (or another ACP agent)"
+            return [PreflightCheck(name="command", ok=False, detail=detail, fix=INSTALL_HINT)]
         try:
             argv = self.argv()
         except InvalidRequest as exc:
-            return [PreflightCheck(name="command", ok=False, detail=exc.message, fix=INSTALL_HINT)]
+            return [PreflightCheck(name="command", ok=False, detail=exc.message)]
         exe = argv[0]
         found = shutil.which(exe) if os.sep not in exe else (exe if os.access(exe, os.X_OK) else None)
         if found is None:
             return [PreflightCheck(name="executable", ok=False, detail=f"not found: {exe}", fix=INSTALL_HINT)]
-        return [PreflightCheck(name="executable", ok=True, detail=found)]
+        return [PreflightCheck(name="executable", ok=True, detail=found), await self._handshake(argv)]
+
+    async def _handshake(self, argv: list[str]) -> PreflightCheck:
+        """Start the agent, ``initialize`` it, and end it: does it speak ACP?"""
+        agent = AcpAgent(("preflight",), argv)
+        try:
+            await agent.start(
+                env=compose_env(None), cwd=Path.cwd(), timeout=min(self._seconds("request_timeout"), 30.0)
+            )
+        except SeamlineError as exc:
+            return PreflightCheck(name="initialize", ok=False, detail=f"{exc.kind}: {exc.message}")
+        finally:
+            await agent.close(grace=1.0)
+        info = agent.agent_info
+        who = f"{info.get('name', 'agent')} {info.get('version', '')}".strip()
+        load = "session/load" if agent.can_load else "no session/load"
+        return PreflightCheck(
+            name="initialize", ok=True, detail=f"{who}, ACP protocol {agent.protocol_version}, {load}"
+        )
 
     # -- sessions -------------------------------------------------------------------------------
     async def _attach(self, session: ProviderSession) -> AcpAgent:
@@ -259,6 +280,8 @@ class AcpProvider(Provider):
         if not agent.alive:
             assert agent.rpc is not None
             raise agent.rpc.failure or ProviderFailure("acp: the agent is not running")
+        while not channel.updates.empty():
+            channel.updates.get_nowait()  # what came between turns (command lists, …) belongs to no turn
         translator = AcpTranslator()
         channel.permission = lambda params: self._decide(session, channel, translator, params)
         turn_timeout = self._seconds("turn_timeout")
