@@ -240,3 +240,26 @@ async def test_resume_loads_the_session_in_a_new_agent_process(
     assert any(isinstance(e, Usage) for e in second)
     store.close()
     assert running_agents() == []
+
+
+@run_async
+async def test_model_is_chosen_with_set_model_and_an_unknown_one_is_refused(
+    world: CliWorld, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from seamline.errors import InvalidRequest
+
+    with AcpAnthropic([{"text": "From haiku."}], fallback={"text": "side"}) as fake:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.root_url)
+        with pytest.raises(InvalidRequest, match=r"offers no model 'no-such-model'.*haiku"):
+            await AcpProvider(model="no-such-model", options={"command": agent_command()}).open(
+                workspace=world.workspace
+            )
+        assert running_agents() == []  # the refused open released the agent
+        provider = AcpProvider(model="haiku", options={"command": agent_command()})
+        session = await provider.open(workspace=world.workspace, approval=YesApproval())
+        events = [e async for e in session.send("Hi")]
+        await provider.close(session)
+        seen = fake.turn_requests()
+    assert isinstance(events[-1], Complete) and events[-1].text == "From haiku."
+    assert "haiku" in seen[-1].body["model"]
+    assert processes_in(world.workspace) == []
