@@ -146,6 +146,22 @@ def test_permission_request_without_yes_is_refused_by_the_policy(world: CliWorld
     assert processes_in(world.workspace) == []
 
 
+def test_a_stored_rule_of_the_permission_service_answers_the_agent(world: CliWorld) -> None:
+    rule = [sys.executable, "-m", "seamline", "permissions", "add", "allow", "--tool", "Bash",
+            "--pattern", "command=echo ruled*"]  # fmt: skip
+    added = subprocess.run(rule, capture_output=True, text=True, timeout=60, cwd=ROOT, check=False)
+    assert added.returncode == 0, added.stderr
+    with AcpAnthropic(bash_script("echo ruled > out.txt"), fallback={"text": "side"}) as fake:
+        done = run_cli(world, fake)  # no --yes: only the rule can allow it
+    assert done.returncode == 0, done.stderr
+    events = [json.loads(line) for line in done.stdout.splitlines()]
+    decisions = [e for e in events if e["type"] == "permission_decision"]
+    assert len(decisions) == 1 and decisions[0]["decision"] == "allow" and "rule" in decisions[0]["reason"]
+    result = next(e for e in events if e["type"] == "tool_result")
+    assert result["is_error"] is False
+    assert (world.workspace / "out.txt").read_text() == "ruled\n"
+
+
 def test_ctrl_c_during_seamline_run_cancels_the_turn_as_aborted(world: CliWorld) -> None:
     slow = {"chunks": [f"word{i} " for i in range(300)], "chunk_delay": 0.1}
     with AcpAnthropic([slow], fallback={"text": "side"}) as fake:
