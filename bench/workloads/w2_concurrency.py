@@ -62,16 +62,18 @@ def run(*, quick: bool = False) -> dict[str, Any]:
                 note=f"50 ms per model call; {reps_note}; limit {timeout:.0f} s per peer; smolagents: no asyncio API",
             )
         )
-        metrics.append(
-            launch.metric(
-                f"w2_{runs}_kb_per_run",
-                f"W2 {runs:,} concurrent runs: memory per run",
-                unit="KB",
-                better="lower",
-                values=values,
-                field="kb_per_run",
-                goal="≤ 20 KB",
-                note="peak RSS growth / runs in flight",
-            )
+        memory = launch.metric(
+            f"w2_{runs}_kb_per_run",
+            f"W2 {runs:,} concurrent runs: memory per run",
+            unit="KB",
+            better="lower",
+            values=values,
+            field="kb_per_run",
+            goal="≤ 20 KB",
+            note="peak RSS growth / runs in flight",
         )
+        for cell in memory["cells"].values():
+            if cell["status"] == "timeout":
+                cell["detail"] = f"over {timeout:.0f} s"  # the throughput bound belongs to the row above
+        metrics.append(memory)
     return {"latency_s": LATENCY, "note": note, "metrics": metrics}
