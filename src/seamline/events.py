@@ -57,7 +57,7 @@ Outcome: TypeAlias = Literal["completed", "aborted", "failed", "budget"]
 FileChangeKind: TypeAlias = Literal["read", "edited", "created", "deleted"]
 
 
-class _Event(msgspec.Struct, kw_only=True, tag_field="type", frozen=True):
+class _Event(msgspec.Struct, kw_only=True, tag_field="type", frozen=True, gc=False):
     """Base of every event; ``type`` is the tag."""
 
     @property

@@ -14,7 +14,7 @@ __all__ = ["Message", "ModelRequest", "Role"]
 Role = Literal["system", "user", "assistant", "tool"]
 
 
-class Message(msgspec.Struct, kw_only=True):
+class Message(msgspec.Struct, kw_only=True, gc=False):
     """One message. Assistant messages may carry tool calls; tool messages answer one."""
 
     role: Role
@@ -26,7 +26,7 @@ class Message(msgspec.Struct, kw_only=True):
     reasoning: str = ""
 
 
-class ModelRequest(msgspec.Struct, kw_only=True):
+class ModelRequest(msgspec.Struct, kw_only=True, gc=False):
     """One model call: what the loop hands to a provider's step hook."""
 
     messages: list[Message]

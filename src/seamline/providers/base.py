@@ -207,7 +207,7 @@ class Provider:
         if system_prompt:
             session.messages.append(Message(role="system", content=system_prompt))
         if store is not None:
-            store.create_session(
+            await store.create_session_grouped(
                 sid,
                 provider=self.name,
                 model=self.model,
@@ -544,7 +544,7 @@ class ProviderSession:
                         usage = priced_usage(usage, model=model, rates=provider.rates(model))
                     totals.add(usage)
                     log.record(usage)
-                    log.record_usage(usage)
+                    await log.record_usage(usage)
                     yield usage
                     if budget_usd is not None and totals.cost_usd > budget_usd:
                         message = f"cost {totals.cost_usd:.6f} USD passed the budget of {budget_usd:.6f} USD"
@@ -588,7 +588,7 @@ class ProviderSession:
             final = Complete(outcome="failed", stop_reason="no_result")
         log.record(final)
         try:
-            log.finish(_STATUS[final.outcome])
+            await log.finish(_STATUS[final.outcome])
         except SeamlineError as exc:
             err = exc.to_event()
             yield err
@@ -647,11 +647,12 @@ class _RawLog:
         else:
             store.append_raw(self._session_id, self._turn, "out", "event", encode_event(event).decode())
 
-    def record_usage(self, usage: Usage) -> None:
-        """Write the usage figure and every row before it now: a crash keeps what was spent."""
+    async def record_usage(self, usage: Usage) -> None:
+        """Write the usage figure and every row before it now: a crash keeps what was spent.
+        Concurrent sessions on one store share the commit."""
         if self._store is not None:
             self._flush_delta()
-            self._store.record_usage(self._session_id, self._turn, usage)
+            await self._store.record_usage_grouped(self._session_id, self._turn, usage)
 
     def _flush_delta(self) -> None:
         if self._delta and self._store is not None and self._delta_kind is not None:
@@ -660,11 +661,11 @@ class _RawLog:
         self._delta = []
         self._delta_kind = None
 
-    def finish(self, status: Literal["completed", "failed", "aborted", "budget"]) -> None:
-        """Write what is queued and the session's final status together."""
+    async def finish(self, status: Literal["completed", "failed", "aborted", "budget"]) -> None:
+        """Write what is queued and the session's final status together (group commit)."""
         if self._store is not None:
             self._flush_delta()
-            self._store.finish_turn(self._session_id, status)
+            await self._store.finish_turn_grouped(self._session_id, status)
 
     def flush(self, *, quiet: bool = False) -> None:
         self._flush_delta()

@@ -11,6 +11,7 @@ figures are written the moment they stream, so a crash keeps what was spent.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import socket
@@ -74,8 +75,11 @@ class StoreCore:
 
     def __init__(self) -> None:
         self._pending: list[tuple[str, int, int, str, str, str, float]] = []
+        self._pending_usage: list[tuple[Any, ...]] = []
+        self._pending_statements: list[tuple[str, tuple[Any, ...]]] = []
         self._next_seq: dict[str, int] = {}
         self._next_usage: dict[str, int] = {}
+        self._group_commit: asyncio.Future[None] | None = None
 
     # -- primitives (per database) ------------------------------------------------------
     def _execute(self, sql: str, params: Sequence[Any] = ()) -> None:
@@ -123,6 +127,58 @@ class StoreCore:
                 _HOST,
             ),
         )
+        self._fresh(session_id)
+
+    async def create_session_grouped(
+        self,
+        session_id: str,
+        *,
+        provider: str,
+        model: str | None,
+        parent_id: str | None = None,
+        workspace: str | None = None,
+        mode: str = "agent",
+        metadata: Mapping[str, Any] | None = None,
+    ) -> None:
+        """:meth:`create_session` sharing one commit with every session opened in the same
+        turn of the event loop. Returns once the record is written."""
+        now = time.time()
+        self._pending_statements.append(
+            (
+                "INSERT INTO sessions (id, provider, model, parent_id, workspace, mode, status, metadata,"
+                " created_at, updated_at, owner_pid, owner_host) VALUES (?, ?, ?, ?, ?, ?, 'open', ?, ?, ?, ?, ?)",
+                (
+                    session_id,
+                    provider,
+                    model,
+                    parent_id,
+                    workspace,
+                    mode,
+                    json.dumps(dict(metadata or {})),
+                    now,
+                    now,
+                    os.getpid(),
+                    _HOST,
+                ),
+            )
+        )
+        self._fresh(session_id)
+        await self.commit_soon()
+
+    def _fresh(self, session_id: str) -> None:
+        """A session this store just created has nothing logged yet: no need to ask."""
+        self._next_seq.setdefault(session_id, 1)
+        self._next_usage.setdefault(session_id, 1)
+
+    async def commit_soon(self) -> None:
+        """Commit everything queued together with what other tasks queue in this turn of the
+        event loop (group commit); returns once it is written."""
+        waiter = self._group_commit
+        if waiter is None:
+            loop = asyncio.get_running_loop()
+            waiter = self._group_commit = loop.create_future()
+            loop.call_soon(self._commit_group)
+        await asyncio.shield(waiter)
 
     def set_provider_session_id(self, session_id: str, provider_session_id: str) -> None:
         self._execute(
@@ -144,19 +200,30 @@ class StoreCore:
         )
 
     def finish_turn(self, session_id: str, status: SessionStatus) -> None:
-        """Write the queued raw rows and the session's new status in one transaction."""
+        """Write everything queued and the session's new status in one transaction."""
         rows, self._pending = self._pending, []
+        usage, self._pending_usage = self._pending_usage, []
         try:
             with self._transaction():
-                if rows:
-                    self._write_pending(rows)
+                self._write_pending(rows, usage)
                 self._execute(
                     "UPDATE sessions SET status = ?, updated_at = ?, owner_pid = NULL, owner_host = NULL WHERE id = ?",
                     (status, time.time(), session_id),
                 )
         except InvalidRequest:
             self._pending[:0] = rows
+            self._pending_usage[:0] = usage
             raise
+
+    async def finish_turn_grouped(self, session_id: str, status: SessionStatus) -> None:
+        """:meth:`finish_turn` sharing its commit with other sessions (group commit)."""
+        self._pending_statements.append(
+            (
+                "UPDATE sessions SET status = ?, updated_at = ?, owner_pid = NULL, owner_host = NULL WHERE id = ?",
+                (status, time.time(), session_id),
+            )
+        )
+        await self.commit_soon()
 
     def update_metadata(self, session_id: str, changes: Mapping[str, Any]) -> None:
         with self._transaction():
@@ -244,22 +311,44 @@ class StoreCore:
         )
 
     def flush(self) -> None:
-        if not self._pending:
+        """Write every queued statement, raw row and usage figure in one transaction."""
+        if not self._pending and not self._pending_usage and not self._pending_statements:
             return
+        statements, self._pending_statements = self._pending_statements, []
         rows, self._pending = self._pending, []
+        usage, self._pending_usage = self._pending_usage, []
         try:
             with self._transaction():
-                self._write_pending(rows)
+                self._run_statements(statements, before_rows=True)
+                self._write_pending(rows, usage)
+                self._run_statements(statements, before_rows=False)
         except InvalidRequest:
-            self._pending[:0] = rows  # keep them: a later flush may succeed
+            self._pending_statements[:0] = statements  # keep them: a later flush may succeed
+            self._pending[:0] = rows
+            self._pending_usage[:0] = usage
             raise
 
-    def _write_pending(self, rows: Sequence[tuple[str, int, int, str, str, str, float]]) -> None:
-        self._executemany(
-            "INSERT INTO raw_log (session_id, seq, turn, direction, source, payload, created_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?)",
-            rows,
-        )
+    def _run_statements(self, statements: Sequence[tuple[str, tuple[Any, ...]]], *, before_rows: bool) -> None:
+        # New session records go in before the rows that point at them; status updates after.
+        for sql, params in statements:
+            if sql.startswith("INSERT") == before_rows:
+                self._execute(sql, params)
+
+    def _write_pending(
+        self, rows: Sequence[tuple[str, int, int, str, str, str, float]], usage: Sequence[tuple[Any, ...]] = ()
+    ) -> None:
+        if rows:
+            self._executemany(
+                "INSERT INTO raw_log (session_id, seq, turn, direction, source, payload, created_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                rows,
+            )
+        if usage:
+            self._executemany(
+                "INSERT INTO usage_ledger (session_id, n, turn, input_tokens, output_tokens, cache_read_tokens,"
+                " cache_write_tokens, cost_usd, priced, model, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                usage,
+            )
 
     def raw_rows(self, session_id: str) -> Iterator[RawRow]:
         rows = self._query(
@@ -272,36 +361,47 @@ class StoreCore:
 
     # -- cost ledger ------------------------------------------------------------------------
     def record_usage(self, session_id: str, turn: int, usage: Usage) -> None:
-        """Write one usage figure now (with the raw rows queued before it)."""
-        rows, self._pending = self._pending, []
+        """Write one usage figure now, with every row queued before it."""
+        self._queue_usage(session_id, turn, usage)
+        self.flush()
+
+    async def record_usage_grouped(self, session_id: str, turn: int, usage: Usage) -> None:
+        """:meth:`record_usage` for many sessions at once: figures that arrive in the same
+        turn of the event loop share one transaction (group commit). Returns once written."""
+        self._queue_usage(session_id, turn, usage)
+        await self.commit_soon()
+
+    def _commit_group(self) -> None:
+        waiter, self._group_commit = self._group_commit, None
         try:
-            with self._transaction():
-                if rows:
-                    self._write_pending(rows)
-                n = self._next_usage.get(session_id)
-                if n is None:
-                    n = self._last("usage_ledger", "n", session_id) + 1
-                self._execute(
-                    "INSERT INTO usage_ledger (session_id, n, turn, input_tokens, output_tokens, cache_read_tokens,"
-                    " cache_write_tokens, cost_usd, priced, model, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        session_id,
-                        n,
-                        turn,
-                        usage.input_tokens,
-                        usage.output_tokens,
-                        usage.cache_read_tokens,
-                        usage.cache_write_tokens,
-                        usage.cost_usd if usage.priced else None,
-                        int(usage.priced),
-                        usage.model,
-                        time.time(),
-                    ),
-                )
-            self._next_usage[session_id] = n + 1
-        except InvalidRequest:
-            self._pending[:0] = rows
-            raise
+            self.flush()
+        except InvalidRequest as exc:
+            if waiter is not None and not waiter.done():
+                waiter.set_exception(exc)
+            return
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def _queue_usage(self, session_id: str, turn: int, usage: Usage) -> None:
+        n = self._next_usage.get(session_id)
+        if n is None:
+            n = self._last("usage_ledger", "n", session_id) + 1
+        self._next_usage[session_id] = n + 1
+        self._pending_usage.append(
+            (
+                session_id,
+                n,
+                turn,
+                usage.input_tokens,
+                usage.output_tokens,
+                usage.cache_read_tokens,
+                usage.cache_write_tokens,
+                usage.cost_usd if usage.priced else None,
+                int(usage.priced),
+                usage.model,
+                time.time(),
+            )
+        )
 
     def usage_rows(self, session_id: str) -> list[UsageRow]:
         rows = self._query(
