@@ -357,3 +357,36 @@ def test_tool_calls_lacking_results_are_dropped_on_rebuild() -> None:
     assert [c.call_id for c in messages[0].tool_calls] == ["a"]
     assert [m.role for m in messages] == ["assistant", "tool"]
     assert isinstance(messages[0].tool_calls[0], ToolCall)
+
+
+def test_concurrent_sessions_share_commits(make_store: StoreFactory) -> None:
+    """Group commit: figures that arrive together are written in one transaction, and each
+    caller resumes only after its own figure is on disk."""
+    store = make_store()
+    observer = make_store()
+    commits = 0
+    real = store.flush
+
+    def counting_flush() -> None:
+        nonlocal commits
+        commits += 1
+        real()
+
+    store.flush = counting_flush  # type: ignore[method-assign]
+    seen_on_disk: list[int] = []
+
+    async def one(i: int) -> None:
+        script: Script = [{"text": f"r{i}", "usage": {"input_tokens": 1, "output_tokens": 1, "cost_usd": 0.001}}]
+        session = await scripted(script).open(store=store)
+        async for event in session.send("go"):
+            if isinstance(event, Usage):
+                seen_on_disk.append(len(observer.usage_rows(session.session_id)))
+
+    async def go() -> None:
+        await asyncio.gather(*(one(i) for i in range(40)))
+
+    asyncio.run(go())
+    assert seen_on_disk == [1] * 40
+    # 40 session records, 40 usage figures and 40 turn ends: far fewer commits than writes
+    assert commits <= 12, commits
+    assert len(store.list_sessions(limit=100)) == 40
