@@ -24,20 +24,21 @@ EXIT_CODES.update({"oscillating": 4, "exhausted": 5, "vetoed": 6, "invalid_trans
 
 
 # Each command lives in its own module with ``add_parser(commands)`` and ``run(args)``;
-# adding a command is one module and one line here.
-_COMMANDS: Final[tuple[str, ...]] = (
-    "seamline.cli.run_command",
-    "seamline.cli.providers_command",
-    "seamline.cli.sandbox_command",
-    "seamline.cli.revert_command",
-    "seamline.cli.sessions_command",
-    "seamline.cli.pipelines_command",
-    "seamline.cli.trace_command",
-    "seamline.cli.permissions_command",
-)
+# adding a command is one module and one line here. Only the named command's module is
+# imported (start-up time); help and mistakes load them all.
+_COMMANDS: Final[dict[str, str]] = {
+    "run": "seamline.cli.run_command",
+    "providers": "seamline.cli.providers_command",
+    "sandbox": "seamline.cli.sandbox_command",
+    "revert": "seamline.cli.revert_command",
+    "sessions": "seamline.cli.sessions_command",
+    "pipelines": "seamline.cli.pipelines_command",
+    "trace": "seamline.cli.trace_command",
+    "permissions": "seamline.cli.permissions_command",
+}
 
 
-def _parser() -> tuple[argparse.ArgumentParser, dict[str, str]]:
+def _parser(argv: Sequence[str]) -> tuple[argparse.ArgumentParser, dict[str, str]]:
     parser = argparse.ArgumentParser(
         prog="seamline",
         description="Run agents on any backend: one event vocabulary, sessions, cost, tools.",
@@ -46,8 +47,10 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, str]]:
     )
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    named = next((a for a in argv if not a.startswith("-")), None)
+    wanted = [_COMMANDS[named]] if named in _COMMANDS else list(_COMMANDS.values())
     owners: dict[str, str] = {}
-    for module_name in _COMMANDS:
+    for module_name in wanted:
         module = importlib.import_module(module_name)
         owners[module.add_parser(commands)] = module_name
     return parser, owners
@@ -68,8 +71,9 @@ class SeamlineUsage(Exception):
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser, owners = _parser()
-    args = parser.parse_args(argv)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    parser, owners = _parser(arguments)
+    args = parser.parse_args(arguments)
     if args.version:
         from seamline import __version__
 
