@@ -35,7 +35,9 @@ async def _measure(reps: int, root: Path) -> dict[str, Any]:
     boxed: list[float] = []
     for _ in range(reps):
         started = time.perf_counter()
-        plain = await run_bounded(["/bin/sh", "-c", COMMAND], env={"PATH": "/usr/bin:/bin"}, cwd=ws, wall_s=30, output_bytes=10_000)
+        plain = await run_bounded(
+            ["/bin/sh", "-c", COMMAND], env={"PATH": "/usr/bin:/bin"}, cwd=ws, wall_s=30, output_bytes=10_000
+        )
         direct.append(time.perf_counter() - started)
         started = time.perf_counter()
         inside = await sandbox.run_shell(COMMAND)
