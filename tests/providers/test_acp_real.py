@@ -259,6 +259,33 @@ async def test_resume_loads_the_session_in_a_new_agent_process(
 
 
 @run_async
+async def test_fork_through_the_store_is_emulated_with_the_history(
+    world: CliWorld, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = SessionStore(tmp_path / "store.db")
+    with AcpAnthropic([{"text": "The word is osprey."}, {"text": "Forked reply."}], fallback={"text": "side"}) as fake:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.root_url)
+        provider = AcpProvider(options={"command": agent_command()})
+        session = await provider.open(workspace=world.workspace, store=store, approval=YesApproval())
+        first = [e async for e in session.send("Remember osprey")]
+        assert isinstance(first[-1], Complete) and first[-1].outcome == "completed"
+        forked = await provider.fork(session.session_id, store=store, approval=YesApproval())
+        later = [e async for e in forked.send("Which bird?")]
+        await provider.close(forked)
+        await provider.close(session)
+        seen = fake.turn_requests()
+    assert isinstance(later[-1], Complete) and later[-1].text == "Forked reply."
+    record = store.get(forked.session_id)
+    assert record is not None and record.parent_id == session.session_id and record.metadata["fork"] == "emulated"
+    # A new agent session that was given the earlier conversation as context.
+    assert forked.provider_session_id != session.provider_session_id
+    sent = json.dumps(seen[-1].body["messages"])
+    assert "Remember osprey" in sent and "The word is osprey." in sent and "Which bird?" in sent
+    store.close()
+    assert running_agents() == []
+
+
+@run_async
 async def test_model_is_chosen_with_set_model_and_an_unknown_one_is_refused(
     world: CliWorld, monkeypatch: pytest.MonkeyPatch
 ) -> None:

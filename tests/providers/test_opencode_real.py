@@ -143,3 +143,28 @@ async def test_abort_mid_turn_fork_and_shared_server(
     assert running_servers() == []
     assert "Say something" in json.dumps(seen[-1].body["messages"])  # the fork carried the history
     store.close()
+
+
+@run_async
+async def test_native_resume_through_the_store(
+    world: CliWorld, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    store = SessionStore(tmp_path / "store.db")
+    with OpenCodeOpenAI([{"text": "Noted: plover."}, {"text": "It was plover."}], fallback={"text": "A title"}) as fake:
+        monkeypatch.setenv("OPENAI_BASE_URL", fake.base_url)
+        provider = OpenCodeProvider(options={"executable": opencode_path()})
+        session = await provider.open(workspace=world.workspace, store=store, approval=YesApproval())
+        first = [e async for e in session.send("Remember plover")]
+        assert isinstance(first[-1], Complete) and first[-1].outcome == "completed"
+        psid = session.provider_session_id
+        await provider.close(session)
+        resumed = await provider.resume(session.session_id, store=store, approval=YesApproval())
+        assert resumed.resumed == "native" and resumed.provider_session_id == psid
+        second = [e async for e in resumed.send("Which bird?")]
+        await provider.close(resumed)
+        seen = fake.turn_requests()
+    assert isinstance(second[-1], Complete) and second[-1].text == "It was plover."
+    sent = json.dumps(seen[-1].body["messages"])
+    assert "Remember plover" in sent and "Noted: plover." in sent and "Which bird?" in sent
+    assert running_servers() == []
+    store.close()
