@@ -508,6 +508,10 @@ class ProviderSession:
         final: Complete | None = None
         try:
             async for event in source:
+                if type(event) is TextDelta:  # the hot path of a stream: no other checks
+                    log.delta(event)
+                    yield event
+                    continue
                 if isinstance(event, Complete):
                     final = event
                     break
@@ -627,6 +631,14 @@ class _RawLog:
     def record_input(self, source: str, payload: str) -> None:
         if self._store is not None:
             self._store.append_raw(self._session_id, self._turn, "in", source, msgspec.json.encode(payload).decode())
+
+    def delta(self, event: TextDelta) -> None:
+        if self._store is None:
+            return
+        if self._delta_kind is not TextDelta:
+            self._flush_delta()
+            self._delta_kind = TextDelta
+        self._delta.append(event.text)
 
     def record(self, event: Event) -> None:
         store = self._store
