@@ -109,8 +109,41 @@ class StoreCore:
         mode: str = "agent",
         metadata: Mapping[str, Any] | None = None,
     ) -> None:
+        """Write a new session record (status ``open``, owned by this process)."""
+        self._execute(*self._session_insert(session_id, provider, model, parent_id, workspace, mode, metadata))
+        self._fresh(session_id)
+
+    async def create_session_grouped(
+        self,
+        session_id: str,
+        *,
+        provider: str,
+        model: str | None,
+        parent_id: str | None = None,
+        workspace: str | None = None,
+        mode: str = "agent",
+        metadata: Mapping[str, Any] | None = None,
+    ) -> None:
+        """:meth:`create_session` sharing one commit with every session opened in the same
+        turn of the event loop. Returns once the record is written."""
+        self._pending_statements.append(
+            self._session_insert(session_id, provider, model, parent_id, workspace, mode, metadata)
+        )
+        self._fresh(session_id)
+        await self.commit_soon()
+
+    @staticmethod
+    def _session_insert(
+        session_id: str,
+        provider: str,
+        model: str | None,
+        parent_id: str | None,
+        workspace: str | None,
+        mode: str,
+        metadata: Mapping[str, Any] | None,
+    ) -> tuple[str, tuple[Any, ...]]:
         now = time.time()
-        self._execute(
+        return (
             "INSERT INTO sessions (id, provider, model, parent_id, workspace, mode, status, metadata,"
             " created_at, updated_at, owner_pid, owner_host) VALUES (?, ?, ?, ?, ?, ?, 'open', ?, ?, ?, ?, ?)",
             (
@@ -127,43 +160,6 @@ class StoreCore:
                 _HOST,
             ),
         )
-        self._fresh(session_id)
-
-    async def create_session_grouped(
-        self,
-        session_id: str,
-        *,
-        provider: str,
-        model: str | None,
-        parent_id: str | None = None,
-        workspace: str | None = None,
-        mode: str = "agent",
-        metadata: Mapping[str, Any] | None = None,
-    ) -> None:
-        """:meth:`create_session` sharing one commit with every session opened in the same
-        turn of the event loop. Returns once the record is written."""
-        now = time.time()
-        self._pending_statements.append(
-            (
-                "INSERT INTO sessions (id, provider, model, parent_id, workspace, mode, status, metadata,"
-                " created_at, updated_at, owner_pid, owner_host) VALUES (?, ?, ?, ?, ?, ?, 'open', ?, ?, ?, ?, ?)",
-                (
-                    session_id,
-                    provider,
-                    model,
-                    parent_id,
-                    workspace,
-                    mode,
-                    json.dumps(dict(metadata or {})),
-                    now,
-                    now,
-                    os.getpid(),
-                    _HOST,
-                ),
-            )
-        )
-        self._fresh(session_id)
-        await self.commit_soon()
 
     def _fresh(self, session_id: str) -> None:
         """A session this store just created has nothing logged yet: no need to ask."""
