@@ -15,15 +15,14 @@ session's workspace.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from seamline.errors import SeamlineError
 from seamline.events import Event, FileChange
 from seamline.transport.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, JsonRpcError, JsonRpcProcess
+from seamline.transport.pool import SharedProcessPool
 
 __all__ = ["PROTOCOL_VERSION", "AcpAgent", "AcpChannel", "acquire_agent", "release_agent", "running_agents"]
 
@@ -200,44 +199,28 @@ def _inside(channel: AcpChannel | None, raw_path: Any) -> Path:
 
 # -- the pool -------------------------------------------------------------------------------------
 
-_AGENTS: dict[tuple[Any, ...], AcpAgent] = {}
-_LOCKS: dict[tuple[Any, ...], asyncio.Lock] = {}
+_POOL: SharedProcessPool[AcpAgent] = SharedProcessPool()
 
 
 async def acquire_agent(
     argv: Sequence[str], *, env: Mapping[str, str], cwd: Path, timeout: float, key_extra: tuple[Any, ...] = ()
 ) -> AcpAgent:
     """The running agent for ``argv`` (started and initialized on first use); one more ref."""
-    loop = asyncio.get_running_loop()
-    key = (id(loop), tuple(argv), *key_extra)
-    lock = _LOCKS.setdefault(key, asyncio.Lock())
-    async with lock:
-        agent = _AGENTS.get(key)
-        if agent is not None and not agent.alive:
-            # It died (crashed, or its stream broke): end what is left and start afresh.
-            _AGENTS.pop(key, None)
-            with contextlib.suppress(SeamlineError):
-                await agent.close(grace=1.0)
-            agent = None
-        if agent is None:
-            agent = AcpAgent(key, argv)
-            await agent.start(env=env, cwd=cwd, timeout=timeout)
-            _AGENTS[key] = agent
-        agent.refs += 1
+    key = (id(asyncio.get_running_loop()), tuple(argv), *key_extra)
+
+    async def start() -> AcpAgent:
+        agent = AcpAgent(key, argv)
+        await agent.start(env=env, cwd=cwd, timeout=timeout)
         return agent
+
+    return await _POOL.acquire(key, start)
 
 
 async def release_agent(agent: AcpAgent, *, grace: float) -> None:
     """One ref less; the last one shuts the process group down."""
-    agent.refs -= 1
-    if agent.refs > 0:
-        return
-    if _AGENTS.get(agent.key) is agent:
-        del _AGENTS[agent.key]
-    _LOCKS.pop(agent.key, None)
-    await agent.close(grace=grace)
+    await _POOL.release(agent, grace=grace)
 
 
 def running_agents() -> list[AcpAgent]:
     """The agents this process holds now (for tests and ``providers`` diagnostics)."""
-    return list(_AGENTS.values())
+    return _POOL.running()

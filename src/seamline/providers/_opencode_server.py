@@ -31,6 +31,7 @@ except ImportError as exc:  # pragma: no cover - the extra is missing
     raise ImportError(f"{exc}; install it with: pip install 'seamline[opencode]'") from None
 
 from seamline.errors import ProviderFailure, SeamlineError, TimeoutFailure, TransportFailure
+from seamline.transport.pool import SharedProcessPool
 from seamline.transport.sse import read_sse
 from seamline.transport.subprocess import LineProcess
 
@@ -229,8 +230,7 @@ class OpenCodeServer:
             await self.process.end(grace=grace)
 
 
-_SERVERS: dict[tuple[Any, ...], OpenCodeServer] = {}
-_LOCKS: dict[tuple[Any, ...], asyncio.Lock] = {}
+_POOL: SharedProcessPool[OpenCodeServer] = SharedProcessPool()
 
 
 async def acquire_server(
@@ -238,32 +238,20 @@ async def acquire_server(
 ) -> OpenCodeServer:
     """The running server for this command and configuration; one more ref."""
     key = (id(asyncio.get_running_loop()), tuple(argv), *key_extra)
-    lock = _LOCKS.setdefault(key, asyncio.Lock())
-    async with lock:
-        server = _SERVERS.get(key)
-        if server is not None and not server.alive:
-            _SERVERS.pop(key, None)
-            await server.close(grace=1.0)
-            server = None
-        if server is None:
-            server = OpenCodeServer(key, argv)
-            await server.start(env=env, cwd=cwd, startup_timeout=startup_timeout)
-            _SERVERS[key] = server
-        server.refs += 1
+
+    async def start() -> OpenCodeServer:
+        server = OpenCodeServer(key, argv)
+        await server.start(env=env, cwd=cwd, startup_timeout=startup_timeout)
         return server
+
+    return await _POOL.acquire(key, start)
 
 
 async def release_server(server: OpenCodeServer, *, grace: float) -> None:
     """One ref less; the last one stops the server's process group."""
-    server.refs -= 1
-    if server.refs > 0:
-        return
-    if _SERVERS.get(server.key) is server:
-        del _SERVERS[server.key]
-    _LOCKS.pop(server.key, None)
-    await server.close(grace=grace)
+    await _POOL.release(server, grace=grace)
 
 
 def running_servers() -> list[OpenCodeServer]:
     """The servers this process holds now."""
-    return list(_SERVERS.values())
+    return _POOL.running()
