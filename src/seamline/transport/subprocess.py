@@ -126,37 +126,16 @@ class LineProcess:
         stream = self._proc.stderr
         if stream is None:
             return
-        pending = b""
-        while True:
-            chunk = await stream.read(_CHUNK)
-            if not chunk:
-                break
-            pending += chunk
-            *done, pending = pending.split(b"\n")
-            for line in done:
-                self._stderr.append(line.decode("utf-8", "replace"))
-        if pending:
-            self._stderr.append(pending.decode("utf-8", "replace"))
+        async for line in _split_lines(stream):
+            self._stderr.append(line.decode("utf-8", "replace"))
 
     async def lines(self) -> AsyncIterator[bytes]:
         """Stdout, one line at a time without its newline; any size of line is fine."""
         stream = self._proc.stdout
         if stream is None:
             return
-        pending = b""
-        while True:
-            chunk = await stream.read(_CHUNK)
-            if not chunk:
-                break
-            if b"\n" not in chunk:
-                pending += chunk
-                continue
-            parts = (pending + chunk).split(b"\n")
-            pending = parts.pop()
-            for line in parts:
-                yield line
-        if pending:
-            yield pending
+        async for line in _split_lines(stream):
+            yield line
 
     @property
     def returncode(self) -> int | None:
@@ -222,3 +201,21 @@ class LineProcess:
             await asyncio.wait_for(self._proc.wait(), timeout=max(grace, 1.0))
         self.ended_by = EndResult(signal=used, returncode=self._proc.returncode)
         return self.ended_by
+
+
+async def _split_lines(stream: asyncio.StreamReader) -> AsyncIterator[bytes]:
+    """Lines of ``stream`` without their newline, whatever their length (no readline limit)."""
+    pending = b""
+    while True:
+        chunk = await stream.read(_CHUNK)
+        if not chunk:
+            break
+        if b"\n" not in chunk:
+            pending += chunk
+            continue
+        parts = (pending + chunk).split(b"\n")
+        pending = parts.pop()
+        for line in parts:
+            yield line
+    if pending:
+        yield pending
