@@ -195,24 +195,9 @@ class StoreCore:
             ),
         )
 
-    def finish_turn(self, session_id: str, status: SessionStatus) -> None:
-        """Write everything queued and the session's new status in one transaction."""
-        rows, self._pending = self._pending, []
-        usage, self._pending_usage = self._pending_usage, []
-        try:
-            with self._transaction():
-                self._write_pending(rows, usage)
-                self._execute(
-                    "UPDATE sessions SET status = ?, updated_at = ?, owner_pid = NULL, owner_host = NULL WHERE id = ?",
-                    (status, time.time(), session_id),
-                )
-        except InvalidRequest:
-            self._pending[:0] = rows
-            self._pending_usage[:0] = usage
-            raise
-
     async def finish_turn_grouped(self, session_id: str, status: SessionStatus) -> None:
-        """:meth:`finish_turn` sharing its commit with other sessions (group commit)."""
+        """Write everything queued and the session's final status; the commit is shared with
+        other sessions of this turn of the event loop (group commit)."""
         self._pending_statements.append(
             (
                 "UPDATE sessions SET status = ?, updated_at = ?, owner_pid = NULL, owner_host = NULL WHERE id = ?",
