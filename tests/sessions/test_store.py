@@ -82,7 +82,10 @@ def test_unusable_store_paths_are_clear_errors(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("x")
     with pytest.raises(InvalidRequest, match="cannot create the store's folder"):
-        SessionStore(blocker / "sub" / "s.db")
+        SessionStore(blocker / "sub" / "s.db", create_folder=True)
+    with pytest.raises(InvalidRequest, match=r"folder .* does not exist"):
+        SessionStore(tmp_path / "missing" / "s.db")
+    assert not (tmp_path / "missing").exists()
     with pytest.raises(InvalidRequest, match="is a directory"):
         SessionStore(tmp_path)
 

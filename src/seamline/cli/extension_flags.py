@@ -7,14 +7,14 @@ import argparse
 import sys
 from typing import Any
 
-from seamline.sessions.store import default_store_path
+from seamline.sessions.store import StoreCore
 from seamline.stages.builder import AgentBuilder
 from seamline.stages.modules import load_module
 from seamline.tools.mcp import McpModule
-from seamline.tools.permissions import PermissionRules, PermissionService, TerminalPrompter
+from seamline.tools.permissions import PermissionService, TerminalPrompter, permission_service
 from seamline.tools.workspace import Workspace
 
-__all__ = ["add_extension_flags", "run_extensions"]
+__all__ = ["add_extension_flags", "cli_approval", "run_extensions"]
 
 
 def add_extension_flags(parser: Any) -> None:
@@ -38,7 +38,16 @@ def _notice(message: str) -> None:
     print(f"seamline: warning: {message}", file=sys.stderr)
 
 
-def run_extensions(args: argparse.Namespace, workspace: Workspace, *, yes: bool) -> dict[str, Any]:
+def cli_approval(store: StoreCore | None, workspace: Workspace, *, yes: bool) -> PermissionService:
+    """The permission service of every command that runs tools: the store's rules, hard
+    denials, ``--yes``, and a terminal prompt when there is a terminal."""
+    prompter = TerminalPrompter() if sys.stdin.isatty() and sys.stderr.isatty() else None
+    return permission_service(store=store, workspace=workspace.root, yes=yes, prompter=prompter)
+
+
+def run_extensions(
+    args: argparse.Namespace, workspace: Workspace, *, yes: bool, store: StoreCore | None
+) -> dict[str, Any]:
     """Keyword options for :func:`seamline.runner.stream`: builder, approval, allowlist."""
     builder = AgentBuilder()
     for name in getattr(args, "module", None) or []:
@@ -46,10 +55,5 @@ def run_extensions(args: argparse.Namespace, workspace: Workspace, *, yes: bool)
     mcp = McpModule.load(workspace=workspace.root, files=getattr(args, "mcp_config", None) or [])
     if mcp.source.servers:
         builder.use(mcp)
-    store = getattr(args, "store", None)
-    rules = None
-    if not getattr(args, "no_store", False) and (store is None or "://" not in str(store)):
-        rules = PermissionRules(store or default_store_path())
-    prompter = TerminalPrompter() if sys.stdin.isatty() and sys.stderr.isatty() else None
-    approval = PermissionService(rules=rules, workspace=workspace.root, yes=yes, prompter=prompter)
+    approval = cli_approval(store, workspace, yes=yes)
     return {"builder": builder, "approval": approval, "allow": args.allow, "on_notice": _notice}

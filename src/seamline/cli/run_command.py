@@ -168,7 +168,7 @@ async def _drive(
         max_steps=args.max_steps,
         budget_usd=args.budget_usd,
         on_open=opened.append,
-        **run_extensions(args, workspace, yes=args.yes or bool(getattr(args, "sandbox", None))),
+        **run_extensions(args, workspace, yes=args.yes or bool(getattr(args, "sandbox", None)), store=store),
     ):
         display.show(event)
         if isinstance(event, Complete):

@@ -35,6 +35,9 @@ class SessionRecord:
     metadata: dict[str, Any]
     created_at: float
     updated_at: float
+    run_options: dict[str, Any] = field(default_factory=dict)
+    """What the session was started with (provider options without secrets, sandbox,
+    budget, allowlist, system prompt); resume and fork reuse it."""
 
 
 @dataclass(frozen=True, slots=True)

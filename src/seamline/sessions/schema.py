@@ -135,7 +135,23 @@ DELETE FROM transcript;
 DELETE FROM transcript_state
 """
 
-MIGRATIONS: Final[tuple[str, ...]] = (_V1, _V2, _V3)
+# v4: the permission rules live in the store (every dialect; before, SQLite only, written
+# beside the store through a second connection), and each session keeps the options it was
+# started with (provider options without secrets, sandbox, budget, allowlist, system prompt).
+_V4: Final = """
+CREATE TABLE IF NOT EXISTS permission_rules (
+    id {serial},
+    effect TEXT NOT NULL CHECK (effect IN ('allow', 'deny', 'ask')),
+    tool TEXT,
+    tool_class TEXT,
+    pattern TEXT,
+    workspace TEXT,
+    created_at {real} NOT NULL
+);
+ALTER TABLE sessions ADD COLUMN run_options TEXT NOT NULL DEFAULT '{{}}'
+"""
+
+MIGRATIONS: Final[tuple[str, ...]] = (_V1, _V2, _V3, _V4)
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 
 

@@ -42,7 +42,8 @@ __all__ = ["STORE_ENV", "RawRow", "SessionRecord", "SessionStore", "StoreCore", 
 STORE_ENV: Final = "SEAMLINE_STORE"
 _APP_ID: Final = 0x53454D4C  # "SEML": marks a file as ours, so a foreign one is never touched
 _SESSION_COLUMNS: Final = (
-    "id, provider, model, provider_session_id, parent_id, workspace, mode, status, metadata, created_at, updated_at"
+    "id, provider, model, provider_session_id, parent_id, workspace, mode, status, metadata, created_at, updated_at,"
+    " run_options"
 )
 _HOST: Final = socket.gethostname()
 
@@ -56,15 +57,26 @@ def default_store_path() -> Path:
     return Path(data_home) / "seamline" / "store.db"
 
 
-def open_store(location: str | os.PathLike[str] | None = None) -> StoreCore:
-    """A store at ``location``: a ``postgresql://`` URL or a file path (default: :func:`default_store_path`)."""
+def open_store(location: str | os.PathLike[str] | None = None, *, read_only: bool = False) -> StoreCore:
+    """A store at ``location``: a ``postgresql://`` URL or a file path (default: :func:`default_store_path`).
+
+    Only the default location gets its folder created; a path given whose folder is
+    missing is an :class:`InvalidRequest`. ``read_only``: a store file that does not exist
+    is not created; an empty store (in memory) stands in for it.
+    """
     where = str(location) if location is not None else str(default_store_path())
     if where.startswith(("postgresql://", "postgres://")):
         from seamline.sessions.postgres import PostgresStore
 
         store: StoreCore = PostgresStore(where)
         return store
-    return SessionStore(where)
+    if read_only and where != ":memory:" and not Path(where).expanduser().exists():
+        if not Path(where).expanduser().parent.is_dir() and location is not None:
+            raise InvalidRequest(f"the store's folder {Path(where).parent} does not exist")
+        empty = SessionStore(":memory:")
+        empty.location = where
+        return empty
+    return SessionStore(where, create_folder=location is None)
 
 
 class StoreCore:
@@ -216,6 +228,50 @@ class StoreCore:
                 "UPDATE sessions SET metadata = ?, updated_at = ? WHERE id = ?",
                 (json.dumps(merged), time.time(), session_id),
             )
+
+    def set_run_options(self, session_id: str, options: Mapping[str, Any]) -> None:
+        """Record what the session runs with (merged over what it had; ``None`` drops a key).
+        Never pass secrets: these are shown by ``sessions show``."""
+        with self._transaction():
+            rows = self._query("SELECT run_options FROM sessions WHERE id = ?", (session_id,))
+            if not rows:
+                raise InvalidRequest(f"no session {session_id}")
+            merged = {**json.loads(rows[0][0] or "{}"), **options}
+            kept = {k: v for k, v in merged.items() if v is not None}
+            self._execute(
+                "UPDATE sessions SET run_options = ?, updated_at = ? WHERE id = ?",
+                (json.dumps(kept, sort_keys=True), time.time(), session_id),
+            )
+
+    # -- permission rules ---------------------------------------------------------------------
+    def add_permission_rule(
+        self,
+        effect: str,
+        tool: str | None,
+        tool_class: str | None,
+        pattern: str | None,
+        workspace: str | None,
+    ) -> tuple[int, float]:
+        """Store one rule (see :class:`seamline.tools.permissions.PermissionRules`): its id and time."""
+        now = time.time()
+        with self._transaction():
+            rows = self._query(
+                "INSERT INTO permission_rules (effect, tool, tool_class, pattern, workspace, created_at)"
+                " VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
+                (effect, tool, tool_class, pattern, workspace, now),
+            )
+        return int(rows[0][0]), now
+
+    def remove_permission_rule(self, rule_id: int) -> bool:
+        with self._transaction():
+            rows = self._query("DELETE FROM permission_rules WHERE id = ? RETURNING id", (rule_id,))
+        return bool(rows)
+
+    def permission_rule_rows(self) -> list[tuple[Any, ...]]:
+        """Every rule, oldest first: (id, effect, tool, tool_class, pattern, workspace, created_at)."""
+        return self._query(
+            "SELECT id, effect, tool, tool_class, pattern, workspace, created_at FROM permission_rules ORDER BY id"
+        )
 
     def get(self, session_id: str) -> SessionRecord | None:
         rows = self._query(f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE id = ?", (session_id,))
@@ -500,6 +556,7 @@ def _record(row: Sequence[Any]) -> SessionRecord:
         metadata=json.loads(row[8]),
         created_at=row[9],
         updated_at=row[10],
+        run_options=json.loads(row[11] or "{}"),
     )
 
 
@@ -531,11 +588,11 @@ class SessionStore(StoreCore):
 
     dialect: Dialect = "sqlite"
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, create_folder: bool = False) -> None:
         super().__init__()
         self.path = self.location = str(path)
         self._depth = 0
-        self._conn = _connect(self.path)
+        self._conn = _connect(self.path, create_folder=create_folder)
         self._migrate()
         self.recover_interrupted()
 
@@ -585,55 +642,56 @@ class SessionStore(StoreCore):
             self._conn.close()
 
 
-def _connect(path: str) -> sqlite3.Connection:
+def _connect(path: str, *, create_folder: bool) -> sqlite3.Connection:
+    """One connection to the store file; the file is only ever opened through it (a plain
+    ``open()`` of the file, or a second connection closed later, would drop this process's
+    POSIX locks on it and let concurrent writers corrupt the database)."""
     if path != ":memory:":
         target = Path(path)
         if target.is_dir():
             raise InvalidRequest(f"store path {path} is a directory, not a file")
-        try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise InvalidRequest(f"cannot create the store's folder {target.parent}: {exc.strerror}") from None
-        if target.exists():
-            _check_ours(target)
-        elif not os.access(target.parent, os.W_OK):
+        if not target.parent.is_dir():
+            if not create_folder:
+                raise InvalidRequest(f"the store's folder {target.parent} does not exist; create it first")
+            try:
+                target.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise InvalidRequest(f"cannot create the store's folder {target.parent}: {exc.strerror}") from None
+        if not target.exists() and not os.access(target.parent, os.W_OK):
             raise InvalidRequest(f"cannot write the store {path}: folder is not writable")
     try:
         conn = sqlite3.connect(path, timeout=60.0, isolation_level=None, check_same_thread=False)
+    except sqlite3.Error as exc:
+        raise InvalidRequest(f"cannot open the store {path}: {exc}") from None
+    try:
         conn.execute("PRAGMA busy_timeout = 60000")
+        _check_ours(conn, path)  # before anything is written to the file
         if path != ":memory:":
             conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")
     except sqlite3.DatabaseError as exc:
+        conn.close()
         raise InvalidRequest(f"cannot open the store {path}: {exc}") from None
+    except InvalidRequest:
+        conn.close()
+        raise
     return conn
 
 
-def _check_ours(target: Path) -> None:
-    """Refuse a file that is not a seamline store; never write into a foreign file."""
+def _check_ours(conn: sqlite3.Connection, path: str) -> None:
+    """Refuse a file that is not a seamline store; never write into a foreign file. Reads
+    through the store's own connection only."""
     try:
-        with target.open("rb") as fh:
-            header = fh.read(100)
-    except OSError as exc:
-        raise InvalidRequest(f"cannot read the store {target}: {exc.strerror}") from None
-    if len(header) == 0:
-        return  # an empty file: a fresh store
-    if not header.startswith(b"SQLite format 3\x00") or len(header) < 100:
-        raise InvalidRequest(f"{target} is not a seamline store (not an SQLite database); refusing to touch it")
-    app_id = int.from_bytes(header[68:72], "big")
+        app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+        user_version = conn.execute("PRAGMA user_version").fetchone()[0]
+        names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    except sqlite3.DatabaseError as exc:
+        if "not a database" in str(exc) or "malformed" in str(exc):
+            raise InvalidRequest(
+                f"{path} is not a seamline store (not an SQLite database); refusing to touch it"
+            ) from None
+        raise InvalidRequest(f"{path} is not a readable seamline store: {exc}") from None
     if app_id not in (0, _APP_ID):
-        raise InvalidRequest(f"{target} is an SQLite database of another program; refusing to touch it")
-    if app_id == 0:
-        user_version = int.from_bytes(header[60:64], "big")
-        if user_version != 0:
-            raise InvalidRequest(f"{target} is an SQLite database of another program; refusing to touch it")
-        try:
-            conn = sqlite3.connect(f"file:{target}?mode=ro", uri=True)
-            try:
-                names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-            finally:
-                conn.close()
-        except sqlite3.DatabaseError as exc:
-            raise InvalidRequest(f"{target} is not a readable seamline store: {exc}") from None
-        if names and not {"sessions", "raw_log"} <= names:
-            raise InvalidRequest(f"{target} is an SQLite database of another program; refusing to touch it")
+        raise InvalidRequest(f"{path} is an SQLite database of another program; refusing to touch it")
+    if app_id == 0 and (user_version != 0 or (names and not {"sessions", "raw_log"} <= names)):
+        raise InvalidRequest(f"{path} is an SQLite database of another program; refusing to touch it")

@@ -12,11 +12,11 @@ it decides, in this order:
 ``ask`` becomes a ``permission_request`` event and waits for a ``permission_decision``:
 ``--yes`` (``yes=True``) allows at once; otherwise the prompter (a terminal prompt in the
 CLI) answers allow or deny with a scope: ``once``, ``session`` (kept in memory for this
-service), or ``always`` (a rule stored in the store file). Without a prompter the call is
+service), or ``always`` (a rule stored in the store). Without a prompter the call is
 denied with a message saying how to allow it.
 
-Rules live in the session store's SQLite file, in a table of their own
-(``permission_rules``). A rule names a tool (a glob over tool names), a tool class and an
+Rules live in the session store (SQLite or PostgreSQL), in a table of their own
+(``permission_rules``), read and written through the store's own connection. A rule names a tool (a glob over tool names), a tool class and an
 argument pattern (``KEY=GLOB`` on one argument, or ``GLOB`` on any string argument); an
 empty field matches everything.
 
@@ -32,9 +32,7 @@ import asyncio
 import fnmatch
 import os
 import shlex
-import sqlite3
 import sys
-import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,7 +42,7 @@ import msgspec
 
 from seamline.errors import InvalidRequest
 from seamline.events import Event, PermissionDecision, PermissionRequest, ToolCall
-from seamline.sessions.store import SessionStore
+from seamline.sessions.store import StoreCore, open_store
 from seamline.tools.approval import ApprovalDecision
 from seamline.tools.base import Tool
 
@@ -59,6 +57,7 @@ __all__ = [
     "Prompter",
     "Scope",
     "TerminalPrompter",
+    "permission_service",
     "recursive_delete_outside_workspace",
 ]
 
@@ -66,18 +65,6 @@ Effect = Literal["allow", "deny", "ask"]
 Scope = Literal["once", "session", "always"]
 EFFECTS: Final[tuple[str, ...]] = get_args(Effect)
 TOOL_CLASSES: Final[tuple[str, ...]] = ("read", "write", "execute", "network")
-
-_SCHEMA: Final = """
-CREATE TABLE IF NOT EXISTS permission_rules (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    effect TEXT NOT NULL CHECK (effect IN ('allow', 'deny', 'ask')),
-    tool TEXT,
-    tool_class TEXT,
-    pattern TEXT,
-    workspace TEXT,
-    created_at REAL NOT NULL
-);
-"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,23 +112,19 @@ def _pattern_matches(pattern: str, arguments: dict[str, Any]) -> bool:
 
 
 class PermissionRules:
-    """Durable rules in the store's SQLite file (table ``permission_rules``).
+    """Durable rules kept in the session store (table ``permission_rules``), SQLite or
+    PostgreSQL alike, read and written through the store's own connection.
 
-    ``path`` is the session store file (created as a seamline store if missing) or
-    ``":memory:"``.
+    ``store`` is an open store (shared, not closed here), or a location to open one
+    (``":memory:"``, a file path, a ``postgresql://`` URL), which :meth:`close` closes.
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.path = str(path)
-        if self.path != ":memory:":
-            # Let the session store create or vet the file: a foreign SQLite file is refused.
-            SessionStore(self.path).close()
-        try:
-            self._conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
-            self._conn.execute("PRAGMA busy_timeout = 30000")
-            self._conn.executescript(_SCHEMA)
-        except sqlite3.Error as exc:
-            raise InvalidRequest(f"cannot open the permission rules in {self.path}: {exc}") from None
+    def __init__(self, store: StoreCore | str | os.PathLike[str]) -> None:
+        if isinstance(store, StoreCore):
+            self.store, self._owned = store, False
+        else:
+            self.store, self._owned = open_store(store), True
+        self.path = self.store.location
 
     def add(
         self,
@@ -158,35 +141,20 @@ class PermissionRules:
         if tool_class is not None and tool_class not in TOOL_CLASSES:
             raise InvalidRequest(f"a tool class is one of {', '.join(TOOL_CLASSES)}; got {tool_class!r}")
         where = str(Path(workspace).resolve()) if workspace is not None else None
-        now = time.time()
-        try:
-            cursor = self._conn.execute(
-                "INSERT INTO permission_rules (effect, tool, tool_class, pattern, workspace, created_at)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
-                (effect, tool, tool_class, pattern, where, now),
-            )
-        except sqlite3.Error as exc:
-            raise InvalidRequest(f"cannot store the rule in {self.path}: {exc}") from None
-        rule_id = cursor.lastrowid or 0
+        rule_id, now = self.store.add_permission_rule(effect, tool, tool_class, pattern, where)
         return PermissionRule(rule_id, effect, tool, tool_class, pattern, where, now)  # type: ignore[arg-type]
 
     def remove(self, rule_id: int) -> bool:
         """Delete rule ``rule_id``; False when there was none."""
-        try:
-            cursor = self._conn.execute("DELETE FROM permission_rules WHERE id = ?", (rule_id,))
-        except sqlite3.Error as exc:
-            raise InvalidRequest(f"cannot remove the rule from {self.path}: {exc}") from None
-        return cursor.rowcount > 0
+        return self.store.remove_permission_rule(rule_id)
 
     def list(self) -> list[PermissionRule]:
         """Every rule, oldest first."""
-        rows = self._conn.execute(
-            "SELECT id, effect, tool, tool_class, pattern, workspace, created_at FROM permission_rules ORDER BY id"
-        ).fetchall()
-        return [PermissionRule(*row) for row in rows]
+        return [PermissionRule(*row) for row in self.store.permission_rule_rows()]
 
     def close(self) -> None:
-        self._conn.close()
+        if self._owned:
+            self.store.close()
 
 
 # -- hard denials ----------------------------------------------------------------------------
@@ -385,3 +353,16 @@ def _decided(request: PermissionRequest, answer: PermissionAnswer, reason: str) 
         PermissionDecision(request_id=request.request_id, decision=answer.decision, scope=answer.scope, reason=reason),
     )
     return ApprovalDecision(answer.decision == "allow", reason, scope=answer.scope, events=events)
+
+
+def permission_service(
+    *,
+    store: StoreCore | None,
+    workspace: str | os.PathLike[str] | None,
+    yes: bool = False,
+    prompter: Prompter | None = None,
+) -> PermissionService:
+    """The one approval path of every entry point (``run``, resume, fork, pipelines, the
+    Python API): hard denials, then the store's rules, then ``--yes`` or the prompter."""
+    rules = PermissionRules(store) if store is not None else None
+    return PermissionService(rules=rules, workspace=workspace, yes=yes, prompter=prompter)
