@@ -21,8 +21,9 @@ from seamline.providers.base import Provider, ProviderSession
 from seamline.providers.registry import create_provider
 from seamline.sessions.store import StoreCore
 from seamline.stages.builder import AgentBuilder, AgentProfile
-from seamline.tools.approval import Approval, YesApproval
+from seamline.tools.approval import Approval
 from seamline.tools.base import Toolset
+from seamline.tools.permissions import permission_service
 from seamline.tools.workspace import Workspace, workspace_tools
 
 __all__ = ["RunResult", "run", "run_sync", "stream"]
@@ -81,7 +82,7 @@ async def stream(
             store=store,
             tools=parts.tools,
             observers=(*observers, *parts.observers),
-            approval=approval or YesApproval(yes=yes),
+            approval=approval or permission_service(store=store, workspace=ws.root, yes=yes),
             stages=parts.stages if parts.stages else None,
         )
         if on_open is not None:

@@ -11,13 +11,13 @@ from dataclasses import asdict
 from typing import Any
 
 from seamline.cli.display import JsonDisplay, TextDisplay
+from seamline.cli.extension_flags import cli_approval
 from seamline.cli.main import EXIT_CODES, SeamlineUsage, install_abort_handler, parse_options
 from seamline.events import Complete
 from seamline.providers.base import ProviderSession
 from seamline.providers.registry import create_provider
 from seamline.sessions.records import SessionRecord
 from seamline.sessions.store import StoreCore, open_store
-from seamline.tools.approval import YesApproval
 from seamline.tools.workspace import Workspace, workspace_tools
 
 __all__ = ["add_parser", "continue_session", "run"]
@@ -177,7 +177,7 @@ def continue_session(store: StoreCore, args: argparse.Namespace, *, fork: bool) 
     root = args.workspace or record.workspace or "."
     workspace = Workspace(root)
     tools = workspace_tools(workspace)
-    approval = YesApproval(yes=args.yes)
+    approval = cli_approval(store, workspace, yes=args.yes)
     display: JsonDisplay | TextDisplay = JsonDisplay() if args.json else TextDisplay()
     if args.max_steps < 1:
         raise SeamlineUsage("--max-steps must be at least 1")

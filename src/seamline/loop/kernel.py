@@ -27,8 +27,9 @@ from seamline.events import (
 from seamline.loop.messages import Message, ModelRequest
 from seamline.loop.observers import Intervention, LoopContext, Observer
 from seamline.stages.chain import StageChain, ToolInvocation
-from seamline.tools.approval import Approval, YesApproval
+from seamline.tools.approval import Approval
 from seamline.tools.base import ToolContext, Toolset
+from seamline.tools.permissions import PermissionService
 
 __all__ = ["LoopConfig", "StepFunction", "run_agent_loop"]
 
@@ -109,7 +110,7 @@ async def run_agent_loop(
         step = stages.wrap_step(step)
     tool_stages = stages if stages is not None and stages.tool else None
     obs = _Observers(observers)
-    gate = approval or YesApproval()
+    gate = approval or PermissionService()  # the one path: hard denials, then ask (denied: no prompter)
     ctx = LoopContext(session_id=session_id, turn=turn, messages=messages)
     specs = tools.specs()
     steps = 0

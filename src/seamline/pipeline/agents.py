@@ -18,9 +18,9 @@ import msgspec
 
 from seamline.events import Complete, Error, Event, Session
 from seamline.providers.base import Provider, ProviderSession
-from seamline.sessions.store import SessionStore
-from seamline.tools.approval import YesApproval
+from seamline.sessions.store import StoreCore
 from seamline.tools.base import Toolset
+from seamline.tools.permissions import PermissionService, permission_service
 
 __all__ = ["AgentKey", "Agents", "LiveAgents", "RecordedAgents", "prompt_hash", "provider_identity"]
 
@@ -83,12 +83,13 @@ class LiveAgents:
     default: Provider
     providers: Mapping[str, Provider] = field(default_factory=dict)
     workspace: str | os.PathLike[str] | None = None
-    store: SessionStore | None = None
+    store: StoreCore | None = None
     tools: Toolset | None = None
     yes: bool = False
     max_steps: int = 50
     params: Mapping[str, Any] = field(default_factory=dict)
     run_id: str = ""
+    approval: PermissionService | None = None  # default: the store's rules, hard denials, ``yes``
     _open: dict[tuple[str, str, int, int], tuple[Provider, ProviderSession]] = field(default_factory=dict)
 
     def provider_for(self, role: str) -> Provider:
@@ -103,7 +104,7 @@ class LiveAgents:
             workspace=self.workspace,
             store=self.store,
             tools=self.tools,
-            approval=YesApproval(yes=self.yes),
+            approval=self.approval or permission_service(store=self.store, workspace=self.workspace, yes=self.yes),
             metadata={"run_id": self.run_id, "phase": key.phase, "role": key.role, "round": key.round},
         )
         self._open[key.as_tuple()] = (provider, session)

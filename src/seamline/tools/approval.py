@@ -1,7 +1,10 @@
 """Approval: whether a tool call may run.
 
-Until the sandbox and the permission rules land, reading tools run freely and tools of
-class write, execute or network run only when the user said ``--yes``.
+Every entry point (``seamline run``, ``run --session``, ``sessions resume`` and ``fork``,
+pipelines, :func:`seamline.run_sync`, the loop itself) defaults to
+:class:`seamline.tools.permissions.PermissionService`: hard denials, the store's rules,
+then ``--yes`` or a prompt. :class:`YesApproval` is a bare gate for tests of a provider's
+own plumbing; nothing uses it by default.
 """
 
 from __future__ import annotations
@@ -35,7 +38,8 @@ class Approval(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class YesApproval:
-    """Reading tools are allowed; the rest only with ``yes=True`` (the ``--yes`` flag)."""
+    """Reading tools are allowed; the rest only with ``yes=True``. No hard denials and no
+    rules: for tests only; use :func:`seamline.tools.permissions.permission_service`."""
 
     yes: bool = False
 
