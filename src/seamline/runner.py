@@ -12,21 +12,22 @@ import asyncio
 import os
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
+from urllib.parse import urlsplit, urlunsplit
 
 from seamline.events import Complete, Event, Usage
 from seamline.events import Session as SessionEvent
 from seamline.loop.observers import Observer
 from seamline.providers.base import Provider, ProviderSession
 from seamline.providers.registry import create_provider
-from seamline.sessions.store import StoreCore
+from seamline.sessions.store import StoreCore, open_store
 from seamline.stages.builder import AgentBuilder, AgentProfile
 from seamline.tools.approval import Approval
 from seamline.tools.base import Toolset
 from seamline.tools.permissions import permission_service
 from seamline.tools.workspace import Workspace, workspace_tools
 
-__all__ = ["RunResult", "run", "run_sync", "stream"]
+__all__ = ["RunResult", "public_options", "run", "run_sync", "session_run_options", "stream"]
 
 
 @dataclass(slots=True)
@@ -50,7 +51,7 @@ async def stream(
     model: str | None = None,
     options: Mapping[str, str] | None = None,
     workspace: str | os.PathLike[str] = ".",
-    store: StoreCore | None = None,
+    store: StoreCore | str | os.PathLike[str] | None = None,
     tools: Toolset | None = None,
     yes: bool = False,
     approval: Approval | None = None,
@@ -62,6 +63,8 @@ async def stream(
     profile: AgentProfile | None = None,
     allow: Sequence[str] | None = None,
     on_notice: Callable[[str], None] | None = None,
+    system_prompt: str | None = None,
+    run_options: Mapping[str, Any] | None = None,
 ) -> AsyncIterator[Event]:
     """Open a session, run one turn, stream its events, close the session.
 
@@ -70,28 +73,96 @@ async def stream(
     overrides the profile's allowlist. Tool sources (MCP servers) open before the session
     and close after it; ``on_notice`` gets their one-line notices (shadowed tools, a
     server left out).
+
+    ``store`` is an open store or a location (a path or ``postgresql://`` URL) opened and
+    closed here. The session keeps its options in the store (provider options without
+    secrets, ``budget_usd``, ``allow``, ``system_prompt``, and ``run_options``, such as
+    the CLI's sandbox): ``run --session``, ``sessions resume`` and ``fork`` reuse them.
     """
     backend = provider if isinstance(provider, Provider) else create_provider(provider, model=model, options=options)
     ws = Workspace(workspace)
     host = tools if tools is not None else workspace_tools(ws)
-    async with (builder or AgentBuilder()).open_run(
-        host=host, profile=profile, allow=allow, workspace=ws.root, report=on_notice
-    ) as parts:
-        session = await backend.open(
-            workspace=ws.root,
-            store=store,
-            tools=parts.tools,
-            observers=(*observers, *parts.observers),
-            approval=approval or permission_service(store=store, workspace=ws.root, yes=yes),
-            stages=parts.stages if parts.stages else None,
-        )
-        if on_open is not None:
-            on_open(session)
-        try:
-            async for event in session.send(prompt, max_steps=max_steps, budget_usd=budget_usd):
-                yield event
-        finally:
-            await backend.close(session)
+    kept: StoreCore | None = open_store(store) if isinstance(store, (str, os.PathLike)) else store
+    owned = kept if isinstance(store, (str, os.PathLike)) else None  # opened here, closed here
+    try:
+        async with (builder or AgentBuilder()).open_run(
+            host=host, profile=profile, allow=allow, workspace=ws.root, report=on_notice
+        ) as parts:
+            session = await backend.open(
+                workspace=ws.root,
+                store=kept,
+                tools=parts.tools,
+                observers=(*observers, *parts.observers),
+                approval=approval or permission_service(store=kept, workspace=ws.root, yes=yes),
+                stages=parts.stages if parts.stages else None,
+                system_prompt=system_prompt,
+            )
+            if kept is not None:
+                started = session_run_options(
+                    backend, budget_usd=budget_usd, allow=allow, system_prompt=system_prompt, extra=run_options
+                )
+                if started:
+                    kept.set_run_options(session.session_id, started)
+            if on_open is not None:
+                on_open(session)
+            try:
+                async for event in session.send(prompt, max_steps=max_steps, budget_usd=budget_usd):
+                    yield event
+            finally:
+                await backend.close(session)
+    finally:
+        if owned is not None:
+            owned.close()
+
+
+_SECRET_WORDS: Final = ("key", "token", "secret", "password", "passwd", "auth", "cookie", "credential")
+
+
+def public_options(provider: Provider) -> dict[str, str]:
+    """The options given to ``provider`` (not its defaults) that are safe to keep: never
+    one whose name says secret (``api_key``, ``token``…; ``*_env`` names a variable and is
+    kept), and never a password inside a URL."""
+    kept: dict[str, str] = {}
+    for name, value in provider.option_values.items():
+        spec = provider.options.get(name)
+        if spec is not None and spec.default is not None and value == spec.default:
+            continue
+        lowered = name.lower()
+        if any(word in lowered for word in _SECRET_WORDS) and not lowered.endswith("_env"):
+            continue
+        kept[name] = _without_password(value)
+    return kept
+
+
+def _without_password(value: str) -> str:
+    if "://" not in value or "@" not in value:
+        return value
+    parts = urlsplit(value)
+    if parts.password is None:
+        return value
+    host = parts.hostname or ""
+    netloc = f"{parts.username}@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def session_run_options(
+    provider: Provider,
+    *,
+    budget_usd: float | None = None,
+    allow: Sequence[str] | None = None,
+    system_prompt: str | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """What a session is started with, to keep in the store (secret-free); resume and
+    fork reuse it. Empty values are left out."""
+    found: dict[str, Any] = {
+        "provider_options": public_options(provider),
+        "budget_usd": budget_usd,
+        "allow": list(allow) if allow else None,
+        "system_prompt": system_prompt,
+        **(extra or {}),
+    }
+    return {k: v for k, v in found.items() if v not in (None, {}, [], "")}
 
 
 async def run(prompt: str, **kwargs: Any) -> RunResult:

@@ -7,7 +7,7 @@ import json
 from typing import Any, Final
 
 from seamline.cli.main import SeamlineUsage
-from seamline.sessions.store import default_store_path
+from seamline.sessions.store import open_store
 from seamline.tools.permissions import EFFECTS, TOOL_CLASSES, PermissionRules
 
 __all__ = ["add_parser", "run"]
@@ -35,7 +35,11 @@ def add_parser(commands: Any) -> str:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=_EPILOG,
     )
-    parser.add_argument("--store", metavar="PATH", help="store file (default: $SEAMLINE_STORE or the user data dir)")
+    parser.add_argument(
+        "--store",
+        metavar="PATH|URL",
+        help="the store: a file or postgresql://… (default: $SEAMLINE_STORE or the user data dir)",
+    )
     actions = parser.add_subparsers(dest="permissions_action", metavar="ACTION")
     listing = actions.add_parser("list", help="show every rule")
     listing.add_argument("--json", action="store_true", help="one JSON object per rule")
@@ -53,7 +57,8 @@ def add_parser(commands: Any) -> str:
 def run(args: argparse.Namespace) -> int:
     if args.permissions_action is None:
         raise SeamlineUsage("permissions needs an action: list, add or rm")
-    rules = PermissionRules(args.store or default_store_path())
+    # Listing never creates a store: a missing one has no rules.
+    rules = PermissionRules(open_store(args.store, read_only=args.permissions_action == "list"))
     try:
         if args.permissions_action == "list":
             found = rules.list()
@@ -91,4 +96,4 @@ def run(args: argparse.Namespace) -> int:
         print(f"removed rule #{args.rule_id}")
         return 0
     finally:
-        rules.close()
+        rules.store.close()

@@ -13,7 +13,7 @@ from seamline.events import Complete, Event, Raw, encode_event
 from seamline.pipeline.builtin import BUILTIN_PIPELINES, open_run, resolve_pipeline, stream_pipeline
 from seamline.pipeline.controller import PipelineController
 from seamline.providers.registry import create_provider
-from seamline.sessions.store import SessionStore, default_store_path
+from seamline.sessions.store import default_store_path, open_store
 from seamline.tools.workspace import Workspace, workspace_tools
 
 __all__ = ["add_parser", "run", "run_pipeline"]
@@ -87,7 +87,7 @@ def run_pipeline(args: argparse.Namespace, prompt: str) -> int:
     if args.allow:
         tools = tools.restrict(args.allow)
     store_path = args.store or default_store_path()
-    store = None if args.no_store else SessionStore(store_path)
+    store = None if args.no_store else open_store(args.store)
     try:
         controller = open_run(
             definition,

@@ -68,7 +68,8 @@ def add_parser(commands: Any) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    store = open_store(args.store)
+    # Reading (and removing) never creates a store: a missing one holds no sessions.
+    store = open_store(args.store, read_only=args.sessions_command in ("list", "show", "export", "rm"))
     try:
         command = args.sessions_command
         if command == "list":
