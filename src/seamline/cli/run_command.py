@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from pathlib import Path
 from typing import Any, Final
 
 from seamline.cli.display import JsonDisplay, TextDisplay
@@ -18,7 +19,7 @@ from seamline.sessions.store import StoreCore, open_store
 from seamline.tools.base import Toolset
 from seamline.tools.workspace import Workspace, workspace_tools
 
-__all__ = ["add_parser", "run"]
+__all__ = ["add_parser", "run", "sandbox_run_options"]
 
 _EPILOG: Final = """\
 examples:
@@ -141,6 +142,15 @@ def _continue(args: argparse.Namespace, prompt: str) -> int:
         store.close()
 
 
+def sandbox_run_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The sandbox flags a session keeps for resume and fork (the policy as an absolute path)."""
+    policy = getattr(args, "sandbox_policy", None)
+    return {
+        "sandbox": getattr(args, "sandbox", None),
+        "sandbox_policy": str(Path(policy).resolve()) if policy else None,
+    }
+
+
 async def _drive(
     args: argparse.Namespace,
     prompt: str,
@@ -168,6 +178,7 @@ async def _drive(
         max_steps=args.max_steps,
         budget_usd=args.budget_usd,
         on_open=opened.append,
+        run_options=sandbox_run_options(args),
         **run_extensions(args, workspace, yes=args.yes or bool(getattr(args, "sandbox", None)), store=store),
     ):
         display.show(event)

@@ -14,8 +14,10 @@ from seamline.cli.display import JsonDisplay, TextDisplay
 from seamline.cli.extension_flags import cli_approval
 from seamline.cli.main import EXIT_CODES, SeamlineUsage, install_abort_handler, parse_options
 from seamline.events import Complete
+from seamline.loop.messages import Message
 from seamline.providers.base import ProviderSession
 from seamline.providers.registry import create_provider
+from seamline.runner import session_run_options
 from seamline.sessions.records import SessionRecord
 from seamline.sessions.store import StoreCore, open_store
 from seamline.tools.workspace import Workspace, workspace_tools
@@ -43,7 +45,13 @@ def add_parser(commands: Any) -> str:
     common(p)
     p.add_argument("id", metavar="ID")
     for name, text in (("resume", "continue a session with a new prompt"), ("fork", "start a new session from one")):
-        p = sub.add_parser(name, help=text)
+        p = sub.add_parser(
+            name,
+            help=text,
+            description=f"{text[0].upper()}{text[1:]}. The provider options (never secrets), model, sandbox, budget, "
+            "allowlist and system prompt the session was started with are reused; a flag given again overrides "
+            "them and is recorded.",
+        )
         common(p)
         p.add_argument("id", metavar="ID")
         if name == "fork":
@@ -56,8 +64,18 @@ def add_parser(commands: Any) -> str:
         p.add_argument("--model", "-m", metavar="NAME")
         p.add_argument("--provider-option", "-o", action="append", default=[], metavar="KEY=VALUE")
         p.add_argument("--workspace", "-w", metavar="DIR", help="default: the session's own workspace")
-        p.add_argument("--yes", "-y", action="store_true")
+        p.add_argument("--yes", "-y", action="store_true", help="allow tools that write or execute")
         p.add_argument("--max-steps", type=int, default=50, metavar="N")
+        p.add_argument(
+            "--budget-usd", type=float, metavar="USD", help="stop the turn once its cost passes this (default: kept)"
+        )
+        p.add_argument(
+            "--allow", action="append", metavar="TOOL", help="offer only these tools; repeatable (default: kept)"
+        )
+        p.add_argument(
+            "--sandbox", choices=("auto", "bwrap", "container"), help="isolate shell and journal edits (default: kept)"
+        )
+        p.add_argument("--sandbox-policy", metavar="FILE", help="sandbox policy file (default: kept)")
     p = sub.add_parser("export", help="the session, its raw log, ledger and transcript as JSON")
     common(p)
     p.add_argument("id", metavar="ID")
@@ -170,32 +188,60 @@ def _out(args: argparse.Namespace, data: dict[str, Any], text: str) -> None:
 
 
 def continue_session(store: StoreCore, args: argparse.Namespace, *, fork: bool) -> int:
-    """Resume (or fork) a stored session and run ``args.prompt`` on it."""
+    """Resume (or fork) a stored session and run ``args.prompt`` on it, with the options the
+    session was started with; a flag given again overrides them and is recorded."""
     record = store.require(args.id)
+    if args.max_steps < 1:
+        raise SeamlineUsage("--max-steps must be at least 1")
+    kept = record.run_options
+    given = parse_options(args.provider_option)
     provider = create_provider(
-        record.provider, model=args.model or record.model, options=parse_options(args.provider_option)
+        record.provider, model=args.model or record.model, options={**kept.get("provider_options", {}), **given}
     )
     root = args.workspace or record.workspace or "."
     workspace = Workspace(root)
-    tools = workspace_tools(workspace)
-    approval = cli_approval(store, workspace, yes=args.yes)
+    if getattr(args, "sandbox", None) is None and kept.get("sandbox"):
+        args.sandbox = kept["sandbox"]
+        if getattr(args, "sandbox_policy", None) is None:
+            args.sandbox_policy = kept.get("sandbox_policy")
+    budget = args.budget_usd if getattr(args, "budget_usd", None) is not None else kept.get("budget_usd")
+    allow = getattr(args, "allow", None) or kept.get("allow")
+    system_prompt = kept.get("system_prompt")
+    from seamline.cli.run_command import sandbox_run_options
+    from seamline.cli.sandbox_command import sandbox_for_run
+
+    sandbox, journal = sandbox_for_run(args, workspace)
+    tools = workspace_tools(workspace, sandbox=sandbox, journal=journal)
+    if allow:
+        tools = tools.restrict(allow)
+    approval = cli_approval(store, workspace, yes=args.yes or sandbox is not None)
+    effective = session_run_options(
+        provider,
+        budget_usd=budget,
+        allow=allow,
+        system_prompt=system_prompt,
+        extra=sandbox_run_options(args),
+    )
     display: JsonDisplay | TextDisplay = JsonDisplay() if args.json else TextDisplay()
-    if args.max_steps < 1:
-        raise SeamlineUsage("--max-steps must be at least 1")
 
     async def drive() -> int:
         if fork:
             session = await provider.fork(record.id, store=store, at=args.at, tools=tools, approval=approval)
-            if not args.prompt:
-                _out(
-                    args,
-                    {"session_id": session.session_id, "parent_id": record.id},
-                    f"forked {record.id[:12]} into {session.session_id}",
-                )
-                return 0
         else:
             session = await provider.resume(record.id, store=store, tools=tools, approval=approval)
-        return await _turn(provider, session, args.prompt, args, display)
+        if system_prompt and not (session.messages and session.messages[0].role == "system"):
+            # The system prompt is not part of the transcript: put it back in front.
+            session.messages.insert(0, Message(role="system", content=system_prompt))
+        store.set_run_options(session.session_id, effective)
+        if fork and not args.prompt:
+            await provider.close(session)
+            _out(
+                args,
+                {"session_id": session.session_id, "parent_id": record.id},
+                f"forked {record.id[:12]} into {session.session_id}",
+            )
+            return 0
+        return await _turn(provider, session, args.prompt, args, display, budget)
 
     try:
         return asyncio.run(drive())
@@ -204,7 +250,12 @@ def continue_session(store: StoreCore, args: argparse.Namespace, *, fork: bool) 
 
 
 async def _turn(
-    provider: Any, session: ProviderSession, prompt: str, args: argparse.Namespace, display: JsonDisplay | TextDisplay
+    provider: Any,
+    session: ProviderSession,
+    prompt: str,
+    args: argparse.Namespace,
+    display: JsonDisplay | TextDisplay,
+    budget_usd: float | None,
 ) -> int:
     async def abort() -> None:
         await provider.abort(session)
@@ -212,7 +263,7 @@ async def _turn(
     install_abort_handler(asyncio.get_running_loop(), abort)
     final: Complete | None = None
     try:
-        async for event in session.send(prompt, max_steps=args.max_steps):
+        async for event in session.send(prompt, max_steps=args.max_steps, budget_usd=budget_usd):
             display.show(event)
             if isinstance(event, Complete):
                 final = event

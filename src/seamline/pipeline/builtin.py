@@ -27,7 +27,7 @@ from seamline.pipeline.definition import (
 )
 from seamline.providers.base import Provider
 from seamline.providers.registry import create_provider
-from seamline.sessions.store import SessionStore
+from seamline.sessions.store import StoreCore
 from seamline.tools.base import Toolset
 from seamline.tools.workspace import Workspace, workspace_tools
 from seamline.trace.writer import TraceWriter, trace_path
@@ -80,7 +80,7 @@ def open_run(
     provider: Provider | str = "offline",
     providers: Mapping[str, Provider] | None = None,
     workspace: str | os.PathLike[str] = ".",
-    store: SessionStore | None = None,
+    store: StoreCore | None = None,
     store_path: str | os.PathLike[str] | None = None,
     trace_file: str | os.PathLike[str] | None = None,
     in_memory: bool = False,
