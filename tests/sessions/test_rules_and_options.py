@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from pathlib import Path
 
 from seamline.events import ToolCall
+from seamline.sessions.schema import migration_sql
+from seamline.sessions.store import SessionStore
 from seamline.tools import tool
 from seamline.tools.permissions import PermissionRules, permission_service
 
@@ -50,3 +53,31 @@ def test_run_options_are_kept_with_the_session(make_store: StoreFactory) -> None
         "provider_options": {"base_url": "http://127.0.0.1:9/v1"},
         "allow": ["read_file"],
     }
+
+
+def test_a_v3_store_with_rules_beside_it_keeps_them(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    for number in (1, 2, 3):
+        for statement in migration_sql(number, "sqlite"):
+            conn.execute(statement)
+    conn.execute("PRAGMA application_id = 1397050700")
+    conn.execute("PRAGMA user_version = 3")
+    # the table older versions wrote through a second connection
+    conn.execute(
+        "CREATE TABLE permission_rules (id INTEGER PRIMARY KEY AUTOINCREMENT, effect TEXT NOT NULL, tool TEXT,"
+        " tool_class TEXT, pattern TEXT, workspace TEXT, created_at REAL NOT NULL)"
+    )
+    conn.execute("INSERT INTO permission_rules (effect, tool, created_at) VALUES ('deny', 'shell', 1.0)")
+    conn.execute(
+        "INSERT INTO sessions (id, provider, status, metadata, created_at, updated_at) VALUES"
+        " ('s1', 'offline', 'completed', '{}', 1.0, 1.0)"
+    )
+    conn.close()
+    store = SessionStore(path)
+    try:
+        assert [(r.effect, r.tool) for r in PermissionRules(store).list()] == [("deny", "shell")]
+        assert store.require("s1").run_options == {}
+        assert PermissionRules(store).add("allow", tool="read_file").id == 2
+    finally:
+        store.close()
