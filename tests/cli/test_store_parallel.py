@@ -1,4 +1,10 @@
-"""Many `seamline run` processes on one SQLite store at once: the store stays whole."""
+"""Many `seamline run` processes on one SQLite store at once: the store stays whole.
+
+Opening and closing the store file outside its SQLite connection drops the process's POSIX
+locks on it; then concurrent writers corrupt the database or lose rows. Two such openers
+are covered: building the permission rules, and the read tools (here `grep`) when the
+store lies inside the workspace.
+"""
 
 from __future__ import annotations
 
@@ -10,19 +16,27 @@ import subprocess
 from pathlib import Path
 
 RUNS = 40
+GREP_THEN_ANSWER = (
+    '[{"tool_calls": [{"name": "grep", "arguments": {"pattern": "usage"}}]},'
+    ' {"tool_calls": [{"name": "read_file", "arguments": {"path": "shared.db"}}]},'
+    ' {"text": "ok", "usage": {"input_tokens": 3, "output_tokens": 2}}]'
+)
 
 
 def test_parallel_runs_keep_the_store_whole(seamline_cmd: list[str], cli_env: dict[str, str], tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     ws.mkdir()
     (ws / "notes.txt").write_text("the store keeps every session and its usage\n")
-    store = tmp_path / "shared.db"
+    script = tmp_path / "grep.json"
+    script.write_text(GREP_THEN_ANSWER)
+    store = ws / "shared.db"  # inside the workspace: the tools must leave it alone
     procs: list[subprocess.Popen[str]] = []
     try:
         for i in range(RUNS):
             procs.append(
                 subprocess.Popen(
-                    [*seamline_cmd, "run", "--json", "--store", str(store), "-w", str(ws), f"store usage {i}"],
+                    [*seamline_cmd, "run", "--json", "--store", str(store), "-w", str(ws), f"store usage {i}"]
+                    + (["-p", "scripted", "-o", f"script={script}"] if i % 2 else []),
                     env=cli_env,
                     stdout=subprocess.PIPE,
                     stderr=subprocess.PIPE,

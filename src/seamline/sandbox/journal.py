@@ -29,6 +29,7 @@ from typing import Final, Literal
 
 from seamline.errors import InvalidRequest, PermissionDenied, SandboxViolation
 from seamline.events import FileChangeKind
+from seamline.sessions.store import is_store_file
 
 __all__ = ["EditJournal", "JournalStep", "PathState", "RevertReport", "journal_path_for"]
 
@@ -172,8 +173,8 @@ class EditJournal:
             base = Path(dirpath)
             for name in dirnames + filenames:
                 full = base / name
-                if full == self.path or full.name.startswith(self.path.name):
-                    continue
+                if full == self.path or full.name.startswith(self.path.name) or is_store_file(full):
+                    continue  # the journal's and the store's own files: opening them breaks their locks
                 states[full.relative_to(root).as_posix()] = self._state(root, full.relative_to(root).as_posix())
             # os.walk does not descend into symlinked folders; they are recorded as links.
         return states

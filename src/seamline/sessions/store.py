@@ -37,7 +37,16 @@ from seamline.sessions.records import (
 from seamline.sessions.schema import SCHEMA_VERSION, Dialect, migration_sql
 from seamline.sessions.transcript import derive_transcript, parser_versions
 
-__all__ = ["STORE_ENV", "RawRow", "SessionRecord", "SessionStore", "StoreCore", "default_store_path", "open_store"]
+__all__ = [
+    "STORE_ENV",
+    "RawRow",
+    "SessionRecord",
+    "SessionStore",
+    "StoreCore",
+    "default_store_path",
+    "is_store_file",
+    "open_store",
+]
 
 STORE_ENV: Final = "SEAMLINE_STORE"
 _APP_ID: Final = 0x53454D4C  # "SEML": marks a file as ours, so a foreign one is never touched
@@ -46,6 +55,45 @@ _SESSION_COLUMNS: Final = (
     " run_options"
 )
 _HOST: Final = socket.gethostname()
+
+
+# The files of the SQLite stores this process holds open. Opening and closing one of them
+# outside SQLite (a read tool, a hash) drops every POSIX lock this process holds on it, and
+# concurrent writers then corrupt the database: such code asks :func:`is_store_file` first.
+_LIVE_PATHS: dict[str, int] = {}
+_LIVE_INODES: dict[tuple[int, int], int] = {}
+_STORE_SUFFIXES: Final = ("", "-wal", "-shm", "-journal")
+
+
+def is_store_file(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is a file of a store this process has open (the database, its WAL,
+    shared memory or journal), which must never be opened outside the store's connection."""
+    if not _LIVE_PATHS:
+        return False
+    real = os.path.realpath(path)
+    if real in _LIVE_PATHS:
+        return True
+    try:
+        info = os.stat(real)
+    except OSError:
+        return False
+    return (info.st_dev, info.st_ino) in _LIVE_INODES  # a hard link to the database
+
+
+def _track(path: str, delta: int) -> None:
+    real = os.path.realpath(path)
+    keys: list[tuple[dict[Any, int], Any]] = [(_LIVE_PATHS, real + suffix) for suffix in _STORE_SUFFIXES]
+    try:
+        info = os.stat(real)
+        keys.append((_LIVE_INODES, (info.st_dev, info.st_ino)))
+    except OSError:
+        pass
+    for table, key in keys:
+        count = table.get(key, 0) + delta
+        if count > 0:
+            table[key] = count
+        else:
+            table.pop(key, None)
 
 
 def default_store_path() -> Path:
@@ -593,8 +641,15 @@ class SessionStore(StoreCore):
         self.path = self.location = str(path)
         self._depth = 0
         self._conn = _connect(self.path, create_folder=create_folder)
-        self._migrate()
-        self.recover_interrupted()
+        self._tracked = self.path != ":memory:"
+        if self._tracked:
+            _track(self.path, +1)
+        try:
+            self._migrate()
+            self.recover_interrupted()
+        except BaseException:
+            self._release()
+            raise
 
     def _run(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
         try:
@@ -639,7 +694,13 @@ class SessionStore(StoreCore):
         try:
             self.flush()
         finally:
-            self._conn.close()
+            self._release()
+
+    def _release(self) -> None:
+        self._conn.close()
+        if self._tracked:
+            self._tracked = False
+            _track(self.path, -1)
 
 
 def _connect(path: str, *, create_folder: bool) -> sqlite3.Connection:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Final
 
 from seamline.errors import InvalidRequest, SandboxViolation, TimeoutFailure
 from seamline.events import FileChange
+from seamline.sessions.store import is_store_file
 from seamline.tools.base import ToolContext, Toolset, tool
 
 if TYPE_CHECKING:
@@ -55,6 +56,9 @@ class Workspace:
             if ".." in Path(path).parts and not candidate.is_symlink():
                 raise SandboxViolation(f"path leaves the workspace: {path!r}")
             raise SandboxViolation(f"path resolves outside the workspace: {path!r}")
+        if is_store_file(real):
+            # Opening it here would drop the store's locks in this process.
+            raise SandboxViolation(f"{path!r} is the open session store; tools never open it")
         return real
 
     def relative(self, real: Path) -> str:
@@ -234,5 +238,5 @@ def _files(folder: Path) -> list[Path]:
     found: list[Path] = []
     for dirpath, dirnames, filenames in os.walk(folder):
         dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
-        found.extend(Path(dirpath) / f for f in filenames)
+        found.extend(Path(dirpath) / f for f in filenames if not is_store_file(os.path.join(dirpath, f)))
     return sorted(found)
