@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from seamline.errors import SandboxViolation
-from seamline.sessions.store import SessionStore, is_store_file
+from seamline.sessions.sqlite_file import is_store_file
+from seamline.sessions.store import SessionStore
 from seamline.tools.base import ToolContext
 from seamline.tools.workspace import Workspace, workspace_tools
 

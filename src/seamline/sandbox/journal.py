@@ -29,7 +29,7 @@ from typing import Final, Literal
 
 from seamline.errors import InvalidRequest, PermissionDenied, SandboxViolation
 from seamline.events import FileChangeKind
-from seamline.sessions.store import is_store_file
+from seamline.sessions.sqlite_file import is_store_file
 
 __all__ = ["EditJournal", "JournalStep", "PathState", "RevertReport", "journal_path_for"]
 

@@ -35,6 +35,7 @@ from seamline.sessions.records import (
     UsageRow,
 )
 from seamline.sessions.schema import SCHEMA_VERSION, Dialect, migration_sql
+from seamline.sessions.sqlite_file import APP_ID, connect, is_store_file, track
 from seamline.sessions.transcript import derive_transcript, parser_versions
 
 __all__ = [
@@ -49,51 +50,11 @@ __all__ = [
 ]
 
 STORE_ENV: Final = "SEAMLINE_STORE"
-_APP_ID: Final = 0x53454D4C  # "SEML": marks a file as ours, so a foreign one is never touched
 _SESSION_COLUMNS: Final = (
     "id, provider, model, provider_session_id, parent_id, workspace, mode, status, metadata, created_at, updated_at,"
     " run_options"
 )
 _HOST: Final = socket.gethostname()
-
-
-# The files of the SQLite stores this process holds open. Opening and closing one of them
-# outside SQLite (a read tool, a hash) drops every POSIX lock this process holds on it, and
-# concurrent writers then corrupt the database: such code asks :func:`is_store_file` first.
-_LIVE_PATHS: dict[str, int] = {}
-_LIVE_INODES: dict[tuple[int, int], int] = {}
-_STORE_SUFFIXES: Final = ("", "-wal", "-shm", "-journal")
-
-
-def is_store_file(path: str | os.PathLike[str]) -> bool:
-    """Whether ``path`` is a file of a store this process has open (the database, its WAL,
-    shared memory or journal), which must never be opened outside the store's connection."""
-    if not _LIVE_PATHS:
-        return False
-    real = os.path.realpath(path)
-    if real in _LIVE_PATHS:
-        return True
-    try:
-        info = os.stat(real)
-    except OSError:
-        return False
-    return (info.st_dev, info.st_ino) in _LIVE_INODES  # a hard link to the database
-
-
-def _track(path: str, delta: int) -> None:
-    real = os.path.realpath(path)
-    keys: list[tuple[dict[Any, int], Any]] = [(_LIVE_PATHS, real + suffix) for suffix in _STORE_SUFFIXES]
-    try:
-        info = os.stat(real)
-        keys.append((_LIVE_INODES, (info.st_dev, info.st_ino)))
-    except OSError:
-        pass
-    for table, key in keys:
-        count = table.get(key, 0) + delta
-        if count > 0:
-            table[key] = count
-        else:
-            table.pop(key, None)
 
 
 def default_store_path() -> Path:
@@ -640,10 +601,10 @@ class SessionStore(StoreCore):
         super().__init__()
         self.path = self.location = str(path)
         self._depth = 0
-        self._conn = _connect(self.path, create_folder=create_folder)
+        self._conn = connect(self.path, create_folder=create_folder)
         self._tracked = self.path != ":memory:"
         if self._tracked:
-            _track(self.path, +1)
+            track(self.path, +1)
         try:
             self._migrate()
             self.recover_interrupted()
@@ -686,7 +647,7 @@ class SessionStore(StoreCore):
                     continue
                 for statement in migration_sql(version + 1, "sqlite"):
                     self._execute(statement)
-                self._execute(f"PRAGMA application_id = {_APP_ID}")
+                self._execute(f"PRAGMA application_id = {APP_ID}")
                 self._execute(f"PRAGMA user_version = {version + 1}")
             version += 1
 
@@ -700,59 +661,4 @@ class SessionStore(StoreCore):
         self._conn.close()
         if self._tracked:
             self._tracked = False
-            _track(self.path, -1)
-
-
-def _connect(path: str, *, create_folder: bool) -> sqlite3.Connection:
-    """One connection to the store file; the file is only ever opened through it (a plain
-    ``open()`` of the file, or a second connection closed later, would drop this process's
-    POSIX locks on it and let concurrent writers corrupt the database)."""
-    if path != ":memory:":
-        target = Path(path)
-        if target.is_dir():
-            raise InvalidRequest(f"store path {path} is a directory, not a file")
-        if not target.parent.is_dir():
-            if not create_folder:
-                raise InvalidRequest(f"the store's folder {target.parent} does not exist; create it first")
-            try:
-                target.parent.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
-                raise InvalidRequest(f"cannot create the store's folder {target.parent}: {exc.strerror}") from None
-        if not target.exists() and not os.access(target.parent, os.W_OK):
-            raise InvalidRequest(f"cannot write the store {path}: folder is not writable")
-    try:
-        conn = sqlite3.connect(path, timeout=60.0, isolation_level=None, check_same_thread=False)
-    except sqlite3.Error as exc:
-        raise InvalidRequest(f"cannot open the store {path}: {exc}") from None
-    try:
-        conn.execute("PRAGMA busy_timeout = 60000")
-        _check_ours(conn, path)  # before anything is written to the file
-        if path != ":memory:":
-            conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute("PRAGMA synchronous = NORMAL")
-    except sqlite3.DatabaseError as exc:
-        conn.close()
-        raise InvalidRequest(f"cannot open the store {path}: {exc}") from None
-    except InvalidRequest:
-        conn.close()
-        raise
-    return conn
-
-
-def _check_ours(conn: sqlite3.Connection, path: str) -> None:
-    """Refuse a file that is not a seamline store; never write into a foreign file. Reads
-    through the store's own connection only."""
-    try:
-        app_id = conn.execute("PRAGMA application_id").fetchone()[0]
-        user_version = conn.execute("PRAGMA user_version").fetchone()[0]
-        names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    except sqlite3.DatabaseError as exc:
-        if "not a database" in str(exc) or "malformed" in str(exc):
-            raise InvalidRequest(
-                f"{path} is not a seamline store (not an SQLite database); refusing to touch it"
-            ) from None
-        raise InvalidRequest(f"{path} is not a readable seamline store: {exc}") from None
-    if app_id not in (0, _APP_ID):
-        raise InvalidRequest(f"{path} is an SQLite database of another program; refusing to touch it")
-    if app_id == 0 and (user_version != 0 or (names and not {"sessions", "raw_log"} <= names)):
-        raise InvalidRequest(f"{path} is an SQLite database of another program; refusing to touch it")
+            track(self.path, -1)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Final
 
 from seamline.errors import InvalidRequest, SandboxViolation, TimeoutFailure
 from seamline.events import FileChange
-from seamline.sessions.store import is_store_file
+from seamline.sessions.sqlite_file import is_store_file
 from seamline.tools.base import ToolContext, Toolset, tool
 
 if TYPE_CHECKING:
