@@ -113,11 +113,17 @@ def test_resume_keeps_the_budget_and_a_new_one_overrides(
     assert over.returncode == 3, over.stderr
     raised = sh(
         seamline_cmd, cli_env, "run", "--session", sid, "--json", "--store", str(store), "-o", f"script={costly}",
-        "--budget-usd", "5", "more",
+        "--budget-usd", "5", "-m", "other-model", "more",
     )  # fmt: skip
     assert raised.returncode == 0, raised.stderr
     kept = record(store, sid)
-    assert kept["budget_usd"] == 5.0
+    assert kept["budget_usd"] == 5.0 and kept["model"] == "other-model"
+    again = sh(
+        seamline_cmd, cli_env, "sessions", "resume", sid, "last", "--json", "--store", str(store),
+        "-o", f"script={cheap}",
+    )  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout.splitlines()[0])["model"] == "other-model"
     assert kept["provider_options"] == {"script": str(costly)}
 
 

@@ -196,7 +196,9 @@ def continue_session(store: StoreCore, args: argparse.Namespace, *, fork: bool) 
     kept = record.run_options
     given = parse_options(args.provider_option)
     provider = create_provider(
-        record.provider, model=args.model or record.model, options={**kept.get("provider_options", {}), **given}
+        record.provider,
+        model=args.model or kept.get("model") or record.model,
+        options={**kept.get("provider_options", {}), **given},
     )
     root = args.workspace or record.workspace or "."
     workspace = Workspace(root)
@@ -220,7 +222,7 @@ def continue_session(store: StoreCore, args: argparse.Namespace, *, fork: bool) 
         budget_usd=budget,
         allow=allow,
         system_prompt=system_prompt,
-        extra=sandbox_run_options(args),
+        extra={**sandbox_run_options(args), "model": args.model},  # a model given again is kept
     )
     display: JsonDisplay | TextDisplay = JsonDisplay() if args.json else TextDisplay()
 
