@@ -216,7 +216,7 @@ class _Walker:
     def redirects(self, nodes: Iterable[Any], cwds: frozenset[str | None]) -> tuple[Redirect, ...]:
         out: list[Redirect] = []
         for r in nodes:
-            target = getattr(r, "output", None)
+            target: Any = getattr(r, "output", None)
             heredoc = getattr(r, "heredoc", None)
             op = str(getattr(r, "type", ""))
             if heredoc is not None:
@@ -288,9 +288,9 @@ class _Walker:
                 }
         if self.in_loop:
             new.add(None)  # a cd repeated by a loop lands anywhere
-        together = set(cmd.cwds) | new  # a cd that fails leaves the folder as it was
+        together: set[str | None] = set(cmd.cwds) | new  # a cd that fails leaves the folder as it was
         if len(together) > _MAX_CWDS:
-            together = {c for c in together if c is None} | {None}
+            together = {None}
         return frozenset(together)
 
     def shell(self, argv: Sequence[str], plain: Sequence[bool], cmd: SimpleCommand) -> None:
