@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import posixpath
 import re
+import shlex
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -32,6 +33,16 @@ __all__ = ["Redirect", "ShellReading", "SimpleCommand", "read_shell", "unwrap"]
 _MAX_DEPTH: Final = 6  # nested `sh -c` / eval / substitutions before giving up (opaque)
 _MAX_CWDS: Final = 32  # possible working folders tracked before "unknown"
 _BRACE_EXPANSION: Final = re.compile(r"\{[^{}]*(,|\.\.)[^{}]*\}")
+_TEXT_OPTIONS: Final[dict[str, frozenset[str]]] = {
+    "su": frozenset({"-c", "--command", "--session-command"}),
+    "runuser": frozenset({"-c", "--command", "--session-command"}),
+    "script": frozenset({"-c", "--command"}),
+    "flock": frozenset({"-c", "--command"}),
+}
+_INTERPRETER: Final = re.compile(
+    r"^(python[0-9.]*|pypy[0-9.]*|perl[0-9.]*|ruby|node|nodejs|deno|bun|php|lua[0-9.]*|tclsh|Rscript)$"
+)
+_INLINE_CODE: Final = frozenset({"-c", "-e", "-E", "-r", "--eval", "--command"})
 SHELLS: Final = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "rbash", "fish", "yash", "posh"})
 
 
@@ -250,7 +261,9 @@ class _Walker:
 
     def effects(self, cmd: SimpleCommand) -> frozenset[str | None]:
         """Follow what a command does to the reading: cd, and text run as commands."""
-        argv, plain, _ = unwrap(cmd.words, cmd.literal)
+        argv, plain, wrapped = unwrap(cmd.words, cmd.literal)
+        if wrapped.split and not argv:
+            self.walk.opaque.append("env -S splits text built at run time")
         if not argv:
             return cmd.cwds
         if not plain[0]:
@@ -265,8 +278,54 @@ class _Walker:
             self.walk.opaque.append("eval of text built at run time")
             return cmd.cwds
         if verb in SHELLS:
+            if "xargs" in wrapped.via:
+                self.walk.opaque.append(f"xargs runs {verb} on input read at run time")
             self.shell(argv, plain, cmd)
+        elif verb in _TEXT_OPTIONS:
+            self.text_option(verb, argv, plain, cmd)
+        elif verb == "watch":
+            self.watch(argv, plain, cmd)
+        elif verb == "find":
+            self.find_exec(argv, plain, cmd)
+        elif _INTERPRETER.match(verb) and any(w in _INLINE_CODE for w in argv[1:]):
+            self.walk.opaque.append(f"inline {verb} code")
         return cmd.cwds
+
+    def nested(self, text: str, cwds: frozenset[str | None], plain: bool, what: str) -> None:
+        if plain:
+            _read(text, cwds, self.walk, depth=self.depth + 1, redirects=())
+        else:
+            self.walk.opaque.append(f"{what} runs text built at run time")
+
+    def text_option(self, verb: str, argv: Sequence[str], plain: Sequence[bool], cmd: SimpleCommand) -> None:
+        """``su -c TEXT``, ``runuser -c``, ``script -c``, ``flock -c``: TEXT is run by a shell."""
+        for i, word in enumerate(argv[1:], 1):
+            name, eq, value = word.partition("=")
+            if word in _TEXT_OPTIONS[verb] and i + 1 < len(argv):
+                self.nested(argv[i + 1], cmd.cwds, plain[i + 1], verb)
+            elif eq and name in _TEXT_OPTIONS[verb]:
+                self.nested(value, cmd.cwds, plain[i], verb)
+
+    def watch(self, argv: Sequence[str], plain: Sequence[bool], cmd: SimpleCommand) -> None:
+        i = 1
+        while i < len(argv) and argv[i].startswith("-"):
+            i += 2 if argv[i] in ("-n", "--interval", "-q", "--equexit") else 1
+        if i < len(argv):
+            self.nested(" ".join(argv[i:]), cmd.cwds, all(plain[i:]), "watch")
+
+    def find_exec(self, argv: Sequence[str], plain: Sequence[bool], cmd: SimpleCommand) -> None:
+        """The command of ``-exec``/``-execdir``/``-ok``/``-okdir`` is a command too."""
+        i = 0
+        while i < len(argv):
+            if argv[i] in ("-exec", "-execdir", "-ok", "-okdir"):
+                end = next((j for j in range(i + 1, len(argv)) if argv[j] in (";", "+")), len(argv))
+                words, lit = argv[i + 1 : end], plain[i + 1 : end]
+                if words:
+                    # -execdir runs in each found file's folder: anywhere below the start points.
+                    cwds = cmd.cwds if argv[i] in ("-exec", "-ok") else frozenset({None})
+                    self.nested(" ".join(shlex.quote(w) for w in words), cwds, all(lit), "find -exec")
+                i = end
+            i += 1
 
     def change_dir(
         self, verb: str, args: Sequence[str], plain: Sequence[bool], cmd: SimpleCommand
@@ -392,12 +451,31 @@ def unwrap(words: Sequence[str], literal: Sequence[bool]) -> tuple[list[str], li
                 break
             if name == "env" and word.split("=", 1)[0] in ("-C", "--chdir"):
                 cwd_changed = True
-            if name == "env" and word.split("=", 1)[0] in ("-S", "--split-string"):
-                split = True
+            if name == "env" and (word.startswith("-S") or word.split("=", 1)[0] == "--split-string"):
+                text, text_plain = _split_operand(word, argv, plain, i)
+                try:
+                    pieces = shlex.split(text) if text_plain else None
+                except ValueError:
+                    pieces = None
+                if pieces is None:
+                    split = True
+                    argv, plain = [], []
+                    break
+                step = 2 if word in ("-S", "--split-string") else 1
+                argv = argv[:i] + pieces + argv[i + step :]
+                plain = plain[:i] + [True] * len(pieces) + plain[i + step :]
+                continue
             i += 2 if word in with_arg else 1
         i += operands
         argv, plain = argv[i:], plain[i:]
     return argv, plain, Wrapped(tuple(via), cwd_changed, split)
+
+
+def _split_operand(word: str, argv: Sequence[str], plain: Sequence[bool], i: int) -> tuple[str, bool]:
+    """The string of ``env -S STRING``, ``-SSTRING`` or ``--split-string=STRING``."""
+    if word in ("-S", "--split-string"):
+        return (argv[i + 1], plain[i + 1]) if i + 1 < len(argv) else ("", True)
+    return (word.split("=", 1)[1] if word.startswith("--") else word[2:]), plain[i]
 
 
 # -- words -------------------------------------------------------------------------------------

@@ -25,7 +25,11 @@ from seamline.tools.shell_parse import SHELLS, SimpleCommand, read_shell, unwrap
 __all__ = ["CommandPiece", "command_pieces", "recursive_delete_outside_workspace"]
 
 _VIRTUAL_ROOT: Final = "/\x00workspace"  # stands for "the workspace" when none is known
-_DELETE_WORDS: Final = frozenset({"rm", "rmdir", "unlink", "shred", "find", "xargs", "rmtree", "rsync", "-delete"})
+_DELETE_WORDS: Final = frozenset(
+    {"rm", "rmdir", "unlink", "shred", "find", "xargs", "rsync", "-delete", "recursive"}
+    # the recursive deletes of interpreters: Python, Node, Ruby, Rust, Perl
+    | {"rmtree", "removedirs", "rmSync", "rm_rf", "rm_r", "remove_dir_all", "remove_tree", "deltree"}
+)
 _RECURSIVE_FLAG: Final = re.compile(r"^(-[A-Za-z]*[rR][A-Za-z]*|--r[a-z-]*)$")
 _SAFE_SINKS: Final = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"})
 _FIND_EXEC: Final = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
@@ -166,7 +170,7 @@ def _recursive_flag(flag: str) -> bool:
 def _mentions_deletion(text: str) -> bool:
     """Whether text that could not be read may still delete recursively."""
     bare = re.sub(r"[\"'\\]", "", text)
-    for word in re.findall(r"[A-Za-z0-9_.+-]+", bare):
+    for word in re.findall(r"[A-Za-z0-9_+-]+", bare):
         if word in _DELETE_WORDS or _RECURSIVE_FLAG.match(word):
             return True
     return False
