@@ -151,6 +151,7 @@ def test_a_folder_swapped_for_a_link_after_the_check_is_not_written_through(
         ("grep", {"pattern": "outside", "path": "docs"}),
         ("edit_file", {"path": "docs/a.md", "old": "outside", "new": "pwned"}),
         ("write_file", {"path": "docs/new.txt", "content": "pwned"}),
+        ("list_dir", {"path": "docs"}),
     ],
 )
 def test_every_file_tool_refuses_a_link_swapped_in_after_the_check(

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Final
 from seamline.errors import InvalidRequest, SandboxViolation
 from seamline.events import FileChange
 from seamline.tools.base import ToolContext, Toolset, tool
-from seamline.tools.beneath import parts_beneath, regular_file, writable_file
+from seamline.tools.beneath import open_dir_beneath, parts_beneath, regular_file, writable_file
 from seamline.tools.read_tools import GrepQuery, grep_tree, read_lines, run_bounded_read
 from seamline.tools.shell_output import run_unsandboxed
 
@@ -32,6 +32,8 @@ _SKIP_DIRS: Final = frozenset(
 _MAX_READ_LINES: Final = 2000
 _MAX_OUTPUT: Final = 64_000
 _MAX_EDIT_BYTES: Final = 16 * 1024 * 1024
+_MAX_LIST_ENTRIES: Final = 20_000
+_DIR_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 class Workspace:
@@ -118,8 +120,10 @@ def workspace_tools(
         real = workspace.resolve(path)
         if not real.is_dir():
             raise InvalidRequest(f"not a folder: {path}")
+        parts = parts_beneath(workspace.root, real)
         out: list[str] = []
-        _walk(real, workspace, max(1, min(depth, 8)), out)
+        with open_dir_beneath(workspace.root, parts) as fd:
+            _walk(fd, "/".join(parts) + "/" if parts else "", max(1, min(depth, 8)), out)
         return _truncate("\n".join(out))
 
     @tool(tool_class="read")
@@ -188,21 +192,31 @@ def workspace_tools(
     return Toolset([read_file, list_dir, grep, write_file, edit_file, shell], workspace=workspace)
 
 
-def _walk(folder: Path, workspace: Workspace, depth: int, out: list[str]) -> None:
+def _walk(dir_fd: int, prefix: str, depth: int, out: list[str]) -> None:
+    """List a folder by descriptor; links are listed, never entered."""
     try:
-        entries = sorted(folder.iterdir(), key=lambda p: p.name)
+        with os.scandir(dir_fd) as it:
+            entries = sorted(it, key=lambda e: e.name)
     except OSError:
         return
     for entry in entries:
         if entry.name in _SKIP_DIRS:
             continue
-        rel = entry.relative_to(workspace.root).as_posix()
-        if entry.is_dir() and not entry.is_symlink():
-            out.append(rel + "/")
+        if len(out) > _MAX_LIST_ENTRIES:
+            return  # the answer is truncated far below this anyway
+        if entry.is_dir(follow_symlinks=False):
+            out.append(f"{prefix}{entry.name}/")
             if depth > 1:
-                _walk(entry, workspace, depth - 1, out)
+                try:
+                    sub = os.open(entry.name, _DIR_FLAGS, dir_fd=dir_fd)
+                except OSError:
+                    continue
+                try:
+                    _walk(sub, f"{prefix}{entry.name}/", depth - 1, out)
+                finally:
+                    os.close(sub)
         else:
-            out.append(rel)
+            out.append(f"{prefix}{entry.name}")
 
 
 def _write_beneath(root: Path, parts: list[str], data: bytes) -> bool:
