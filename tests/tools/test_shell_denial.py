@@ -244,3 +244,9 @@ def test_denial_never_crashes_on_shell_like_text(command: str) -> None:
 def test_a_delete_outside_is_found_in_any_wrapping(inner: str, wrap: str, outer: str) -> None:
     command = outer.format(wrap.format(inner))
     assert recursive_delete_outside_workspace(shell, {"command": command}, Path("/work/ws")) is not None, command
+
+
+def test_a_command_too_long_to_read_fails_closed(ws: Path) -> None:
+    long = "echo a; " * 10_000
+    assert denied(long + "rm -rf ../outside", ws) is not None
+    assert denied(long + "ls", ws) is None

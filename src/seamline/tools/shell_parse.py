@@ -18,6 +18,7 @@ that could not be understood (text the parser refuses, a command name built at r
 
 from __future__ import annotations
 
+import functools
 import os
 import posixpath
 import re
@@ -31,7 +32,10 @@ import bashlex
 __all__ = ["Redirect", "ShellReading", "SimpleCommand", "read_shell", "unwrap"]
 
 _MAX_DEPTH: Final = 6  # nested `sh -c` / eval / substitutions before giving up (opaque)
-_MAX_CWDS: Final = 32  # possible working folders tracked before "unknown"
+_MAX_CWDS: Final = 32
+_MAX_TEXT: Final = (
+    64 * 1024
+)  # longer commands are not parsed (the parser slows down): opaque  # possible working folders tracked before "unknown"
 _BRACE_EXPANSION: Final = re.compile(r"\{[^{}]*(,|\.\.)[^{}]*\}")
 _TEXT_OPTIONS: Final[dict[str, frozenset[str]]] = {
     "su": frozenset({"-c", "--command", "--session-command"}),
@@ -93,9 +97,13 @@ class _Walk:
     opaque: list[str] = field(default_factory=list)
 
 
+@functools.lru_cache(maxsize=256)
 def read_shell(command: str, *, cwd: str | None) -> ShellReading:
     """Every simple command ``command`` runs, starting in ``cwd`` (an absolute POSIX path,
-    or None when unknown); never raises on any input."""
+    or None when unknown); never raises on any input. (Cached: the hard denial and the
+    rules read the same command.)"""
+    if len(command) > _MAX_TEXT:
+        return ShellReading((), (f"a command over {_MAX_TEXT} characters is not read",))
     walk = _Walk()
     _read(command, frozenset({cwd}), walk, depth=0, redirects=())
     return ShellReading(tuple(walk.commands), tuple(walk.opaque))
