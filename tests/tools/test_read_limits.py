@@ -111,3 +111,9 @@ def test_grep_is_cancellable(ws: Workspace) -> None:
 def test_a_bad_pattern_is_an_invalid_request(ws: Workspace) -> None:
     with pytest.raises(InvalidRequest, match="bad regular expression"):
         call(ws, "grep", pattern="(")
+
+
+@pytest.mark.parametrize("bad", [0.0, -1.0, float("nan"), float("inf")])
+def test_the_read_timeout_is_checked(ws: Workspace, bad: float) -> None:
+    with pytest.raises(InvalidRequest, match="read_timeout"):
+        workspace_tools(ws, read_timeout=bad)

@@ -8,6 +8,7 @@ that leaves it, absolute paths and symlinks that point out are refused with a cl
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
@@ -83,6 +84,8 @@ def workspace_tools(
     ``journal``, every change write_file, edit_file and shell make is journaled so the
     run can be reverted. ``read_file`` and ``grep`` stop after ``read_timeout`` seconds.
     """
+    if not math.isfinite(read_timeout) or read_timeout <= 0:
+        raise InvalidRequest(f"read_timeout must be a positive number of seconds; got {read_timeout!r}")
 
     def journaled(
         ctx: ToolContext, tool_name: str, paths: list[Path] | None
