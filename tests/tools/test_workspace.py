@@ -103,3 +103,90 @@ def test_shell_runs_in_the_workspace_and_times_out(ws: Workspace) -> None:
 def test_workspace_must_exist(tmp_path: Path) -> None:
     with pytest.raises(InvalidRequest, match="not a folder"):
         Workspace(tmp_path / "missing")
+
+
+def test_grep_does_not_follow_links_out_of_the_workspace(ws: Workspace, tmp_path: Path) -> None:
+    (tmp_path / "secret.txt").write_text("password=hunter2\n")
+    os.symlink(tmp_path / "secret.txt", ws.root / "escape")
+    os.symlink(tmp_path, ws.root / "escape_dir")
+    out = call(ws, "grep", pattern="hunter2")
+    assert "hunter2" not in out and out.startswith("no matches")
+    with pytest.raises(SandboxViolation):
+        call(ws, "grep", pattern="hunter2", path="escape")
+
+
+def _swap_after_check(monkeypatch: pytest.MonkeyPatch, ws: Workspace, folder: str, target: Path) -> None:
+    """Replace ``folder`` by a link to ``target`` right after the path check passed: the
+    race a sandboxed shell can win, made deterministic."""
+    checked = Workspace.resolve
+
+    def resolve_then_swap(self: Workspace, path: str) -> Path:
+        real = checked(self, path)
+        victim = ws.root / folder
+        if victim.is_dir() and not victim.is_symlink():
+            victim.rename(ws.root / (folder + ".moved"))
+            os.symlink(target, victim)
+        return real
+
+    monkeypatch.setattr(Workspace, "resolve", resolve_then_swap)
+
+
+def test_a_folder_swapped_for_a_link_after_the_check_is_not_written_through(
+    ws: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "a.md").write_text("outside\n")
+    _swap_after_check(monkeypatch, ws, "docs", outside)
+    with pytest.raises(SandboxViolation, match="link"):
+        call(ws, "write_file", path="docs/a.md", content="pwned")
+    assert (outside / "a.md").read_text() == "outside\n"
+    assert sorted(p.name for p in outside.iterdir()) == ["a.md"]
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments"),
+    [
+        ("read_file", {"path": "docs/a.md"}),
+        ("grep", {"pattern": "outside", "path": "docs"}),
+        ("edit_file", {"path": "docs/a.md", "old": "outside", "new": "pwned"}),
+        ("write_file", {"path": "docs/new.txt", "content": "pwned"}),
+        ("list_dir", {"path": "docs"}),
+    ],
+)
+def test_every_file_tool_refuses_a_link_swapped_in_after_the_check(
+    ws: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, arguments: dict[str, object]
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "a.md").write_text("outside\n")
+    _swap_after_check(monkeypatch, ws, "docs", outside)
+    with pytest.raises(SandboxViolation, match="link"):
+        call(ws, name, **arguments)
+    assert (outside / "a.md").read_text() == "outside\n"
+    assert sorted(p.name for p in outside.iterdir()) == ["a.md"]
+
+
+def test_a_file_swapped_for_a_link_is_refused(ws: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    checked = Workspace.resolve
+
+    def resolve_then_swap(self: Workspace, path: str) -> Path:
+        real = checked(self, path)
+        (ws.root / "notes.txt").unlink()
+        os.symlink(tmp_path / "secret.txt", ws.root / "notes.txt")
+        return real
+
+    monkeypatch.setattr(Workspace, "resolve", resolve_then_swap)
+    with pytest.raises(SandboxViolation, match="link"):
+        call(ws, "write_file", path="notes.txt", content="pwned")
+    assert (tmp_path / "secret.txt").read_text() == "outside"
+
+
+def test_a_hard_linked_file_is_not_written(ws: Workspace, tmp_path: Path) -> None:
+    os.link(tmp_path / "secret.txt", ws.root / "linked.txt")
+    with pytest.raises(SandboxViolation, match="hard link"):
+        call(ws, "write_file", path="linked.txt", content="pwned")
+    with pytest.raises(SandboxViolation, match="hard link"):
+        call(ws, "edit_file", path="linked.txt", old="outside", new="pwned")
+    assert (tmp_path / "secret.txt").read_text() == "outside"
+    assert "outside" in call(ws, "read_file", path="linked.txt")  # reading it is harmless

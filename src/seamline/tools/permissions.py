@@ -31,7 +31,6 @@ from __future__ import annotations
 import asyncio
 import fnmatch
 import os
-import shlex
 import sys
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -45,6 +44,7 @@ from seamline.events import Event, PermissionDecision, PermissionRequest, ToolCa
 from seamline.sessions.store import StoreCore, open_store
 from seamline.tools.approval import ApprovalDecision
 from seamline.tools.base import Tool
+from seamline.tools.shell_rules import CommandPiece, command_pieces, recursive_delete_outside_workspace
 
 __all__ = [
     "DEFAULT_HARD_DENIALS",
@@ -79,14 +79,23 @@ class PermissionRule:
     workspace: str | None = None
     created_at: float = 0.0
 
-    def matches(self, tool: Tool, arguments: dict[str, Any], workspace: Path | None) -> bool:
+    def matches(
+        self, tool: Tool, arguments: dict[str, Any], workspace: Path | None, *, piece: CommandPiece | None = None
+    ) -> bool:
+        """Whether the rule covers the call. With ``piece`` (one simple command of a shell
+        call), the ``command`` argument is that piece: an allow rule needs a plain piece
+        whose words match; deny and ask rules also match its text as written."""
         if self.workspace is not None and (workspace is None or str(workspace) != self.workspace):
             return False
         if self.tool is not None and not fnmatch.fnmatchcase(tool.name, self.tool):
             return False
         if self.tool_class is not None and tool.tool_class != self.tool_class:
             return False
-        return self.pattern is None or _pattern_matches(self.pattern, arguments)
+        if self.pattern is None:
+            return True
+        if piece is None:
+            return _pattern_matches(self.pattern, arguments)
+        return _piece_matches(self.pattern, arguments, piece, strict=self.effect == "allow")
 
     def describe(self) -> str:
         parts = [f"#{self.id}", self.effect]
@@ -109,6 +118,22 @@ def _pattern_matches(pattern: str, arguments: dict[str, Any]) -> bool:
         value = arguments.get(key)
         return isinstance(value, str) and fnmatch.fnmatchcase(value, glob)
     return any(isinstance(v, str) and fnmatch.fnmatchcase(v, pattern) for v in arguments.values())
+
+
+def _piece_matches(pattern: str, arguments: dict[str, Any], piece: CommandPiece, *, strict: bool) -> bool:
+    key, sep, glob = pattern.partition("=")
+    keyed = bool(sep) and key.isidentifier()
+    if keyed and key != "command":
+        return _pattern_matches(pattern, arguments)
+    glob = glob if keyed else pattern
+    if strict:
+        hit = piece.plain and fnmatch.fnmatchcase(piece.normalized, glob)
+    else:
+        hit = any(fnmatch.fnmatchcase(t, glob) for t in (piece.normalized, piece.text, arguments.get("command", "")))
+    if hit or keyed:
+        return hit
+    others = {k: v for k, v in arguments.items() if k != "command"}
+    return any(isinstance(v, str) and fnmatch.fnmatchcase(v, glob) for v in others.values())
 
 
 class PermissionRules:
@@ -161,55 +186,6 @@ class PermissionRules:
 
 HardDenial = Callable[[Tool, dict[str, Any], Path | None], str | None]
 """Looks at a call; returns why it must never run, or None."""
-
-_SEPARATORS: Final = frozenset({";", "&&", "||", "|", "&", "\n"})
-
-
-def recursive_delete_outside_workspace(tool: Tool, arguments: dict[str, Any], workspace: Path | None) -> str | None:
-    """``rm -r`` (or ``-R``, ``--recursive``) of any path outside the workspace."""
-    command = arguments.get("command")
-    if tool.tool_class != "execute" or not isinstance(command, str):
-        return None
-    try:
-        lexer = shlex.shlex(command, posix=True, punctuation_chars=";&|")
-        lexer.whitespace_split = True
-        tokens = list(lexer)
-    except ValueError:
-        tokens = command.split()
-    for words in _commands(tokens):
-        while words and words[0] in ("sudo", "command", "env", "nice", "nohup", "time", "xargs"):
-            words = words[1:]
-        if not words or os.path.basename(words[0]) != "rm":
-            continue
-        flags = [w for w in words[1:] if w.startswith("-")]
-        recursive = any(f == "--recursive" or (not f.startswith("--") and ("r" in f or "R" in f)) for f in flags)
-        if not recursive:
-            continue
-        for target in (w for w in words[1:] if not w.startswith("-")):
-            if _outside(target, workspace):
-                return f"recursive delete outside the workspace: rm {' '.join(flags)} {target}"
-    return None
-
-
-def _commands(tokens: list[str]) -> list[list[str]]:
-    out: list[list[str]] = [[]]
-    for token in tokens:
-        if token in _SEPARATORS or set(token) <= set(";&|"):
-            out.append([])
-        else:
-            out[-1].append(token)
-    return [c for c in out if c]
-
-
-def _outside(target: str, workspace: Path | None) -> bool:
-    if target.startswith(("~", "$")) or "$" in target or "`" in target:
-        return True  # a home or a variable may be anywhere: treat as outside
-    if workspace is None:
-        return os.path.isabs(target) or ".." in Path(target).parts
-    root = workspace.resolve()
-    resolved = Path(os.path.normpath(root / target))  # absolute targets replace the root
-    return (resolved != root and root not in resolved.parents) or resolved == Path(resolved.anchor)
-
 
 DEFAULT_HARD_DENIALS: Final[tuple[HardDenial, ...]] = (recursive_delete_outside_workspace,)
 
@@ -301,18 +277,32 @@ class PermissionService:
             if reason is not None:
                 return "deny", f"hard denial: {reason}"
         durable = self.rules.list() if self.rules is not None else []
-        candidates = [
-            r for r in [*reversed(self.session_rules), *reversed(durable)] if r.matches(tool, arguments, self.workspace)
-        ]
+        ordered = [*reversed(self.session_rules), *reversed(durable)]
+        command = arguments.get("command")
+        if tool.tool_class != "execute" or not isinstance(command, str):
+            return self._decide_by_rules(tool, arguments, ordered, None)
+        # A shell call is judged one simple command at a time: every piece must be allowed.
+        verdicts = [self._decide_by_rules(tool, arguments, ordered, p) for p in command_pieces(command, self.workspace)]
+        for wanted in ("deny", "ask"):
+            for effect, reason in verdicts:
+                if effect == wanted:
+                    return effect, reason
+        return verdicts[0]
+
+    def _decide_by_rules(
+        self, tool: Tool, arguments: dict[str, Any], ordered: list[PermissionRule], piece: CommandPiece | None
+    ) -> tuple[Effect, str]:
+        candidates = [r for r in ordered if r.matches(tool, arguments, self.workspace, piece=piece)]
+        where = f" (for `{piece.text}`)" if piece is not None and piece.text != arguments.get("command") else ""
         for rule in candidates:
             if rule.effect == "deny":
-                return "deny", f"denied by rule {rule.describe()}"
+                return "deny", f"denied by rule {rule.describe()}{where}"
         if candidates:
             rule = candidates[0]  # session grants first, then the newest durable rule
-            return rule.effect, f"{rule.effect} by rule {rule.describe()}"
+            return rule.effect, f"{rule.effect} by rule {rule.describe()}{where}"
         if tool.tool_class in self.default_allow:
             return "allow", f"{tool.tool_class} tools are allowed"
-        return "ask", f"{tool.name} is a {tool.tool_class} tool"
+        return "ask", f"{tool.name} is a {tool.tool_class} tool{where}"
 
     async def decide(self, tool: Tool, call: ToolCall) -> ApprovalDecision:
         effect, reason = self.evaluate(tool, call.arguments)

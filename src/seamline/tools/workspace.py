@@ -7,19 +7,19 @@ that leaves it, absolute paths and symlinks that point out are refused with a cl
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import fnmatch
+import math
 import os
-import re
-import signal
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-from seamline.errors import InvalidRequest, SandboxViolation, TimeoutFailure
+from seamline.errors import InvalidRequest, SandboxViolation
 from seamline.events import FileChange
 from seamline.sessions.sqlite_file import is_store_file
 from seamline.tools.base import ToolContext, Toolset, tool
+from seamline.tools.beneath import open_dir_beneath, parts_beneath, regular_file, writable_file
+from seamline.tools.read_tools import GrepQuery, grep_tree, read_lines, run_bounded_read
+from seamline.tools.shell_output import run_unsandboxed
 
 if TYPE_CHECKING:
     from seamline.sandbox.journal import EditJournal
@@ -33,6 +33,9 @@ _SKIP_DIRS: Final = frozenset(
 )
 _MAX_READ_LINES: Final = 2000
 _MAX_OUTPUT: Final = 64_000
+_MAX_EDIT_BYTES: Final = 16 * 1024 * 1024
+_MAX_LIST_ENTRIES: Final = 20_000
+_DIR_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 class Workspace:
@@ -72,15 +75,21 @@ def _truncate(text: str, limit: int = _MAX_OUTPUT) -> str:
 
 
 def workspace_tools(
-    workspace: Workspace, *, sandbox: Sandbox | None = None, journal: EditJournal | None = None
+    workspace: Workspace,
+    *,
+    sandbox: Sandbox | None = None,
+    journal: EditJournal | None = None,
+    read_timeout: float = 30.0,
 ) -> Toolset:
     """The six built-in tools bound to ``workspace``: read_file, list_dir, grep,
     write_file, edit_file (class write) and shell (class execute).
 
     With ``sandbox``, shell commands run inside it (see :mod:`seamline.sandbox`); with
     ``journal``, every change write_file, edit_file and shell make is journaled so the
-    run can be reverted.
+    run can be reverted. ``read_file`` and ``grep`` stop after ``read_timeout`` seconds.
     """
+    if not math.isfinite(read_timeout) or read_timeout <= 0:
+        raise InvalidRequest(f"read_timeout must be a positive number of seconds; got {read_timeout!r}")
 
     def journaled(
         ctx: ToolContext, tool_name: str, paths: list[Path] | None
@@ -99,19 +108,17 @@ def workspace_tools(
         )
 
     @tool(tool_class="read")
-    def read_file(path: str, ctx: ToolContext, offset: int = 1, limit: int = _MAX_READ_LINES) -> str:
+    async def read_file(path: str, ctx: ToolContext, offset: int = 1, limit: int = _MAX_READ_LINES) -> str:
         """Read a text file of the workspace; lines come numbered as `N<TAB>text`."""
         real = workspace.resolve(path)
-        if not real.is_file():
-            raise InvalidRequest(f"not a file: {path}")
-        with real.open("r", encoding="utf-8", errors="replace") as fh:
-            lines = fh.read().splitlines()
-        start = max(offset, 1)
-        chosen = lines[start - 1 : start - 1 + max(limit, 0)]
-        ctx.emit(FileChange(path=workspace.relative(real), kind="read", call_id=ctx.call_id))
-        body = "\n".join(f"{n}\t{line}" for n, line in enumerate(chosen, start))
-        if start - 1 + len(chosen) < len(lines):
-            body += f"\n[{len(lines) - (start - 1 + len(chosen))} more lines; use offset]"
+        rel = workspace.relative(real)
+        parts = parts_beneath(workspace.root, real)
+        body = await run_bounded_read(
+            lambda stop, _deadline: read_lines(workspace.root, parts, rel, offset=offset, limit=limit, stop=stop),
+            timeout=read_timeout,
+            what="read_file",
+        )
+        ctx.emit(FileChange(path=rel, kind="read", call_id=ctx.call_id))
         return body
 
     @tool(tool_class="read")
@@ -120,61 +127,61 @@ def workspace_tools(
         real = workspace.resolve(path)
         if not real.is_dir():
             raise InvalidRequest(f"not a folder: {path}")
+        parts = parts_beneath(workspace.root, real)
         out: list[str] = []
-        _walk(real, workspace, max(1, min(depth, 8)), out)
+        with open_dir_beneath(workspace.root, parts) as fd:
+            _walk(fd, "/".join(parts) + "/" if parts else "", max(1, min(depth, 8)), out)
         return _truncate("\n".join(out))
 
     @tool(tool_class="read")
-    def grep(pattern: str, path: str = ".", glob: str | None = None, max_results: int = 200) -> str:
+    async def grep(pattern: str, path: str = ".", glob: str | None = None, max_results: int = 200) -> str:
         """Search files for a regular expression; answers `path:line:text`."""
-        try:
-            regex = re.compile(pattern)
-        except re.error as exc:
-            raise InvalidRequest(f"bad regular expression: {exc}") from None
+        query = GrepQuery(pattern, glob=glob, max_results=max_results)
         real = workspace.resolve(path)
-        hits: list[str] = []
-        files = [real] if real.is_file() else _files(real)
-        for file in files:
-            rel = workspace.relative(file)
-            if glob and not fnmatch.fnmatch(rel, glob) and not fnmatch.fnmatch(file.name, glob):
-                continue
-            try:
-                text = file.read_text(encoding="utf-8")
-            except (UnicodeDecodeError, OSError):
-                continue
-            for n, line in enumerate(text.splitlines(), 1):
-                if regex.search(line):
-                    hits.append(f"{rel}:{n}:{line}")
-                    if len(hits) >= max_results:
-                        return "\n".join(hits) + "\n[more matches; narrow the search]"
-        return "\n".join(hits) if hits else "no matches"
+        parts = parts_beneath(workspace.root, real)
+        is_file = not real.is_dir()  # FIFOs and devices are refused as files, not walked
+        return await run_bounded_read(
+            lambda stop, deadline: grep_tree(
+                workspace.root, parts, query, is_file=is_file, stop=stop, deadline=deadline
+            ),
+            timeout=read_timeout,
+            what="grep",
+        )
 
     @tool(tool_class="write")
     def write_file(path: str, content: str, ctx: ToolContext) -> str:
         """Write a text file of the workspace, creating folders as needed."""
         real = workspace.resolve(path)
-        existed = real.exists()
+        parts = parts_beneath(workspace.root, real)
+        data = content.encode("utf-8")
         with journaled(ctx, "write_file", [real]):
-            real.parent.mkdir(parents=True, exist_ok=True)
-            real.write_text(content, encoding="utf-8")
+            existed = _write_beneath(workspace.root, parts, data)
         rel = workspace.relative(real)
         ctx.emit(FileChange(path=rel, kind="edited" if existed else "created", call_id=ctx.call_id))
-        return f"wrote {len(content.encode())} bytes to {rel}"
+        return f"wrote {len(data)} bytes to {rel}"
 
     @tool(tool_class="write")
     def edit_file(path: str, old: str, new: str, ctx: ToolContext, replace_all: bool = False) -> str:
         """Replace the exact text `old` with `new` in a file; `old` must occur once unless replace_all."""
         real = workspace.resolve(path)
-        if not real.is_file():
-            raise InvalidRequest(f"not a file: {path}")
-        text = real.read_text(encoding="utf-8")
+        parts = parts_beneath(workspace.root, real)
+        fd, st = regular_file(workspace.root, parts)
+        with os.fdopen(fd, "rb") as fh:
+            if st.st_size > _MAX_EDIT_BYTES:
+                raise InvalidRequest(f"{path} is {st.st_size} bytes; edit_file edits files up to {_MAX_EDIT_BYTES}")
+            raw = fh.read()
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise InvalidRequest(f"{path} is a binary file (not UTF-8 text); edit_file edits text") from None
         count = text.count(old) if old else 0
         if count == 0:
             raise InvalidRequest(f"text to replace not found in {path}")
         if count > 1 and not replace_all:
             raise InvalidRequest(f"text to replace occurs {count} times in {path}; give more context or replace_all")
+        changed = text.replace(old, new) if replace_all else text.replace(old, new, 1)
         with journaled(ctx, "edit_file", [real]):
-            real.write_text(text.replace(old, new) if replace_all else text.replace(old, new, 1), encoding="utf-8")
+            _write_beneath(workspace.root, parts, changed.encode("utf-8"))
         rel = workspace.relative(real)
         ctx.emit(FileChange(path=rel, kind="edited", call_id=ctx.call_id))
         return f"replaced {count if replace_all else 1} occurrence(s) in {rel}"
@@ -186,57 +193,44 @@ def workspace_tools(
             sandbox.guard.check(command)  # refused before the workspace is scanned or anything starts
             with journaled(ctx, "shell", None):
                 return _truncate(await sandbox.run_shell(command, timeout=timeout))
-        proc = await asyncio.create_subprocess_exec(
-            "/bin/sh",
-            "-c",
-            command,
-            cwd=workspace.root,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-            start_new_session=True,
-        )
-        try:
-            out, _ = await asyncio.wait_for(proc.communicate(), timeout=max(timeout, 0.1))
-        except (TimeoutError, asyncio.CancelledError) as exc:
-            _kill_group(proc.pid)
-            await proc.wait()
-            if isinstance(exc, asyncio.CancelledError):
-                raise
-            raise TimeoutFailure(f"shell command ran past {timeout:g}s and was killed") from None
-        text = _truncate(out.decode("utf-8", errors="replace"))
-        return f"exit code {proc.returncode}\n{text}"
+        code, text = await run_unsandboxed(command, cwd=workspace.root, timeout=timeout, cap=_MAX_OUTPUT)
+        return f"exit code {code}\n{text}"
 
     return Toolset([read_file, list_dir, grep, write_file, edit_file, shell], workspace=workspace)
 
 
-def _kill_group(pid: int) -> None:
+def _walk(dir_fd: int, prefix: str, depth: int, out: list[str]) -> None:
+    """List a folder by descriptor; links are listed, never entered."""
     try:
-        os.killpg(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-
-
-def _walk(folder: Path, workspace: Workspace, depth: int, out: list[str]) -> None:
-    try:
-        entries = sorted(folder.iterdir(), key=lambda p: p.name)
+        with os.scandir(dir_fd) as it:
+            entries = sorted(it, key=lambda e: e.name)
     except OSError:
         return
     for entry in entries:
         if entry.name in _SKIP_DIRS:
             continue
-        rel = entry.relative_to(workspace.root).as_posix()
-        if entry.is_dir() and not entry.is_symlink():
-            out.append(rel + "/")
+        if len(out) > _MAX_LIST_ENTRIES:
+            return  # the answer is truncated far below this anyway
+        if entry.is_dir(follow_symlinks=False):
+            out.append(f"{prefix}{entry.name}/")
             if depth > 1:
-                _walk(entry, workspace, depth - 1, out)
+                try:
+                    sub = os.open(entry.name, _DIR_FLAGS, dir_fd=dir_fd)
+                except OSError:
+                    continue
+                try:
+                    _walk(sub, f"{prefix}{entry.name}/", depth - 1, out)
+                finally:
+                    os.close(sub)
         else:
-            out.append(rel)
+            out.append(f"{prefix}{entry.name}")
 
 
-def _files(folder: Path) -> list[Path]:
-    found: list[Path] = []
-    for dirpath, dirnames, filenames in os.walk(folder):
-        dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
-        found.extend(Path(dirpath) / f for f in filenames if not is_store_file(os.path.join(dirpath, f)))
-    return sorted(found)
+def _write_beneath(root: Path, parts: list[str], data: bytes) -> bool:
+    """Write ``data`` to ``root/parts`` through descriptors (no link followed, no file with
+    another hard link); whether the file existed."""
+    fd, existed = writable_file(root, parts)
+    with os.fdopen(fd, "wb") as fh:
+        fh.truncate(0)
+        fh.write(data)
+    return existed

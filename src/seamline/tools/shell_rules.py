@@ -1,0 +1,219 @@
+"""What the permission service reads in a shell command: the recursive-delete hard denial
+and the simple commands a ``command=GLOB`` rule is matched against.
+
+Both read the command with :func:`seamline.tools.shell_parse.read_shell`, so a newline,
+``;``, ``&&``, a subshell, ``$(...)``, backticks, ``bash -c '...'``, ``eval`` or an
+``env``/``sudo``/``xargs`` prefix hide nothing. What cannot be read fails closed.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import glob as globbing
+import os
+import posixpath
+import re
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from seamline.tools.base import Tool
+from seamline.tools.shell_parse import SHELLS, SimpleCommand, read_shell, unwrap
+
+__all__ = ["CommandPiece", "command_pieces", "recursive_delete_outside_workspace"]
+
+_VIRTUAL_ROOT: Final = "/\x00workspace"  # stands for "the workspace" when none is known
+_DELETE_WORDS: Final = frozenset(
+    {"rm", "rmdir", "unlink", "shred", "find", "xargs", "rsync", "-delete", "recursive"}
+    # the recursive deletes of interpreters: Python, Node, Ruby, Rust, Perl
+    | {"rmtree", "removedirs", "rmSync", "rm_rf", "rm_r", "remove_dir_all", "remove_tree", "deltree"}
+)
+_RECURSIVE_FLAG: Final = re.compile(r"^(-[A-Za-z]*[rR][A-Za-z]*|--r[a-z-]*)$")
+_SAFE_SINKS: Final = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"})
+_FIND_EXEC: Final = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
+_FIND_DELETERS: Final = frozenset({"rm", "unlink", "rmdir", "shred"})
+
+_PREFIX: Final = "recursive delete outside the workspace"
+
+
+def recursive_delete_outside_workspace(tool: Tool, arguments: dict[str, Any], workspace: Path | None) -> str | None:
+    """A hard denial: a recursive delete (``rm -r``, ``find -delete``, ``find -exec rm``,
+    ``xargs rm -r``, ``rsync --delete``) of any path outside the workspace, anywhere in
+    the command, or a command that cannot be read and could be one."""
+    command = arguments.get("command")
+    if tool.tool_class != "execute" or not isinstance(command, str):
+        return None
+    real = workspace is not None
+    root = os.path.realpath(workspace) if workspace is not None else _VIRTUAL_ROOT
+    reading = read_shell(command, cwd=root)
+    for cmd in reading.commands:
+        reason = _recursive_delete(cmd, root, real)
+        if reason is not None:
+            return reason
+    if reading.opaque and _mentions_deletion(command):
+        return f"{_PREFIX} cannot be ruled out: {reading.opaque[0]}"
+    return None
+
+
+def _recursive_delete(cmd: SimpleCommand, root: str, real: bool) -> str | None:
+    argv, plain, wrapped = unwrap(cmd.words, cmd.literal)
+    if not argv or not plain[0]:
+        return None  # reported as opaque by the reader
+    verb = posixpath.basename(argv[0])
+    cwds = frozenset({None}) if wrapped.cwd_changed else cmd.cwds
+    if wrapped.split and _mentions_deletion(" ".join(argv)):
+        return f"{_PREFIX} cannot be ruled out: env -S splits its command at run time"
+    if verb == "rm":
+        flags, targets = _rm_arguments(argv[1:], plain[1:])
+        if not any(_recursive_flag(f) for f in flags):
+            return None
+        if "xargs" in wrapped.via:
+            return f"{_PREFIX} cannot be ruled out: xargs feeds rm -r paths read at run time"
+        return _first_outside("rm " + " ".join(flags), targets, cwds, root, real)
+    if verb == "find":
+        return _find(argv, plain, cwds, root, real)
+    if verb == "rsync" and any(w.startswith("--delete") or w == "--remove-source-files" for w in argv[1:]):
+        operands = [(w, p) for w, p in zip(argv[1:], plain[1:], strict=True) if not w.startswith("-")]
+        return _first_outside("rsync --delete", operands[-1:], cwds, root, real) if operands else None
+    return None
+
+
+def _rm_arguments(args: Sequence[str], plain: Sequence[bool]) -> tuple[list[str], list[tuple[str, bool]]]:
+    flags: list[str] = []
+    targets: list[tuple[str, bool]] = []
+    options_end = False
+    for word, is_plain in zip(args, plain, strict=True):
+        if not options_end and word == "--":
+            options_end = True
+        elif not options_end and word.startswith("-") and word != "-" and is_plain:
+            flags.append(word)  # GNU rm takes options anywhere before --
+        else:
+            targets.append((word, is_plain))
+    return flags, targets
+
+
+def _find(argv: Sequence[str], plain: Sequence[bool], cwds: frozenset[str | None], root: str, real: bool) -> str | None:
+    i = 1
+    while i < len(argv) and (argv[i] in ("-H", "-L", "-P") or argv[i].startswith(("-D", "-O"))):
+        i += 2 if argv[i] == "-D" else 1
+    starts: list[tuple[str, bool]] = []
+    while i < len(argv) and not argv[i].startswith(("-", "(", "!", ",")):
+        starts.append((argv[i], plain[i]))
+        i += 1
+    expression = list(argv[i:])
+    deletes = "-delete" in expression
+    for j, word in enumerate(expression[:-1]):
+        if word in _FIND_EXEC:
+            run = posixpath.basename(expression[j + 1])
+            rest = " ".join(expression[j + 1 :])
+            if run in _FIND_DELETERS or (run in SHELLS and _mentions_deletion(rest)):
+                deletes = True
+    if not deletes:
+        return None
+    return _first_outside("find -delete", starts or [(".", True)], cwds, root, real)
+
+
+def _first_outside(
+    what: str, targets: Sequence[tuple[str, bool]], cwds: frozenset[str | None], root: str, real: bool
+) -> str | None:
+    for target, is_plain in targets:
+        if not is_plain:
+            return f"{_PREFIX}: {what} {target} (a path built at run time may be anywhere)"
+        if _outside(target, cwds, root, real):
+            return f"{_PREFIX}: {what} {target}"
+    return None
+
+
+def _outside(target: str, cwds: frozenset[str | None], root: str, real: bool) -> bool:
+    parts = target.split("/")
+    # A pattern that can match `..` (`.*`, `.?`, `.[.]`) reaches the parent.
+    parts = [".." if any(c in p for c in "*?[") and _glob_matches_dotdot(p) else p for p in parts]
+    target = "/".join(parts)
+    for cwd in cwds:
+        if cwd is None and not target.startswith("/"):
+            return True
+        joined = posixpath.join(cwd or "/", target)
+        candidates = [joined]
+        if real and any(c in target for c in "*?["):
+            candidates += globbing.glob(joined)
+        for path in candidates:
+            resolved = _as_rm_sees(path) if real else posixpath.normpath(path)
+            if resolved == posixpath.dirname(resolved):  # the file system root
+                return True
+            if resolved != root and not resolved.startswith(root.rstrip("/") + "/"):
+                return True
+    return False
+
+
+def _as_rm_sees(path: str) -> str:
+    """Where a delete of ``path`` lands: links in the folders are followed, a link as the
+    last part is removed itself (unless a trailing ``/`` says its target)."""
+    head, tail = posixpath.split(path)
+    if tail in ("", ".", ".."):
+        return os.path.realpath(path)
+    return posixpath.join(os.path.realpath(head), tail)
+
+
+def _glob_matches_dotdot(part: str) -> bool:
+    # A shell pattern matches a leading dot only when it starts with one.
+    return part.startswith(".") and fnmatch.fnmatchcase("..", part)
+
+
+def _recursive_flag(flag: str) -> bool:
+    if flag.startswith("--"):
+        return len(flag) > 2 and "recursive".startswith(flag[2:])  # GNU takes any unique prefix
+    return "r" in flag or "R" in flag
+
+
+def _mentions_deletion(text: str) -> bool:
+    """Whether text that could not be read may still delete recursively."""
+    bare = re.sub(r"[\"'\\]", "", text)
+    for word in re.findall(r"[A-Za-z0-9_+-]+", bare):
+        if word in _DELETE_WORDS or _RECURSIVE_FLAG.match(word):
+            return True
+    return False
+
+
+# -- command rules -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CommandPiece:
+    """One simple command of a shell call, as a ``command=GLOB`` rule sees it.
+
+    ``normalized`` is the command's words (assignments first) joined as a shell would
+    quote them; ``plain`` is True only when the words are plain text and every
+    redirection stays in the workspace, which an allow rule requires."""
+
+    text: str
+    normalized: str
+    plain: bool
+
+
+def command_pieces(command: str, workspace: Path | None) -> list[CommandPiece]:
+    """The simple commands of ``command`` that rules judge one by one. A part that cannot
+    be read comes as one piece that no allow pattern matches."""
+    root = os.path.realpath(workspace) if workspace is not None else _VIRTUAL_ROOT
+    reading = read_shell(command, cwd=root)
+    pieces: list[CommandPiece] = []
+    for cmd in reading.commands:
+        words = [*cmd.assignments, *cmd.words]
+        normalized = " ".join(shlex.quote(w) if w != shlex.quote(w) else w for w in words)
+        plain = cmd.plain and bool(cmd.words) and _redirects_inside(cmd, root, workspace is not None)
+        pieces.append(CommandPiece(cmd.text, normalized, plain))
+    if reading.opaque or not pieces:
+        pieces.append(CommandPiece(command, command, False))
+    return pieces
+
+
+def _redirects_inside(cmd: SimpleCommand, root: str, real: bool) -> bool:
+    for r in cmd.redirects:
+        if not r.plain:
+            return False
+        if r.target is None or r.target in _SAFE_SINKS:
+            continue
+        if _outside(r.target, cmd.cwds, root, real):
+            return False
+    return True
