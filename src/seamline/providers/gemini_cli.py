@@ -167,15 +167,20 @@ class GeminiCliProvider(AgentCliProvider):
         if not tmp.is_dir():
             return None
         short = psid.split("-", 1)[0]
+        # A resumed turn in a later minute leaves a stub ``session-<minute>-<id>.jsonl``
+        # (header only) and appends the turn to the original file, so several files name
+        # this session: the transcript is the one written last.
+        found: list[tuple[int, int, Path]] = []
         for candidate in tmp.glob(f"*/chats/session-*{short}*.json*"):
             try:
                 with candidate.open("rb") as fh:
                     head = fh.read(4096)
+                    stat = os.fstat(fh.fileno())
             except OSError:
                 continue
             if psid.encode() in head:
-                return candidate
-        return None
+                found.append((stat.st_mtime_ns, stat.st_size, candidate))
+        return max(found)[2] if found else None
 
 
 def _secure_dir() -> Path | None:
