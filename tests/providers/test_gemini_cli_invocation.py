@@ -4,6 +4,7 @@ trusted-folder rule for seamline's settings file."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 from pathlib import Path
 
@@ -38,6 +39,7 @@ def test_argv_for_fresh_and_resumed_sessions(tmp_path: Path) -> None:
 
 def test_preflight_missing_names_the_install_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr("seamline.providers.program_lookup._places", list)  # not the project's .tools either
     checks = asyncio.run(GeminiCliProvider().preflight())
     assert checks[0].fix == "npm install -g @google/gemini-cli@0.61.0"
 
@@ -75,7 +77,7 @@ def test_transcript_is_the_live_file_when_a_resume_left_a_stub(
     psid = "4148c081-54c1-4f95-b861-36612a32739b"
     chats = tmp_path / ".gemini" / "tmp" / "ws" / "chats"
     chats.mkdir(parents=True)
-    header = '{"sessionId":"%s","kind":"main"}\n' % psid
+    header = json.dumps({"sessionId": psid, "kind": "main"}) + "\n"
     live = chats / "session-2026-12-03T07-01-4148c081.jsonl"
     stub = chats / "session-2026-12-03T07-02-4148c081.jsonl"
     for path in (stub, live):

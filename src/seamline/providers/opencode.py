@@ -26,7 +26,6 @@ import asyncio
 import contextlib
 import json
 import os
-import shutil
 from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Final
@@ -55,6 +54,7 @@ from seamline.events import (
 )
 from seamline.providers._opencode_server import OpenCodeServer, ServerChannel, acquire_server, release_server
 from seamline.providers.base import OptionSpec, PreflightCheck, Provider, ProviderSession
+from seamline.providers.program_lookup import find_program
 from seamline.sessions.records import SessionRecord
 from seamline.tools.approval import ApprovalDecision
 from seamline.tools.base import Tool, ToolClass
@@ -126,7 +126,8 @@ class OpenCodeProvider(Provider):
         if given:
             path = Path(given).expanduser()
             return str(path) if path.is_file() and os.access(path, os.X_OK) else None
-        return shutil.which("opencode")
+        found = find_program("opencode")
+        return found.path if found is not None else None
 
     def base_url(self) -> str | None:
         return self.option_values.get("base_url") or os.environ.get("OPENAI_BASE_URL") or None
