@@ -76,7 +76,10 @@ def run(args: argparse.Namespace) -> int:
     if command == "export":
         data = path.read_bytes()
         if args.output:
-            Path(args.output).write_bytes(data)
+            try:
+                Path(args.output).write_bytes(data)
+            except OSError as exc:
+                raise SeamlineUsage(f"cannot write {args.output}: {exc.strerror or exc}") from None
         else:
             sys.stdout.buffer.write(data)
             sys.stdout.buffer.flush()
