@@ -71,6 +71,7 @@ async def stream(
     server left out).
     """
     backend = provider if isinstance(provider, Provider) else create_provider(provider, model=model, options=options)
+    backend.check_budget(budget_usd)  # before a session opens: an unenforceable budget is refused
     ws = Workspace(workspace)
     host = tools if tools is not None else workspace_tools(ws)
     async with (builder or AgentBuilder()).open_run(

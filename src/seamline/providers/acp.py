@@ -84,10 +84,18 @@ class AcpProvider(Provider):
     description = "any Agent Client Protocol agent (JSON-RPC on stdio), e.g. claude-agent-acp"
     options: ClassVar[Mapping[str, OptionSpec]] = {
         "command": OptionSpec("the agent's command line, e.g. 'claude-agent-acp' (required)"),
-        "turn_timeout": OptionSpec("seconds a turn may take before it is cancelled", default="600"),
-        "request_timeout": OptionSpec("seconds initialize / session/new / session/load may take", default="60"),
-        "cancel_timeout": OptionSpec("seconds to wait for the agent to settle a cancelled turn", default="10"),
-        "grace": OptionSpec("seconds between SIGINT, SIGTERM and SIGKILL when ending the agent", default="2"),
+        "turn_timeout": OptionSpec(
+            "seconds a turn may take before it is cancelled", default="600", kind="positive_number"
+        ),
+        "request_timeout": OptionSpec(
+            "seconds initialize / session/new / session/load may take", default="60", kind="positive_number"
+        ),
+        "cancel_timeout": OptionSpec(
+            "seconds to wait for the agent to settle a cancelled turn", default="10", kind="positive_number"
+        ),
+        "grace": OptionSpec(
+            "seconds between SIGINT, SIGTERM and SIGKILL when ending the agent", default="2", kind="positive_number"
+        ),
     }
     runs_own_tools = True
     forking = "emulated"  # session/fork is unstable in ACP; the base copies the history

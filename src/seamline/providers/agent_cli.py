@@ -42,9 +42,15 @@ _SAFE_ID: Final = re.compile(r"^[A-Za-z0-9_-]+$")
 
 COMMON_OPTIONS: Final[dict[str, OptionSpec]] = {
     "executable": OptionSpec("path of the CLI program (default: found on PATH)"),
-    "turn_timeout": OptionSpec("seconds a turn may take before the program is ended", default="600"),
-    "max_retries": OptionSpec("API retries allowed in a turn, by the CLI and by our own bound", default="2"),
-    "grace": OptionSpec("seconds between SIGINT, SIGTERM and SIGKILL when ending the program", default="3"),
+    "turn_timeout": OptionSpec(
+        "seconds a turn may take before the program is ended", default="600", kind="positive_number"
+    ),
+    "max_retries": OptionSpec(
+        "API retries allowed in a turn, by the CLI and by our own bound", default="2", kind="count"
+    ),
+    "grace": OptionSpec(
+        "seconds between SIGINT, SIGTERM and SIGKILL when ending the program", default="3", kind="positive_number"
+    ),
     "effort": OptionSpec("reasoning effort, in the CLI's own terms"),
 }
 

@@ -33,7 +33,7 @@ class GeminiCliProvider(AgentCliProvider):
     default_model: ClassVar[str | None] = "gemini-2.5-flash"
     options: ClassVar[dict[str, OptionSpec]] = {
         **COMMON_OPTIONS,
-        "base_url": OptionSpec("Gemini API base URL (sets GOOGLE_GEMINI_BASE_URL)"),
+        "base_url": OptionSpec("Gemini API base URL (sets GOOGLE_GEMINI_BASE_URL)", kind="url"),
         "approval_mode": OptionSpec(
             "the CLI's --approval-mode; the default offers no shell or write tools headless",
             default="yolo",

@@ -103,14 +103,18 @@ class OpenCodeProvider(Provider):
     description = "the OpenCode agent through `opencode serve` (HTTP + server-sent events)"
     options: ClassVar[Mapping[str, OptionSpec]] = {
         "executable": OptionSpec("path of the opencode program (default: found on PATH)"),
-        "base_url": OptionSpec("OpenAI-compatible base URL for the model (default: $OPENAI_BASE_URL)"),
+        "base_url": OptionSpec("OpenAI-compatible base URL for the model (default: $OPENAI_BASE_URL)", kind="url"),
         "api_key_env": OptionSpec("environment variable holding the API key", default="OPENAI_API_KEY"),
-        "startup_timeout": OptionSpec("seconds `opencode serve` may take to come up", default="60"),
-        "turn_timeout": OptionSpec("seconds a turn may take before it is aborted", default="600"),
-        "request_timeout": OptionSpec("seconds one HTTP call to the server may take", default="30"),
-        "cancel_timeout": OptionSpec("seconds to wait for an aborted turn to settle", default="10"),
-        "max_retries": OptionSpec("model API retries allowed in a turn (OpenCode retries 5xx for ever)", default="2"),
-        "grace": OptionSpec("seconds between SIGINT, SIGTERM and SIGKILL when stopping the server", default="2"),
+        "startup_timeout": OptionSpec("seconds `opencode serve` may take to come up", default="60", kind="number"),
+        "turn_timeout": OptionSpec("seconds a turn may take before it is aborted", default="600", kind="number"),
+        "request_timeout": OptionSpec("seconds one HTTP call to the server may take", default="30", kind="number"),
+        "cancel_timeout": OptionSpec("seconds to wait for an aborted turn to settle", default="10", kind="number"),
+        "max_retries": OptionSpec(
+            "model API retries allowed in a turn (OpenCode retries 5xx for ever)", default="2", kind="count"
+        ),
+        "grace": OptionSpec(
+            "seconds between SIGINT, SIGTERM and SIGKILL when stopping the server", default="2", kind="number"
+        ),
     }
     runs_own_tools = True
     forking = "native"  # POST /session/{id}/fork
