@@ -1,25 +1,32 @@
-"""``seamline trace show | verify | replay | redrive | export RUN``."""
+"""``seamline trace list`` and ``seamline trace show | verify | replay | redrive | export RUN``."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Any, Final
 
 from seamline.cli.main import SeamlineUsage
+from seamline.errors import InvalidRequest
+from seamline.sessions.store import default_store_path, open_store
+from seamline.trace.listing import list_traces, resolve_prefix, trace_ids
 from seamline.trace.replay import redrive, replay
 from seamline.trace.verify import Verification, verify_trace
-from seamline.trace.writer import trace_path
+from seamline.trace.writer import trace_path, traces_dir
 
 __all__ = ["add_parser", "run"]
 
 _EPILOG: Final = """\
 RUN is a run id (its trace is traces/RUN.jsonl beside the session store, or under
-$SEAMLINE_TRACES); --file FILE reads a trace file instead, e.g. an exported one.
+$SEAMLINE_TRACES), a unique prefix of one (at least 4 characters, as `trace list`
+prints them), or the id of one of the run's sessions (as `sessions list` prints it);
+--file FILE reads a trace file instead, e.g. an exported one.
 
 examples:
+  seamline trace list
   seamline trace show 5f0c... --json
   seamline trace verify --file run.jsonl
   seamline trace redrive 5f0c... --pipeline answer-review
@@ -39,6 +46,10 @@ def add_parser(commands: Any) -> str:
         epilog=_EPILOG,
     )
     sub = trace.add_subparsers(dest="trace_command", metavar="SUBCOMMAND", required=True)
+    tlist = sub.add_parser("list", help="the traces kept, newest first", description="the traces kept, newest first")
+    tlist.add_argument("--store", metavar="PATH", help="session store whose traces/ to use")
+    tlist.add_argument("--json", action="store_true", help="one JSON object per trace")
+    tlist.add_argument("--limit", type=int, default=50, metavar="N", help="at most N traces (default: 50)")
     for name, text in (
         ("show", "run id, definition hash, head hash, fingerprint, outcome"),
         ("verify", "check the chain, the lifecycle grammar, completeness and replayability"),
@@ -62,7 +73,7 @@ def _source(args: argparse.Namespace) -> Path:
     if args.file:
         path = Path(args.file)
     elif args.run_id:
-        path = trace_path(args.run_id, store_path=args.store)
+        path = _resolve_run(args.run_id, args.store)
     else:
         raise SeamlineUsage("give a run id or --file FILE")
     if not path.is_file():
@@ -70,9 +81,58 @@ def _source(args: argparse.Namespace) -> Path:
     return path
 
 
+def _resolve_run(given: str, store: str | None) -> Path:
+    """A run id, a unique prefix of one, or one of the run's sessions (by its short id)."""
+    exact = trace_path(given, store_path=store)
+    if exact.is_file():
+        return exact
+    folder = traces_dir(store)
+    run_id = resolve_prefix(given, trace_ids(folder), what="run") or _run_of_session(given, store)
+    if run_id is None:
+        raise SeamlineUsage(f"no trace at {exact}, nor a run or session whose id starts with {given!r}")
+    return trace_path(run_id, store_path=store)
+
+
+def _run_of_session(given: str, store: str | None) -> str | None:
+    location = store or str(default_store_path())
+    if "://" not in location and not Path(location).expanduser().is_file():
+        return None  # never create a store to look something up
+    opened = open_store(location)
+    try:
+        record = opened.require(given)
+    except InvalidRequest:
+        return None
+    finally:
+        opened.close()
+    run_id = record.metadata.get("run_id")
+    return run_id if isinstance(run_id, str) and run_id else None
+
+
+def _list(args: argparse.Namespace) -> int:
+    folder = traces_dir(args.store)
+    for entry in list_traces(folder)[: max(args.limit, 0)]:
+        row = {
+            "run_id": entry.run_id,
+            "modified": entry.modified,
+            "pipeline": entry.pipeline,
+            "outcome": entry.outcome,
+            "stop_reason": entry.stop_reason,
+            "path": str(entry.path),
+        }
+        if args.json:
+            print(json.dumps(row))
+        else:
+            when = time.strftime("%Y-%m-%d %H:%M", time.localtime(entry.modified))
+            end = f"{entry.outcome} ({entry.stop_reason})" if entry.outcome else "(no run_end)"
+            print(f"{entry.run_id[:12]}  {when}  {entry.pipeline or '?':<16} {end}")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
-    path = _source(args)
     command = args.trace_command
+    if command == "list":
+        return _list(args)
+    path = _source(args)
     if command == "export":
         data = path.read_bytes()
         if args.output:
