@@ -12,7 +12,8 @@ from typing import Any, Final
 from seamline.cli.main import SeamlineUsage
 from seamline.errors import InvalidRequest
 from seamline.sessions.store import default_store_path, open_store
-from seamline.trace.listing import list_traces, resolve_prefix, trace_ids
+from seamline.sessions.trace_heads import anchored_head
+from seamline.trace.listing import header_run_id, list_traces, resolve_prefix, trace_ids
 from seamline.trace.replay import redrive, replay
 from seamline.trace.verify import Verification, verify_trace
 from seamline.trace.writer import trace_path, traces_dir
@@ -108,6 +109,26 @@ def _run_of_session(given: str, store: str | None) -> str | None:
     return run_id if isinstance(run_id, str) and run_id else None
 
 
+def _verify(path: Path, args: argparse.Namespace) -> Verification:
+    """Verify ``path`` as the run asked for, against the head the store kept for it."""
+    asked = None if args.file else path.name.removesuffix(".jsonl")
+    # The run id to look the anchor up by: the one asked for, else the one the file names.
+    run_id = asked or header_run_id(path)
+    anchor = _anchor_of(run_id, args.store) if run_id else None
+    return verify_trace(path, run_id=asked, anchor=anchor)
+
+
+def _anchor_of(run_id: str, store: str | None) -> tuple[str, int] | None:
+    location = store or str(default_store_path())
+    if "://" not in location and not Path(location).expanduser().is_file():
+        return None  # never create a store to look something up
+    opened = open_store(location)
+    try:
+        return anchored_head(opened, run_id)
+    finally:
+        opened.close()
+
+
 def _list(args: argparse.Namespace) -> int:
     folder = traces_dir(args.store)
     for entry in list_traces(folder)[: max(args.limit, 0)]:
@@ -144,7 +165,7 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.buffer.write(data)
             sys.stdout.buffer.flush()
         return 0
-    verification = verify_trace(path)
+    verification = _verify(path, args)
     if command in ("show", "verify"):
         return _show(verification, args, verify=command == "verify")
     if not verification.ok:
@@ -195,8 +216,13 @@ def _show(verification: Verification, args: argparse.Namespace, *, verify: bool)
             print(f"{key:<16} {summary[key]}")
         print(f"{'verified':<16} {'ok' if verification.ok else 'FAILED'}")
         print(f"{'replayable':<16} {'yes' if verification.replayable else 'no'}")
+        anchored = "yes" if verification.anchored else "no (the store keeps no head for this run)"
+        print(f"{'head in store':<16} {anchored}")
         for reason in verification.replay_reasons:
             print(f"  not replayable: {reason}")
     for problem in verification.problems:
         print(f"seamline: trace: {problem}", file=sys.stderr)
+    if verify and not args.json:
+        for note in verification.notes:
+            print(f"seamline: trace: note: {note}", file=sys.stderr)
     return 1 if verify and not verification.ok else 0

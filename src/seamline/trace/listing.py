@@ -17,7 +17,7 @@ import msgspec
 from seamline.errors import InvalidRequest
 from seamline.trace.records import split_line
 
-__all__ = ["MIN_PREFIX", "TraceEntry", "list_traces", "resolve_prefix", "trace_ids"]
+__all__ = ["MIN_PREFIX", "TraceEntry", "header_run_id", "list_traces", "resolve_prefix", "trace_ids"]
 
 MIN_PREFIX: Final = 4
 _SUFFIX: Final = ".jsonl"
@@ -75,6 +75,18 @@ def trace_ids(folder: Path) -> list[str]:
         return [p.name[: -len(_SUFFIX)] for p in folder.iterdir() if p.name.endswith(_SUFFIX)]
     except OSError:
         return []
+
+
+def header_run_id(path: Path) -> str | None:
+    """The run id the trace's first record (its header) names, read from that line only."""
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(_HEAD_BYTES).split(b"\n", 1)[0]
+    except OSError:
+        return None
+    o = _record(head).get("o")
+    run_id = o.get("run_id") if isinstance(o, dict) else None
+    return run_id if isinstance(run_id, str) else None
 
 
 def _entry(path: Path) -> TraceEntry:
