@@ -65,3 +65,17 @@ def test_providers_check_says_where_the_cli_was_found(seamline_cmd: list[str], c
     assert executable["detail"] == f"{exe} (found in the project's .tools (scripts/setup --dev))"
     version = next(c for c in report["checks"] if c["name"] == "version")
     assert version["ok"] is True, version
+
+
+def test_acp_agents_and_opencode_from_the_set_up_are_found_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from seamline.providers.acp import AcpProvider
+    from seamline.providers.opencode import OpenCodeProvider
+
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.delenv("SEAMLINE_AGENT_CLIS", raising=False)
+    acp_bin = ROOT / ".tools" / "acp-opencode" / "node_modules" / ".bin"
+    if not (acp_bin / "claude-agent-acp").exists():
+        pytest.fail(f"the ACP agents are not installed at {acp_bin}; run: bash scripts/system/45-acp-opencode.sh")
+    argv = AcpProvider(options={"command": "claude-agent-acp --verbose"}).argv()
+    assert argv == [str(acp_bin / "claude-agent-acp"), "--verbose"]
+    assert OpenCodeProvider().executable() == str(acp_bin / "opencode")
