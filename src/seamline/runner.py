@@ -14,12 +14,13 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from seamline.errors import InvalidRequest
 from seamline.events import Complete, Event, Usage
 from seamline.events import Session as SessionEvent
 from seamline.loop.observers import Observer
 from seamline.providers.base import Provider, ProviderSession
 from seamline.providers.registry import create_provider
-from seamline.sessions.store import StoreCore
+from seamline.sessions.store import StoreCore, open_store
 from seamline.stages.builder import AgentBuilder, AgentProfile
 from seamline.tools.approval import Approval, YesApproval
 from seamline.tools.base import Toolset
@@ -72,6 +73,8 @@ async def stream(
     """
     backend = provider if isinstance(provider, Provider) else create_provider(provider, model=model, options=options)
     backend.check_budget(budget_usd)  # before a session opens: an unenforceable budget is refused
+    if store is not None and not isinstance(store, StoreCore):
+        raise InvalidRequest(f"store= takes a store (seamline.sessions.store.open_store(path)), not {store!r}")
     ws = Workspace(workspace)
     host = tools if tools is not None else workspace_tools(ws)
     async with (builder or AgentBuilder()).open_run(
@@ -124,5 +127,12 @@ async def run(prompt: str, **kwargs: Any) -> RunResult:
 
 
 def run_sync(prompt: str, **kwargs: Any) -> RunResult:
-    """:func:`run` for code without an event loop."""
-    return asyncio.run(run(prompt, **kwargs))
+    """:func:`run` for code without an event loop; ``store`` may also be a path or URL."""
+    where = kwargs.get("store")
+    if not isinstance(where, str | os.PathLike):
+        return asyncio.run(run(prompt, **kwargs))
+    store = open_store(where)
+    try:
+        return asyncio.run(run(prompt, **{**kwargs, "store": store}))
+    finally:
+        store.close()

@@ -3,13 +3,16 @@ one line), never a turn that fails minutes later, retries a bad URL, or runs unb
 
 from __future__ import annotations
 
+import asyncio
+import sqlite3
 import subprocess
+from pathlib import Path
 
 import pytest
 
 from seamline.errors import InvalidRequest
 from seamline.providers.openai_api import OpenAIProvider
-from seamline.runner import run_sync
+from seamline.runner import run, run_sync
 
 
 def sh(cmd: list[str], env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -59,3 +62,13 @@ def test_a_budget_on_a_priced_model_is_accepted(seamline_cmd: list[str], cli_env
 def test_run_sync_refuses_a_budget_it_cannot_enforce() -> None:
     with pytest.raises(InvalidRequest, match="no price is known for model 'no-such-model-7' of openai"):
         run_sync("hi", provider=OpenAIProvider(model="no-such-model-7"), budget_usd=1.0, store=None)
+
+
+def test_run_sync_takes_a_store_path(tmp_path: Path) -> None:
+    store = tmp_path / "api-store.db"
+    result = run_sync("What is a provider?", workspace=str(tmp_path), store=str(store))
+    assert result.outcome == "completed"
+    with sqlite3.connect(store) as db:
+        assert db.execute("SELECT id FROM sessions").fetchall() == [(result.session_id,)]
+    with pytest.raises(InvalidRequest, match="store= takes a store"):
+        asyncio.run(run("hi", store=12))  # type: ignore[arg-type]
