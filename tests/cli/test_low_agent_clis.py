@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -47,9 +48,16 @@ def test_program_on_path_wins_and_the_extra_folder_is_searched(tmp_path: Path, m
 
 
 @pytest.mark.real
-def test_providers_check_says_where_the_cli_was_found(seamline_cmd: list[str], cli_env: dict[str, str]) -> None:
+def test_providers_check_says_where_the_cli_was_found(
+    seamline_cmd: list[str], cli_env: dict[str, str], tmp_path: Path
+) -> None:
     exe = installed("gemini")
-    env = {**cli_env, "PATH": "/usr/bin:/bin"}  # node, but none of the agent CLIs
+    node = shutil.which("node")
+    assert node is not None, "the agent CLIs need Node.js"
+    only_node = tmp_path / "bin"
+    only_node.mkdir()
+    (only_node / "node").symlink_to(node)
+    env = {**cli_env, "PATH": str(only_node)}  # node, but none of the agent CLIs
     env.pop("SEAMLINE_AGENT_CLIS", None)
     done = subprocess.run(
         [*seamline_cmd, "providers", "check", "gemini-cli", "--json"],
