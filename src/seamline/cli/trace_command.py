@@ -6,12 +6,14 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final
 
 from seamline.cli.main import SeamlineUsage
 from seamline.errors import InvalidRequest
-from seamline.sessions.store import default_store_path, open_store
+from seamline.sessions.store import StoreCore, default_store_path, open_store
 from seamline.sessions.trace_heads import anchored_head
 from seamline.trace.listing import header_run_id, list_traces, resolve_prefix, trace_ids
 from seamline.trace.replay import redrive, replay
@@ -94,17 +96,28 @@ def _resolve_run(given: str, store: str | None) -> Path:
     return trace_path(run_id, store_path=store)
 
 
-def _run_of_session(given: str, store: str | None) -> str | None:
+@contextmanager
+def _existing_store(store: str | None) -> Iterator[StoreCore | None]:
+    """The session store when there is one; never creates one to look something up."""
     location = store or str(default_store_path())
     if "://" not in location and not Path(location).expanduser().is_file():
-        return None  # never create a store to look something up
+        yield None
+        return
     opened = open_store(location)
     try:
-        record = opened.require(given)
-    except InvalidRequest:
-        return None
+        yield opened
     finally:
         opened.close()
+
+
+def _run_of_session(given: str, store: str | None) -> str | None:
+    with _existing_store(store) as opened:
+        if opened is None:
+            return None
+        try:
+            record = opened.require(given)
+        except InvalidRequest:
+            return None
     run_id = record.metadata.get("run_id")
     return run_id if isinstance(run_id, str) and run_id else None
 
@@ -119,14 +132,8 @@ def _verify(path: Path, args: argparse.Namespace) -> Verification:
 
 
 def _anchor_of(run_id: str, store: str | None) -> tuple[str, int] | None:
-    location = store or str(default_store_path())
-    if "://" not in location and not Path(location).expanduser().is_file():
-        return None  # never create a store to look something up
-    opened = open_store(location)
-    try:
-        return anchored_head(opened, run_id)
-    finally:
-        opened.close()
+    with _existing_store(store) as opened:
+        return anchored_head(opened, run_id) if opened is not None else None
 
 
 def _list(args: argparse.Namespace) -> int:
