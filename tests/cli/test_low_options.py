@@ -36,6 +36,8 @@ def sh(cmd: list[str], env: dict[str, str], *args: str) -> subprocess.CompletedP
         (["-p", "offline", "--budget-usd", "-1"], "the budget must be a finite amount of USD, 0 or more"),
         (["-p", "offline", "--budget-usd", "inf"], "the budget must be a finite amount of USD"),
         (["-p", "openai", "-m", "no-such-model-7", "--budget-usd", "1"], "no price is known for model"),
+        (["--pipeline", "single", "-p", "openai", "-m", "no-such-model-7", "--budget-usd", "1"], "no price is known"),
+        (["--pipeline", "single", "--budget-usd", "nan"], "the budget must be a finite amount of USD"),
     ],
 )
 def test_bad_numbers_urls_and_budgets_are_usage_errors(

@@ -104,6 +104,8 @@ def open_run(
     for name, binding in definition.roles.items():
         if name not in own and binding.provider is not None:
             own[name] = create_provider(binding.provider, model=binding.model, options=binding.options)
+    for backend in (default, *own.values()):
+        backend.check_budget(budget_usd)  # an unenforceable budget is refused before the run
     ws = Workspace(workspace)
     agents = LiveAgents(
         default=default,
