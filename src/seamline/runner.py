@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 from urllib.parse import urlsplit, urlunsplit
 
+from seamline.errors import InvalidRequest
 from seamline.events import Complete, Event, Usage
 from seamline.events import Session as SessionEvent
 from seamline.loop.observers import Observer
@@ -80,6 +81,9 @@ async def stream(
     the CLI's sandbox): ``run --session``, ``sessions resume`` and ``fork`` reuse them.
     """
     backend = provider if isinstance(provider, Provider) else create_provider(provider, model=model, options=options)
+    backend.check_budget(budget_usd)  # before a session opens: an unenforceable budget is refused
+    if store is not None and not isinstance(store, StoreCore | str | os.PathLike):
+        raise InvalidRequest(f"store= takes an open store, a path or a postgresql:// URL, not {store!r}")
     ws = Workspace(workspace)
     host = tools if tools is not None else workspace_tools(ws)
     kept: StoreCore | None = open_store(store) if isinstance(store, (str, os.PathLike)) else store
@@ -195,5 +199,5 @@ async def run(prompt: str, **kwargs: Any) -> RunResult:
 
 
 def run_sync(prompt: str, **kwargs: Any) -> RunResult:
-    """:func:`run` for code without an event loop."""
+    """:func:`run` for code without an event loop; ``store`` may also be a path or URL."""
     return asyncio.run(run(prompt, **kwargs))

@@ -84,6 +84,7 @@ def test_env_keys_and_none_unsets(tmp_path: Path) -> None:
 
 def test_preflight_names_the_install_command_when_missing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr("seamline.providers.program_lookup._places", list)  # not the project's .tools either
     checks = asyncio.run(ClaudeCodeProvider().preflight())
     assert [(c.name, c.ok) for c in checks] == [("executable", False)]
     assert checks[0].fix == "npm install -g @anthropic-ai/claude-code@2.1.197"
@@ -97,7 +98,7 @@ def test_preflight_version_range_and_credentials(tmp_path: Path, monkeypatch: py
     monkeypatch.delenv("ANTHROPIC_AUTH_TOKEN", raising=False)
     monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
     checks = {c.name: c for c in asyncio.run(ClaudeCodeProvider().preflight())}
-    assert checks["executable"].ok and checks["executable"].detail == str(old)
+    assert checks["executable"].ok and checks["executable"].detail == f"{old} (found on PATH)"
     assert not checks["version"].ok and "1.0.3" in checks["version"].detail and checks["version"].fix
     assert not checks["credentials"].ok and "ANTHROPIC_API_KEY" in (checks["credentials"].fix or "")
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")

@@ -4,6 +4,8 @@ trusted-folder rule for seamline's settings file."""
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 from pathlib import Path
 
 import pytest
@@ -37,6 +39,7 @@ def test_argv_for_fresh_and_resumed_sessions(tmp_path: Path) -> None:
 
 def test_preflight_missing_names_the_install_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr("seamline.providers.program_lookup._places", list)  # not the project's .tools either
     checks = asyncio.run(GeminiCliProvider().preflight())
     assert checks[0].fix == "npm install -g @google/gemini-cli@0.61.0"
 
@@ -61,3 +64,35 @@ def test_seeding_carries_the_context_files_settings_name(tmp_path: Path) -> None
     GeminiCliProvider().seed(node, tmp_path / "parent")
     assert (node / ".gemini" / "AGENTS.md").read_text() == "rules\n"
     assert (node / ".gemini" / "settings.json").is_file() and not (node / ".gemini" / "tmp").exists()
+
+
+@pytest.mark.parametrize("stub_first", [True, False])
+def test_transcript_is_the_live_file_when_a_resume_left_a_stub(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stub_first: bool
+) -> None:
+    # A resumed turn in a later minute first writes a stub ``session-<minute>-<id>.jsonl``
+    # (header and context only), then appends the turn to the original file: the
+    # transcript is the file written last, whichever order the folder lists them in.
+    monkeypatch.setenv("HOME", str(tmp_path))
+    psid = "4148c081-54c1-4f95-b861-36612a32739b"
+    chats = tmp_path / ".gemini" / "tmp" / "ws" / "chats"
+    chats.mkdir(parents=True)
+    header = json.dumps({"sessionId": psid, "kind": "main"}) + "\n"
+    live = chats / "session-2026-12-03T07-01-4148c081.jsonl"
+    stub = chats / "session-2026-12-03T07-02-4148c081.jsonl"
+    for path in (stub, live):
+        path.write_text(header + ('{"type":"user","content":[{"text":"zeppelin"}]}\n' if path is live else ""))
+    os.utime(stub, ns=(1_000_000_000, 1_000_000_000))
+    os.utime(live, ns=(2_000_000_000, 2_000_000_000))
+    # The folder's listing order is the file system's: play both orders.
+    listed = Path.glob
+    first = stub if stub_first else live
+
+    def in_order(self: Path, pattern: str) -> list[Path]:
+        return sorted(listed(self, pattern), key=lambda p: p != first)
+
+    monkeypatch.setattr(Path, "glob", in_order)
+    provider = GeminiCliProvider()
+    session = session_of(provider, tmp_path)
+    session.provider_session_id = psid
+    assert provider.transcript_location(session) == live

@@ -162,6 +162,7 @@ def _standins_alive(exe: str) -> bool:
 
 def test_missing_executable_names_the_install_command(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", "/nonexistent")
+    monkeypatch.setattr("seamline.providers.program_lookup._places", list)  # not the project's .tools either
     checks = asyncio.run(OpenCodeProvider().preflight())
     assert not checks[0].ok and checks[0].fix is not None and "opencode-ai@1.18.33" in checks[0].fix
 

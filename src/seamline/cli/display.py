@@ -19,7 +19,19 @@ from seamline.events import (
     encode_event,
 )
 
-__all__ = ["JsonDisplay", "TextDisplay"]
+__all__ = ["JsonDisplay", "TextDisplay", "one_line"]
+
+_LINE_LIMIT = 300
+
+
+def one_line(text: str, *, limit: int = _LINE_LIMIT) -> str:
+    """``text`` as one line for stderr: its first non-blank line, cut at ``limit``, with a
+    mark when something was left out (a tool's output or a stack can run to thousands)."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    first = lines[0] if lines else ""
+    cut = len(first) > limit or len(lines) > 1
+    first = first[:limit]
+    return first + " […]" if cut else first
 
 
 class JsonDisplay:
@@ -51,7 +63,7 @@ class TextDisplay:
         self.err = err
         self.progress = err.isatty() if progress is None else progress
         self._streamed = False
-        self._calls: dict[str, ToolCall] = {}
+        self._calls: dict[str, ToolCall] = {}  # tool calls whose result has not come yet
         self.input_tokens = 0
         self.output_tokens = 0
         self.cost: float | None = 0.0
@@ -74,20 +86,23 @@ class TextDisplay:
             self._calls[event.call_id] = event
             self._note(f"→ {event.name} {_brief(event.arguments)}")
         elif isinstance(event, ToolResult):
+            self._calls.pop(event.call_id, None)
             mark = "✗" if event.is_error else "✓"
-            first = event.output.splitlines()[0] if event.output else ""
-            self._note(f"  {mark} {event.name or ''} {first[:100]}")
+            self._note(f"  {mark} {event.name or ''} {one_line(event.output, limit=100)}")
         elif isinstance(event, FileChange) and event.kind != "read":
             self._note(f"  {event.kind} {event.path}")
         elif isinstance(event, PermissionDecision) and event.decision == "deny":
-            self._note(f"  denied: {event.reason}")
+            if not self._calls:  # a pending call's ✗ line says it (once)
+                self._note(f"  denied: {one_line(event.reason)}")
         elif isinstance(event, Usage):
             self.input_tokens += event.input_tokens
             self.output_tokens += event.output_tokens
             self.cost = None if self.cost is None or event.cost_usd is None else self.cost + event.cost_usd
         elif isinstance(event, Error):
+            if self.progress and self._calls and event.kind == "permission":
+                return  # the refused call's ✗ line on the terminal says it
             retry = " (retrying)" if event.retryable and event.attempt else ""
-            self.err.write(f"seamline: {event.kind} error: {event.message}{retry}\n")
+            self.err.write(f"seamline: {event.kind} error: {one_line(event.message)}{retry}\n")
         elif isinstance(event, Complete):
             cost = "cost unknown" if self.cost is None else f"${self.cost:.4f}"
             self._note(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -86,16 +87,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         module = importlib.import_module(owners[args.command])
         return int(module.run(args))
     except SeamlineUsage as exc:
-        print(f"seamline: {exc}", file=sys.stderr)
+        print(f"seamline: {_one_line(str(exc))}", file=sys.stderr)
         return EXIT_CODES["usage"]
     except SeamlineError as exc:
-        print(f"seamline: {exc.kind} error: {exc.message}", file=sys.stderr)
+        print(f"seamline: {exc.kind} error: {_one_line(exc.message)}", file=sys.stderr)
         return EXIT_CODES["usage"] if exc.kind == "invalid_request" else EXIT_CODES["failed"]
     except KeyboardInterrupt:
         print("seamline: interrupted", file=sys.stderr)
         return EXIT_CODES["aborted"]
     except BrokenPipeError:
         return EXIT_CODES["failed"]
+    except Exception as exc:
+        if os.environ.get("SEAMLINE_DEBUG"):
+            raise
+        print(
+            f"seamline: internal error: {type(exc).__name__}: {_one_line(str(exc))} "
+            "(SEAMLINE_DEBUG=1 shows the traceback)",
+            file=sys.stderr,
+        )
+        return EXIT_CODES["failed"]
+
+
+def _one_line(text: str) -> str:
+    from seamline.cli.display import one_line
+
+    return one_line(text)
 
 
 def install_abort_handler(loop: asyncio.AbstractEventLoop, abort: object) -> None:

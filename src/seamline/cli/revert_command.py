@@ -12,6 +12,7 @@ from typing import Any, Final
 
 from seamline.cli.sandbox_command import _store_file
 from seamline.sandbox.journal import EditJournal, journal_path_for
+from seamline.trace.listing import resolve_prefix
 
 __all__ = ["add_parser", "run"]
 
@@ -36,7 +37,9 @@ def add_parser(commands: Any) -> str:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=_EPILOG,
     )
-    revert.add_argument("run_id", metavar="RUN", help="the run's session id (from the `session` event)")
+    revert.add_argument(
+        "run_id", metavar="RUN", help="the run's session id (from the `session` event), or a unique prefix of it"
+    )
     revert.add_argument("--to", type=int, default=0, metavar="STEP", help="keep steps up to STEP (default: 0, all)")
     revert.add_argument("--list", action="store_true", help="show the journaled steps; change nothing")
     revert.add_argument("--force", action="store_true", help="overwrite paths changed since the run")
@@ -55,6 +58,8 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidRequest(f"no edit journal at {path}; runs are journaled with `seamline run --sandbox …`")
     journal = EditJournal(path)
     try:
+        # The short ids `seamline sessions list` prints name a run too (a unique prefix).
+        args.run_id = resolve_prefix(args.run_id, journal.run_ids(), what="run") or args.run_id
         if args.list:
             journal.workspace_of(args.run_id)
             steps = journal.steps(args.run_id)

@@ -8,6 +8,7 @@ on the ``offline`` provider, deterministically.
 
 from __future__ import annotations
 
+import functools
 import os
 import uuid
 from collections.abc import AsyncIterator, Mapping
@@ -28,6 +29,7 @@ from seamline.pipeline.definition import (
 from seamline.providers.base import Provider
 from seamline.providers.registry import create_provider
 from seamline.sessions.store import StoreCore
+from seamline.sessions.trace_heads import anchor_head
 from seamline.tools.base import Toolset
 from seamline.tools.workspace import Workspace, workspace_tools
 from seamline.trace.writer import TraceWriter, trace_path
@@ -102,6 +104,8 @@ def open_run(
     for name, binding in definition.roles.items():
         if name not in own and binding.provider is not None:
             own[name] = create_provider(binding.provider, model=binding.model, options=binding.options)
+    for backend in (default, *own.values()):
+        backend.check_budget(budget_usd)  # an unenforceable budget is refused before the run
     ws = Workspace(workspace)
     agents = LiveAgents(
         default=default,
@@ -117,7 +121,10 @@ def open_run(
     if in_memory:
         writer = TraceWriter(None)
     else:
-        writer = TraceWriter(trace_file if trace_file is not None else trace_path(rid, store_path=store_path))
+        writer = TraceWriter(
+            trace_file if trace_file is not None else trace_path(rid, store_path=store_path),
+            on_flush=None if store is None else functools.partial(anchor_head, store, rid),
+        )
     config = {"max_steps": max_steps, "budget_usd": budget_usd, "params": dict(params or {}), "yes": yes}
     return PipelineController(definition, agents=agents, writer=writer, run_id=rid, config=config)
 

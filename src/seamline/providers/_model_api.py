@@ -30,16 +30,22 @@ from seamline.providers.base import BLOCK_ENV, OptionSpec, PreflightCheck, Provi
 __all__ = ["COMMON_OPTIONS", "ModelAPIProvider", "StepState", "parse_arguments", "sha256_json"]
 
 COMMON_OPTIONS: dict[str, OptionSpec] = {
-    "base_url": OptionSpec("endpoint URL (default: the vendor's, or the *_BASE_URL environment variable)"),
+    "base_url": OptionSpec("endpoint URL (default: the vendor's, or the *_BASE_URL environment variable)", kind="url"),
     "api_key_env": OptionSpec("name of the environment variable that holds the API key"),
-    "temperature": OptionSpec("sampling temperature, e.g. 0.2"),
-    "max_tokens": OptionSpec("most tokens the model may write per call"),
+    "temperature": OptionSpec("sampling temperature, e.g. 0.2", kind="number"),
+    "max_tokens": OptionSpec("most tokens the model may write per call", kind="positive_count"),
     "reasoning_effort": OptionSpec("reasoning effort for models that take it", choices=("low", "medium", "high")),
-    "timeout": OptionSpec("seconds to wait for the endpoint (connect, and between streamed bytes)", default="120"),
-    "max_retries": OptionSpec("retries of a failed call before giving up (0: none)", default="3"),
-    "retry_base_delay": OptionSpec("seconds before the first retry; doubles each time, jittered", default="0.5"),
-    "retry_max_delay": OptionSpec("longest wait between retries, in seconds", default="30"),
-    "max_retry_after": OptionSpec("longest Retry-After the provider waits for, in seconds", default="60"),
+    "timeout": OptionSpec(
+        "seconds to wait for the endpoint (connect, and between streamed bytes)", default="120", kind="positive_number"
+    ),
+    "max_retries": OptionSpec("retries of a failed call before giving up (0: none)", default="3", kind="count"),
+    "retry_base_delay": OptionSpec(
+        "seconds before the first retry; doubles each time, jittered", default="0.5", kind="number"
+    ),
+    "retry_max_delay": OptionSpec("longest wait between retries, in seconds", default="30", kind="number"),
+    "max_retry_after": OptionSpec(
+        "longest Retry-After the provider waits for, in seconds", default="60", kind="number"
+    ),
 }
 
 

@@ -53,6 +53,7 @@ from seamline.events import (
 )
 from seamline.providers._acp_agent import AcpAgent, AcpChannel, acquire_agent, release_agent
 from seamline.providers.base import OptionSpec, PreflightCheck, Provider, ProviderSession
+from seamline.providers.program_lookup import find_program
 from seamline.tools.approval import ApprovalDecision
 from seamline.tools.base import Tool, ToolClass
 from seamline.transport.env import compose_env
@@ -84,10 +85,18 @@ class AcpProvider(Provider):
     description = "any Agent Client Protocol agent (JSON-RPC on stdio), e.g. claude-agent-acp"
     options: ClassVar[Mapping[str, OptionSpec]] = {
         "command": OptionSpec("the agent's command line, e.g. 'claude-agent-acp' (required)"),
-        "turn_timeout": OptionSpec("seconds a turn may take before it is cancelled", default="600"),
-        "request_timeout": OptionSpec("seconds initialize / session/new / session/load may take", default="60"),
-        "cancel_timeout": OptionSpec("seconds to wait for the agent to settle a cancelled turn", default="10"),
-        "grace": OptionSpec("seconds between SIGINT, SIGTERM and SIGKILL when ending the agent", default="2"),
+        "turn_timeout": OptionSpec(
+            "seconds a turn may take before it is cancelled", default="600", kind="positive_number"
+        ),
+        "request_timeout": OptionSpec(
+            "seconds initialize / session/new / session/load may take", default="60", kind="positive_number"
+        ),
+        "cancel_timeout": OptionSpec(
+            "seconds to wait for the agent to settle a cancelled turn", default="10", kind="positive_number"
+        ),
+        "grace": OptionSpec(
+            "seconds between SIGINT, SIGTERM and SIGKILL when ending the agent", default="2", kind="positive_number"
+        ),
     }
     runs_own_tools = True
     forking = "emulated"  # session/fork is unstable in ACP; the base copies the history
@@ -111,6 +120,11 @@ class AcpProvider(Provider):
             argv = shlex.split(command)
         except ValueError as exc:
             raise InvalidRequest(f"acp: cannot parse command={command!r}: {exc}") from None
+        if argv and os.sep not in argv[0]:
+            # PATH first, then the agents the project's set-up installed under .tools.
+            found = find_program(argv[0])
+            if found is not None:
+                argv[0] = found.path
         return argv
 
     def _seconds(self, key: str) -> float:
@@ -133,7 +147,7 @@ class AcpProvider(Provider):
         except InvalidRequest as exc:
             return [PreflightCheck(name="command", ok=False, detail=exc.message)]
         exe = argv[0]
-        found = shutil.which(exe) if os.sep not in exe else (exe if os.access(exe, os.X_OK) else None)
+        found = exe if os.access(exe, os.X_OK) and os.path.isfile(exe) else shutil.which(exe)
         if found is None:
             return [PreflightCheck(name="executable", ok=False, detail=f"not found: {exe}", fix=INSTALL_HINT)]
         return [PreflightCheck(name="executable", ok=True, detail=found), await self._handshake(argv)]

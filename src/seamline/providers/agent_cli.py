@@ -29,6 +29,7 @@ from seamline.errors import InvalidRequest, SeamlineError
 from seamline.events import Event, Raw
 from seamline.providers.base import OptionSpec, PreflightCheck, Provider, ProviderSession
 from seamline.providers.cli_parsers.base import StreamParser
+from seamline.providers.program_lookup import FoundProgram, find_program, searched_places
 from seamline.transport.env import compose_env
 from seamline.transport.subprocess import LineProcess
 
@@ -41,9 +42,15 @@ _SAFE_ID: Final = re.compile(r"^[A-Za-z0-9_-]+$")
 
 COMMON_OPTIONS: Final[dict[str, OptionSpec]] = {
     "executable": OptionSpec("path of the CLI program (default: found on PATH)"),
-    "turn_timeout": OptionSpec("seconds a turn may take before the program is ended", default="600"),
-    "max_retries": OptionSpec("API retries allowed in a turn, by the CLI and by our own bound", default="2"),
-    "grace": OptionSpec("seconds between SIGINT, SIGTERM and SIGKILL when ending the program", default="3"),
+    "turn_timeout": OptionSpec(
+        "seconds a turn may take before the program is ended", default="600", kind="positive_number"
+    ),
+    "max_retries": OptionSpec(
+        "API retries allowed in a turn, by the CLI and by our own bound", default="2", kind="count"
+    ),
+    "grace": OptionSpec(
+        "seconds between SIGINT, SIGTERM and SIGKILL when ending the program", default="3", kind="positive_number"
+    ),
     "effort": OptionSpec("reasoning effort, in the CLI's own terms"),
 }
 
@@ -89,12 +96,19 @@ class AgentCliProvider(Provider):
         return f"npm install -g {self.npm_package}@{self.tested_version}"
 
     def executable(self) -> str | None:
-        """The program to run: ``executable=`` when given, else the first on PATH."""
+        """The program to run: ``executable=`` when given, else the first on PATH, else the
+        one the project's set-up installed (see :mod:`seamline.providers.program_lookup`)."""
+        found = self.locate_executable()
+        return found.path if found is not None else None
+
+    def locate_executable(self) -> FoundProgram | None:
+        """The program to run and how it was found."""
         given = self.option_values.get("executable")
         if given:
             path = Path(given).expanduser()
-            return str(path) if path.is_file() and os.access(path, os.X_OK) else None
-        return shutil.which(self.executable_name)
+            ok = path.is_file() and os.access(path, os.X_OK)
+            return FoundProgram(str(path), "by the executable option") if ok else None
+        return find_program(self.executable_name)
 
     async def open_resumed(self, provider_session_id: str, **open_options: Any) -> ProviderSession:
         """Open a session that continues the CLI's own session ``provider_session_id``."""
@@ -211,13 +225,13 @@ class AgentCliProvider(Provider):
 
     # -- preflight ---------------------------------------------------------------------
     async def _preflight(self) -> Sequence[PreflightCheck]:
-        exe = self.executable()
-        if exe is None:
-            where = self.option_values.get("executable") or f"{self.executable_name} on PATH"
-            return [
-                PreflightCheck(name="executable", ok=False, detail=f"not found: {where}", fix=self.install_command())
-            ]
-        checks = [PreflightCheck(name="executable", ok=True, detail=exe)]
+        found = self.locate_executable()
+        if found is None:
+            given = self.option_values.get("executable")
+            detail = f"not found: {given}" if given else f"not found: {searched_places(self.executable_name)}"
+            return [PreflightCheck(name="executable", ok=False, detail=detail, fix=self.install_command())]
+        exe = found.path
+        checks = [PreflightCheck(name="executable", ok=True, detail=f"{exe} (found {found.where})")]
         checks.append(await self._version_check(exe))
         checks.append(self._credentials_check(os.environ))
         return checks
@@ -254,7 +268,7 @@ class AgentCliProvider(Provider):
 
     def _missing_message(self) -> str:
         given = self.option_values.get("executable")
-        where = f"executable={given} is not a runnable file" if given else f"{self.executable_name} is not on PATH"
+        where = f"executable={given} is not a runnable file" if given else searched_places(self.executable_name)
         return f"{self.name}: {where}; install it with: {self.install_command()}"
 
     # -- hooks for the dialects -----------------------------------------------------------

@@ -18,6 +18,7 @@ Settle invariants, enforced here whatever a hook does:
 from __future__ import annotations
 
 import json
+import math
 import os
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -43,12 +44,13 @@ from seamline.events import (
 from seamline.loop.kernel import LoopConfig, run_agent_loop
 from seamline.loop.messages import Message, ModelRequest
 from seamline.loop.observers import Observer
+from seamline.providers.option_kinds import OptionKind, option_problem
 from seamline.sessions.records import SessionRecord, TranscriptEntry
 from seamline.sessions.store import StoreCore as SessionStore
 from seamline.stages.chain import StageChain
 from seamline.tools.approval import Approval
 from seamline.tools.base import Toolset
-from seamline.usage import Rates, UsageTotals, priced_usage
+from seamline.usage import Rates, UsageTotals, price_usage, priced_usage
 
 __all__ = [
     "BLOCK_ENV",
@@ -77,6 +79,7 @@ class OptionSpec:
     help: str
     default: str | None = None
     choices: tuple[str, ...] = ()
+    kind: OptionKind = "text"  # checked when the provider is made (see option_kinds)
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +148,9 @@ class Provider:
             spec = self.options[key]
             if spec.choices and value not in spec.choices:
                 raise InvalidRequest(f"option {key}={value!r} for {self.name}: choose one of {', '.join(spec.choices)}")
+            problem = option_problem(spec.kind, value) if value or spec.default is not None else None
+            if problem:
+                raise InvalidRequest(f"option {key}={value!r} for {self.name}: {problem}")
         self.option_values: dict[str, str] = {k: v.default for k, v in self.options.items() if v.default is not None}
         self.option_values.update(given)
         self.model = model or self.configured_model()
@@ -360,6 +366,23 @@ class Provider:
 
     def rates(self, model: str | None) -> Rates | None:
         return self._rates(model)
+
+    def check_budget(self, budget_usd: float | None) -> None:
+        """Refuse, before anything starts, a budget in USD that cannot be enforced: not a
+        finite amount of 0 or more, or a model whose tokens this provider prices but for
+        which no price is known (its cost would stay unknown and the budget never bite)."""
+        if budget_usd is None:
+            return
+        if not math.isfinite(budget_usd) or budget_usd < 0:
+            raise InvalidRequest(f"the budget must be a finite amount of USD, 0 or more (got {budget_usd})")
+        if self.cost_source != "priced" or self.rates(self.model) is not None:
+            return
+        probe = Usage(input_tokens=1_000_000, output_tokens=1_000_000)
+        if self.model is None or price_usage(probe, model=self.model) is None:
+            raise InvalidRequest(
+                f"no price is known for model {self.model!r} of {self.name}, so a budget in USD cannot be "
+                "enforced; choose a priced model or drop the budget"
+            )
 
     # -- hooks ------------------------------------------------------------------------------
     async def _preflight(self) -> Sequence[PreflightCheck]:

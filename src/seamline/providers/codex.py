@@ -32,7 +32,7 @@ class CodexProvider(AgentCliProvider):
     default_model: ClassVar[str | None] = None
     options: ClassVar[dict[str, OptionSpec]] = {
         **COMMON_OPTIONS,
-        "base_url": OptionSpec("Responses API base URL (an inline model provider of Codex's config)"),
+        "base_url": OptionSpec("Responses API base URL (an inline model provider of Codex's config)", kind="url"),
         "api_key_env": OptionSpec("environment variable holding the key for base_url", default="OPENAI_API_KEY"),
         "sandbox": OptionSpec(
             "Codex's sandbox mode",

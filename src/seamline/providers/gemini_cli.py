@@ -33,7 +33,7 @@ class GeminiCliProvider(AgentCliProvider):
     default_model: ClassVar[str | None] = "gemini-2.5-flash"
     options: ClassVar[dict[str, OptionSpec]] = {
         **COMMON_OPTIONS,
-        "base_url": OptionSpec("Gemini API base URL (sets GOOGLE_GEMINI_BASE_URL)"),
+        "base_url": OptionSpec("Gemini API base URL (sets GOOGLE_GEMINI_BASE_URL)", kind="url"),
         "approval_mode": OptionSpec(
             "the CLI's --approval-mode; the default offers no shell or write tools headless",
             default="yolo",
@@ -167,15 +167,20 @@ class GeminiCliProvider(AgentCliProvider):
         if not tmp.is_dir():
             return None
         short = psid.split("-", 1)[0]
+        # A resumed turn in a later minute leaves a stub ``session-<minute>-<id>.jsonl``
+        # (header only) and appends the turn to the original file, so several files name
+        # this session: the transcript is the one written last.
+        found: list[tuple[int, int, Path]] = []
         for candidate in tmp.glob(f"*/chats/session-*{short}*.json*"):
             try:
                 with candidate.open("rb") as fh:
                     head = fh.read(4096)
+                    stat = os.fstat(fh.fileno())
             except OSError:
                 continue
             if psid.encode() in head:
-                return candidate
-        return None
+                found.append((stat.st_mtime_ns, stat.st_size, candidate))
+        return max(found)[2] if found else None
 
 
 def _secure_dir() -> Path | None:

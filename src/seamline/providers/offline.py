@@ -62,8 +62,8 @@ class OfflineProvider(Provider):
     description: ClassVar[str] = "embedded, deterministic, extractive answers from the workspace (no network)"
     default_model: ClassVar[str | None] = "extractive"
     options: ClassVar[dict[str, OptionSpec]] = {
-        "max_files": OptionSpec("how many files to read at most", default=str(_MAX_FILES)),
-        "passages": OptionSpec("how many passages to cite at most", default=str(_MAX_PASSAGES)),
+        "max_files": OptionSpec("how many files to read at most", default=str(_MAX_FILES), kind="positive_count"),
+        "passages": OptionSpec("how many passages to cite at most", default=str(_MAX_PASSAGES), kind="positive_count"),
     }
     forking = "emulated"
     session_ids = "seamline"

@@ -26,7 +26,6 @@ import asyncio
 import contextlib
 import json
 import os
-import shutil
 from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Final
@@ -55,6 +54,7 @@ from seamline.events import (
 )
 from seamline.providers._opencode_server import OpenCodeServer, ServerChannel, acquire_server, release_server
 from seamline.providers.base import OptionSpec, PreflightCheck, Provider, ProviderSession
+from seamline.providers.program_lookup import find_program
 from seamline.sessions.records import SessionRecord
 from seamline.tools.approval import ApprovalDecision
 from seamline.tools.base import Tool, ToolClass
@@ -103,14 +103,18 @@ class OpenCodeProvider(Provider):
     description = "the OpenCode agent through `opencode serve` (HTTP + server-sent events)"
     options: ClassVar[Mapping[str, OptionSpec]] = {
         "executable": OptionSpec("path of the opencode program (default: found on PATH)"),
-        "base_url": OptionSpec("OpenAI-compatible base URL for the model (default: $OPENAI_BASE_URL)"),
+        "base_url": OptionSpec("OpenAI-compatible base URL for the model (default: $OPENAI_BASE_URL)", kind="url"),
         "api_key_env": OptionSpec("environment variable holding the API key", default="OPENAI_API_KEY"),
-        "startup_timeout": OptionSpec("seconds `opencode serve` may take to come up", default="60"),
-        "turn_timeout": OptionSpec("seconds a turn may take before it is aborted", default="600"),
-        "request_timeout": OptionSpec("seconds one HTTP call to the server may take", default="30"),
-        "cancel_timeout": OptionSpec("seconds to wait for an aborted turn to settle", default="10"),
-        "max_retries": OptionSpec("model API retries allowed in a turn (OpenCode retries 5xx for ever)", default="2"),
-        "grace": OptionSpec("seconds between SIGINT, SIGTERM and SIGKILL when stopping the server", default="2"),
+        "startup_timeout": OptionSpec("seconds `opencode serve` may take to come up", default="60", kind="number"),
+        "turn_timeout": OptionSpec("seconds a turn may take before it is aborted", default="600", kind="number"),
+        "request_timeout": OptionSpec("seconds one HTTP call to the server may take", default="30", kind="number"),
+        "cancel_timeout": OptionSpec("seconds to wait for an aborted turn to settle", default="10", kind="number"),
+        "max_retries": OptionSpec(
+            "model API retries allowed in a turn (OpenCode retries 5xx for ever)", default="2", kind="count"
+        ),
+        "grace": OptionSpec(
+            "seconds between SIGINT, SIGTERM and SIGKILL when stopping the server", default="2", kind="number"
+        ),
     }
     runs_own_tools = True
     forking = "native"  # POST /session/{id}/fork
@@ -126,7 +130,8 @@ class OpenCodeProvider(Provider):
         if given:
             path = Path(given).expanduser()
             return str(path) if path.is_file() and os.access(path, os.X_OK) else None
-        return shutil.which("opencode")
+        found = find_program("opencode")
+        return found.path if found is not None else None
 
     def base_url(self) -> str | None:
         return self.option_values.get("base_url") or os.environ.get("OPENAI_BASE_URL") or None

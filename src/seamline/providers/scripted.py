@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar, cast
+from typing import Any, ClassVar, Final, cast
 
-from seamline.errors import InvalidRequest, ProviderFailure, error_for_kind
+from seamline.errors import ERROR_KINDS, InvalidRequest, ProviderFailure, error_for_kind
 from seamline.events import ErrorKind, Event, Reasoning, Text, TextDelta, ToolCall, Usage
 from seamline.loop.messages import ModelRequest
 from seamline.providers.base import OptionSpec, PreflightCheck, Provider, ProviderSession
@@ -36,28 +37,47 @@ def load_script(path: str | Path) -> list[dict[str, Any]]:
     """Read a script file (JSON, or YAML when PyYAML is installed)."""
     file = Path(path)
     try:
-        text = file.read_text(encoding="utf-8")
+        raw = file.read_bytes()
     except OSError as exc:
         raise InvalidRequest(f"cannot read script {path}: {exc.strerror}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidRequest(f"script {path} is not UTF-8 text (a binary file?)") from None
+    if "\x00" in text:
+        raise InvalidRequest(f"script {path} is not text (it holds NUL bytes)")
     data: object
-    if file.suffix in (".yaml", ".yml"):
-        try:
-            import yaml
-        except ImportError:
-            raise InvalidRequest("YAML scripts need PyYAML: pip install 'seamline[yaml]'") from None
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise InvalidRequest(f"script {path} is not valid YAML: {exc}") from None
-    else:
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InvalidRequest(f"script {path} is not valid JSON: {exc}") from None
-    return validate_script(data, origin=str(path))
+    try:
+        if file.suffix in (".yaml", ".yml"):
+            data = _parse_yaml(text, path)
+        else:
+            try:
+                data = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise InvalidRequest(f"script {path} is not valid JSON: {exc}") from None
+        return validate_script(data, origin=str(path))
+    except RecursionError:
+        raise InvalidRequest(f"script {path} is nested too deeply") from None
+
+
+def _parse_yaml(text: str, path: str | Path) -> object:
+    try:
+        import yaml
+    except ImportError:
+        raise InvalidRequest("YAML scripts need PyYAML: pip install 'seamline[yaml]'") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise InvalidRequest(f"script {path} is not valid YAML: {first}") from None
+
+
+_SCALAR: Final = (str, int, float)
+_TOKEN_FIELDS: Final = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
 
 
 def validate_script(data: object, *, origin: str = "script") -> list[dict[str, Any]]:
+    """Check a script's shape, so a mistake in it is one clear error before any call."""
     if not isinstance(data, list):
         raise InvalidRequest(f"{origin}: a script is a list of responses")
     out: list[dict[str, Any]] = []
@@ -67,13 +87,59 @@ def validate_script(data: object, *, origin: str = "script") -> list[dict[str, A
         unknown = set(item) - _KEYS
         if unknown:
             raise InvalidRequest(f"{origin}: response {i} has unknown keys {sorted(unknown)}; known: {sorted(_KEYS)}")
-        for call in item.get("tool_calls", []) or []:
-            if not isinstance(call, dict) or not isinstance(call.get("name"), str):
-                raise InvalidRequest(f"{origin}: response {i}: each tool call needs a name")
-            if not isinstance(call.get("arguments", {}), dict):
-                raise InvalidRequest(f"{origin}: response {i}: tool call arguments must be an object")
+        problem = _response_problem(item)
+        if problem:
+            raise InvalidRequest(f"{origin}: response {i}: {problem}")
         out.append(item)
     return out
+
+
+def _response_problem(item: dict[str, Any]) -> str | None:
+    for key in ("text", "reasoning"):
+        if item.get(key) is not None and not isinstance(item[key], _SCALAR):
+            return f"{key} must be a string"
+    deltas = item.get("deltas")
+    if deltas is not None and not (isinstance(deltas, list) and all(isinstance(d, _SCALAR) for d in deltas)):
+        return "deltas must be a list of strings"
+    if not isinstance(item.get("stream", False), bool):
+        return "stream must be true or false"
+    delay = item.get("delay")
+    if delay is not None and (
+        isinstance(delay, bool) or not isinstance(delay, int | float) or not 0 <= delay < math.inf
+    ):
+        return "delay must be a number of seconds, 0 or more"
+    calls = item.get("tool_calls")
+    if calls is not None and not isinstance(calls, list):
+        return "tool_calls must be a list of {name, arguments}"
+    for call in calls or []:
+        if not isinstance(call, dict) or not isinstance(call.get("name"), str):
+            return "each tool call needs a name"
+        if not isinstance(call.get("arguments", {}), dict | None):
+            return "tool call arguments must be an object"
+        if call.get("id") is not None and not isinstance(call["id"], str | int):
+            return "a tool call id must be a string"
+    usage = item.get("usage")
+    if usage is not None:
+        if not isinstance(usage, dict):
+            return "usage must be an object"
+        for key in _TOKEN_FIELDS:
+            value = usage.get(key, 0)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                return f"usage.{key} must be a whole number, 0 or more"
+        cost = usage.get("cost_usd")
+        if cost is not None and (
+            isinstance(cost, bool) or not isinstance(cost, int | float) or not 0 <= cost < math.inf
+        ):
+            return "usage.cost_usd must be a number, 0 or more"
+    error = item.get("error")
+    if error is not None and error is not False:
+        if not isinstance(error, dict):
+            return "error must be an object {kind, message}"
+        if error.get("kind", "provider") not in ERROR_KINDS:
+            return f"error.kind must be one of {', '.join(ERROR_KINDS)}"
+        if not isinstance(error.get("retryable", False), bool | None):
+            return "error.retryable must be true or false"
+    return None
 
 
 class ScriptedProvider(Provider):

@@ -264,6 +264,10 @@ class EditJournal:
             raise InvalidRequest(f"no journal for run {run_id!r} in {self.path}")
         return Path(row[0])
 
+    def run_ids(self) -> list[str]:
+        """Every journaled run's id."""
+        return [str(row[0]) for row in self._db.execute("SELECT run_id FROM runs")]
+
     def revert(self, run_id: str, *, to_step: int = 0, force: bool = False) -> RevertReport:
         """Undo the steps after ``to_step`` (0: the whole run), newest first.
 

@@ -151,7 +151,19 @@ CREATE TABLE IF NOT EXISTS permission_rules (
 ALTER TABLE sessions ADD COLUMN run_options TEXT NOT NULL DEFAULT '{{}}'
 """
 
-MIGRATIONS: Final[tuple[str, ...]] = (_V1, _V2, _V3, _V4)
+# The trace head anchors: each run's last chained hash and record count, kept beside the
+# trace file, so a trace rewritten whole (a new chain over new records) no longer matches.
+# Kept in its own constant so it can take its place after whatever precedes it.
+_TRACE_HEADS: Final = """
+CREATE TABLE IF NOT EXISTS trace_heads (
+    run_id TEXT PRIMARY KEY,
+    head_hash TEXT NOT NULL,
+    records {bigint} NOT NULL,
+    updated_at {real} NOT NULL
+)
+"""
+
+MIGRATIONS: Final[tuple[str, ...]] = (_V1, _V2, _V3, _V4, _TRACE_HEADS)
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 
 

@@ -51,7 +51,7 @@ _ROLE_SCOPED: Final = frozenset({"prompt", "event", "retry", "guard"})
 class Problem:
     """One fault: which check found it, the record's seq (None if unreadable), the line."""
 
-    check: str  # chain | grammar | completeness
+    check: str  # chain | grammar | completeness | identity | anchor
     line: int
     seq: int | None
     reason: str
@@ -70,6 +70,10 @@ class Verification:
     head_hash: str = GENESIS
     replayable: bool = False
     replay_reasons: list[str] = field(default_factory=list)
+    #: what was read leniently or not checked (CRLF ends, a BOM, no anchor in a store)
+    notes: list[str] = field(default_factory=list)
+    #: whether the head was checked against the one the store kept (False: none kept)
+    anchored: bool = False
 
     @property
     def ok(self) -> bool:
@@ -105,12 +109,18 @@ class Verification:
             "problems": [str(p) for p in self.problems],
             "replayable": self.replayable,
             "replay_reasons": list(self.replay_reasons),
+            "notes": list(self.notes),
+            "anchored": self.anchored,
         }
 
 
-def read_lines(source: str | os.PathLike[str] | bytes) -> tuple[list[TraceLine], list[Problem], str]:
+def read_lines(
+    source: str | os.PathLike[str] | bytes, notes: list[str] | None = None
+) -> tuple[list[TraceLine], list[Problem], str]:
     """Check the chain line by line; returns the readable lines, the chain problems and
-    the head hash (the last record's stated hash)."""
+    the head hash (the last record's stated hash). What was read leniently (CRLF line
+    ends, a UTF-8 BOM, blank lines at the end: none of them is part of a record's hashed
+    bytes) is said in ``notes``."""
     if isinstance(source, bytes):
         data = source
     else:
@@ -118,8 +128,27 @@ def read_lines(source: str | os.PathLike[str] | bytes) -> tuple[list[TraceLine],
             data = Path(source).read_bytes()
         except OSError as exc:
             raise InvalidRequest(f"cannot read trace {source}: {exc.strerror}") from None
+    data = _lenient(data, notes if notes is not None else [])
     with gc_paused():
         return _read(data)
+
+
+def _lenient(data: bytes, notes: list[str]) -> bytes:
+    """The trace's bytes as the writer wrote them, from a copy an editor or a transfer
+    touched. A record's bytes never hold a raw CR (JSON escapes it), so only line ends
+    and what lies outside the records change."""
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+        notes.append("a UTF-8 byte order mark at the start, ignored")
+    if b"\r\n" in data:
+        data = data.replace(b"\r\n", b"\n")
+        notes.append("CRLF line ends, read as LF")
+    stripped = data.rstrip(b" \t\r\n")
+    if data.endswith(b"\n") and len(stripped) < len(data) - 1:
+        blank = data[len(stripped) :].count(b"\n") - 1
+        data = stripped + b"\n"
+        notes.append(f"{blank} blank line(s) at the end, ignored")
+    return data
 
 
 @contextmanager
@@ -179,13 +208,29 @@ def _read(data: bytes) -> tuple[list[TraceLine], list[Problem], str]:
     return lines, problems, previous
 
 
-def verify_trace(source: str | os.PathLike[str] | bytes) -> Verification:
-    """Verify a trace file (or its bytes): chain, grammar, completeness, replayability."""
-    lines, problems, head = read_lines(source)
-    result = Verification(problems=problems, records=[ln.record for ln in lines], head_hash=head)
+def verify_trace(
+    source: str | os.PathLike[str] | bytes,
+    *,
+    run_id: str | None = None,
+    anchor: tuple[str, int] | None = None,
+) -> Verification:
+    """Verify a trace file (or its bytes): chain, grammar, completeness, replayability.
+
+    ``run_id``: the run the trace was asked for; every record that names a run must name
+    it. ``anchor``: the head hash and record count the session store kept for the run;
+    the record it names must be in the chain with that hash, so a trace rewritten whole
+    (even with a consistent chain of its own) fails.
+    """
+    notes: list[str] = []
+    lines, problems, head = read_lines(source, notes)
+    result = Verification(problems=problems, records=[ln.record for ln in lines], head_hash=head, notes=notes)
     if not lines:
         result.problems.append(Problem("completeness", 1, None, "the trace is empty"))
         return result
+    _identity(lines, result, run_id)
+    if anchor is not None:
+        result.anchored = True
+        _anchor(lines, result, anchor)
     grammar = _Grammar(lines, result)
     try:
         with gc_paused():
@@ -364,6 +409,43 @@ class _Grammar:
 
     def _allowed(self, source: str, target: str) -> bool:
         return self._definition.allowed(source, target)
+
+
+def _identity(lines: list[TraceLine], result: Verification, asked: str | None) -> None:
+    """One run id throughout, and the one asked for."""
+    first = lines[0]
+    own = first.record.o.get("run_id") if first.record.kind == "header" else None
+    if asked is not None and own != asked:
+        result.problems.append(
+            Problem("identity", first.number, first.record.seq, f"the trace is of run {own!r}, not of run {asked!r}")
+        )
+    for line in lines[1:]:
+        named = line.record.o.get("run_id")
+        if named is not None and named != own:
+            result.problems.append(
+                Problem("identity", line.number, line.record.seq, f"names run {named!r}; the header names {own!r}")
+            )
+            break
+
+
+def _anchor(lines: list[TraceLine], result: Verification, anchor: tuple[str, int]) -> None:
+    """The record the store anchored is in the chain, with the hash the store kept."""
+    head_hash, records = anchor
+    last = lines[-1]
+    at = next((ln for ln in lines if ln.record.seq == records - 1), None)
+    if at is None or at.hash != head_hash:
+        found = "missing" if at is None else f"{at.hash[:16]}…"
+        result.problems.append(
+            Problem(
+                "anchor",
+                last.number,
+                last.record.seq,
+                f"the store keeps head {head_hash[:16]}… at record {records - 1}, the file has {found}: "
+                "the trace was rewritten or cut",
+            )
+        )
+    elif len(lines) > records:
+        result.notes.append(f"{len(lines) - records} record(s) after the head the store kept (a run cut short?)")
 
 
 def _replayability(lines: list[TraceLine], result: Verification) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
@@ -55,9 +56,18 @@ class TraceWriter:
     64
     """
 
-    def __init__(self, path: str | os.PathLike[str] | None, *, durable: bool = True) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None,
+        *,
+        durable: bool = True,
+        on_flush: Callable[[str, int], None] | None = None,
+    ) -> None:
         self.path = Path(path) if path is not None else None
         self.durable = durable
+        # Hears (head hash, records) once they are on disk: the store keeps the head, so
+        # a trace rewritten whole no longer verifies (see seamline.sessions.trace_heads).
+        self.on_flush = on_flush
         self.seq = 0
         self.head_hash = GENESIS
         self.fingerprint = Fingerprint()
@@ -98,6 +108,8 @@ class TraceWriter:
         self._file.flush()
         if self.durable:
             os.fsync(self._file.fileno())
+        if self.on_flush is not None:
+            self.on_flush(self.head_hash, self.seq)
 
     def data(self) -> bytes:
         """The whole trace as bytes (memory mode), for verify and replay."""
