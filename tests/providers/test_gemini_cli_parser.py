@@ -8,7 +8,7 @@ import pytest
 from seamline.events import Complete, Error, FileChange, Session, Text, TextDelta, ToolCall, ToolResult, Usage
 from seamline.providers.cli_parsers.gemini_cli import GeminiStreamJsonParser
 from tests.providers import cli_parser_properties as props
-from tests.providers.agent_cli_support import fixture_lines, fixture_meta, replay
+from tests.providers.agent_cli_support import FIXTURES, fixture_lines, fixture_meta, replay
 
 P = "gemini-cli"
 
@@ -79,6 +79,65 @@ def test_error_line_then_success_result_is_a_failure() -> None:
     events += parser.finish(returncode=0)
     assert isinstance(events[-1], Complete) and events[-1].outcome == "failed"
     assert events[-1].stop_reason == "transport"
+
+
+def stderr_of(scenario: str) -> str:
+    return (FIXTURES / P / f"{scenario}.stderr").read_text()
+
+
+def test_retries_on_stderr_are_counted_and_a_give_up_is_transport() -> None:
+    # Issue 14, item 13: the CLI's retries show only on stderr ("Attempt N failed ...").
+    parser = GeminiStreamJsonParser()
+    lines = fixture_lines(P, "unreachable")
+    events: list[object] = [e for line in lines[:2] for e in parser.feed(line)]
+    events += parser.watch_stderr(stderr_of("unreachable"))
+    events += parser.watch_stderr(stderr_of("unreachable"))  # the same tail again adds nothing
+    retries = [e for e in events if isinstance(e, Error)]
+    assert [(e.kind, e.retryable, e.attempt) for e in retries] == [("transport", True, 1), ("transport", True, 2)]
+    assert parser.retries == 2
+    events += parser.finish(returncode=-2, gave_up="gemini-cli: the CLI retried 2 times (our bound is 1)")
+    final = events[-1]
+    assert isinstance(final, Complete) and (final.outcome, final.stop_reason) == ("failed", "transport")
+    # And when the CLI gives up first, its result says the same.
+    whole = parse("unreachable", returncode=1)
+    assert isinstance(whole[-1], Complete) and whole[-1].stop_reason == "transport"
+
+
+def test_resume_of_an_unknown_session_is_invalid_request_with_the_error_line() -> None:
+    # Issue 14, item 3: exit 42, nothing on stdout; the error line comes before a hint.
+    meta = fixture_meta(P, "resume_unknown")
+    assert meta["exit_code"] == 42 and fixture_lines(P, "resume_unknown") == []
+    stderr = stderr_of("resume_unknown")
+    events = GeminiStreamJsonParser().finish(returncode=42, stderr=stderr)
+    errors = [e for e in events if isinstance(e, Error)]
+    assert [(e.kind, e.retryable) for e in errors] == [("invalid_request", False)]
+    cause = next(line for line in stderr.splitlines() if line.startswith("Error"))
+    assert cause in errors[0].message
+    assert isinstance(events[-1], Complete) and events[-1].stop_reason == "invalid_request"
+
+
+def test_aborted_turn_keeps_what_streamed() -> None:
+    # Issue 14, item 9: a closing text for the deltas, and the complete carries it.
+    events = parse("abort_streamed", aborted=True)
+    assert [e.text for e in events if isinstance(e, Text)] == ["Partial "]
+    final = events[-1]
+    assert isinstance(final, Complete) and (final.outcome, final.text) == ("aborted", "Partial ")
+
+
+def test_cut_stream_error_line_then_bare_error_result_keeps_the_first_cause() -> None:
+    # Issue 14, item 2: a retryable transport error line, then a result with status "error"
+    # and no error object: no second, made-up provider error; the stop reason is transport.
+    events = parse("cut_clean", returncode=fixture_meta(P, "cut_clean")["exit_code"])
+    errors = [e for e in events if isinstance(e, Error)]
+    assert [(e.kind, e.retryable) for e in errors] == [("transport", True)]
+    assert "ended without a finish reason" in errors[0].message
+    final = events[-1]
+    assert isinstance(final, Complete) and (final.outcome, final.stop_reason) == ("failed", "transport")
+
+
+def test_529_is_provider_and_retryable() -> None:
+    events = parse("overloaded_529", returncode=fixture_meta(P, "overloaded_529")["exit_code"])
+    assert [(e.kind, e.retryable) for e in events if isinstance(e, Error)] == [("provider", True)]
 
 
 ALL = [line for s in ("tools", "error_429", "cut") for line in fixture_lines(P, s)]
