@@ -33,7 +33,8 @@ from seamline.providers.cli_parsers.base import StreamParser, as_int, classify_m
 
 __all__ = ["GeminiStreamJsonParser"]
 
-_ATTEMPT: Final = re.compile(r"^Attempt (\d+) failed[^\n]*?(?:Error: ([^\n]*))?$", re.MULTILINE)
+# A retry notice; the last attempt's failure ("Attempt N failed: ...") retries nothing.
+_ATTEMPT: Final = re.compile(r"^Attempt (\d+) failed\. Retrying[^\n]*?(?:Error: ([^\n]*))?$", re.MULTILINE)
 _FILE_TOOLS: Final[dict[str, FileChangeKind]] = {
     "read_file": "read",
     "write_file": "edited",
