@@ -142,6 +142,14 @@ def test_resume_of_an_unknown_session_is_invalid_request() -> None:
     assert "No conversation found with session ID: 0b5e5e5e-dead-4bad-8bad-00000000beef" in errors[0].message
 
 
+def test_mcp_tools_are_labelled_mcp() -> None:
+    events = parse("mcp")
+    calls = [e for e in events if isinstance(e, ToolCall)]
+    assert [(c.name, c.arguments, c.source) for c in calls] == [("mcp__everything__echo", {"message": "hi-mcp"}, "mcp")]
+    results = [e for e in events if isinstance(e, ToolResult)]
+    assert [(r.output, r.is_error) for r in results] == [("Echo: hi-mcp", False)]
+
+
 def test_529_is_provider_and_retryable() -> None:
     events = parse("overloaded_529", returncode=1)
     assert [(e.kind, e.retryable) for e in events if isinstance(e, Error)] == [("provider", True)]

@@ -135,6 +135,15 @@ def test_cut_stream_error_line_then_bare_error_result_keeps_the_first_cause() ->
     assert isinstance(final, Complete) and (final.outcome, final.stop_reason) == ("failed", "transport")
 
 
+def test_mcp_tools_are_labelled_mcp() -> None:
+    # Issue 14, item 12: the CLI names an MCP tool mcp_<server>_<tool>; the source says mcp.
+    events = parse("mcp")
+    calls = [e for e in events if isinstance(e, ToolCall)]
+    assert [(c.name, c.arguments, c.source) for c in calls] == [("mcp_everything_echo", {"message": "hi-mcp"}, "mcp")]
+    results = [e for e in events if isinstance(e, ToolResult)]
+    assert [(r.call_id, r.output, r.is_error) for r in results] == [(calls[0].call_id, "Echo: hi-mcp", False)]
+
+
 def test_529_is_provider_and_retryable() -> None:
     events = parse("overloaded_529", returncode=fixture_meta(P, "overloaded_529")["exit_code"])
     assert [(e.kind, e.retryable) for e in events if isinstance(e, Error)] == [("provider", True)]

@@ -108,7 +108,9 @@ class GeminiStreamJsonParser(StreamParser):
         arguments = frame.get("parameters")
         arguments = arguments if isinstance(arguments, dict) else {"parameters": arguments}
         self._calls[call_id] = (name, arguments)
-        return [ToolCall(call_id=call_id, name=name, arguments=arguments, source="agent")]
+        # MCP tools reach the model as mcp_<server>_<tool>; the CLI's own tools never start so.
+        source = "mcp" if name.startswith("mcp_") else "agent"
+        return [ToolCall(call_id=call_id, name=name, arguments=arguments, source=source)]
 
     def _tool_result(self, frame: dict[str, Any]) -> list[Event]:
         call_id = str(frame["tool_id"])
