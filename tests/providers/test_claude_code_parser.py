@@ -20,8 +20,9 @@ from seamline.events import (
 )
 from seamline.providers.cli_parsers.claude_code import ClaudeStreamJsonParser
 from tests.providers import cli_parser_properties as props
-from tests.providers.agent_cli_support import fixture_lines, fixture_meta, replay
+from tests.providers.agent_cli_support import FIXTURES, fixture_lines, fixture_meta, replay
 
+BOUND = 2  # the driver's default retry bound
 P = "claude-code"
 
 
@@ -178,6 +179,54 @@ def test_no_result_frame_is_a_classified_failure() -> None:
     errors = [e for e in events if isinstance(e, Error)]
     assert len(errors) == 1 and "exit code 1" in errors[0].message
     assert isinstance(events[-1], Complete) and events[-1].outcome == "failed"
+
+
+# Every captured case, as the driver would end it: (outcome, stop reason). A new fixture
+# must be added here (the next test says so).
+EXPECTED: dict[str, tuple[str, str]] = {
+    "plain": ("completed", "end_turn"),
+    "tools": ("completed", "end_turn"),
+    "resume": ("completed", "end_turn"),
+    "mcp": ("completed", "end_turn"),
+    "denied": ("completed", "end_turn"),
+    "error_401": ("failed", "auth"),
+    "error_429": ("failed", "quota"),
+    "error_500": ("failed", "provider"),
+    "overloaded": ("failed", "provider"),
+    "overloaded_529": ("failed", "provider"),
+    "cut": ("completed", "end_turn"),
+    "cut_retried": ("completed", "end_turn"),
+    "abort": ("aborted", "aborted"),
+    "abort_streamed": ("aborted", "aborted"),
+    "resume_unknown": ("failed", "invalid_request"),
+    "unreachable": ("failed", "transport"),
+}
+
+
+def test_every_fixture_is_a_case_here() -> None:
+    captured = sorted(path.stem for path in (FIXTURES / P).glob("*.jsonl"))
+    assert captured == sorted(EXPECTED)
+
+
+@pytest.mark.parametrize("scenario", sorted(EXPECTED))
+def test_every_case_ends_right(scenario: str) -> None:
+    meta = fixture_meta(P, scenario)
+    stderr_file = FIXTURES / P / f"{scenario}.stderr"
+    stderr = stderr_file.read_text() if stderr_file.is_file() else ""
+    parser = ClaudeStreamJsonParser()
+    events: list[object] = []
+    gave_up = None
+    for line in fixture_lines(P, scenario):
+        events += parser.feed(line)
+        if parser.retries > BOUND:
+            gave_up = f"retried {parser.retries} times (our bound is {BOUND})"
+            break
+    events += parser.watch_stderr(stderr)
+    aborted = meta.get("signal") is not None
+    events += parser.finish(returncode=meta["exit_code"], stderr=stderr, aborted=aborted, gave_up=gave_up)
+    final = events[-1]
+    assert isinstance(final, Complete) and (final.outcome, final.stop_reason) == EXPECTED[scenario]
+    assert sum(isinstance(e, Complete) for e in events) == 1
 
 
 ALL = [line for s in ("tools", "error_429", "abort") for line in fixture_lines(P, s)]

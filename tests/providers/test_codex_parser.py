@@ -10,6 +10,7 @@ from seamline.providers.cli_parsers.codex import CodexJsonParser
 from tests.providers import cli_parser_properties as props
 from tests.providers.agent_cli_support import FIXTURES, fixture_lines, fixture_meta, replay
 
+BOUND = 2  # the driver's default retry bound
 P = "codex"
 
 
@@ -148,6 +149,53 @@ def test_529_is_provider_and_retryable() -> None:
     events = parse("overloaded_529", returncode=1)
     errors = [e for e in events if isinstance(e, Error)]
     assert [(e.kind, e.retryable) for e in errors] == [("provider", True)]
+
+
+# Every captured case, as the driver would end it: (outcome, stop reason). A new fixture
+# must be added here (the next test says so).
+EXPECTED: dict[str, tuple[str, str]] = {
+    "plain": ("completed", "end_turn"),
+    "tools": ("completed", "end_turn"),
+    "resume": ("completed", "end_turn"),
+    "error_401": ("failed", "auth"),
+    "error_429": ("failed", "quota"),
+    "error_500": ("failed", "provider"),
+    "overloaded": ("failed", "provider"),
+    "overloaded_529": ("failed", "provider"),
+    "cut": ("failed", "transport"),
+    "cut_retried": ("failed", "transport"),
+    "abort": ("aborted", "aborted"),
+    "abort_streamed": ("aborted", "aborted"),
+    "resume_unknown": ("failed", "invalid_request"),
+    "unreachable": ("failed", "transport"),
+    "ws_fallback": ("completed", "end_turn"),
+}
+
+
+def test_every_fixture_is_a_case_here() -> None:
+    captured = sorted(path.stem for path in (FIXTURES / P).glob("*.jsonl"))
+    assert captured == sorted(EXPECTED)
+
+
+@pytest.mark.parametrize("scenario", sorted(EXPECTED))
+def test_every_case_ends_right(scenario: str) -> None:
+    meta = fixture_meta(P, scenario)
+    stderr_file = FIXTURES / P / f"{scenario}.stderr"
+    stderr = stderr_file.read_text() if stderr_file.is_file() else ""
+    parser = CodexJsonParser()
+    events: list[object] = []
+    gave_up = None
+    for line in fixture_lines(P, scenario):
+        events += parser.feed(line)
+        if parser.retries > BOUND:
+            gave_up = f"retried {parser.retries} times (our bound is {BOUND})"
+            break
+    events += parser.watch_stderr(stderr)
+    aborted = meta.get("signal") is not None
+    events += parser.finish(returncode=meta["exit_code"], stderr=stderr, aborted=aborted, gave_up=gave_up)
+    final = events[-1]
+    assert isinstance(final, Complete) and (final.outcome, final.stop_reason) == EXPECTED[scenario]
+    assert sum(isinstance(e, Complete) for e in events) == 1
 
 
 ALL = [line for s in ("tools", "error_401", "cut") for line in fixture_lines(P, s)]

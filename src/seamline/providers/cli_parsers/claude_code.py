@@ -223,7 +223,8 @@ class ClaudeStreamJsonParser(StreamParser):
         if "No conversation found" in detail:
             kind, retryable = "invalid_request", False
         events.append(self._error(kind, f"Claude Code: {detail}", retryable=retryable))
-        self.outcome, self.stop_reason = "failed", str(subtype or "error")
+        # The stop reason is the classified cause, as for every other failure, not the subtype.
+        self.outcome, self.stop_reason = "failed", kind
         return events
 
 
