@@ -76,6 +76,10 @@ def test_seamline_run_json_end_to_end_with_tools_usage_and_cost(world: CliWorld)
     calls = {e["call_id"]: e for e in events if e["type"] == "tool_call"}
     results = {e["call_id"]: e for e in events if e["type"] == "tool_result"}
     assert [c["name"] for c in calls.values()] == ["Bash", "Read"]
+    assert [c["arguments"] for c in calls.values()] == [
+        {"command": "echo hello-from-bash"},
+        {"file_path": str(world.workspace / "notes.txt")},
+    ]
     assert set(calls) == set(results)
     bash = next(r for r in results.values() if r["name"] == "Bash")
     assert bash["output"] == "hello-from-bash" and not bash["is_error"]

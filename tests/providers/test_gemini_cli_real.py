@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from seamline.errors import InvalidRequest
-from seamline.events import Error, Session, Text, Usage
+from seamline.events import Error, Session, Text, ToolCall, ToolResult, Usage
 from seamline.providers.gemini_cli import GeminiCliProvider
 from tests.fakes.gemini_api import FakeGemini
 from tests.providers.agent_cli_support import (
@@ -72,6 +72,8 @@ def test_seamline_run_json_end_to_end_with_tools_usage_and_cost(world: CliWorld)
     calls = [e for e in events if e["type"] == "tool_call"]
     results = [e for e in events if e["type"] == "tool_result"]
     assert [c["name"] for c in calls] == ["run_shell_command", "read_file"]
+    assert [c["arguments"] for c in calls] == [{"command": "cat notes.txt"}, {"file_path": "notes.txt"}]
+    assert [c["source"] for c in calls] == ["agent", "agent"]
     assert [r["call_id"] for r in results] == [c["call_id"] for c in calls]
     assert "pelican" in results[0]["output"] and not results[0]["is_error"]
     assert any(e["type"] == "file_change" and e["kind"] == "read" for e in events)
@@ -161,6 +163,32 @@ async def test_cut_stream_retried_then_given_up_is_transport(world: CliWorld) ->
     errors = [e for e in events if isinstance(e, Error) and e.attempt is None]
     assert (final.outcome, final.stop_reason) == ("failed", "transport"), events
     assert [(e.kind, e.retryable) for e in errors] == [("transport", True)]
+    assert_group_gone(session)
+
+
+@run_async
+async def test_mcp_tool_call_is_labelled_mcp(world: CliWorld) -> None:
+    # Issue 14, item 12: the reference MCP server's echo, as the CLI offers it to the model.
+    server = ROOT / ".tools" / "mcp-servers" / "node_modules" / "@modelcontextprotocol" / "server-everything"
+    settings = {
+        "security": {"auth": {"selectedType": "gemini-api-key"}},
+        "general": {"maxAttempts": 1},
+        "mcpServers": {"everything": {"command": "node", "args": [str(server / "dist" / "index.js"), "stdio"]}},
+    }
+    (world.home / ".gemini" / "settings.json").write_text(json.dumps(settings))
+    script = [
+        {"tool_calls": [{"name": "mcp_everything_echo", "arguments": {"message": "hi-mcp"}}]},
+        {"text": "Echoed."},
+    ]
+    with FakeGemini(script) as fake:
+        gemini = provider(fake)
+        session = await gemini.open(workspace=world.workspace)
+        events = await collect(session, "echo it")
+    calls = [e for e in events if isinstance(e, ToolCall)]
+    results = [e for e in events if isinstance(e, ToolResult)]
+    assert [(c.name, c.arguments, c.source) for c in calls] == [("mcp_everything_echo", {"message": "hi-mcp"}, "mcp")]
+    assert [(r.output, r.is_error) for r in results] == [("Echo: hi-mcp", False)]
+    assert one_complete(events).text == "Echoed."
     assert_group_gone(session)
 
 
