@@ -161,6 +161,7 @@ class AgentCliProvider(Provider):
         deadline = loop.time() + timeout
         lines = proc.lines().__aiter__()
         next_line: asyncio.Future[bytes] | None = None
+        next_check = loop.time() + _STDERR_TICK
         try:
             while True:
                 remaining = deadline - loop.time()
@@ -171,11 +172,14 @@ class AgentCliProvider(Provider):
                     next_line = asyncio.ensure_future(lines.__anext__())
                 # Wake at least every second: some CLIs report their retries on stderr only.
                 await asyncio.wait({next_line}, timeout=min(remaining, _STDERR_TICK))
-                for event in parser.watch_stderr(proc.stderr_tail(_STDERR_LINES)):
-                    yield event
-                if parser.retries > max_retries:
-                    gave_up = self._gave_up(parser.retries, max_retries)
-                    break
+                if loop.time() >= next_check:
+                    # At most once a tick, so a fast stream of deltas pays nothing for it.
+                    next_check = loop.time() + _STDERR_TICK
+                    for event in parser.watch_stderr(proc.stderr_tail(_STDERR_LINES)):
+                        yield event
+                    if parser.retries > max_retries:
+                        gave_up = self._gave_up(parser.retries, max_retries)
+                        break
                 if not next_line.done():
                     continue
                 try:
