@@ -27,6 +27,10 @@ Script entries are plain dicts (so a JSON file can hold them). Keys shared by bo
 A request that no entry matches gets the ``fallback`` entry when one is set, else a 500
 whose message says the script is exhausted (so a test that sends one call too many fails
 loudly).
+
+A WebSocket upgrade request (Codex tries its Responses WebSocket first when the provider
+allows it) gets a 404 like any unknown route; with ``refuse_websocket = True`` the fake
+drops the connection during the handshake instead, as a proxy that blocks WebSockets does.
 """
 
 from __future__ import annotations
@@ -119,6 +123,16 @@ class _Handler(BaseHTTPRequestHandler):
         self._dispatch()
 
     def _dispatch(self) -> None:
+        if self.server.api.refuse_websocket and self.headers.get("Upgrade", "").lower() == "websocket":
+            parts = urlsplit(self.path)
+            headers = {k.lower(): v for k, v in self.headers.items()}
+            self.server.api._record(
+                RecordedRequest(self.command, parts.path, parse_qs(parts.query), headers, None, b"")
+            )
+            self.close_connection = True
+            with contextlib.suppress(OSError):
+                self.connection.shutdown(socket.SHUT_RDWR)
+            return
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
         try:
@@ -237,6 +251,8 @@ class FakeAPI:
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         self._counter = 0
+        #: drop WebSocket upgrade requests mid-handshake instead of answering 404
+        self.refuse_websocket = False
 
     # -- lifecycle ---------------------------------------------------------------------
     def start(self) -> FakeAPI:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from seamline.events import Complete, Error
+from seamline.events import Complete, Error, Raw, Session
 from seamline.providers.base import ProviderSession
 from seamline.providers.claude_code import ClaudeCodeProvider
 from seamline.providers.registry import create_provider
@@ -195,8 +195,54 @@ def test_our_retry_bound_stops_a_cli_that_retries_for_ever(tmp_path: Path, monke
     events, left = drive(tmp_path, RETRIES_FOREVER, monkeypatch, max_retries="3", grace="0.5")
     errors = [e for e in events if isinstance(e, Error)]
     assert [e.attempt for e in errors[:-1]] == [1, 2, 3, 4]
-    assert errors[-1].kind == "timeout" and "retried 4 times" in errors[-1].message
-    assert isinstance(events[-1], Complete) and events[-1].stop_reason == "timeout" and left == []
+    # Issue 14, item 13: the give-up is classified by what was retried (529: provider), not as a timeout.
+    assert (errors[-1].kind, errors[-1].retryable) == ("provider", True) and "retried 4 times" in errors[-1].message
+    assert isinstance(events[-1], Complete) and events[-1].stop_reason == "provider" and left == []
+
+
+KILLED_FROM_OUTSIDE = """
+import json, os, signal
+print(json.dumps({"type": "system", "subtype": "init", "session_id": "gone-1", "model": "m"}), flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+DIES_ON_SIGTERM = """
+import json, signal, time
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+print(json.dumps({"type": "system", "subtype": "init", "session_id": "slow-2", "model": "m"}), flush=True)
+time.sleep(60)
+"""
+
+
+def test_diagnostic_names_a_signal_sent_from_outside(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Issue 14, item 15: nobody here signalled it, yet SIGKILL ended it: the diagnostic says so.
+    events, left = drive(tmp_path, KILLED_FROM_OUTSIDE, monkeypatch, grace="0.5")
+    diagnostics = [e.payload for e in events if isinstance(e, Raw) and e.source == "seamline"]
+    assert len(diagnostics) == 1 and diagnostics[0]["signal"] == "SIGKILL"
+    assert diagnostics[0]["signals_sent"] == "none" and diagnostics[0]["by"] == "outside"
+    assert isinstance(events[-1], Complete) and events[-1].outcome == "failed" and left == []
+
+
+def test_diagnostic_names_the_signal_that_ended_an_aborted_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SEAMLINE_BLOCK_REAL_PROVIDERS")
+    provider = ClaudeCodeProvider(options={"executable": str(stand_in(tmp_path, DIES_ON_SIGTERM)), "grace": "0.5"})
+
+    async def go() -> tuple[list[object], list[int]]:
+        session = await provider.open(workspace=tmp_path)
+        events: list[object] = []
+        aborting = None
+        async for event in session.send("hi"):
+            events.append(event)
+            if aborting is None and isinstance(event, Session) and event.provider_session_id:
+                aborting = asyncio.create_task(provider.abort(session))
+        assert aborting is not None
+        await aborting
+        return events, group_members(session.state["cli_process"].pgid)
+
+    events, left = asyncio.run(go())
+    diagnostics = [e.payload for e in events if isinstance(e, Raw) and e.source == "seamline"]
+    assert [(d["signal"], d["signals_sent"]) for d in diagnostics] == [("SIGTERM", "SIGTERM")]
+    assert isinstance(events[-1], Complete) and events[-1].outcome == "aborted" and left == []
 
 
 def test_turn_timeout_ends_a_cli_that_ignores_sigint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

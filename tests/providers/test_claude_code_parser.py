@@ -9,6 +9,7 @@ from seamline.events import (
     Complete,
     Error,
     FileChange,
+    PermissionDecision,
     Raw,
     Session,
     Text,
@@ -19,8 +20,9 @@ from seamline.events import (
 )
 from seamline.providers.cli_parsers.claude_code import ClaudeStreamJsonParser
 from tests.providers import cli_parser_properties as props
-from tests.providers.agent_cli_support import fixture_lines, fixture_meta, replay
+from tests.providers.agent_cli_support import FIXTURES, fixture_lines, fixture_meta, replay
 
+BOUND = 2  # the driver's default retry bound
 P = "claude-code"
 
 
@@ -93,7 +95,7 @@ def test_cut_stream_recovered_by_the_cli() -> None:
     assert events[-1].text == "a cut answer that never ends at all"
 
 
-def test_interrupt_is_an_abort_only_when_we_asked_for_it() -> None:
+def test_interrupt_is_an_abort_whoever_sent_it() -> None:
     parser = ClaudeStreamJsonParser()
     lines = fixture_lines(P, "abort")
     events = [e for line in lines[:-1] for e in parser.feed(line)]
@@ -102,8 +104,74 @@ def test_interrupt_is_an_abort_only_when_we_asked_for_it() -> None:
     events += parser.finish(returncode=0, aborted=True)
     assert not [e for e in events if isinstance(e, Error)]
     assert isinstance(events[-1], Complete) and events[-1].outcome == "aborted"
+    # Issue 14, item 10: a SIGINT seamline did not send (terminal_reason "aborted_streaming").
     unasked = parse("abort")
-    assert isinstance(unasked[-1], Complete) and unasked[-1].outcome == "failed"
+    assert not [e for e in unasked if isinstance(e, Error)]
+    assert isinstance(unasked[-1], Complete) and (unasked[-1].outcome, unasked[-1].stop_reason) == (
+        "aborted",
+        "aborted",
+    )
+
+
+def test_aborted_turn_keeps_what_streamed() -> None:
+    # Issue 14, item 9: the partial answer is the closing text and the complete's text.
+    events = parse("abort_streamed", aborted=True)
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "Partial "
+    assert [e.text for e in events if isinstance(e, Text)] == ["Partial "]
+    final = events[-1]
+    assert isinstance(final, Complete) and (final.outcome, final.text) == ("aborted", "Partial ")
+
+
+def test_permission_denials_become_decisions_by_the_agent() -> None:
+    # Issue 14, item 11: Write has no allow rule; Claude Code lists it in permission_denials.
+    events = parse("denied")
+    calls = [e for e in events if isinstance(e, ToolCall)]
+    decisions = [e for e in events if isinstance(e, PermissionDecision)]
+    assert [c.name for c in calls] == ["Write"] and calls[0].arguments["content"] == "new\n"
+    assert [(d.request_id, d.decision) for d in decisions] == [(f"perm-{calls[0].call_id}", "deny")]
+    assert "Claude Code" in decisions[0].reason and "Write" in decisions[0].reason
+    results = [e for e in events if isinstance(e, ToolResult)]
+    assert results[0].is_error and not [e for e in events if isinstance(e, FileChange)]
+    final = events[-1]
+    assert isinstance(final, Complete) and (final.outcome, final.text) == ("completed", "I could not write it.")
+
+
+def test_resume_of_an_unknown_session_is_invalid_request() -> None:
+    events = parse("resume_unknown", returncode=fixture_meta(P, "resume_unknown")["exit_code"])
+    errors = [e for e in events if isinstance(e, Error)]
+    assert [(e.kind, e.retryable) for e in errors] == [("invalid_request", False)]
+    assert "No conversation found with session ID: 0b5e5e5e-dead-4bad-8bad-00000000beef" in errors[0].message
+
+
+def test_mcp_tools_are_labelled_mcp() -> None:
+    events = parse("mcp")
+    calls = [e for e in events if isinstance(e, ToolCall)]
+    assert [(c.name, c.arguments, c.source) for c in calls] == [("mcp__everything__echo", {"message": "hi-mcp"}, "mcp")]
+    results = [e for e in events if isinstance(e, ToolResult)]
+    assert [(r.output, r.is_error) for r in results] == [("Echo: hi-mcp", False)]
+
+
+def test_529_is_provider_and_retryable() -> None:
+    events = parse("overloaded_529", returncode=1)
+    assert [(e.kind, e.retryable) for e in events if isinstance(e, Error)] == [("provider", True)]
+
+
+def test_unreachable_endpoint_is_transport_also_when_our_bound_ends_it() -> None:
+    # Issue 14, item 13: Claude Code's own give-up and the driver's retry bound agree.
+    events = parse("unreachable", returncode=1)
+    retries = [e for e in events if isinstance(e, Error) and e.attempt is not None]
+    assert [(e.kind, e.attempt) for e in retries] == [("transport", 1), ("transport", 2)]
+    final = events[-1]
+    assert isinstance(final, Complete) and final.stop_reason == "transport"
+    parser = ClaudeStreamJsonParser()
+    cut: list[object] = []
+    for line in fixture_lines(P, "unreachable"):
+        cut += parser.feed(line)
+        if parser.retries > 1:
+            break
+    cut += parser.finish(returncode=-2, gave_up="claude-code: the CLI retried 2 times (our bound is 1)")
+    assert [(e.kind, e.retryable) for e in cut if isinstance(e, Error) and e.attempt is None] == [("transport", True)]
+    assert isinstance(cut[-1], Complete) and cut[-1].stop_reason == "transport"
 
 
 def test_no_result_frame_is_a_classified_failure() -> None:
@@ -111,6 +179,54 @@ def test_no_result_frame_is_a_classified_failure() -> None:
     errors = [e for e in events if isinstance(e, Error)]
     assert len(errors) == 1 and "exit code 1" in errors[0].message
     assert isinstance(events[-1], Complete) and events[-1].outcome == "failed"
+
+
+# Every captured case, as the driver would end it: (outcome, stop reason). A new fixture
+# must be added here (the next test says so).
+EXPECTED: dict[str, tuple[str, str]] = {
+    "plain": ("completed", "end_turn"),
+    "tools": ("completed", "end_turn"),
+    "resume": ("completed", "end_turn"),
+    "mcp": ("completed", "end_turn"),
+    "denied": ("completed", "end_turn"),
+    "error_401": ("failed", "auth"),
+    "error_429": ("failed", "quota"),
+    "error_500": ("failed", "provider"),
+    "overloaded": ("failed", "provider"),
+    "overloaded_529": ("failed", "provider"),
+    "cut": ("completed", "end_turn"),
+    "cut_retried": ("completed", "end_turn"),
+    "abort": ("aborted", "aborted"),
+    "abort_streamed": ("aborted", "aborted"),
+    "resume_unknown": ("failed", "invalid_request"),
+    "unreachable": ("failed", "transport"),
+}
+
+
+def test_every_fixture_is_a_case_here() -> None:
+    captured = sorted(path.stem for path in (FIXTURES / P).glob("*.jsonl"))
+    assert captured == sorted(EXPECTED)
+
+
+@pytest.mark.parametrize("scenario", sorted(EXPECTED))
+def test_every_case_ends_right(scenario: str) -> None:
+    meta = fixture_meta(P, scenario)
+    stderr_file = FIXTURES / P / f"{scenario}.stderr"
+    stderr = stderr_file.read_text() if stderr_file.is_file() else ""
+    parser = ClaudeStreamJsonParser()
+    events: list[object] = []
+    gave_up = None
+    for line in fixture_lines(P, scenario):
+        events += parser.feed(line)
+        if parser.retries > BOUND:
+            gave_up = f"retried {parser.retries} times (our bound is {BOUND})"
+            break
+    events += parser.watch_stderr(stderr)
+    aborted = meta.get("signal") is not None
+    events += parser.finish(returncode=meta["exit_code"], stderr=stderr, aborted=aborted, gave_up=gave_up)
+    final = events[-1]
+    assert isinstance(final, Complete) and (final.outcome, final.stop_reason) == EXPECTED[scenario]
+    assert sum(isinstance(e, Complete) for e in events) == 1
 
 
 ALL = [line for s in ("tools", "error_429", "abort") for line in fixture_lines(P, s)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,7 @@ from seamline.events import (
     Complete,
     Error,
     FileChange,
+    PermissionDecision,
     Reasoning,
     ReasoningDelta,
     Session,
@@ -74,6 +76,10 @@ def test_seamline_run_json_end_to_end_with_tools_usage_and_cost(world: CliWorld)
     calls = {e["call_id"]: e for e in events if e["type"] == "tool_call"}
     results = {e["call_id"]: e for e in events if e["type"] == "tool_result"}
     assert [c["name"] for c in calls.values()] == ["Bash", "Read"]
+    assert [c["arguments"] for c in calls.values()] == [
+        {"command": "echo hello-from-bash"},
+        {"file_path": str(world.workspace / "notes.txt")},
+    ]
     assert set(calls) == set(results)
     bash = next(r for r in results.values() if r["name"] == "Bash")
     assert bash["output"] == "hello-from-bash" and not bash["is_error"]
@@ -161,6 +167,58 @@ async def test_api_errors_are_classified(world: CliWorld, status: int, kind: str
     assert errors and errors[-1].kind == kind and errors[-1].retryable is retryable
     assert str(status) in errors[-1].message
     assert not [e for e in events if isinstance(e, Text)]  # the synthetic "API Error" text is no answer
+    assert_group_gone(session)
+
+
+@run_async
+async def test_resume_of_an_unknown_session_is_invalid_request(world: CliWorld) -> None:
+    with AgentAnthropic([{"text": "never asked", "times": -1}], fallback={"text": "side"}) as fake:
+        claude = provider(fake)
+        session = await claude.open_resumed("0b5e5e5e-dead-4bad-8bad-00000000beef", workspace=world.workspace)
+        events = await collect(session, "hi")
+        asked = len(fake.turn_requests())
+    final = one_complete(events)
+    errors = [e for e in events if isinstance(e, Error)]
+    assert final.outcome == "failed" and [(e.kind, e.retryable) for e in errors] == [("invalid_request", False)]
+    assert "No conversation found" in errors[0].message and asked == 0
+    assert_group_gone(session)
+
+
+@run_async
+async def test_denied_tool_is_a_permission_decision_by_the_agent(world: CliWorld) -> None:
+    # Issue 14, item 11: Write has no allow rule here; Claude Code refuses it itself.
+    target = world.workspace / "made.txt"
+    script = [
+        {"tool_calls": [{"name": "Write", "arguments": {"file_path": str(target), "content": "new\n"}}]},
+        {"text": "I could not write it."},
+    ]
+    with AgentAnthropic(script, fallback={"text": "side"}) as fake:
+        claude = provider(fake, allowed_tools="Bash")
+        session = await claude.open(workspace=world.workspace)
+        events = await collect(session, "write it")
+    calls = [e for e in events if isinstance(e, ToolCall)]
+    decisions = [e for e in events if isinstance(e, PermissionDecision)]
+    assert [(c.name, c.arguments["file_path"]) for c in calls] == [("Write", str(target))]
+    assert [(d.request_id, d.decision) for d in decisions] == [(f"perm-{calls[0].call_id}", "deny")]
+    assert one_complete(events).outcome == "completed" and not target.exists()
+    assert_group_gone(session)
+
+
+@run_async
+async def test_unreachable_endpoint_is_transport(world: CliWorld) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    claude = ClaudeCodeProvider(
+        model=MODEL,
+        options={"executable": cli_path("claude"), "base_url": f"http://127.0.0.1:{port}", "max_retries": "1"},
+    )
+    session = await claude.open(workspace=world.workspace)
+    events = await collect(session, "hi")
+    final = one_complete(events)
+    assert final.outcome == "failed" and final.stop_reason == "transport"
+    errors = [e for e in events if isinstance(e, Error)]
+    assert all(e.kind == "transport" and e.retryable for e in errors)
     assert_group_gone(session)
 
 

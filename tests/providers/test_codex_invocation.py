@@ -42,6 +42,10 @@ def test_argv_for_fresh_resumed_and_forked_threads(tmp_path: Path) -> None:
     table = next(c for c in config if c.startswith("model_providers.seamline="))
     assert 'base_url="http://127.0.0.1:9/v1"' in table and 'env_key="FAKE_KEY"' in table
     assert 'wire_api="responses"' in table and "request_max_retries=1" in table and "stream_max_retries=1" in table
+    assert table.endswith(",supports_websockets=false}")  # HTTP only unless asked
+    on = CodexProvider(options={"base_url": "http://127.0.0.1:9/v1", "websockets": "true"})
+    argv = on._invocation(session=session, prompt="hi", executable="codex", mode="fresh", target=None).argv
+    assert any(a.startswith("model_providers.seamline=") and "supports_websockets=true" in a for a in argv)
     resumed = provider._invocation(session=session, prompt="hi", executable="codex", mode="resume", target="T1")
     assert resumed.argv[4] == "resume" and resumed.argv[-2:] == ["T1", "hi"] and resumed.argv[5:-2] == flags
     forked = provider._invocation(session=session, prompt="hi", executable="codex", mode="fork", target="T1")

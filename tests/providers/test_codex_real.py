@@ -137,7 +137,7 @@ async def test_api_errors_are_classified(world: CliWorld, status: int, kind: str
 
 
 @run_async
-async def test_unreachable_endpoint_hits_our_retry_bound(world: CliWorld) -> None:
+async def test_unreachable_endpoint_hits_our_retry_bound_as_transport(world: CliWorld) -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
@@ -146,10 +146,45 @@ async def test_unreachable_endpoint_hits_our_retry_bound(world: CliWorld) -> Non
     session = await codex.open(workspace=world.workspace)
     events = await collect(session, "hi")
     final = one_complete(events)
-    assert final.outcome == "failed" and final.stop_reason == "timeout"
+    # Issue 14, item 13: the endpoint cannot be reached: transport, not timeout.
+    assert final.outcome == "failed" and final.stop_reason == "transport"
     errors = [e for e in events if isinstance(e, Error)]
-    assert errors[-1].kind == "timeout" and "retried" in errors[-1].message
+    assert errors[-1].kind == "transport" and errors[-1].retryable and "retried" in errors[-1].message
     assert [e.attempt for e in errors if e.attempt is not None][:2] == [1, 2]
+    assert_group_gone(session)
+
+
+@run_async
+async def test_websocket_refused_falls_back_to_http_and_completes(world: CliWorld) -> None:
+    # Issue 14, item 1: Codex's own numbered reconnects, then HTTP: the turn goes on.
+    with FakeOpenAI([{"text": "Hello over HTTP.", "usage": {"input_tokens": 30, "output_tokens": 5}}]) as fake:
+        fake.refuse_websocket = True
+        codex = provider(fake.base_url, websockets="true", max_retries="3")
+        session = await codex.open(workspace=world.workspace)
+        events = await collect(session, "hi")
+        upgrades = [r for r in fake.requests if r.headers.get("upgrade", "").lower() == "websocket"]
+    final = one_complete(events)
+    assert (final.outcome, final.text) == ("completed", "Hello over HTTP.")
+    notices = [e for e in events if isinstance(e, Error)]
+    assert notices and all(e.kind == "transport" and e.retryable and e.attempt for e in notices)
+    assert [e.input_tokens for e in events if isinstance(e, Usage)] == [30]
+    assert len(upgrades) >= 1
+    assert_group_gone(session)
+
+
+@run_async
+async def test_resume_of_an_unknown_thread_is_invalid_request(world: CliWorld) -> None:
+    # Issue 14, item 3: Codex prints nothing on stdout and a stack backtrace after the cause.
+    with FakeOpenAI([{"text": "never asked", "times": -1}]) as fake:
+        codex = provider(fake.base_url)
+        session = await codex.open_resumed("0b5e5e5e-dead-4bad-8bad-00000000beef", workspace=world.workspace)
+        events = await collect(session, "hi")
+        asked = len(fake.model_requests())
+    final = one_complete(events)
+    errors = [e for e in events if isinstance(e, Error)]
+    assert final.outcome == "failed" and final.stop_reason == "invalid_request"
+    assert len(errors) == 1 and "no rollout found" in errors[0].message and not errors[0].retryable
+    assert asked == 0
     assert_group_gone(session)
 
 

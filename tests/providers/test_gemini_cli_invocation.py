@@ -6,13 +6,17 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import stat
+import sys
 from pathlib import Path
 
 import pytest
 
+from seamline.events import Complete, Error
 from seamline.providers import gemini_cli
 from seamline.providers.base import ProviderSession
 from seamline.providers.gemini_cli import GeminiCliProvider
+from seamline.transport.subprocess import group_members
 
 
 def session_of(provider: GeminiCliProvider, tmp_path: Path) -> ProviderSession:
@@ -96,3 +100,44 @@ def test_transcript_is_the_live_file_when_a_resume_left_a_stub(
     session = session_of(provider, tmp_path)
     session.provider_session_id = psid
     assert provider.transcript_location(session) == live
+
+
+RETRIES_ON_STDERR = """
+import json, sys, time
+print(json.dumps({"type": "init", "session_id": "retry-1", "model": "m"}), flush=True)
+n = 0
+while True:
+    n += 1
+    print(f"Attempt {n} failed. Retrying with backoff... Error: exception TypeError: fetch failed sending request",
+          file=sys.stderr, flush=True)
+    print("    at async retryWithBackoff (file:///gemini/bundle.js:1:1)", file=sys.stderr, flush=True)
+    time.sleep(0.2)
+"""
+
+
+def test_retries_reported_on_stderr_only_meet_our_bound(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Issue 14, item 13: no stdout after init; the retries show on stderr. Our bound ends the
+    # turn as transport, long before the turn timeout.
+    monkeypatch.delenv("SEAMLINE_BLOCK_REAL_PROVIDERS")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    exe = tmp_path / "bin" / "gemini"
+    exe.parent.mkdir()
+    exe.write_text(f"#!{sys.executable}\n{RETRIES_ON_STDERR}")
+    exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
+    provider = GeminiCliProvider(
+        options={"executable": str(exe), "max_retries": "2", "turn_timeout": "60", "grace": "0.5"}
+    )
+
+    async def go() -> tuple[list[object], list[int]]:
+        session = await provider.open(workspace=tmp_path)
+        events = [e async for e in session.send("hi")]
+        return events, group_members(session.state["cli_process"].pgid)
+
+    events, left = asyncio.run(go())
+    errors = [e for e in events if isinstance(e, Error)]
+    retries = [e.attempt for e in errors if e.attempt is not None]
+    assert retries[:3] == [1, 2, 3] and all(e.kind == "transport" for e in errors)
+    assert errors[-1].attempt is None and "retried" in errors[-1].message
+    final = events[-1]
+    assert isinstance(final, Complete) and (final.outcome, final.stop_reason) == ("failed", "transport")
+    assert left == []

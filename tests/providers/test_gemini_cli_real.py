@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from seamline.errors import InvalidRequest
-from seamline.events import Error, Session, Text, Usage
+from seamline.events import Error, Session, Text, ToolCall, ToolResult, Usage
 from seamline.providers.gemini_cli import GeminiCliProvider
 from tests.fakes.gemini_api import FakeGemini
 from tests.providers.agent_cli_support import (
@@ -71,6 +72,8 @@ def test_seamline_run_json_end_to_end_with_tools_usage_and_cost(world: CliWorld)
     calls = [e for e in events if e["type"] == "tool_call"]
     results = [e for e in events if e["type"] == "tool_result"]
     assert [c["name"] for c in calls] == ["run_shell_command", "read_file"]
+    assert [c["arguments"] for c in calls] == [{"command": "cat notes.txt"}, {"file_path": "notes.txt"}]
+    assert [c["source"] for c in calls] == ["agent", "agent"]
     assert [r["call_id"] for r in results] == [c["call_id"] for c in calls]
     assert "pelican" in results[0]["output"] and not results[0]["is_error"]
     assert any(e["type"] == "file_change" and e["kind"] == "read" for e in events)
@@ -116,7 +119,7 @@ async def test_fork_is_refused_as_the_capability_says(world: CliWorld) -> None:
 
 @pytest.mark.parametrize(
     ("status", "kind"),
-    [(401, "auth"), (429, "quota"), (500, "provider"), (503, "provider")],
+    [(401, "auth"), (429, "quota"), (500, "provider"), (503, "provider"), (529, "provider")],
 )
 @run_async
 async def test_api_errors_are_classified_despite_the_exit_code(world: CliWorld, status: int, kind: str) -> None:
@@ -143,6 +146,94 @@ async def test_stream_cut_midway_is_an_error_though_the_exit_code_is_zero(world:
     errors = [e for e in events if isinstance(e, Error)]
     assert final.outcome == "failed", events
     assert errors and errors[-1].kind in ("transport", "provider")
+    assert_group_gone(session)
+
+
+@run_async
+async def test_cut_stream_retried_then_given_up_is_transport(world: CliWorld) -> None:
+    # Issue 14, item 2: an error line, then a result with status "error" and no error object.
+    settings = {"security": {"auth": {"selectedType": "gemini-api-key"}}, "general": {"maxAttempts": 2}}
+    (world.home / ".gemini" / "settings.json").write_text(json.dumps(settings))
+    script = [{"text": "a cut answer that never ends", "cut_after": 2, "cut": "clean", "times": -1}]
+    with FakeGemini(script) as fake:
+        gemini = provider(fake, max_retries="2")
+        session = await gemini.open(workspace=world.workspace)
+        events = await collect(session, "hi")
+    final = one_complete(events)
+    errors = [e for e in events if isinstance(e, Error) and e.attempt is None]
+    assert (final.outcome, final.stop_reason) == ("failed", "transport"), events
+    assert [(e.kind, e.retryable) for e in errors] == [("transport", True)]
+    assert_group_gone(session)
+
+
+@run_async
+async def test_mcp_tool_call_is_labelled_mcp(world: CliWorld) -> None:
+    # Issue 14, item 12: the reference MCP server's echo, as the CLI offers it to the model.
+    server = ROOT / ".tools" / "mcp-servers" / "node_modules" / "@modelcontextprotocol" / "server-everything"
+    settings = {
+        "security": {"auth": {"selectedType": "gemini-api-key"}},
+        "general": {"maxAttempts": 1},
+        "mcpServers": {"everything": {"command": "node", "args": [str(server / "dist" / "index.js"), "stdio"]}},
+    }
+    (world.home / ".gemini" / "settings.json").write_text(json.dumps(settings))
+    script = [
+        {"tool_calls": [{"name": "mcp_everything_echo", "arguments": {"message": "hi-mcp"}}]},
+        {"text": "Echoed."},
+    ]
+    with FakeGemini(script) as fake:
+        gemini = provider(fake)
+        session = await gemini.open(workspace=world.workspace)
+        events = await collect(session, "echo it")
+    calls = [e for e in events if isinstance(e, ToolCall)]
+    results = [e for e in events if isinstance(e, ToolResult)]
+    assert [(c.name, c.arguments, c.source) for c in calls] == [("mcp_everything_echo", {"message": "hi-mcp"}, "mcp")]
+    assert [(r.output, r.is_error) for r in results] == [("Echo: hi-mcp", False)]
+    assert one_complete(events).text == "Echoed."
+    assert_group_gone(session)
+
+
+@run_async
+async def test_resume_of_an_unknown_session_is_invalid_request(world: CliWorld) -> None:
+    # Issue 14, item 3: exit 42 and an error line before a hint, on stderr only.
+    with FakeGemini([{"text": "First."}, {"text": "never asked", "times": -1}]) as fake:
+        gemini = provider(fake)
+        first = await gemini.open(workspace=world.workspace)
+        assert one_complete(await collect(first, "hi")).outcome == "completed"
+        session = await gemini.open_resumed("0b5e5e5e-dead-4bad-8bad-00000000beef", workspace=world.workspace)
+        events = await collect(session, "again")
+        asked = len(fake.model_requests())
+    final = one_complete(events)
+    errors = [e for e in events if isinstance(e, Error)]
+    assert final.outcome == "failed" and [(e.kind, e.retryable) for e in errors] == [("invalid_request", False)]
+    assert "Invalid session identifier" in errors[0].message and asked == 1
+    assert_group_gone(session)
+
+
+@run_async
+async def test_unreachable_endpoint_retries_seen_on_stderr_end_as_transport(world: CliWorld) -> None:
+    # Issue 14, item 13: the CLI's retries show only on stderr; our bound ends the turn, not the timeout.
+    settings = {"security": {"auth": {"selectedType": "gemini-api-key"}}, "general": {"maxAttempts": 10}}
+    (world.home / ".gemini" / "settings.json").write_text(json.dumps(settings))
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    gemini = GeminiCliProvider(
+        model=MODEL,
+        options={
+            "executable": cli_path("gemini"),
+            "base_url": f"http://127.0.0.1:{port}",
+            "max_retries": "1",
+            "turn_timeout": "120",
+            "grace": "1",
+        },
+    )
+    session = await gemini.open(workspace=world.workspace)
+    events = await collect(session, "hi")
+    final = one_complete(events)
+    errors = [e for e in events if isinstance(e, Error)]
+    assert (final.outcome, final.stop_reason) == ("failed", "transport")
+    assert [e.attempt for e in errors if e.attempt is not None][:2] == [1, 2]
+    assert errors[-1].attempt is None and "retried" in errors[-1].message
     assert_group_gone(session)
 
 

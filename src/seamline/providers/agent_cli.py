@@ -4,7 +4,9 @@ An agent CLI runs its own tools; seamline starts it as a subprocess in its own p
 group, feeds its stdout line by line to the provider's stream parser, keeps the native
 lines in the raw log, and bounds the turn: a turn timeout and a retry bound of our own
 (some of these programs retry for minutes, or for ever), either of which ends the process
-group and reports a classified ``timeout``. Abort ends the group too (SIGINT, SIGTERM, then
+group: the timeout reports ``timeout``, the retry bound the kind of the failure retried
+(``transport`` for an endpoint that cannot be reached). Retries a CLI reports only on stderr
+are read from there while the turn runs. Abort ends the group too (SIGINT, SIGTERM, then
 SIGKILL) and the turn's outcome is ``aborted``.
 
 A subclass supplies the dialect: :meth:`AgentCliProvider._invocation` (argv and environment
@@ -19,6 +21,7 @@ import contextlib
 import os
 import re
 import shutil
+import signal
 import uuid
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -39,6 +42,8 @@ SessionMode = Literal["fresh", "resume", "fork"]
 
 _VERSION: Final = re.compile(r"(\d+)\.(\d+)\.(\d+)")
 _SAFE_ID: Final = re.compile(r"^[A-Za-z0-9_-]+$")
+_STDERR_TICK: Final = 1.0
+_STDERR_LINES: Final = 200
 
 COMMON_OPTIONS: Final[dict[str, OptionSpec]] = {
     "executable": OptionSpec("path of the CLI program (default: found on PATH)"),
@@ -165,22 +170,38 @@ class AgentCliProvider(Provider):
         session.state["cli_process"] = proc
         store = session.store
         timed_out: str | None = None
+        gave_up: str | None = None
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         lines = proc.lines().__aiter__()
+        next_line: asyncio.Future[bytes] | None = None
+        next_check = loop.time() + _STDERR_TICK
         try:
             while True:
                 remaining = deadline - loop.time()
                 if remaining <= 0:
                     timed_out = f"{self.name}: the turn passed its timeout of {timeout:g} s"
                     break
+                if next_line is None:
+                    next_line = asyncio.ensure_future(lines.__anext__())
+                # Wake at least every second: some CLIs report their retries on stderr only.
+                await asyncio.wait({next_line}, timeout=min(remaining, _STDERR_TICK))
+                if loop.time() >= next_check:
+                    # At most once a tick, so a fast stream of deltas pays nothing for it.
+                    next_check = loop.time() + _STDERR_TICK
+                    for event in parser.watch_stderr(proc.stderr_tail(_STDERR_LINES)):
+                        yield event
+                    if parser.retries > max_retries:
+                        gave_up = self._gave_up(parser.retries, max_retries)
+                        break
+                if not next_line.done():
+                    continue
                 try:
-                    line = await asyncio.wait_for(lines.__anext__(), timeout=remaining)
+                    line = next_line.result()
                 except StopAsyncIteration:
                     break
-                except TimeoutError:
-                    timed_out = f"{self.name}: the turn passed its timeout of {timeout:g} s"
-                    break
+                finally:
+                    next_line = None
                 if store is not None and line.strip():
                     store.append_raw(
                         session.session_id, session.turn, "out", parser.source, line.decode("utf-8", "replace")
@@ -189,34 +210,46 @@ class AgentCliProvider(Provider):
                 for event in parser.feed(line):
                     yield event
                 if parser.retries > max_retries:
-                    timed_out = (
-                        f"{self.name}: the API failed and the CLI retried {parser.retries} times"
-                        f" (our bound is {max_retries})"
-                    )
+                    gave_up = self._gave_up(parser.retries, max_retries)
                     break
         finally:
-            if timed_out is None and not session.aborted and proc.returncode is None:
+            if next_line is not None and not next_line.done():
+                next_line.cancel()
+                with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
+                    await next_line
+            if timed_out is None and gave_up is None and not session.aborted and proc.returncode is None:
                 # Output ended: give the program a moment to exit on its own before signalling.
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(asyncio.shield(proc.wait()), timeout=grace)
+            ending = session.state.pop("cli_ending", None)
+            if isinstance(ending, asyncio.Future):
+                # An abort is ending the group: wait for it rather than race it with a second ending.
+                with contextlib.suppress(Exception):
+                    await ending
             if proc.returncode is None or proc.group_alive():
                 await proc.end(grace=grace)
         returncode = await proc.wait()
-        ended = proc.ended_by
-        if ended is not None and ended.signal != "none":
-            yield Raw(source="seamline", payload={"ended_process_group": proc.pgid, "signal": ended.signal})
+        diagnostic = _ending_diagnostic(proc, returncode)
+        if diagnostic is not None:
+            yield diagnostic
         for event in parser.finish(
             returncode=returncode,
-            stderr=proc.stderr_tail(),
-            aborted=session.aborted and timed_out is None,
+            stderr=proc.stderr_tail(_STDERR_LINES),
+            aborted=session.aborted and timed_out is None and gave_up is None,
             timed_out=timed_out,
+            gave_up=gave_up,
         ):
             yield event
+
+    def _gave_up(self, retries: int, bound: int) -> str:
+        return f"{self.name}: the API call kept failing and the CLI retried {retries} times (our bound is {bound})"
 
     async def _abort(self, session: ProviderSession) -> None:
         proc = session.state.get("cli_process")
         if isinstance(proc, LineProcess):
-            await proc.end(grace=self._float_option("grace", 3.0))
+            ending = asyncio.ensure_future(proc.end(grace=self._float_option("grace", 3.0)))
+            session.state["cli_ending"] = ending
+            await asyncio.shield(ending)
 
     async def _close(self, session: ProviderSession) -> None:
         proc = session.state.pop("cli_process", None)
@@ -375,6 +408,27 @@ def copy_config_tree(source: Path, dest: Path, *, skip: frozenset[str]) -> None:
             shutil.copytree(entry, target, dirs_exist_ok=True, symlinks=False)
         elif entry.is_file():
             shutil.copy2(entry, target)
+
+
+def _ending_diagnostic(proc: LineProcess, returncode: int | None) -> Raw | None:
+    """Which signal ended the program, when one did: the one that killed the leader (its
+    negative exit code says which), else the last one seamline had to send the group."""
+    ended = proc.ended_by
+    sent = ended.signal if ended is not None else "none"
+    killed_by = _signal_name(-returncode) if returncode is not None and returncode < 0 else None
+    if killed_by is None and sent == "none":
+        return None
+    payload: dict[str, Any] = {"ended_process_group": proc.pgid, "signal": killed_by or sent, "signals_sent": sent}
+    if killed_by is not None and sent == "none":
+        payload["by"] = "outside"  # nobody here signalled it
+    return Raw(source="seamline", payload=payload)
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 def uuid_for(session_id: str) -> str:

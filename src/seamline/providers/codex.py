@@ -40,6 +40,11 @@ class CodexProvider(AgentCliProvider):
             choices=("read-only", "workspace-write", "danger-full-access"),
         ),
         "codex_home": OptionSpec("Codex's home dir (sets CODEX_HOME)"),
+        "websockets": OptionSpec(
+            "let Codex try the Responses WebSocket at base_url first (it falls back to HTTP)",
+            default="false",
+            choices=("true", "false"),
+        ),
     }
     forking = "native"
     session_ids = "provider"
@@ -78,7 +83,8 @@ class CodexProvider(AgentCliProvider):
             key_env = self.option_values.get("api_key_env", "OPENAI_API_KEY")
             table = (
                 f'{{name="seamline",base_url={json.dumps(base_url)},env_key={json.dumps(key_env)},'
-                f'wire_api="responses",request_max_retries={retries},stream_max_retries={retries}}}'
+                f'wire_api="responses",request_max_retries={retries},stream_max_retries={retries}'
+                f",supports_websockets={self.option_values.get('websockets', 'false')}}}"
             )
             config += ['model_provider="seamline"', f"model_providers.seamline={table}"]
         if home := self.option_values.get("codex_home"):

@@ -14,18 +14,37 @@ from typing import Any, ClassVar, Final
 
 import msgspec
 
-from seamline.events import Complete, Error, ErrorKind, Event, Outcome, Raw
+from seamline.events import Complete, Error, ErrorKind, Event, Outcome, Raw, Text, TextDelta
 
 __all__ = ["StreamParser", "classify_http_status", "classify_message"]
 
 _decode: Final = msgspec.json.Decoder().decode
 _STATUS_IN_TEXT: Final = re.compile(r"\b(4\d\d|5\d\d)\b")
+# Stderr lines that never name the cause of a failure: stack frames, and notices the CLIs
+# print on every run (Codex's stdin note and PATH warning, Gemini's terminal and ripgrep notes).
+_STDERR_NOISE: Final = re.compile(
+    r"^(at |\d+: |Stack backtrace:|Reading additional input from stdin|WARNING: proceeding|Warning: 256-color"
+    r"|Ripgrep is not available|YOLO mode is enabled|Loaded cached credentials|Data collection is disabled)"
+)
+_STDERR_ERROR: Final = re.compile(r"error|failed|exception|not found|no such|invalid|denied|refused", re.IGNORECASE)
+# Phrases of a resume or fork whose session the CLI does not know.
+_UNKNOWN_SESSION: Final = (
+    "no rollout found",
+    "no conversation found",
+    "no session found",
+    "session not found",
+    "invalid session identifier",
+    "could not find session",
+    "no previous sessions found",
+)
 
 
 def classify_http_status(status: int | None) -> tuple[ErrorKind, bool]:
     """The error kind and retryability of an HTTP status (``None``: nothing answered)."""
     if status is None:
         return "transport", True
+    if status == 529:
+        return "provider", True  # Anthropic's "overloaded"
     if status in (401, 403):
         return "auth", False
     if status == 429:
@@ -42,6 +61,8 @@ def classify_http_status(status: int | None) -> tuple[ErrorKind, bool]:
 def classify_message(message: str) -> tuple[ErrorKind, bool]:
     """Best guess at a kind from an error text that embeds an HTTP status or a known phrase."""
     lowered = message.lower()
+    if any(phrase in lowered for phrase in _UNKNOWN_SESSION):
+        return "invalid_request", False
     if "overloaded" in lowered or "high demand" in lowered:
         return "provider", True
     if "rate limit" in lowered or "quota" in lowered or "resource_exhausted" in lowered:
@@ -85,6 +106,10 @@ class StreamParser:
         self.lines = 0
         #: set by the driver once it has asked the program to stop: a failure that follows is the abort
         self.aborting = False
+        #: the kind of the failure behind the last counted retry (what a give-up reports)
+        self.retry_kind: ErrorKind = "transport"
+        self._said: list[str] = []
+        self._open_deltas: list[str] = []
 
     # -- feeding -----------------------------------------------------------------------
     def feed(self, line: bytes | str) -> list[Event]:
@@ -105,9 +130,22 @@ class StreamParser:
             # Nothing after the terminal frame changes the turn; keep it verbatim.
             return [Raw(source=self.source, payload=frame)]
         try:
-            return self._frame(frame)
+            events = self._frame(frame)
         except (KeyError, TypeError, ValueError, AttributeError, IndexError, msgspec.ValidationError):
             return [Raw(source=self.source, payload=frame)]
+        for event in events:
+            # What streamed, kept for a turn that ends without its final text (an abort).
+            if isinstance(event, TextDelta):
+                self._open_deltas.append(event.text)
+            elif isinstance(event, Text):
+                self._open_deltas = []
+                self._said.append(event.text)
+        return events
+
+    def watch_stderr(self, tail: str) -> list[Event]:
+        """Called now and then with the program's latest stderr; a CLI that reports its
+        retries only there counts them here (``retries`` must only grow)."""
+        return []
 
     def _frame(self, frame: dict[str, Any]) -> list[Event]:
         raise NotImplementedError
@@ -126,37 +164,65 @@ class StreamParser:
         stderr: str = "",
         aborted: bool = False,
         timed_out: str | None = None,
+        gave_up: str | None = None,
     ) -> list[Event]:
-        """The events that end the turn, the last one its only ``complete``."""
-        events: list[Event] = []
+        """The events that end the turn, the last one its only ``complete``.
+
+        ``timed_out``: the driver's turn timeout ended the program; ``gave_up``: the driver's
+        retry bound did (the turn failed for the cause behind those retries, not by time).
+        """
+        events: list[Event] = self._close_text() if self.outcome is None or aborted else []
+        text = self.final_text or self._partial_text()
         if aborted:
-            return [Complete(outcome="aborted", stop_reason="aborted", text=self.final_text)]
+            return [*events, Complete(outcome="aborted", stop_reason="aborted", text=text)]
         if timed_out is not None:
             events.append(Error(kind="timeout", message=timed_out, retryable=True))
-            return [*events, Complete(outcome="failed", stop_reason="timeout", text=self.final_text)]
+            return [*events, Complete(outcome="failed", stop_reason="timeout", text=text)]
+        if gave_up is not None:
+            events.append(Error(kind=self.retry_kind, message=gave_up, retryable=True))
+            return [*events, Complete(outcome="failed", stop_reason=self.retry_kind, text=text)]
         if self.outcome is None:
-            events.extend(self._missing_result(returncode, stderr))
-            stop = events[-1].kind if events and isinstance(events[-1], Error) else "no_result"
-            return [*events, Complete(outcome="failed", stop_reason=stop, text=self.final_text)]
-        return [Complete(outcome=self.outcome, stop_reason=self.stop_reason or self.outcome, text=self.final_text)]
+            missing = self._missing_result(returncode, stderr)
+            events.extend(missing)
+            cause = self.errors[0] if self.errors else None
+            stop = cause.kind if cause is not None else "no_result"
+            return [*events, Complete(outcome="failed", stop_reason=stop, text=text)]
+        return [*events, Complete(outcome=self.outcome, stop_reason=self.stop_reason or self.outcome, text=text)]
+
+    def _close_text(self) -> list[Event]:
+        """A closing ``text`` for deltas that streamed without one (the turn was cut short)."""
+        if not self._open_deltas:
+            return []
+        text = "".join(self._open_deltas)
+        self._open_deltas = []
+        self._said.append(text)
+        return [Text(text=text)]
+
+    def _partial_text(self) -> str:
+        """The answer so far, for a turn that ended before its final text."""
+        if self._open_deltas:
+            return "".join(self._open_deltas)
+        return self._said[-1] if self._said else ""
 
     def _missing_result(self, returncode: int | None, stderr: str) -> list[Event]:
         """Errors for a stream that ended without its terminal frame."""
         if self.errors:
             return []
-        tail = _last_line(stderr)
+        cause = self._stderr_cause(stderr)
         what = f"exit code {returncode}" if returncode is not None else "no exit code"
-        message = f"the program ended without a result ({what})" + (f": {tail}" if tail else "")
-        kind, retryable = classify_message(tail) if tail else ("provider", False)
+        message = f"the program ended without a result ({what})" + (f": {cause}" if cause else "")
+        kind, retryable = classify_message(cause) if cause else ("provider", False)
         return [self._error(kind, message, retryable=retryable)]
 
-
-def _last_line(text: str) -> str:
-    for line in reversed(text.strip().splitlines()):
-        line = line.strip()
-        if line:
-            return line[:500]
-    return ""
+    def _stderr_cause(self, stderr: str) -> str:
+        """The stderr line that names the error: the last that reads like one and is not a
+        stack frame or a routine notice; else the last line that is not noise."""
+        lines = [line.strip() for line in stderr.splitlines()]
+        lines = [line for line in lines if line and not _STDERR_NOISE.match(line)]
+        for line in reversed(lines):
+            if _STDERR_ERROR.search(line):
+                return line[:500]
+        return lines[-1][:500] if lines else ""
 
 
 def text_of(content: Any) -> str:

@@ -18,6 +18,7 @@ from seamline.events import (
     Event,
     FileChange,
     FileChangeKind,
+    PermissionDecision,
     Raw,
     Reasoning,
     ReasoningDelta,
@@ -83,6 +84,7 @@ class ClaudeStreamJsonParser(StreamParser):
             self.retries += 1
             status = frame.get("error_status")
             kind, _ = classify_http_status(status if isinstance(status, int) else None)
+            self.retry_kind = kind
             attempt = frame.get("attempt")
             detail = frame.get("error") or "error"
             return [
@@ -177,6 +179,7 @@ class ClaudeStreamJsonParser(StreamParser):
             self.provider_session_id = sid
             events.append(Session(session_id="", provider=self.source, model=self.model, provider_session_id=sid))
         events.extend(_usage(frame, self.model))
+        events.extend(_denials(frame.get("permission_denials")))
         subtype = frame.get("subtype")
         result_text = frame.get("result") if isinstance(frame.get("result"), str) else ""
         stop = frame.get("stop_reason")
@@ -207,8 +210,11 @@ class ClaudeStreamJsonParser(StreamParser):
             self.outcome, self.stop_reason = "failed", "max_turns"
             events.append(self._error("provider", f"Claude Code stopped after {frame.get('num_turns')} turns"))
             return events
-        if self.aborting and subtype == "error_during_execution":
-            # What Claude Code prints after SIGINT: the abort we asked for, not a failure.
+        terminal = frame.get("terminal_reason")
+        interrupted = isinstance(terminal, str) and terminal.startswith("aborted")
+        if subtype == "error_during_execution" and (self.aborting or interrupted):
+            # What Claude Code prints after SIGINT (ours, or anyone's: terminal_reason says
+            # "aborted_streaming"): an interrupted turn, not a failure.
             self.outcome, self.stop_reason = "aborted", "aborted"
             return events
         errors = frame.get("errors")
@@ -217,8 +223,28 @@ class ClaudeStreamJsonParser(StreamParser):
         if "No conversation found" in detail:
             kind, retryable = "invalid_request", False
         events.append(self._error(kind, f"Claude Code: {detail}", retryable=retryable))
-        self.outcome, self.stop_reason = "failed", str(subtype or "error")
+        # The stop reason is the classified cause, as for every other failure, not the subtype.
+        self.outcome, self.stop_reason = "failed", kind
         return events
+
+
+def _denials(denials: Any) -> list[Event]:
+    """The tool calls Claude Code refused to run (no allow rule): decisions by the agent."""
+    if not isinstance(denials, list):
+        return []
+    events: list[Event] = []
+    for denial in denials:
+        if not isinstance(denial, dict) or not isinstance(denial.get("tool_use_id"), str):
+            continue
+        name = str(denial.get("tool_name") or "tool")
+        events.append(
+            PermissionDecision(
+                request_id=f"perm-{denial['tool_use_id']}",
+                decision="deny",
+                reason=f"denied by Claude Code: no permission rule allows {name}",
+            )
+        )
+    return events
 
 
 def _file_change(name: str, arguments: dict[str, Any], detail: Any, call_id: str) -> FileChange | None:

@@ -6,14 +6,19 @@ Frames: ``thread.started`` (``thread_id``: the session id), ``turn.started``,
 ``todo_list``, ``error``), ``turn.completed`` (token usage for the whole turn, no cost),
 ``turn.failed``, and top-level ``error``. Messages arrive whole: there are no text deltas.
 A top-level ``error`` whose message starts ``Reconnecting...`` is a retry notice; others are
-provisional until ``turn.failed`` (or recovered by a ``turn.completed``).
+provisional until ``turn.failed`` (or recovered by a ``turn.completed``). A notice numbered
+``n/m`` is one of Codex's own bounded retries (a failed WebSocket, before it falls back to
+HTTP and goes on): progress, not a verdict. ``Reconnecting... waiting for network`` is what an
+unreachable endpoint gives, for ever: those count against the driver's retry bound.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any, ClassVar, Final
 
 from seamline.events import (
+    Error,
     Event,
     FileChange,
     FileChangeKind,
@@ -29,6 +34,7 @@ from seamline.providers.cli_parsers.base import StreamParser, as_int, classify_m
 
 __all__ = ["CodexJsonParser"]
 
+_NOTICE: Final = re.compile(r"^Reconnecting\.\.\.\s*(?:(\d+)/(\d+))?\s*(.*)$", re.DOTALL)
 _CHANGE_KINDS: Final[dict[str, FileChangeKind]] = {"add": "created", "delete": "deleted", "update": "edited"}
 
 
@@ -76,13 +82,27 @@ class CodexJsonParser(StreamParser):
         if kind == "error":
             message = str(frame["message"])
             if message.startswith("Reconnecting"):
-                self.retries += 1
-                kind_, _ = classify_message(message)
-                return [self._error(kind_, f"Codex: {message}", retryable=True, attempt=self.retries)]
+                return [self._notice(message)]
             # Provisional: it stands only if the turn fails (or the stream ends without a verdict).
             self._pending_error = message
             return []
         return [Raw(source=self.source, payload=frame)]
+
+    def _notice(self, message: str) -> Error:
+        """A retry notice: a retryable error event with its attempt number, never a verdict."""
+        match = _NOTICE.match(message)
+        numbered = match is not None and match.group(1) is not None
+        detail = match.group(3) if match is not None else message
+        kind, retryable = classify_message(detail)
+        if not retryable:
+            # Codex retries it, so it is retryable; the status in the text is of a failed handshake.
+            kind = "transport"
+        if numbered and match is not None:
+            # One of Codex's own bounded retries: it ends them itself (and may fall back to HTTP).
+            return self._error(kind, f"Codex: {message}", retryable=True, attempt=int(match.group(1)))
+        self.retries += 1
+        self.retry_kind = kind
+        return self._error(kind, f"Codex: {message}", retryable=True, attempt=self.retries)
 
     def _item(self, item: dict[str, Any], *, done: bool) -> list[Event]:
         item_id = str(item["id"])

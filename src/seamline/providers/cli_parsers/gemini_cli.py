@@ -6,11 +6,15 @@ chunks carry ``delta: true``), ``tool_use`` (``tool_name``, ``tool_id``, ``param
 ``message``) and ``result`` (``status``; ``stats`` with the turn's tokens, per model).
 Failures: ``result`` with ``status: "error"`` and an ``error`` whose message embeds the HTTP
 status; the exit code is that status modulo 256, so it is not read as a verdict here. A
-stream cut mid-way exits 0 with an ``error`` line and no failing ``result``.
+stream cut mid-way exits 0 with an ``error`` line and no failing ``result``, or prints a
+``result`` with ``status: "error"`` and no ``error`` object after that line: the turn's
+classification is then the first real cause. The CLI's retries show only on stderr
+(``Attempt N failed. Retrying with backoff... Error: ...``): :meth:`watch_stderr` counts them.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any, ClassVar, Final
 
 from seamline.events import (
@@ -29,6 +33,8 @@ from seamline.providers.cli_parsers.base import StreamParser, as_int, classify_m
 
 __all__ = ["GeminiStreamJsonParser"]
 
+# A retry notice; the last attempt's failure ("Attempt N failed: ...") retries nothing.
+_ATTEMPT: Final = re.compile(r"^Attempt (\d+) failed\. Retrying[^\n]*?(?:Error: ([^\n]*))?$", re.MULTILINE)
 _FILE_TOOLS: Final[dict[str, FileChangeKind]] = {
     "read_file": "read",
     "write_file": "edited",
@@ -102,7 +108,9 @@ class GeminiStreamJsonParser(StreamParser):
         arguments = frame.get("parameters")
         arguments = arguments if isinstance(arguments, dict) else {"parameters": arguments}
         self._calls[call_id] = (name, arguments)
-        return [ToolCall(call_id=call_id, name=name, arguments=arguments, source="agent")]
+        # MCP tools reach the model as mcp_<server>_<tool>; the CLI's own tools never start so.
+        source = "mcp" if name.startswith("mcp_") else "agent"
+        return [ToolCall(call_id=call_id, name=name, arguments=arguments, source=source)]
 
     def _tool_result(self, frame: dict[str, Any]) -> list[Event]:
         call_id = str(frame["tool_id"])
@@ -130,16 +138,39 @@ class GeminiStreamJsonParser(StreamParser):
         if frame.get("status") == "success":
             if self.errors:
                 # An error line came first (a cut stream exits 0 and still says success).
-                self.outcome, self.stop_reason = "failed", self.errors[-1].kind
+                self.outcome, self.stop_reason = "failed", self.errors[0].kind
             else:
                 self.outcome, self.stop_reason = "completed", "end_turn"
             self.final_text = self._texts[-1] if self._texts else ""
             return events
         error = frame.get("error")
+        self.outcome = "failed"
+        if not error and self.errors:
+            # The error line before it said what went wrong; this result only closes the turn.
+            self.stop_reason = self.errors[0].kind
+            return events
         message = str(error.get("message", "")) if isinstance(error, dict) else str(error or "the turn failed")
         kind, retryable = classify_message(message)
         events.append(self._error(kind, f"Gemini CLI: {message}", retryable=retryable))
-        self.outcome, self.stop_reason = "failed", kind
+        self.stop_reason = self.errors[0].kind
+        return events
+
+    def watch_stderr(self, tail: str) -> list[Event]:
+        """Count the retries the CLI reports on stderr only (``Attempt N failed...``)."""
+        events: list[Event] = []
+        for match in _ATTEMPT.finditer(tail):
+            attempt = int(match.group(1))
+            if attempt <= self.retries:
+                continue
+            self.retries = attempt
+            detail = (match.group(2) or match.group(0)).strip()
+            kind, retryable = classify_message(detail)
+            self.retry_kind = kind if retryable else "transport"
+            events.append(
+                self._error(
+                    self.retry_kind, f"Gemini CLI: {detail[:300]}; the CLI retries", retryable=True, attempt=attempt
+                )
+            )
         return events
 
     def _usage(self, stats: dict[str, Any]) -> list[Event]:
