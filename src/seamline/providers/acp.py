@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import shlex
 import shutil
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -35,6 +36,7 @@ from seamline.errors import (
     QuotaExceeded,
     SeamlineError,
     TimeoutFailure,
+    TransportFailure,
 )
 from seamline.events import (
     Complete,
@@ -51,7 +53,15 @@ from seamline.events import (
     ToolResult,
     Usage,
 )
-from seamline.providers._acp_agent import AcpAgent, AcpChannel, acquire_agent, release_agent
+from seamline.providers._acp_agent import (
+    AcpAgent,
+    AcpChannel,
+    acquire_agent,
+    merge_tool_call,
+    release_agent,
+    tool_arguments,
+    tool_name,
+)
 from seamline.providers.base import OptionSpec, PreflightCheck, Provider, ProviderSession
 from seamline.tools.approval import ApprovalDecision
 from seamline.tools.base import Tool, ToolClass
@@ -63,6 +73,18 @@ __all__ = ["INSTALL_HINT", "AcpProvider", "AcpTranslator"]
 INSTALL_HINT: Final = (
     "bash scripts/system/45-acp-opencode.sh (or: npm install -g @zed-industries/claude-agent-acp@0.23.1)"
 )
+
+# A queue item of our own: announce the call a permission request is about, in order.
+PERMISSION_ANNOUNCE: Final = "_seamline_permission"
+
+# Session calls an agent may refuse until the client authenticates.
+_SESSION_METHODS: Final = frozenset({"session/new", "session/load", "session/resume"})
+# Where an API key for an auth method's declared provider usually lives.
+_KEY_ENV: Final[dict[str, list[str]]] = {
+    "google": ["GEMINI_API_KEY", "GOOGLE_API_KEY"],
+    "anthropic": ["ANTHROPIC_API_KEY"],
+    "openai": ["OPENAI_API_KEY"],
+}
 
 # ACP tool kinds, as tool classes for the permission rules.
 _KIND_CLASS: Final[dict[str, ToolClass]] = {
@@ -88,6 +110,8 @@ class AcpProvider(Provider):
         "request_timeout": OptionSpec("seconds initialize / session/new / session/load may take", default="60"),
         "cancel_timeout": OptionSpec("seconds to wait for the agent to settle a cancelled turn", default="10"),
         "grace": OptionSpec("seconds between SIGINT, SIGTERM and SIGKILL when ending the agent", default="2"),
+        "auth_method": OptionSpec("the auth method to use when the agent asks (default: its API-key method)"),
+        "api_key_env": OptionSpec("environment variable whose key `authenticate` passes, where the method takes one"),
     }
     runs_own_tools = True
     forking = "emulated"  # session/fork is unstable in ACP; the base copies the history
@@ -240,7 +264,46 @@ class AcpProvider(Provider):
         try:
             return await agent.request(method, params, timeout=self._seconds("request_timeout"))
         except JsonRpcError as exc:
+            failure = _classify(exc, f"acp: {method} failed")
+            if exc.code != -32000 or method not in _SESSION_METHODS or not await self._authenticate(agent):
+                raise failure from None
+        # The agent asked for authentication (ACP's -32000); it has it now: once more.
+        try:
+            return await agent.request(method, params, timeout=self._seconds("request_timeout"))
+        except JsonRpcError as exc:
             raise _classify(exc, f"acp: {method} failed") from None
+
+    async def _authenticate(self, agent: AcpAgent) -> bool:
+        """``authenticate`` with one of the methods ``initialize`` listed; False when none fits.
+
+        ``auth_method=`` names it; else the first API-key method (Gemini's ``gemini-api-key``).
+        A method that declares ``_meta["api-key"]`` is given the key from ``api_key_env=``
+        (default: the provider's usual variable), which goes to the agent only, never to a log.
+        """
+        if agent.authenticated or not agent.auth_methods:
+            return False
+        wanted = self.option_values.get("auth_method", "").strip()
+        ids = [str(m.get("id")) for m in agent.auth_methods if isinstance(m.get("id"), str)]
+        chosen = wanted if wanted in ids else next((i for i in ids if "api-key" in i or "api_key" in i), None)
+        if chosen is None:
+            return False
+        method = next(m for m in agent.auth_methods if m.get("id") == chosen)
+        params: dict[str, Any] = {"methodId": chosen}
+        meta = method.get("_meta")
+        declared = meta.get("api-key") if isinstance(meta, dict) else None
+        if declared is not None:
+            provider = str(declared.get("provider", "")) if isinstance(declared, dict) else ""
+            names = [self.option_values["api_key_env"]] if self.option_values.get("api_key_env") else []
+            names += _KEY_ENV.get(provider, [])
+            key = next((os.environ[n] for n in names if os.environ.get(n)), None)
+            if key:
+                params["_meta"] = {"api-key": key}
+        try:
+            await agent.request("authenticate", params, timeout=self._seconds("request_timeout"))
+        except JsonRpcError as exc:
+            raise AuthFailure(f"acp: authenticate with {chosen} failed: {exc.rpc_message}") from None
+        agent.authenticated = True
+        return True
 
     async def _detach(self, session: ProviderSession) -> None:
         agent = session.state.pop("acp_agent", None)
@@ -314,7 +377,8 @@ class AcpProvider(Provider):
                 if prompt_task in done:
                     break
                 # The agent did not settle the cancelled turn in time: it is aborted all the same.
-                yield Complete(outcome="aborted", stop_reason="cancelled", text=translator.text())
+                for event in translator.aborted():
+                    yield event
                 return
             while not channel.updates.empty():
                 for event in translator.feed(channel.updates.get_nowait()):
@@ -327,7 +391,8 @@ class AcpProvider(Provider):
                 raise TimeoutFailure(f"acp: the turn passed its timeout of {turn_timeout:g} s; cancelled") from None
             except JsonRpcError as exc:
                 if session.aborted:
-                    yield Complete(outcome="aborted", stop_reason="cancelled", text=translator.text())
+                    for event in translator.aborted():
+                        yield event
                     return
                 raise _classify(exc, "acp: session/prompt failed") from None
             for event in translator.finish(result, session=session):
@@ -346,11 +411,18 @@ class AcpProvider(Provider):
         options = [o for o in params.get("options") or [] if isinstance(o, dict)]
         call = params.get("toolCall") if isinstance(params.get("toolCall"), dict) else {}
         assert isinstance(call, dict)
-        events: list[Event] = list(translator.tool_update(call, announce=True))
-        tool_call = translator.calls.get(str(call.get("toolCallId")))
-        name = tool_call.name if tool_call else _tool_name(call)
-        arguments = tool_call.arguments if tool_call else _dict(call.get("rawInput"))
         call_id = str(call.get("toolCallId") or f"acp-perm-{len(translator.calls)}")
+        call = {**call, "toolCallId": call_id}
+        # The updates that came before this request may still wait in the queue (they carry
+        # the tool's real name, e.g. Bash): name the call from everything the agent said so
+        # far, and announce it behind those updates, in the order the agent sent them.
+        known: dict[str, Any] = {}
+        merge_tool_call(known, channel.tool_calls.get(call_id, {}))
+        merge_tool_call(known, call)
+        tool_call = translator.calls.get(call_id)
+        name = tool_call.name if tool_call else tool_name(known, first_title=channel.first_titles.get(call_id))
+        arguments = tool_call.arguments if tool_call else tool_arguments(known, name)
+        events: list[Event] = []
         kind = str(call.get("kind") or "other")
         tool = Tool(
             name=name,
@@ -385,6 +457,7 @@ class AcpProvider(Provider):
                     reason=decision.reason,
                 )
             )
+        channel.updates.put_nowait({"sessionUpdate": PERMISSION_ANNOUNCE, "toolCall": call})
         channel.updates.put_nowait(events)
         chosen = _pick_option(options, allow=decision.allow, always=decision.scope == "always")
         if chosen is None:
@@ -407,15 +480,31 @@ def _pick_option(options: list[dict[str, Any]], *, allow: bool, always: bool) ->
     return None
 
 
+_OVERLOADED: Final = re.compile(r"\b(529|503)\b|overloaded|unavailable")
+_RATE_LIMIT: Final = re.compile(r"\b429\b|rate.?limit|quota|resource_exhausted")
+# A stream that broke off: Node's fetch says "terminated", OpenCode "Connection reset by server".
+_CUT: Final = re.compile(r"\bterminated\b|connection reset|econnreset|socket hang up|fetch failed|premature close")
+# A session the agent does not know: ACP's "Resource not found" (-32002), Gemini's own words.
+_UNKNOWN_SESSION: Final = re.compile(r"resource not found|no previous sessions|session not found|unknown session")
+
+
 def _classify(exc: JsonRpcError, what: str) -> SeamlineError:
     text = f"{exc.rpc_message} {exc.data if exc.data is not None else ''}".lower()
-    message = f"{what}: {exc.message}"
+    details = exc.data.get("details") if isinstance(exc.data, dict) else None
+    # Gemini says only "Internal error" and puts the cause in data.details.
+    message = f"{what}: {exc.message}" + (f": {str(details)[:300]}" if isinstance(details, str) and details else "")
     if exc.code == -32000 or any(
         k in text for k in ("401", "authentication", "api key", "unauthorized", "auth_required")
     ):
         return AuthFailure(message)
-    if any(k in text for k in ("429", "rate limit", "rate_limit", "quota", "overloaded")):
+    if exc.code in (503, 529) or _OVERLOADED.search(text):
+        return ProviderFailure(message, retryable=True)  # overloaded: the provider's, and it passes
+    if exc.code == 429 or _RATE_LIMIT.search(text):
         return QuotaExceeded(message)
+    if _CUT.search(text):
+        return TransportFailure(message)
+    if exc.code == -32002 or _UNKNOWN_SESSION.search(text):
+        return InvalidRequest(message)
     if exc.code in (-32600, -32601, -32602):
         return InvalidRequest(message)
     return ProviderFailure(message)
@@ -427,17 +516,6 @@ def _encode(message: object) -> str:
 
 def _dict(value: Any) -> dict[str, Any]:
     return dict(value) if isinstance(value, dict) else {}
-
-
-def _tool_name(call: dict[str, Any]) -> str:
-    """The agent's own tool name where its ``_meta`` tells (claude-agent-acp does), else the kind."""
-    meta = call.get("_meta")
-    if isinstance(meta, dict):
-        for value in meta.values():
-            if isinstance(value, dict) and isinstance(value.get("toolName"), str):
-                return str(value["toolName"])
-    kind = call.get("kind")
-    return str(kind) if isinstance(kind, str) and kind else "tool"
 
 
 def _content_text(content: Any) -> str:
@@ -468,13 +546,25 @@ class AcpTranslator:
     def __init__(self) -> None:
         self.calls: dict[str, ToolCall] = {}
         self.pending: dict[str, dict[str, Any]] = {}
+        self.first_title: dict[str, str] = {}
         self.finished: set[str] = set()
-        self._text: list[str] = []
+        self._text: list[str] = []  # the text block being streamed now
+        self._last_block = ""  # the last block closed by a tool call
         self._reasoning: list[str] = []
         self.session_cost: float | None = None
 
     def text(self) -> str:
-        return "".join(self._text)
+        """The turn's final text: the block after the last tool call (or before it, if none followed)."""
+        return "".join(self._text) or self._last_block
+
+    def close_text(self) -> list[Event]:
+        """End the text block streamed so far (a tool call or the end of the turn follows)."""
+        block = "".join(self._text)
+        self._text.clear()
+        if not block:
+            return []
+        self._last_block = block
+        return [Text(text=block)]
 
     def feed(self, item: dict[str, Any] | list[Event]) -> list[Event]:
         if isinstance(item, list):
@@ -492,6 +582,9 @@ class AcpTranslator:
                 return [ReasoningDelta(text=text)]
         elif kind in ("tool_call", "tool_call_update"):
             return self.tool_update(item, announce=False)
+        elif kind == PERMISSION_ANNOUNCE:
+            call = item.get("toolCall")
+            return self.tool_update(call, announce=True) if isinstance(call, dict) else []
         elif kind == "plan":
             entries = [e for e in item.get("entries") or [] if isinstance(e, dict)]
             lines = [f"- [{e.get('status', 'pending')}] {e.get('content', '')}" for e in entries]
@@ -513,15 +606,19 @@ class AcpTranslator:
         if not call_id:
             return []
         merged = self.pending.setdefault(call_id, {})
-        for key, value in item.items():
-            if value is not None and not (key == "rawInput" and value == {} and merged.get("rawInput")):
-                merged[key] = value
+        if item.get("sessionUpdate") == "tool_call" and isinstance(item.get("title"), str):
+            self.first_title.setdefault(call_id, item["title"])
+        merge_tool_call(merged, item)
         events: list[Event] = []
         status = merged.get("status")
-        raw_input = merged.get("rawInput")
-        ready = announce or bool(raw_input) or status in ("in_progress", "completed", "failed")
+        # The first announcement may carry placeholder arguments (OpenCode: only the cwd);
+        # the call is reported once an update brings the real ones or the tool starts.
+        brings_input = item.get("sessionUpdate") != "tool_call" and bool(item.get("rawInput"))
+        ready = announce or brings_input or status in ("in_progress", "completed", "failed")
         if call_id not in self.calls and ready:
-            call = ToolCall(call_id=call_id, name=_tool_name(merged), arguments=_dict(raw_input), source="acp")
+            events.extend(self.close_text())
+            name = tool_name(merged, first_title=self.first_title.get(call_id))
+            call = ToolCall(call_id=call_id, name=name, arguments=tool_arguments(merged, name), source="acp")
             self.calls[call_id] = call
             events.append(call)
         if item.get("status") == "in_progress" and call_id in self.calls and item.get("title"):
@@ -537,30 +634,43 @@ class AcpTranslator:
             )
         return events
 
-    def finish(self, result: Any, *, session: ProviderSession) -> list[Event]:
-        result = result if isinstance(result, dict) else {}
-        stop = str(result.get("stopReason") or "end_turn")
+    def closing(self) -> list[Event]:
+        """The closing ``reasoning`` and ``text`` of what streamed (a finished or aborted turn)."""
         events: list[Event] = []
         if self._reasoning:
             events.append(Reasoning(text="".join(self._reasoning)))
+            self._reasoning.clear()
+        events.extend(self.close_text())
+        return events
+
+    def aborted(self) -> list[Event]:
+        """An aborted turn's end: what streamed stays (closing text, ``complete.text``)."""
+        events = self.closing()
+        events.append(Complete(outcome="aborted", stop_reason="cancelled", text=self.text()))
+        return events
+
+    def finish(self, result: Any, *, session: ProviderSession) -> list[Event]:
+        result = result if isinstance(result, dict) else {}
+        stop = str(result.get("stopReason") or "end_turn")
+        events = self.closing()
         text = self.text()
-        if text:
-            events.append(Text(text=text))
-        usage = self._usage(result.get("usage"), session)
+        usage = self._usage(result.get("usage"), session, meta=result.get("_meta"))
         if usage is not None:
             events.append(usage)
         outcome = "aborted" if stop == "cancelled" or session.aborted else "completed"
         events.append(Complete(outcome=outcome, stop_reason=stop, text=text))  # type: ignore[arg-type]
         return events
 
-    def _usage(self, raw: Any, session: ProviderSession) -> Usage | None:
+    def _usage(self, raw: Any, session: ProviderSession, *, meta: Any = None) -> Usage | None:
         state = session.state
         cost: float | None = None
         if self.session_cost is not None:
             before = state.get("acp_session_cost", 0.0)
             cost = max(self.session_cost - float(before), 0.0)
             state["acp_session_cost"] = self.session_cost
-        if not isinstance(raw, dict) and cost is None:
+        if not isinstance(raw, dict):
+            raw = _quota_usage(meta)
+        if raw is None and cost is None:
             return None
         raw = raw if isinstance(raw, dict) else {}
 
@@ -580,6 +690,27 @@ class AcpTranslator:
             model=session.provider.model,
             usage_id=f"acp:{session.provider_session_id}:{session.turn}",
         )
+
+
+def _quota_usage(meta: Any) -> dict[str, int] | None:
+    """``gemini --acp`` reports its tokens in ``result._meta.quota.token_count``, not ``usage``."""
+    quota = meta.get("quota") if isinstance(meta, dict) else None
+    counts = quota.get("token_count") if isinstance(quota, dict) else None
+    if not isinstance(counts, dict):
+        return None
+
+    def n(key: str) -> int:
+        value = counts.get(key)
+        return int(value) if isinstance(value, int | float) else 0
+
+    # Gemini's input count holds its cached tokens already; seamline's does too.
+    cached = n("cached_input_tokens") or n("cached_tokens")
+    return {
+        "inputTokens": n("input_tokens") - cached,
+        "outputTokens": n("output_tokens"),
+        "thoughtTokens": n("thoughts_tokens") or n("reasoning_tokens"),
+        "cachedReadTokens": cached,
+    }
 
 
 def _chunk_text(item: dict[str, Any]) -> str:
