@@ -249,7 +249,13 @@ class AcpProvider(Provider):
             if agent.can_load or agent.session_capability("resume"):
                 channel = self._channel(session, agent, psid)
                 method = "session/load" if agent.can_load else "session/resume"
-                await self._call(agent, method, params)
+                try:
+                    await self._call(agent, method, params)
+                except ProviderFailure as exc:
+                    # OpenCode answers an unknown id with a bare "service failure": ask its list.
+                    if type(exc) is ProviderFailure and not exc.retryable and not await self._knows(agent, psid, cwd):
+                        raise InvalidRequest(f"acp: the agent has no session {psid} ({exc.message})") from None
+                    raise
                 # session/load replays the history as updates; that is the past, not this turn.
                 while not channel.updates.empty():
                     channel.updates.get_nowait()
@@ -259,6 +265,26 @@ class AcpProvider(Provider):
         except BaseException:
             await self._detach(session)
             raise
+
+    async def _knows(self, agent: AcpAgent, wire_id: str, cwd: str) -> bool:
+        """Whether ``session/list`` (where offered) lists ``wire_id``; True when it cannot tell."""
+        if not agent.session_capability("list"):
+            return True
+        params: dict[str, Any] = {"cwd": cwd}
+        for _ in range(50):  # pages
+            try:
+                page = await agent.request("session/list", params, timeout=self._seconds("request_timeout"))
+            except SeamlineError:
+                return True
+            page = page if isinstance(page, dict) else {}
+            sessions = page.get("sessions") if isinstance(page.get("sessions"), list) else []
+            if any(isinstance(x, dict) and x.get("sessionId") == wire_id for x in sessions):
+                return True
+            cursor = page.get("nextCursor")
+            if not isinstance(cursor, str) or not cursor:
+                return False
+            params = {"cwd": cwd, "cursor": cursor}
+        return True
 
     async def _call(self, agent: AcpAgent, method: str, params: dict[str, Any]) -> Any:
         try:
@@ -345,6 +371,8 @@ class AcpProvider(Provider):
             raise agent.rpc.failure or ProviderFailure("acp: the agent is not running")
         while not channel.updates.empty():
             channel.updates.get_nowait()  # what came between turns (command lists, …) belongs to no turn
+        channel.tool_calls.clear()
+        channel.first_titles.clear()
         translator = AcpTranslator()
         channel.permission = lambda params: self._decide(session, channel, translator, params)
         turn_timeout = self._seconds("turn_timeout")
@@ -482,8 +510,12 @@ def _pick_option(options: list[dict[str, Any]], *, allow: bool, always: bool) ->
 
 _OVERLOADED: Final = re.compile(r"\b(529|503)\b|overloaded|unavailable")
 _RATE_LIMIT: Final = re.compile(r"\b429\b|rate.?limit|quota|resource_exhausted")
-# A stream that broke off: Node's fetch says "terminated", OpenCode "Connection reset by server".
-_CUT: Final = re.compile(r"\bterminated\b|connection reset|econnreset|socket hang up|fetch failed|premature close")
+# A stream that broke off: Node's fetch says "terminated", OpenCode "Connection reset by server"
+# or "Cannot connect to API: The socket connection was closed unexpectedly" (it varies by run).
+_CUT: Final = re.compile(
+    r"\bterminated\b|connection reset|econnreset|socket hang up|fetch failed|premature close"
+    r"|cannot connect|closed unexpectedly|econnrefused"
+)
 # A session the agent does not know: ACP's "Resource not found" (-32002), Gemini's own words.
 _UNKNOWN_SESSION: Final = re.compile(r"resource not found|no previous sessions|session not found|unknown session")
 
