@@ -256,3 +256,49 @@ async def test_aborted_turn_that_the_agent_does_not_settle_keeps_the_text(ending
     final = events[-1]
     assert isinstance(final, Complete) and final.outcome == "aborted" and final.text == "word0 "
     assert [e.text for e in only(events, Text)] == ["word0 "]
+
+
+# -- every captured turn, end to end ----------------------------------------------------------------
+
+TURNS = [
+    (agent, scenario)
+    for agent in AGENTS
+    for scenario in ("plain", "tools", "permission", "overloaded", "cut", "abort")
+    if (FIXTURES / agent / f"{scenario}.jsonl").exists()
+]
+TOOL = {"claude-acp": "Bash", "gemini-acp": "run_shell_command", "opencode-acp": "bash"}
+
+
+@pytest.mark.parametrize(("agent", "scenario"), TURNS)
+@run_async
+async def test_every_captured_turn_ends_right(agent: str, scenario: str, tmp_path: Path) -> None:
+    events = await replay_turn(agent, scenario, tmp_path / "ws", abort_on_text=scenario == "abort")
+    final = events[-1]
+    assert isinstance(final, Complete)
+    errors = [(e.kind, e.retryable) for e in only(events, Error)]
+    streamed = "".join(e.text for e in only(events, TextDelta))
+    texts = [e.text for e in only(events, Text)]
+    if scenario == "overloaded":
+        assert errors == [("provider", True)] and final.outcome == "failed"
+    elif scenario == "cut" and agent != "claude-acp":
+        assert errors == [("transport", True)] and final.outcome == "failed"
+    elif scenario == "abort":
+        assert errors == [] and final.outcome == "aborted" and final.text == streamed == "".join(texts)
+    else:
+        expected = {"plain": "Hello from the fake.", "tools": "The word is pelican.", "permission": "Wrote it."}
+        # claude-agent-acp ends a cut stream as a plain end_turn without text.
+        want = "" if scenario == "cut" else expected[scenario]
+        assert errors == [] and final.outcome == "completed" and final.text == want
+        assert texts[-1:] == ([want] if want else [])
+        assert "".join(texts) == streamed
+        usage = only(events, Usage)
+        assert len(usage) == 1 and (usage[0].output_tokens > 0 or scenario == "cut")
+    calls = only(events, ToolCall)
+    results = only(events, ToolResult)
+    if scenario in ("tools", "permission"):
+        command = "cat notes.txt" if scenario == "tools" else "echo hello > out.txt"
+        assert [c.name for c in calls] == [TOOL[agent]]
+        assert calls[0].arguments.get("command", calls[0].arguments.get("title")) == command
+        assert [r.call_id for r in results] == [calls[0].call_id] and not results[0].is_error
+    else:
+        assert calls == [] and results == []
