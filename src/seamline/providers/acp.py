@@ -277,7 +277,8 @@ class AcpProvider(Provider):
             except SeamlineError:
                 return True
             page = page if isinstance(page, dict) else {}
-            sessions = page.get("sessions") if isinstance(page.get("sessions"), list) else []
+            listed = page.get("sessions")
+            sessions: list[Any] = listed if isinstance(listed, list) else []
             if any(isinstance(x, dict) and x.get("sessionId") == wire_id for x in sessions):
                 return True
             cursor = page.get("nextCursor")
