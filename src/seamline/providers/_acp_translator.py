@@ -50,8 +50,10 @@ class AcpTranslator:
     """``session/update`` payloads of one turn to seamline events.
 
     A tool call is reported once its arguments are known (claude-agent-acp sends an empty
-    ``rawInput`` first and the real one in an update), or when a permission request or a
-    status change needs it; its result comes with status ``completed`` or ``failed``.
+    ``rawInput`` first and the real one in an update, OpenCode only its ``cwd``: later
+    ``rawInput`` is merged in), or when a permission request or a status change needs it,
+    named by the agent's own tool name; its result comes with status ``completed`` or
+    ``failed``. Text streamed before a tool call ends there as its own ``text`` block.
     Plans become ``reasoning`` text; ``current_mode_update`` becomes ``mode``. The
     agent's cost in ``usage_update`` is cumulative over the session: the turn's cost is
     the difference.
