@@ -145,3 +145,23 @@ async def test_resume_of_an_unknown_session_id_is_an_invalid_request(
         store.close()
     assert UNKNOWN_SESSION in caught.value.message or "No previous sessions" in caught.value.message
     assert running_agents() == [] and processes_in(world.workspace) == []
+
+
+@run_async
+async def test_gemini_is_authenticated_when_its_session_asks(world: CliWorld, monkeypatch: pytest.MonkeyPatch) -> None:
+    # No auth type chosen and no key in the agent's environment: session/new answers
+    # "Authentication required" until `authenticate` brings the key (from api_key_env).
+    (world.home / ".gemini" / "settings.json").write_text(json.dumps({"general": {"maxAttempts": 1}}))
+    monkeypatch.delenv("GEMINI_API_KEY", raising=False)
+    monkeypatch.delenv("GOOGLE_GEMINI_BASE_URL", raising=False)
+    monkeypatch.setenv("SEAMLINE_TEST_GEMINI_KEY", "fake-gemini-key")
+    argv = _argv("gemini-acp")
+    if not os.access(argv[0], os.X_OK):
+        pytest.fail(f"{argv[0]} is not installed; run: {SETUP}")
+    provider = AcpProvider(options={"command": " ".join(argv), "api_key_env": "SEAMLINE_TEST_GEMINI_KEY", "grace": "1"})
+    session = await provider.open(workspace=world.workspace)  # no prompt: the endpoint would be Google's
+    try:
+        assert session.provider_session_id and session.state["acp_agent"].authenticated
+    finally:
+        await provider.close(session)
+    assert running_agents() == [] and processes_in(world.workspace) == []
