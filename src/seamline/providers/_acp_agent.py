@@ -15,6 +15,7 @@ session's workspace.
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +25,17 @@ from seamline.events import Event, FileChange
 from seamline.transport.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, JsonRpcError, JsonRpcProcess
 from seamline.transport.pool import SharedProcessPool
 
-__all__ = ["PROTOCOL_VERSION", "AcpAgent", "AcpChannel", "acquire_agent", "release_agent", "running_agents"]
+__all__ = [
+    "PROTOCOL_VERSION",
+    "AcpAgent",
+    "AcpChannel",
+    "acquire_agent",
+    "merge_tool_call",
+    "release_agent",
+    "running_agents",
+    "tool_arguments",
+    "tool_name",
+]
 
 PROTOCOL_VERSION: Final = 1
 CLIENT_INFO: Final = {"name": "seamline", "title": "seamline", "version": "0.1.0"}
@@ -46,6 +57,18 @@ class AcpChannel:
     raw: RawSink | None = None
     #: answered permission requests still open when a cancel comes
     open_permissions: set[asyncio.Future[dict[str, Any]]] = field(default_factory=set)
+    #: what the agent said of each tool call so far, merged as the updates arrive (before the
+    #: turn translates them), so that a permission request can name the call right away
+    tool_calls: dict[str, dict[str, Any]] = field(default_factory=dict)
+    first_titles: dict[str, str] = field(default_factory=dict)
+
+    def note_tool_call(self, update: dict[str, Any]) -> None:
+        call_id = update.get("toolCallId")
+        if not isinstance(call_id, str) or update.get("sessionUpdate") not in ("tool_call", "tool_call_update"):
+            return
+        if update.get("sessionUpdate") == "tool_call" and isinstance(update.get("title"), str):
+            self.first_titles.setdefault(call_id, update["title"])
+        merge_tool_call(self.tool_calls.setdefault(call_id, {}), update)
 
 
 class AcpAgent:
@@ -60,6 +83,9 @@ class AcpAgent:
         self.protocol_version: int = PROTOCOL_VERSION
         self.channels: dict[str, AcpChannel] = {}
         self.refs = 0
+        #: the auth methods ``initialize`` listed; ``authenticate`` is sent when a session asks
+        self.auth_methods: list[dict[str, Any]] = []
+        self.authenticated = False
 
     # -- start ------------------------------------------------------------------------------
     async def start(self, *, env: Mapping[str, str], cwd: Path, timeout: float) -> None:
@@ -89,6 +115,8 @@ class AcpAgent:
         self.capabilities = caps if isinstance(caps, dict) else {}
         info = result.get("agentInfo")
         self.agent_info = info if isinstance(info, dict) else {}
+        methods = result.get("authMethods")
+        self.auth_methods = [m for m in methods if isinstance(m, dict)] if isinstance(methods, list) else []
         version = result.get("protocolVersion")
         self.protocol_version = version if isinstance(version, int) else PROTOCOL_VERSION
 
@@ -127,6 +155,7 @@ class AcpAgent:
         channel = self.channels.get(str(params.get("sessionId")))
         update = params.get("update")
         if channel is not None and isinstance(update, dict):
+            channel.note_tool_call(update)
             channel.updates.put_nowait(update)
 
     async def _on_request(self, method: str, params: Any) -> Any:
@@ -182,6 +211,52 @@ class AcpAgent:
     async def close(self, *, grace: float) -> None:
         if self.rpc is not None:
             await self.rpc.close(grace=grace)
+
+
+_GEMINI_CALL_ID: Final = re.compile(r"^([A-Za-z_][\w-]*)__\1_\d+_\d+$")
+_BARE_NAME: Final = re.compile(r"^[A-Za-z_][\w.-]*$")
+
+
+def merge_tool_call(merged: dict[str, Any], item: dict[str, Any]) -> None:
+    """Merge one ``tool_call`` / ``tool_call_update`` into what is known of the call."""
+    for key, value in item.items():
+        if value is None or (key == "rawInput" and value == {} and merged.get("rawInput")):
+            continue
+        if key == "rawInput" and isinstance(value, dict) and isinstance(merged.get("rawInput"), dict):
+            value = {**merged["rawInput"], **value}  # an update adds the real arguments to the placeholder
+        merged[key] = value
+
+
+def tool_name(call: dict[str, Any], *, first_title: str | None = None) -> str:
+    """The agent's own name for the tool, not the ACP kind where the agent tells it.
+
+    claude-agent-acp puts it in ``_meta.claudeCode.toolName``; ``gemini --acp`` builds the
+    call id from it (``run_shell_command__run_shell_command_<ms>_<n>``); ``opencode acp``
+    titles its first announcement with it (``bash``) before the title becomes the command.
+    """
+    meta = call.get("_meta")
+    if isinstance(meta, dict):
+        for value in meta.values():
+            if isinstance(value, dict) and isinstance(value.get("toolName"), str):
+                return str(value["toolName"])
+    match = _GEMINI_CALL_ID.match(str(call.get("toolCallId") or ""))
+    if match:
+        return match.group(1)
+    if first_title and _BARE_NAME.match(first_title):
+        return first_title
+    kind = call.get("kind")
+    return str(kind) if isinstance(kind, str) and kind else "tool"
+
+
+def tool_arguments(call: dict[str, Any], name: str) -> dict[str, Any]:
+    """The call's ``rawInput``; an agent that sends none (Gemini) is represented by its title."""
+    raw = call.get("rawInput")
+    if isinstance(raw, dict) and raw:
+        return dict(raw)
+    title = call.get("title")
+    if isinstance(title, str) and title and title != name:
+        return {"title": title}
+    return {}
 
 
 def _inside(channel: AcpChannel | None, raw_path: Any) -> Path:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import shlex
 import shutil
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -35,23 +36,24 @@ from seamline.errors import (
     QuotaExceeded,
     SeamlineError,
     TimeoutFailure,
+    TransportFailure,
 )
 from seamline.events import (
-    Complete,
     Event,
-    Mode,
     PermissionDecision,
     PermissionRequest,
-    Reasoning,
-    ReasoningDelta,
-    Text,
-    TextDelta,
     ToolCall,
-    ToolProgress,
-    ToolResult,
-    Usage,
 )
-from seamline.providers._acp_agent import AcpAgent, AcpChannel, acquire_agent, release_agent
+from seamline.providers._acp_agent import (
+    AcpAgent,
+    AcpChannel,
+    acquire_agent,
+    merge_tool_call,
+    release_agent,
+    tool_arguments,
+    tool_name,
+)
+from seamline.providers._acp_translator import PERMISSION_ANNOUNCE, AcpTranslator
 from seamline.providers.base import OptionSpec, PreflightCheck, Provider, ProviderSession
 from seamline.providers.program_lookup import find_program
 from seamline.tools.approval import ApprovalDecision
@@ -64,6 +66,15 @@ __all__ = ["INSTALL_HINT", "AcpProvider", "AcpTranslator"]
 INSTALL_HINT: Final = (
     "bash scripts/system/45-acp-opencode.sh (or: npm install -g @zed-industries/claude-agent-acp@0.23.1)"
 )
+
+# Session calls an agent may refuse until the client authenticates.
+_SESSION_METHODS: Final = frozenset({"session/new", "session/load", "session/resume"})
+# Where an API key for an auth method's declared provider usually lives.
+_KEY_ENV: Final[dict[str, list[str]]] = {
+    "google": ["GEMINI_API_KEY", "GOOGLE_API_KEY"],
+    "anthropic": ["ANTHROPIC_API_KEY"],
+    "openai": ["OPENAI_API_KEY"],
+}
 
 # ACP tool kinds, as tool classes for the permission rules.
 _KIND_CLASS: Final[dict[str, ToolClass]] = {
@@ -97,6 +108,8 @@ class AcpProvider(Provider):
         "grace": OptionSpec(
             "seconds between SIGINT, SIGTERM and SIGKILL when ending the agent", default="2", kind="positive_number"
         ),
+        "auth_method": OptionSpec("the auth method to use when the agent asks (default: its API-key method)"),
+        "api_key_env": OptionSpec("environment variable whose key `authenticate` passes, where the method takes one"),
     }
     runs_own_tools = True
     forking = "emulated"  # session/fork is unstable in ACP; the base copies the history
@@ -239,7 +252,13 @@ class AcpProvider(Provider):
             if agent.can_load or agent.session_capability("resume"):
                 channel = self._channel(session, agent, psid)
                 method = "session/load" if agent.can_load else "session/resume"
-                await self._call(agent, method, params)
+                try:
+                    await self._call(agent, method, params)
+                except ProviderFailure as exc:
+                    # OpenCode answers an unknown id with a bare "service failure": ask its list.
+                    if type(exc) is ProviderFailure and not exc.retryable and not await self._knows(agent, psid, cwd):
+                        raise InvalidRequest(f"acp: the agent has no session {psid} ({exc.message})") from None
+                    raise
                 # session/load replays the history as updates; that is the past, not this turn.
                 while not channel.updates.empty():
                     channel.updates.get_nowait()
@@ -250,11 +269,71 @@ class AcpProvider(Provider):
             await self._detach(session)
             raise
 
+    async def _knows(self, agent: AcpAgent, wire_id: str, cwd: str) -> bool:
+        """Whether ``session/list`` (where offered) lists ``wire_id``; True when it cannot tell."""
+        if not agent.session_capability("list"):
+            return True
+        params: dict[str, Any] = {"cwd": cwd}
+        for _ in range(50):  # pages
+            try:
+                page = await agent.request("session/list", params, timeout=self._seconds("request_timeout"))
+            except SeamlineError:
+                return True
+            page = page if isinstance(page, dict) else {}
+            listed = page.get("sessions")
+            sessions: list[Any] = listed if isinstance(listed, list) else []
+            if any(isinstance(x, dict) and x.get("sessionId") == wire_id for x in sessions):
+                return True
+            cursor = page.get("nextCursor")
+            if not isinstance(cursor, str) or not cursor:
+                return False
+            params = {"cwd": cwd, "cursor": cursor}
+        return True
+
     async def _call(self, agent: AcpAgent, method: str, params: dict[str, Any]) -> Any:
         try:
             return await agent.request(method, params, timeout=self._seconds("request_timeout"))
         except JsonRpcError as exc:
+            failure = _classify(exc, f"acp: {method} failed")
+            if exc.code != -32000 or method not in _SESSION_METHODS or not await self._authenticate(agent):
+                raise failure from None
+        # The agent asked for authentication (ACP's -32000); it has it now: once more.
+        try:
+            return await agent.request(method, params, timeout=self._seconds("request_timeout"))
+        except JsonRpcError as exc:
             raise _classify(exc, f"acp: {method} failed") from None
+
+    async def _authenticate(self, agent: AcpAgent) -> bool:
+        """``authenticate`` with one of the methods ``initialize`` listed; False when none fits.
+
+        ``auth_method=`` names it; else the first API-key method (Gemini's ``gemini-api-key``).
+        A method that declares ``_meta["api-key"]`` is given the key from ``api_key_env=``
+        (default: the provider's usual variable), which goes to the agent only, never to a log.
+        """
+        if agent.authenticated or not agent.auth_methods:
+            return False
+        wanted = self.option_values.get("auth_method", "").strip()
+        ids = [str(m.get("id")) for m in agent.auth_methods if isinstance(m.get("id"), str)]
+        chosen = wanted if wanted in ids else next((i for i in ids if "api-key" in i or "api_key" in i), None)
+        if chosen is None:
+            return False
+        method = next(m for m in agent.auth_methods if m.get("id") == chosen)
+        params: dict[str, Any] = {"methodId": chosen}
+        meta = method.get("_meta")
+        declared = meta.get("api-key") if isinstance(meta, dict) else None
+        if declared is not None:
+            provider = str(declared.get("provider", "")) if isinstance(declared, dict) else ""
+            names = [self.option_values["api_key_env"]] if self.option_values.get("api_key_env") else []
+            names += _KEY_ENV.get(provider, [])
+            key = next((os.environ[n] for n in names if os.environ.get(n)), None)
+            if key:
+                params["_meta"] = {"api-key": key}
+        try:
+            await agent.request("authenticate", params, timeout=self._seconds("request_timeout"))
+        except JsonRpcError as exc:
+            raise AuthFailure(f"acp: authenticate with {chosen} failed: {exc.rpc_message}") from None
+        agent.authenticated = True
+        return True
 
     async def _detach(self, session: ProviderSession) -> None:
         agent = session.state.pop("acp_agent", None)
@@ -296,6 +375,8 @@ class AcpProvider(Provider):
             raise agent.rpc.failure or ProviderFailure("acp: the agent is not running")
         while not channel.updates.empty():
             channel.updates.get_nowait()  # what came between turns (command lists, …) belongs to no turn
+        channel.tool_calls.clear()
+        channel.first_titles.clear()
         translator = AcpTranslator()
         channel.permission = lambda params: self._decide(session, channel, translator, params)
         turn_timeout = self._seconds("turn_timeout")
@@ -328,7 +409,8 @@ class AcpProvider(Provider):
                 if prompt_task in done:
                     break
                 # The agent did not settle the cancelled turn in time: it is aborted all the same.
-                yield Complete(outcome="aborted", stop_reason="cancelled", text=translator.text())
+                for event in translator.aborted():
+                    yield event
                 return
             while not channel.updates.empty():
                 for event in translator.feed(channel.updates.get_nowait()):
@@ -341,7 +423,8 @@ class AcpProvider(Provider):
                 raise TimeoutFailure(f"acp: the turn passed its timeout of {turn_timeout:g} s; cancelled") from None
             except JsonRpcError as exc:
                 if session.aborted:
-                    yield Complete(outcome="aborted", stop_reason="cancelled", text=translator.text())
+                    for event in translator.aborted():
+                        yield event
                     return
                 raise _classify(exc, "acp: session/prompt failed") from None
             for event in translator.finish(result, session=session):
@@ -360,11 +443,18 @@ class AcpProvider(Provider):
         options = [o for o in params.get("options") or [] if isinstance(o, dict)]
         call = params.get("toolCall") if isinstance(params.get("toolCall"), dict) else {}
         assert isinstance(call, dict)
-        events: list[Event] = list(translator.tool_update(call, announce=True))
-        tool_call = translator.calls.get(str(call.get("toolCallId")))
-        name = tool_call.name if tool_call else _tool_name(call)
-        arguments = tool_call.arguments if tool_call else _dict(call.get("rawInput"))
         call_id = str(call.get("toolCallId") or f"acp-perm-{len(translator.calls)}")
+        call = {**call, "toolCallId": call_id}
+        # The updates that came before this request may still wait in the queue (they carry
+        # the tool's real name, e.g. Bash): name the call from everything the agent said so
+        # far, and announce it behind those updates, in the order the agent sent them.
+        known: dict[str, Any] = {}
+        merge_tool_call(known, channel.tool_calls.get(call_id, {}))
+        merge_tool_call(known, call)
+        tool_call = translator.calls.get(call_id)
+        name = tool_call.name if tool_call else tool_name(known, first_title=channel.first_titles.get(call_id))
+        arguments = tool_call.arguments if tool_call else tool_arguments(known, name)
+        events: list[Event] = []
         kind = str(call.get("kind") or "other")
         tool = Tool(
             name=name,
@@ -399,6 +489,7 @@ class AcpProvider(Provider):
                     reason=decision.reason,
                 )
             )
+        channel.updates.put_nowait({"sessionUpdate": PERMISSION_ANNOUNCE, "toolCall": call})
         channel.updates.put_nowait(events)
         chosen = _pick_option(options, allow=decision.allow, always=decision.scope == "always")
         if chosen is None:
@@ -421,15 +512,35 @@ def _pick_option(options: list[dict[str, Any]], *, allow: bool, always: bool) ->
     return None
 
 
+_OVERLOADED: Final = re.compile(r"\b(529|503)\b|overloaded|unavailable")
+_RATE_LIMIT: Final = re.compile(r"\b429\b|rate.?limit|quota|resource_exhausted")
+# A stream that broke off: Node's fetch says "terminated", OpenCode "Connection reset by server"
+# or "Cannot connect to API: The socket connection was closed unexpectedly" (it varies by run).
+_CUT: Final = re.compile(
+    r"\bterminated\b|connection reset|econnreset|socket hang up|fetch failed|premature close"
+    r"|cannot connect|closed unexpectedly|econnrefused"
+)
+# A session the agent does not know: ACP's "Resource not found" (-32002), Gemini's own words.
+_UNKNOWN_SESSION: Final = re.compile(r"resource not found|no previous sessions|session not found|unknown session")
+
+
 def _classify(exc: JsonRpcError, what: str) -> SeamlineError:
     text = f"{exc.rpc_message} {exc.data if exc.data is not None else ''}".lower()
-    message = f"{what}: {exc.message}"
+    details = exc.data.get("details") if isinstance(exc.data, dict) else None
+    # Gemini says only "Internal error" and puts the cause in data.details.
+    message = f"{what}: {exc.message}" + (f": {str(details)[:300]}" if isinstance(details, str) and details else "")
     if exc.code == -32000 or any(
         k in text for k in ("401", "authentication", "api key", "unauthorized", "auth_required")
     ):
         return AuthFailure(message)
-    if any(k in text for k in ("429", "rate limit", "rate_limit", "quota", "overloaded")):
+    if exc.code in (503, 529) or _OVERLOADED.search(text):
+        return ProviderFailure(message, retryable=True)  # overloaded: the provider's, and it passes
+    if exc.code == 429 or _RATE_LIMIT.search(text):
         return QuotaExceeded(message)
+    if _CUT.search(text):
+        return TransportFailure(message)
+    if exc.code == -32002 or _UNKNOWN_SESSION.search(text):
+        return InvalidRequest(message)
     if exc.code in (-32600, -32601, -32602):
         return InvalidRequest(message)
     return ProviderFailure(message)
@@ -437,167 +548,3 @@ def _classify(exc: JsonRpcError, what: str) -> SeamlineError:
 
 def _encode(message: object) -> str:
     return msgspec.json.encode(message).decode()
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    return dict(value) if isinstance(value, dict) else {}
-
-
-def _tool_name(call: dict[str, Any]) -> str:
-    """The agent's own tool name where its ``_meta`` tells (claude-agent-acp does), else the kind."""
-    meta = call.get("_meta")
-    if isinstance(meta, dict):
-        for value in meta.values():
-            if isinstance(value, dict) and isinstance(value.get("toolName"), str):
-                return str(value["toolName"])
-    kind = call.get("kind")
-    return str(kind) if isinstance(kind, str) and kind else "tool"
-
-
-def _content_text(content: Any) -> str:
-    """The text of ACP tool-call content (``content`` blocks, diffs, terminals)."""
-    parts: list[str] = []
-    for item in content if isinstance(content, list) else []:
-        if not isinstance(item, dict):
-            continue
-        inner = item.get("content")
-        if item.get("type") == "content" and isinstance(inner, dict) and isinstance(inner.get("text"), str):
-            parts.append(inner["text"])
-        elif item.get("type") == "diff":
-            parts.append(f"diff {item.get('path')}")
-    return "\n".join(parts)
-
-
-class AcpTranslator:
-    """``session/update`` payloads of one turn to seamline events.
-
-    A tool call is reported once its arguments are known (claude-agent-acp sends an empty
-    ``rawInput`` first and the real one in an update), or when a permission request or a
-    status change needs it; its result comes with status ``completed`` or ``failed``.
-    Plans become ``reasoning`` text; ``current_mode_update`` becomes ``mode``. The
-    agent's cost in ``usage_update`` is cumulative over the session: the turn's cost is
-    the difference.
-    """
-
-    def __init__(self) -> None:
-        self.calls: dict[str, ToolCall] = {}
-        self.pending: dict[str, dict[str, Any]] = {}
-        self.finished: set[str] = set()
-        self._text: list[str] = []
-        self._reasoning: list[str] = []
-        self.session_cost: float | None = None
-
-    def text(self) -> str:
-        return "".join(self._text)
-
-    def feed(self, item: dict[str, Any] | list[Event]) -> list[Event]:
-        if isinstance(item, list):
-            return item
-        kind = item.get("sessionUpdate")
-        if kind == "agent_message_chunk":
-            text = _chunk_text(item)
-            if text:
-                self._text.append(text)
-                return [TextDelta(text=text)]
-        elif kind == "agent_thought_chunk":
-            text = _chunk_text(item)
-            if text:
-                self._reasoning.append(text)
-                return [ReasoningDelta(text=text)]
-        elif kind in ("tool_call", "tool_call_update"):
-            return self.tool_update(item, announce=False)
-        elif kind == "plan":
-            entries = [e for e in item.get("entries") or [] if isinstance(e, dict)]
-            lines = [f"- [{e.get('status', 'pending')}] {e.get('content', '')}" for e in entries]
-            return [Reasoning(text="Plan:\n" + "\n".join(lines))]
-        elif kind == "current_mode_update":
-            mode = str(item.get("currentModeId") or "")
-            return [Mode(mode="planning" if "plan" in mode.lower() else "agent")]
-        elif kind == "usage_update":
-            cost = item.get("cost")
-            if isinstance(cost, dict) and isinstance(cost.get("amount"), int | float):
-                if str(cost.get("currency", "USD")).upper() == "USD":
-                    self.session_cost = float(cost["amount"])
-        # user_message_chunk (history replay), available_commands_update, config and
-        # session info updates: kept in the raw log only.
-        return []
-
-    def tool_update(self, item: dict[str, Any], *, announce: bool) -> list[Event]:
-        call_id = str(item.get("toolCallId") or "")
-        if not call_id:
-            return []
-        merged = self.pending.setdefault(call_id, {})
-        for key, value in item.items():
-            if value is not None and not (key == "rawInput" and value == {} and merged.get("rawInput")):
-                merged[key] = value
-        events: list[Event] = []
-        status = merged.get("status")
-        raw_input = merged.get("rawInput")
-        ready = announce or bool(raw_input) or status in ("in_progress", "completed", "failed")
-        if call_id not in self.calls and ready:
-            call = ToolCall(call_id=call_id, name=_tool_name(merged), arguments=_dict(raw_input), source="acp")
-            self.calls[call_id] = call
-            events.append(call)
-        if item.get("status") == "in_progress" and call_id in self.calls and item.get("title"):
-            events.append(ToolProgress(call_id=call_id, message=str(item["title"])))
-        if status in ("completed", "failed") and call_id not in self.finished and call_id in self.calls:
-            self.finished.add(call_id)
-            output = merged.get("rawOutput")
-            text = output if isinstance(output, str) else _content_text(merged.get("content"))
-            if not text and output is not None:
-                text = _encode(output) if isinstance(output, dict | list) else str(output)
-            events.append(
-                ToolResult(call_id=call_id, output=text, is_error=status == "failed", name=self.calls[call_id].name)
-            )
-        return events
-
-    def finish(self, result: Any, *, session: ProviderSession) -> list[Event]:
-        result = result if isinstance(result, dict) else {}
-        stop = str(result.get("stopReason") or "end_turn")
-        events: list[Event] = []
-        if self._reasoning:
-            events.append(Reasoning(text="".join(self._reasoning)))
-        text = self.text()
-        if text:
-            events.append(Text(text=text))
-        usage = self._usage(result.get("usage"), session)
-        if usage is not None:
-            events.append(usage)
-        outcome = "aborted" if stop == "cancelled" or session.aborted else "completed"
-        events.append(Complete(outcome=outcome, stop_reason=stop, text=text))  # type: ignore[arg-type]
-        return events
-
-    def _usage(self, raw: Any, session: ProviderSession) -> Usage | None:
-        state = session.state
-        cost: float | None = None
-        if self.session_cost is not None:
-            before = state.get("acp_session_cost", 0.0)
-            cost = max(self.session_cost - float(before), 0.0)
-            state["acp_session_cost"] = self.session_cost
-        if not isinstance(raw, dict) and cost is None:
-            return None
-        raw = raw if isinstance(raw, dict) else {}
-
-        def n(key: str) -> int:
-            value = raw.get(key)
-            return int(value) if isinstance(value, int | float) else 0
-
-        cache_read, cache_write = n("cachedReadTokens"), n("cachedWriteTokens")
-        # ACP's counts are additive (totalTokens is their sum); ours count cached input in input.
-        return Usage(
-            input_tokens=n("inputTokens") + cache_read + cache_write,
-            output_tokens=n("outputTokens") + n("thoughtTokens"),
-            cache_read_tokens=cache_read,
-            cache_write_tokens=cache_write,
-            cost_usd=cost,
-            priced=cost is not None,
-            model=session.provider.model,
-            usage_id=f"acp:{session.provider_session_id}:{session.turn}",
-        )
-
-
-def _chunk_text(item: dict[str, Any]) -> str:
-    content = item.get("content")
-    if isinstance(content, dict) and content.get("type") == "text" and isinstance(content.get("text"), str):
-        return str(content["text"])
-    return ""
