@@ -1,0 +1,69 @@
+"""``seamline acp`` on stdio: the agent's JSON-RPC connection over stdin and stdout.
+
+stdout belongs to the protocol: before serving, the real stdout is kept for the
+connection and file descriptor 1 is pointed at stderr, so a stray ``print`` (ours, a
+library's, a tool's child process) lands on stderr instead of corrupting the wire.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from typing import Any
+
+from seamline.acp_agent.agent import AcpAgentSettings, SeamlineAcpAgent
+from seamline.acp_agent.connection import DEFAULT_MAX_LINE, AgentConnection
+
+__all__ = ["serve_stdio"]
+
+
+class _WriteProtocol(asyncio.Protocol):
+    """Flow control for the stdout pipe: ``drain`` waits while the client does not read."""
+
+    def __init__(self) -> None:
+        self._paused = False
+        self._waiters: list[asyncio.Future[None]] = []
+
+    def pause_writing(self) -> None:
+        self._paused = True
+
+    def resume_writing(self) -> None:
+        self._paused = False
+        for waiter in self._waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+        self._waiters.clear()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.resume_writing()
+
+    async def _drain_helper(self) -> None:
+        if self._paused:
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            await waiter
+
+
+async def serve_stdio(settings: AcpAgentSettings, *, max_line: int = DEFAULT_MAX_LINE) -> None:
+    """Serve one client on stdin/stdout until it closes stdin; then close every session."""
+    loop = asyncio.get_running_loop()
+    sys.stdout.flush()
+    wire_fd = os.dup(1)
+    os.dup2(2, 1)  # stray writes to stdout now reach stderr
+    reader = asyncio.StreamReader(limit=max_line + 1)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin.buffer)
+    protocol = _WriteProtocol()
+    transport, _ = await loop.connect_write_pipe(lambda: protocol, os.fdopen(wire_fd, "wb", buffering=0))
+    writer: Any = asyncio.StreamWriter(transport, protocol, None, loop)  # type: ignore[arg-type]
+    agent = SeamlineAcpAgent(settings)
+    connection = AgentConnection(
+        reader, writer, on_request=agent.handle, on_notification=agent.notified, max_line=max_line
+    )
+    agent.connection = connection
+    try:
+        await connection.serve()
+    finally:
+        await agent.close_all()
+        await connection.cancel_handlers()
+        transport.close()
