@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-from typing import Any
 
 from seamline.acp_agent.agent import AcpAgentSettings, SeamlineAcpAgent
 from seamline.acp_agent.connection import DEFAULT_MAX_LINE, AgentConnection
@@ -55,7 +54,7 @@ async def serve_stdio(settings: AcpAgentSettings, *, max_line: int = DEFAULT_MAX
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin.buffer)
     protocol = _WriteProtocol()
     transport, _ = await loop.connect_write_pipe(lambda: protocol, os.fdopen(wire_fd, "wb", buffering=0))
-    writer: Any = asyncio.StreamWriter(transport, protocol, None, loop)  # type: ignore[arg-type]
+    writer = asyncio.StreamWriter(transport, protocol, None, loop)
     agent = SeamlineAcpAgent(settings)
     connection = AgentConnection(
         reader, writer, on_request=agent.handle, on_notification=agent.notified, max_line=max_line
