@@ -104,6 +104,7 @@ class SeamlineAcpAgent:
         self.connection: AgentConnection | None = None
         self.sessions: dict[str, OpenSession] = {}
         self._grace_timers: set[asyncio.Task[None]] = set()
+        self.shutting_down = False
 
     # -- dispatch ----------------------------------------------------------------------------
     async def handle(self, method: str, params: Any) -> Any:
@@ -320,6 +321,8 @@ class SeamlineAcpAgent:
     # -- the turn ----------------------------------------------------------------------------
     async def prompt(self, params: dict[str, Any]) -> dict[str, Any]:
         opened = self._open(params)
+        if self.shutting_down:
+            raise JsonRpcError(INVALID_REQUEST, "the agent is shutting down (its input closed)")
         if opened.turn is not None and not opened.turn.done():
             raise JsonRpcError(INVALID_REQUEST, "a prompt is already running in this session")
         text = prompt_text(params.get("prompt"))
@@ -379,6 +382,12 @@ class SeamlineAcpAgent:
             turn.cancel()
 
     # -- shutdown ----------------------------------------------------------------------------
+    async def shut_down(self) -> None:
+        """No new turns; the running ones are cancelled (their prompts answer ``cancelled``)."""
+        self.shutting_down = True
+        for session_id in list(self.sessions):
+            await self.cancel(session_id)
+
     async def _close(self, opened: OpenSession) -> None:
         self.sessions.pop(opened.session.session_id, None)
         if opened.turn is not None and not opened.turn.done():

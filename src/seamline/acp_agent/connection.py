@@ -83,8 +83,7 @@ class AgentConnection:
         await self._send({"jsonrpc": "2.0", "method": method, "params": params})
 
     async def _send(self, message: dict[str, Any]) -> None:
-        if self.closed:
-            raise TransportFailure("the client has gone (stdin closed)")
+        # Sending goes on after the client closed stdin: it may still read the answers.
         async with self._write_lock:
             try:
                 self._writer.write(encode_message(message))
@@ -114,9 +113,10 @@ class AgentConnection:
             self.closed = True
             self._close_pending(TransportFailure("the client closed the connection"))
 
-    async def wait_handlers(self) -> None:
-        while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+    async def wait_handlers(self, timeout: float | None = None) -> None:
+        """Wait for the running handlers (at most ``timeout`` seconds; the rest keep running)."""
+        if self._tasks:
+            await asyncio.wait(list(self._tasks), timeout=timeout)
 
     async def _lines(self) -> Any:
         """Lines without their newline; ``None`` for a line over the limit (skipped whole)."""
@@ -212,7 +212,8 @@ class AgentConnection:
     async def cancel_handlers(self) -> None:
         for task in list(self._tasks):
             task.cancel()
-        await self.wait_handlers()
+        if self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
 
 def _id_of(message: Any) -> Any:

@@ -10,11 +10,12 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+from typing import BinaryIO
 
 from seamline.acp_agent.agent import AcpAgentSettings, SeamlineAcpAgent
 from seamline.acp_agent.connection import DEFAULT_MAX_LINE, AgentConnection
 
-__all__ = ["serve_stdio"]
+__all__ = ["pipe_streams", "serve_stdio"]
 
 
 class _WriteProtocol(asyncio.Protocol):
@@ -44,17 +45,24 @@ class _WriteProtocol(asyncio.Protocol):
             await waiter
 
 
+async def pipe_streams(
+    read_from: BinaryIO, write_to: BinaryIO, *, limit: int
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """asyncio streams over two pipes (the writer's ``drain`` waits for the reader)."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=limit)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), read_from)
+    protocol = _WriteProtocol()
+    transport, _ = await loop.connect_write_pipe(lambda: protocol, write_to)
+    return reader, asyncio.StreamWriter(transport, protocol, None, loop)
+
+
 async def serve_stdio(settings: AcpAgentSettings, *, max_line: int = DEFAULT_MAX_LINE) -> None:
     """Serve one client on stdin/stdout until it closes stdin; then close every session."""
-    loop = asyncio.get_running_loop()
     sys.stdout.flush()
     wire_fd = os.dup(1)
     os.dup2(2, 1)  # stray writes to stdout now reach stderr
-    reader = asyncio.StreamReader(limit=max_line + 1)
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin.buffer)
-    protocol = _WriteProtocol()
-    transport, _ = await loop.connect_write_pipe(lambda: protocol, os.fdopen(wire_fd, "wb", buffering=0))
-    writer = asyncio.StreamWriter(transport, protocol, None, loop)
+    reader, writer = await pipe_streams(sys.stdin.buffer, os.fdopen(wire_fd, "wb", buffering=0), limit=max_line + 1)
     agent = SeamlineAcpAgent(settings)
     connection = AgentConnection(
         reader, writer, on_request=agent.handle, on_notification=agent.notified, max_line=max_line
@@ -62,7 +70,11 @@ async def serve_stdio(settings: AcpAgentSettings, *, max_line: int = DEFAULT_MAX
     agent.connection = connection
     try:
         await connection.serve()
+        # The client closed stdin: running turns are cancelled, what it asked is still
+        # answered (it may read stdout to the end), then every session is closed.
+        await agent.shut_down()
+        await connection.wait_handlers(timeout=settings.cancel_grace + 10)
     finally:
         await agent.close_all()
         await connection.cancel_handlers()
-        transport.close()
+        writer.close()
