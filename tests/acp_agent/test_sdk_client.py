@@ -19,6 +19,8 @@ acp = pytest.importorskip("acp")
 from acp import PROTOCOL_VERSION, RequestError, spawn_agent_process, text_block  # noqa: E402
 from acp.schema import (  # noqa: E402
     AgentMessageChunk,
+    AgentPlanUpdate,
+    AgentThoughtChunk,
     AllowedOutcome,
     CurrentModeUpdate,
     DeniedOutcome,
@@ -238,3 +240,25 @@ async def test_failures_are_json_rpc_errors(tmp_path: Path, ws: Path) -> None:
     records = SessionStore(store)
     assert records.require(session.session_id).status == "failed"
     records.close()
+
+
+@run_async
+async def test_a_pipeline_prompt_shows_its_phases_as_the_plan(tmp_path: Path) -> None:
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    argv = [*agent_argv(write_script(tmp_path, "unused", []), tmp_path / "s.db")[:4], "--pipeline", "answer-review"]
+    argv += ["--store", str(tmp_path / "s.db")]
+    client = RecordingClient()
+    async with connected(client, argv, tmp_path) as conn:
+        session = await conn.new_session(cwd=str(docs), mcp_servers=[])
+        result = await conn.prompt(session_id=session.session_id, prompt=[text_block("How do I add a provider?")])
+    assert result.stop_reason == "end_turn"
+    assert result.field_meta is not None and result.field_meta["seamline"]["stopReason"] == "converged"
+    plans = [[(e.content.split(" ")[0], e.status) for e in u.entries] for u in client.of(AgentPlanUpdate)]
+    assert plans[0] == [("write", "in_progress"), ("review", "pending")]
+    assert plans[1] == [("write", "completed"), ("review", "in_progress")]
+    assert plans[-1] == [("write", "completed"), ("review", "completed")]
+    answer = "".join(u.content.text for u in client.of(AgentMessageChunk))
+    assert answer and "provider" in answer.lower()
+    assert client.of(AgentThoughtChunk)  # the writer's own words are the work, not the answer
+    run_id = result.field_meta["seamline"]["runId"]
+    assert (tmp_path / "traces" / f"{run_id}.jsonl").exists()

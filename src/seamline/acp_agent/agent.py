@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +26,7 @@ from typing import Any, Final, Literal
 
 from seamline.acp_agent.connection import INVALID_REQUEST, AgentConnection
 from seamline.acp_agent.permissions import ClientPrompter
+from seamline.acp_agent.pipeline_turns import PipelineSession, PipelineSettings
 from seamline.acp_agent.updates import (
     RESOURCE_NOT_FOUND,
     UpdateTranslator,
@@ -69,6 +71,8 @@ class AcpAgentSettings:
     budget_usd: float | None = None
     max_steps: int = 50
     cancel_grace: float = 5.0
+    #: with a pipeline, every prompt is one run of it (see :mod:`seamline.acp_agent.pipeline_turns`)
+    pipeline: PipelineSettings | None = None
 
 
 @dataclass(eq=False)
@@ -103,6 +107,8 @@ class SeamlineAcpAgent:
         self.settings = settings
         self.connection: AgentConnection | None = None
         self.sessions: dict[str, OpenSession] = {}
+        self.pipelines: dict[str, PipelineSession] = {}
+        self._pipeline_turns: dict[str, asyncio.Task[dict[str, Any]]] = {}
         self._grace_timers: set[asyncio.Task[None]] = set()
         self.shutting_down = False
 
@@ -142,7 +148,7 @@ class SeamlineAcpAgent:
     async def initialize(self, params: dict[str, Any]) -> dict[str, Any]:
         from seamline import __version__
 
-        stored = self.settings.store is not None
+        stored = self.settings.store is not None and self.settings.pipeline is None
         session_caps: dict[str, Any] = {"close": {}}
         if stored:
             session_caps.update({"list": {}, "resume": {}})
@@ -185,6 +191,10 @@ class SeamlineAcpAgent:
     async def new_session(self, params: dict[str, Any]) -> dict[str, Any]:
         cwd = _cwd(params)
         workspace, tools = self._tools_for(cwd)
+        if self.settings.pipeline is not None:
+            sid = uuid.uuid4().hex
+            self.pipelines[sid] = PipelineSession(sid, workspace.root, tools, self.settings.pipeline)
+            return {"sessionId": sid}
         provider = create_provider(self.settings.provider, model=self.settings.model, options=self.settings.options)
         approval = self._approval(workspace)
         session = await provider.open(
@@ -305,6 +315,13 @@ class SeamlineAcpAgent:
         return {}
 
     async def close_session(self, params: dict[str, Any]) -> dict[str, Any]:
+        pipeline = self.pipelines.pop(_session_id(params), None)
+        if pipeline is not None:
+            running = self._pipeline_turns.pop(pipeline.session_id, None)
+            if running is not None and not running.done():
+                await pipeline.cancel()
+                await self._hard_cancel(running)
+            return {}
         opened = self._open(params)
         await self._close(opened)
         return {}
@@ -312,6 +329,8 @@ class SeamlineAcpAgent:
     def _open(self, params: dict[str, Any]) -> OpenSession:
         session_id = _session_id(params)
         opened = self.sessions.get(session_id)
+        if session_id in self.pipelines:
+            raise JsonRpcError(INVALID_PARAMS, "a pipeline session has no model or mode of its own")
         if opened is None:
             stored = self.settings.store is not None and self.settings.store.get(session_id) is not None
             hint = "; load or resume it first" if stored else ""
@@ -320,6 +339,8 @@ class SeamlineAcpAgent:
 
     # -- the turn ----------------------------------------------------------------------------
     async def prompt(self, params: dict[str, Any]) -> dict[str, Any]:
+        if _session_id(params) in self.pipelines:
+            return await self._pipeline_prompt(params)
         opened = self._open(params)
         if self.shutting_down:
             raise JsonRpcError(INVALID_REQUEST, "the agent is shutting down (its input closed)")
@@ -330,16 +351,27 @@ class SeamlineAcpAgent:
             raise JsonRpcError(INVALID_PARAMS, "the prompt has no text")
         task = asyncio.create_task(self._turn(opened, text))
         opened.turn = task
-        try:
-            await asyncio.wait({task})
-        except asyncio.CancelledError:
-            task.cancel()
-            with contextlib.suppress(BaseException):
-                await task
-            raise
-        if task.cancelled():  # cancelled, and it did not settle within the grace period
-            return {"stopReason": "cancelled", "_meta": {"seamline": {"outcome": "aborted", "stopReason": "cancelled"}}}
-        return task.result()
+        return await _settled(task)
+
+    async def _pipeline_prompt(self, params: dict[str, Any]) -> dict[str, Any]:
+        pipeline = self.pipelines[_session_id(params)]
+        running = self._pipeline_turns.get(pipeline.session_id)
+        if self.shutting_down or (running is not None and not running.done()):
+            raise JsonRpcError(
+                INVALID_REQUEST, "a prompt is already running in this session (or the agent is stopping)"
+            )
+        text = prompt_text(params.get("prompt"))
+        if not text.strip():
+            raise JsonRpcError(INVALID_PARAMS, "the prompt has no text")
+        connection = self.connection
+        assert connection is not None
+
+        async def notify(update: dict[str, Any]) -> None:
+            await connection.notify("session/update", {"sessionId": pipeline.session_id, "update": update})
+
+        task = asyncio.create_task(pipeline.run(text, notify))
+        self._pipeline_turns[pipeline.session_id] = task
+        return await _settled(task)
 
     async def _turn(self, opened: OpenSession, text: str) -> dict[str, Any]:
         session = opened.session
@@ -364,13 +396,22 @@ class SeamlineAcpAgent:
         return prompt_result(final, usages, error=translator.last_error)
 
     async def cancel(self, session_id: str) -> None:
+        pipeline = self.pipelines.get(session_id)
+        running = self._pipeline_turns.get(session_id)
+        if pipeline is not None and running is not None and not running.done():
+            await pipeline.cancel()
+            self._start_grace(running)
+            return
         opened = self.sessions.get(session_id)
         if opened is None or opened.turn is None or opened.turn.done():
             return
         opened.prompter.cancel_all()
         with contextlib.suppress(SeamlineError):
             await opened.provider.abort(opened.session)
-        timer = asyncio.create_task(self._hard_cancel(opened.turn))
+        self._start_grace(opened.turn)
+
+    def _start_grace(self, turn: asyncio.Task[dict[str, Any]]) -> None:
+        timer = asyncio.create_task(self._hard_cancel(turn))
         self._grace_timers.add(timer)
         timer.add_done_callback(self._grace_timers.discard)
 
@@ -385,7 +426,7 @@ class SeamlineAcpAgent:
     async def shut_down(self) -> None:
         """No new turns; the running ones are cancelled (their prompts answer ``cancelled``)."""
         self.shutting_down = True
-        for session_id in list(self.sessions):
+        for session_id in [*self.sessions, *self.pipelines]:
             await self.cancel(session_id)
 
     async def _close(self, opened: OpenSession) -> None:
@@ -403,8 +444,28 @@ class SeamlineAcpAgent:
     async def close_all(self) -> None:
         for opened in list(self.sessions.values()):
             await self._close(opened)
+        for session_id, running in list(self._pipeline_turns.items()):
+            if not running.done():
+                await self.pipelines[session_id].cancel()
+                await self._hard_cancel(running)
+                with contextlib.suppress(BaseException):
+                    await running
         for timer in list(self._grace_timers):
             timer.cancel()
+
+
+async def _settled(task: asyncio.Task[dict[str, Any]]) -> dict[str, Any]:
+    """The turn's result; ``cancelled`` when it had to be stopped outright."""
+    try:
+        await asyncio.wait({task})
+    except asyncio.CancelledError:
+        task.cancel()
+        with contextlib.suppress(BaseException):
+            await task
+        raise
+    if task.cancelled():  # cancelled, and it did not settle within the grace period
+        return {"stopReason": "cancelled", "_meta": {"seamline": {"outcome": "aborted", "stopReason": "cancelled"}}}
+    return task.result()
 
 
 def _session_id(params: dict[str, Any]) -> str:

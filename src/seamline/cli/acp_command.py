@@ -15,6 +15,7 @@ examples:
   seamline acp                                  # the offline provider, in an ACP client
   seamline acp --provider claude-code --model sonnet
   seamline acp --provider scripted -o script=demo.yaml
+  seamline acp --pipeline answer-review         # each prompt runs the pipeline; phases are the plan
   seamline run --provider acp -o command="seamline acp --provider scripted -o script=demo.yaml" "hi"
 
 stdout carries the protocol (JSON-RPC 2.0, one message per line); everything else goes
@@ -56,6 +57,13 @@ def add_parser(commands: Any) -> str:
         "write and shell tools then run without asking",
     )
     acp.add_argument("--sandbox-policy", metavar="FILE", help="sandbox policy file (TOML or JSON); needs --sandbox")
+    acp.add_argument(
+        "--pipeline",
+        metavar="NAME|FILE",
+        help="run every prompt as this pipeline (built in: single, answer-review; or a YAML/JSON file); "
+        "its phases are the client's plan",
+    )
+    acp.add_argument("--yes", "-y", action="store_true", help="allow write and shell tools without asking the client")
     acp.add_argument("--budget-usd", type=float, metavar="USD", help="stop each turn once its cost passes this")
     acp.add_argument("--max-steps", type=int, default=50, metavar="N", help="most model calls in a turn (default: 50)")
     acp.add_argument(
@@ -92,6 +100,23 @@ def run(args: argparse.Namespace) -> int:
         return workspace_tools(workspace, sandbox=sandbox, journal=journal)
 
     store = None if args.no_store else open_store(args.store)
+    pipeline = None
+    if args.pipeline:
+        from seamline.acp_agent.pipeline_turns import PipelineSettings
+        from seamline.pipeline.builtin import resolve_pipeline
+        from seamline.sessions.store import SessionStore
+
+        pipeline = PipelineSettings(
+            definition=resolve_pipeline(args.pipeline),
+            provider=args.provider,
+            model=args.model,
+            options=options,
+            store=store if isinstance(store, SessionStore) else None,
+            store_path=args.store,
+            yes=args.yes or bool(args.sandbox),
+            max_steps=args.max_steps,
+            budget_usd=args.budget_usd,
+        )
     rules = None
     if store is not None and (args.store is None or "://" not in str(args.store)):
         rules = PermissionRules(args.store or default_store_path())
@@ -102,10 +127,11 @@ def run(args: argparse.Namespace) -> int:
         store=store,
         rules=rules,
         tools=tools,
-        yes=bool(args.sandbox),
+        yes=args.yes or bool(args.sandbox),
         budget_usd=args.budget_usd,
         max_steps=args.max_steps,
         cancel_grace=args.cancel_grace,
+        pipeline=pipeline,
     )
     try:
         asyncio.run(serve_stdio(settings))
