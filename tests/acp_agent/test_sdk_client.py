@@ -262,3 +262,20 @@ async def test_a_pipeline_prompt_shows_its_phases_as_the_plan(tmp_path: Path) ->
     assert client.of(AgentThoughtChunk)  # the writer's own words are the work, not the answer
     run_id = result.field_meta["seamline"]["runId"]
     assert (tmp_path / "traces" / f"{run_id}.jsonl").exists()
+
+
+@run_async
+async def test_the_budget_and_the_step_limit_end_the_turn_with_their_stop_reasons(tmp_path: Path, ws: Path) -> None:
+    pricey = write_script(tmp_path, "pricey", [{"text": "costly", "usage": {"input_tokens": 1, "cost_usd": 0.01}}])
+    async with connected(
+        RecordingClient(), agent_argv(pricey, tmp_path / "s.db", "--budget-usd", "0.001"), tmp_path
+    ) as conn:
+        session = await conn.new_session(cwd=str(ws), mcp_servers=[])
+        budget = await conn.prompt(session_id=session.session_id, prompt=[text_block("go")])
+    assert budget.stop_reason == "cancelled"
+    assert budget.field_meta == {"seamline": {"outcome": "budget", "stopReason": "budget"}}
+    note = write_script(tmp_path, "note", WRITE_NOTE)
+    async with connected(RecordingClient(), agent_argv(note, tmp_path / "s.db", "--max-steps", "1"), tmp_path) as conn:
+        session = await conn.new_session(cwd=str(ws), mcp_servers=[])
+        steps = await conn.prompt(session_id=session.session_id, prompt=[text_block("go")])
+    assert steps.stop_reason == "max_turn_requests"
