@@ -165,8 +165,12 @@ async def test_cancel_of_a_provider_that_does_not_settle(tmp_path: Path, ws: Pat
         await asyncio.wait_for(client.tool_started.wait(), timeout=60)  # the turn is running
         await conn.cancel(session_id=session.session_id)
         result = await asyncio.wait_for(turn, timeout=60)
+    # Settled by the abort (between model calls) or stopped outright (during the slow one).
     assert result.stop_reason == "cancelled"
-    assert result.field_meta == {"seamline": {"outcome": "aborted", "stopReason": "cancelled"}}
+    assert result.field_meta is not None and result.field_meta["seamline"]["outcome"] == "aborted"
+    records = SessionStore(tmp_path / "s.db")
+    assert records.require(session.session_id).status == "aborted"
+    records.close()
 
 
 @run_async
