@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import signal
 from collections.abc import AsyncIterator
@@ -283,3 +284,49 @@ async def test_the_budget_and_the_step_limit_end_the_turn_with_their_stop_reason
         session = await conn.new_session(cwd=str(ws), mcp_servers=[])
         steps = await conn.prompt(session_id=session.session_id, prompt=[text_block("go")])
     assert steps.stop_reason == "max_turn_requests"
+
+
+@run_async
+async def test_a_session_made_by_seamline_run_is_loaded_on_its_own_provider(tmp_path: Path) -> None:
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    store = tmp_path / "s.db"
+    env = {**agent_env(tmp_path), "SEAMLINE_BLOCK_REAL_PROVIDERS": "1"}
+    run = await asyncio.create_subprocess_exec(
+        *agent_argv(write_script(tmp_path, "unused", []), store)[:3],
+        "run",
+        "--json",
+        "--store",
+        str(store),
+        "--workspace",
+        str(docs),
+        "What does the store keep?",
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    try:
+        out, _ = await asyncio.wait_for(run.communicate(), timeout=120)
+    finally:
+        if run.returncode is None:
+            run.kill()
+            await run.wait()
+    assert run.returncode == 0
+    session_id = json.loads(out.splitlines()[0])["session_id"]
+    client = RecordingClient()
+    async with connected(client, agent_argv(write_script(tmp_path, "unused", []), store), tmp_path) as conn:
+        loaded = await conn.load_session(cwd=str(docs), session_id=session_id, mcp_servers=[])
+        replayed = len(client.updates)
+        again = await conn.prompt(session_id=session_id, prompt=[text_block("And the raw log?")])
+    assert loaded.modes is not None and loaded.modes.current_mode_id == "agent"
+    assert [u.content.text for u in client.updates[:replayed] if isinstance(u, UserMessageChunk)] == [
+        "What does the store keep?"
+    ]
+    assert again.stop_reason == "end_turn"
+    assert any(isinstance(u, AgentMessageChunk) for u in client.updates[replayed:])  # the offline provider answered
+    records = SessionStore(store)
+    record = records.require(session_id)
+    assert record.provider == "offline" and record.status == "completed"
+    assert [e.content for e in records.transcript(session_id) if e.kind == "user"] == [
+        "What does the store keep?",
+        "And the raw log?",
+    ]
+    records.close()
