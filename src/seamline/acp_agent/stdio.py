@@ -1,0 +1,80 @@
+"""``seamline acp`` on stdio: the agent's JSON-RPC connection over stdin and stdout.
+
+stdout belongs to the protocol: before serving, the real stdout is kept for the
+connection and file descriptor 1 is pointed at stderr, so a stray ``print`` (ours, a
+library's, a tool's child process) lands on stderr instead of corrupting the wire.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from typing import BinaryIO
+
+from seamline.acp_agent.agent import AcpAgentSettings, SeamlineAcpAgent
+from seamline.acp_agent.connection import DEFAULT_MAX_LINE, AgentConnection
+
+__all__ = ["pipe_streams", "serve_stdio"]
+
+
+class _WriteProtocol(asyncio.Protocol):
+    """Flow control for the stdout pipe: ``drain`` waits while the client does not read."""
+
+    def __init__(self) -> None:
+        self._paused = False
+        self._waiters: list[asyncio.Future[None]] = []
+
+    def pause_writing(self) -> None:
+        self._paused = True
+
+    def resume_writing(self) -> None:
+        self._paused = False
+        for waiter in self._waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+        self._waiters.clear()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.resume_writing()
+
+    async def _drain_helper(self) -> None:
+        if self._paused:
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            await waiter
+
+
+async def pipe_streams(
+    read_from: BinaryIO, write_to: BinaryIO, *, limit: int
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """asyncio streams over two pipes (the writer's ``drain`` waits for the reader)."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=limit)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), read_from)
+    protocol = _WriteProtocol()
+    transport, _ = await loop.connect_write_pipe(lambda: protocol, write_to)
+    return reader, asyncio.StreamWriter(transport, protocol, None, loop)
+
+
+async def serve_stdio(settings: AcpAgentSettings, *, max_line: int = DEFAULT_MAX_LINE) -> None:
+    """Serve one client on stdin/stdout until it closes stdin; then close every session."""
+    sys.stdout.flush()
+    wire_fd = os.dup(1)
+    os.dup2(2, 1)  # stray writes to stdout now reach stderr
+    reader, writer = await pipe_streams(sys.stdin.buffer, os.fdopen(wire_fd, "wb", buffering=0), limit=max_line + 1)
+    agent = SeamlineAcpAgent(settings)
+    connection = AgentConnection(
+        reader, writer, on_request=agent.handle, on_notification=agent.notified, max_line=max_line
+    )
+    agent.connection = connection
+    try:
+        await connection.serve()
+        # The client closed stdin: running turns are cancelled, what it asked is still
+        # answered (it may read stdout to the end), then every session is closed.
+        await agent.shut_down()
+        await connection.wait_handlers(timeout=settings.cancel_grace + 10)
+    finally:
+        await agent.close_all()
+        await connection.cancel_handlers()
+        writer.close()
