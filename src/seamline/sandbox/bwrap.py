@@ -3,7 +3,8 @@
 Inside: ``/usr`` and the usual links to it read-only, a few files of ``/etc`` (loader
 cache, users, time zone; name resolution and certificates only with the network on), a
 fresh ``/proc``, a minimal ``/dev``, a private ``/tmp``, ``/inputs`` read-only,
-``/workspace`` read-write, ``/outputs`` read-write. The root itself is read-only; the
+``/workspace`` read-write (its ``.git/config`` and ``.git/hooks`` read-only unless the
+policy allows them), ``/outputs`` read-write. The root itself is read-only; the
 host's home, ``/root``, ``/home`` and everything else are absent. The command runs as an
 unprivileged user with every capability dropped, in a new session, and dies with its
 parent.
@@ -26,7 +27,7 @@ from seamline.sandbox.layout import (
 )
 from seamline.sandbox.policy import SandboxPolicy
 
-__all__ = ["BWRAP_ENV", "BwrapBackend", "find_bwrap", "find_prlimit"]
+__all__ = ["BWRAP_ENV", "BwrapBackend", "find_bwrap", "find_prlimit", "git_guard_args"]
 
 BWRAP_ENV: Final = "SEAMLINE_BWRAP"
 SANDBOX_UID: Final = 1000
@@ -43,6 +44,33 @@ _ETC_FILES: Final = (
     "/etc/mime.types",
 )
 _ETC_NETWORK: Final = ("/etc/resolv.conf", "/etc/hosts", "/etc/ssl", "/etc/ca-certificates", "/etc/gai.conf")
+
+
+def git_guard_args(workspace: Path) -> list[str]:
+    """Mounts that keep ``.git/config`` and ``.git/hooks`` read-only inside the sandbox.
+
+    The host's next ``git`` in the workspace runs what they name (``core.fsmonitor``,
+    ``core.pager``, hooks), outside any sandbox. ``.git`` is bound onto itself so that,
+    being a mount point, it cannot be renamed away and replaced; config and hooks are
+    read-only mount points, which can be neither written, removed nor renamed. A missing
+    hooks folder is made (empty) first, and a missing config is covered by an empty
+    read-only file, so neither can be planted.
+    """
+    git = workspace / ".git"
+    if git.is_symlink() or not git.is_dir():
+        return []  # no repository, or a gitfile/link to a folder outside the sandbox
+    inner = f"{INNER_WORKSPACE}/.git"
+    args = ["--bind", str(git), inner]
+    hooks = git / "hooks"
+    if not hooks.exists() and not hooks.is_symlink():
+        hooks.mkdir()
+    args += ["--ro-bind", str(hooks), f"{inner}/hooks"]
+    config = git / "config"
+    if config.exists():
+        args += ["--ro-bind", str(config), f"{inner}/config"]
+    else:
+        args += ["--ro-bind", "/dev/null", f"{inner}/config"]
+    return args
 
 
 def find_bwrap(explicit: str | None = None, *, path: str | None = None) -> str | None:
@@ -108,6 +136,8 @@ class BwrapBackend:
         else:
             argv += ["--dir", INNER_INPUTS]
         argv += ["--bind", str(layout.workspace), INNER_WORKSPACE]
+        if not policy.git_config_writable:
+            argv += git_guard_args(layout.workspace)
         argv += ["--bind", str(layout.outputs), INNER_OUTPUTS]
         # Everything not bound read-write above becomes read-only, the root included.
         argv += ["--remount-ro", "/", "--chdir", INNER_WORKSPACE, "--"]

@@ -3,7 +3,8 @@
 A :class:`SandboxPolicy` is plain data, checked when it is built. It names the host
 folders behind ``/inputs`` (read-only) and ``/outputs`` (read-write, with
 ``/outputs/scratch``), whether the host network is shared, which environment variables
-pass in (an allowlist; names that look like credentials never pass), and the
+pass in (an allowlist; names that look like credentials never pass), whether the
+workspace's ``.git/config`` and ``.git/hooks`` may be written (not by default), and the
 :class:`ResourceLimits` of each command.
 
 >>> policy = SandboxPolicy.from_mapping({"network": False, "limits": {"wall_s": 5}})
@@ -83,6 +84,9 @@ class SandboxPolicy:
     env_allow: tuple[str, ...] = DEFAULT_ENV_ALLOW
     env_set: Mapping[str, str] = field(default_factory=dict)
     limits: ResourceLimits = field(default_factory=ResourceLimits)
+    #: ``.git/config`` and ``.git/hooks`` of the workspace are read-only inside unless this
+    #: is set: the host's next ``git`` would run what they name (``core.fsmonitor``, hooks).
+    git_config_writable: bool = False
 
     def __post_init__(self) -> None:
         for name in (*self.env_allow, *self.env_set):
@@ -118,7 +122,7 @@ class SandboxPolicy:
     @classmethod
     def from_mapping(cls, data: Mapping[str, object], *, base: Path | None = None) -> SandboxPolicy:
         """Build a policy from parsed TOML/JSON; relative folders are taken from ``base``."""
-        known = {"inputs", "outputs", "network", "env_allow", "env_set", "limits"}
+        known = {"inputs", "outputs", "network", "env_allow", "env_set", "limits", "git_config_writable"}
         unknown = set(data) - known
         if unknown:
             raise InvalidRequest(f"sandbox policy: unknown keys {sorted(unknown)}; known: {sorted(known)}")
@@ -148,6 +152,9 @@ class SandboxPolicy:
         network = data.get("network", False)
         if not isinstance(network, bool):
             raise InvalidRequest("sandbox policy: network must be true or false")
+        git_writable = data.get("git_config_writable", False)
+        if not isinstance(git_writable, bool):
+            raise InvalidRequest("sandbox policy: git_config_writable must be true or false")
         env_allow = data.get("env_allow", list(DEFAULT_ENV_ALLOW))
         env_set = data.get("env_set", {})
         if not isinstance(env_allow, list) or not all(isinstance(n, str) for n in env_allow):
@@ -161,6 +168,7 @@ class SandboxPolicy:
             env_allow=tuple(env_allow),
             env_set=dict(env_set),
             limits=limits,
+            git_config_writable=git_writable,
         )
 
 
