@@ -123,6 +123,30 @@ def test_revert_refuses_when_the_workspace_changed_since(
     assert unknown.returncode == 2 and "no journal for run" in unknown.stderr
 
 
+def test_revert_restores_a_folder_that_the_run_swapped_for_a_symlink(
+    bwrap_ready: None, seamline_cmd: list[str], cli_env: dict[str, str], tmp_path: Path
+) -> None:
+    ws = _workspace(tmp_path)
+    before = tree_digest(ws)
+    script = tmp_path / "script.json"
+    command = "rm -r old && ln -s src old"
+    script.write_text(
+        json.dumps([{"tool_calls": [{"name": "shell", "arguments": {"command": command}}]}, {"text": "ok"}])
+    )
+    done = _seamline(
+        seamline_cmd, cli_env, "run", "-p", "scripted", "-o", f"script={script}", "--sandbox", "bwrap", "--json",
+        "-w", str(ws), "go",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert (ws / "old").is_symlink()
+    run_id = json.loads(done.stdout.splitlines()[0])["session_id"]
+    reverted = _seamline(seamline_cmd, cli_env, "revert", run_id)
+    assert reverted.returncode == 0, reverted.stderr
+    assert (ws / "old" / "inner.txt").read_text() == "inner\n"
+    assert not (ws / "src" / "inner.txt").exists()
+    assert tree_digest(ws) == before
+
+
 def _env_without_bwrap(cli_env: dict[str, str], tmp_path: Path) -> dict[str, str]:
     """PATH holding only a folder without bwrap (the interpreter is called by its full path)."""
     empty = tmp_path / "bin"

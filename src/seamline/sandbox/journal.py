@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import shutil
 import sqlite3
 import stat
 import time
@@ -29,6 +28,7 @@ from typing import Final, Literal
 
 from seamline.errors import InvalidRequest, PermissionDenied, SandboxViolation
 from seamline.events import FileChangeKind
+from seamline.sandbox.revert_plan import apply_plan, check_plan, plan_restore, real_folders, safe_rel
 
 __all__ = ["EditJournal", "JournalStep", "PathState", "RevertReport", "journal_path_for"]
 
@@ -296,10 +296,16 @@ class EditJournal:
                 raise InvalidRequest(
                     f"the journal lacks the content of {rel!r} (over {MAX_JOURNALED_BYTES} bytes); nothing reverted"
                 )
-        restored: list[str] = []
-        for _step, _seq, rel, bk, bd, bm, *_after in rows:
-            self._restore(root, rel, PathState(bk, bd, bm))
-            restored.append(rel)
+        # Plan the whole revert, check it, then apply: refused means nothing changed.
+        want = plan_restore(rows)
+        check_plan(root, want)
+        apply_plan(root, want, blob=self._blob)
+        for rel in want:
+            self._known.pop((str(root), rel), None)
+        wrong = [rel for rel, state in want.items() if not _same(self._state_fresh(root, rel), state)]
+        if wrong:
+            raise SandboxViolation(f"revert of run {run_id} could not restore {', '.join(sorted(wrong)[:10])} exactly")
+        restored = [r[2] for r in rows]
         # Undone steps stay in the journal, marked, so the record is kept and not undone twice.
         with self._db:
             self._db.execute("BEGIN")
@@ -317,33 +323,15 @@ class EditJournal:
 
     def _state_fresh(self, root: Path, rel: str) -> PathState:
         self._known.pop((str(root), rel), None)
-        return self._state(root, _safe_rel(rel))
+        if not real_folders(root, safe_rel(rel)):
+            return _ABSENT  # behind a link: not in the workspace
+        return self._state(root, rel)
 
-    def _restore(self, root: Path, rel: str, state: PathState) -> None:
-        target = root / _safe_rel(rel)
-        parent = Path(os.path.realpath(target.parent))
-        if parent != root and root not in parent.parents:
-            raise SandboxViolation(f"refusing to restore {rel!r}: its folder now points outside the workspace")
-        _remove(target, keep_dir=state.kind == "dir")
-        if state.kind == "absent":
-            return
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if state.kind == "dir":
-            target.mkdir(exist_ok=True)
-            if state.mode is not None:
-                target.chmod(state.mode)
-        elif state.kind == "link":
-            os.symlink(state.data or "", target)
-        else:
-            blob = self._db.execute("SELECT data FROM blobs WHERE hash = ?", (state.data,)).fetchone()
-            if blob is None:
-                raise InvalidRequest(
-                    f"the journal lacks the content of {rel!r} (over {MAX_JOURNALED_BYTES} bytes); cannot restore it"
-                )
-            target.write_bytes(blob[0])
-            if state.mode is not None:
-                target.chmod(state.mode)
-        self._known.pop((str(root), rel), None)
+    def _blob(self, digest: str) -> bytes:
+        row = self._db.execute("SELECT data FROM blobs WHERE hash = ?", (digest,)).fetchone()
+        if row is None:
+            raise InvalidRequest(f"the journal lacks the content {digest[:12]}; cannot restore it")
+        return bytes(row[0])
 
 
 def _hash_file(path: Path) -> str:
@@ -365,29 +353,9 @@ def _same(now: PathState, want: PathState) -> bool:
     return now.kind == "dir" or now.data == want.data
 
 
-def _remove(target: Path, *, keep_dir: bool) -> None:
-    try:
-        st = target.lstat()
-    except FileNotFoundError:
-        return
-    if stat.S_ISDIR(st.st_mode):
-        if keep_dir:
-            return
-        shutil.rmtree(target)
-    else:
-        target.unlink()
-
-
 def _rel(root: Path, path: Path) -> str:
     full = path if path.is_absolute() else root / path
     try:
         return full.relative_to(root).as_posix()
     except ValueError:
         raise SandboxViolation(f"{path} is outside the workspace {root}") from None
-
-
-def _safe_rel(rel: str) -> str:
-    parts = Path(rel).parts
-    if Path(rel).is_absolute() or ".." in parts or not parts:
-        raise SandboxViolation(f"journal path {rel!r} is not inside the workspace")
-    return rel
