@@ -16,23 +16,21 @@ before the run, or after a given step.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import sqlite3
-import stat
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, Literal
+from typing import Final
 
 from seamline.errors import InvalidRequest, PermissionDenied, SandboxViolation
 from seamline.events import FileChangeKind
+from seamline.sandbox.file_index import ABSENT, FileIndex, PathState
 from seamline.sandbox.revert_plan import apply_plan, check_plan, plan_restore, real_folders, safe_rel
 
 __all__ = ["EditJournal", "JournalStep", "PathState", "RevertReport", "journal_path_for"]
 
-StateKind = Literal["absent", "file", "link", "dir"]
 #: Files larger than this are fingerprinted but their content is not kept.
 MAX_JOURNALED_BYTES: Final = 64 * 1024 * 1024
 _SCHEMA: Final = """
@@ -56,18 +54,6 @@ def journal_path_for(store_path: str | os.PathLike[str]) -> Path:
 
 
 @dataclass(frozen=True, slots=True)
-class PathState:
-    """One path at one moment. ``data`` is the content hash (file) or target (link)."""
-
-    kind: StateKind
-    data: str | None = None
-    mode: int | None = None
-
-
-_ABSENT: Final = PathState("absent")
-
-
-@dataclass(frozen=True, slots=True)
 class JournalStep:
     """One journaled tool call and the paths it changed."""
 
@@ -88,16 +74,6 @@ class RevertReport:
     restored: tuple[str, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class _StatKey:
-    kind: StateKind
-    size: int
-    mtime_ns: int
-    ctime_ns: int
-    ino: int
-    mode: int
-
-
 class EditJournal:
     """The journal file; see the module docstring."""
 
@@ -109,10 +85,10 @@ class EditJournal:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript(_SCHEMA)
+            # Stat keys and hashes, kept in this file: only changed files are read again.
+            self.index = FileIndex(self._db)
         except sqlite3.DatabaseError as exc:
             raise InvalidRequest(f"cannot use edit journal {self.path}: {exc}") from None
-        # Scan cache per workspace: a file whose stat is unchanged keeps its known hash.
-        self._known: dict[tuple[str, str], tuple[_StatKey, str]] = {}
 
     def close(self) -> None:
         self._db.close()
@@ -160,50 +136,7 @@ class EditJournal:
         # One transaction for every blob a scan stores, not one per file.
         with self._db:
             self._db.execute("BEGIN")
-            return self._scan_paths(root, rels)
-
-    def _scan_paths(self, root: Path, rels: list[str] | None) -> dict[str, PathState]:
-        states: dict[str, PathState] = {}
-        if rels is not None:
-            for rel in rels:
-                states[rel] = self._state(root, rel)
-            return states
-        for dirpath, dirnames, filenames in os.walk(root):
-            base = Path(dirpath)
-            for name in dirnames + filenames:
-                full = base / name
-                if full == self.path or full.name.startswith(self.path.name):
-                    continue
-                states[full.relative_to(root).as_posix()] = self._state(root, full.relative_to(root).as_posix())
-            # os.walk does not descend into symlinked folders; they are recorded as links.
-        return states
-
-    def _state(self, root: Path, rel: str) -> PathState:
-        full = root / rel
-        try:
-            st = full.lstat()
-        except FileNotFoundError:
-            return _ABSENT
-        mode = stat.S_IMODE(st.st_mode)
-        if stat.S_ISLNK(st.st_mode):
-            return PathState("link", os.readlink(full), None)
-        if stat.S_ISDIR(st.st_mode):
-            return PathState("dir", None, mode)
-        if not stat.S_ISREG(st.st_mode):
-            return PathState("file", "special", mode)
-        key = _StatKey("file", st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, mode)
-        cached = self._known.get((str(root), rel))
-        if cached is not None and cached[0] == key:
-            return PathState("file", cached[1], mode)
-        if st.st_size > MAX_JOURNALED_BYTES:
-            # Too big to keep: fingerprinted only; reverting it is refused, not faked.
-            digest = _hash_file(full)
-        else:
-            data = full.read_bytes()
-            digest = hashlib.sha256(data).hexdigest()
-            self._db.execute("INSERT OR IGNORE INTO blobs VALUES (?, ?)", (digest, data))
-        self._known[(str(root), rel)] = (key, digest)
-        return PathState("file", digest, mode)
+            return self.index.scan(str(root), rels, skip=self.path.name, max_bytes=MAX_JOURNALED_BYTES)
 
     def _reserve_step(self, run_id: str, tool: str, call_id: str) -> int:
         with self._db:
@@ -223,18 +156,18 @@ class EditJournal:
         after: dict[str, PathState],
         on_change: Callable[[str, FileChangeKind], None] | None,
     ) -> None:
-        changed = sorted(p for p in set(before) | set(after) if before.get(p, _ABSENT) != after.get(p, _ABSENT))
+        changed = sorted(p for p in set(before) | set(after) if before.get(p, ABSENT) != after.get(p, ABSENT))
         with self._db:
             self._db.execute("BEGIN")
             for seq, rel in enumerate(changed):
-                b, a = before.get(rel, _ABSENT), after.get(rel, _ABSENT)
+                b, a = before.get(rel, ABSENT), after.get(rel, ABSENT)
                 self._db.execute(
                     "INSERT INTO entries VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (run_id, step, seq, rel, b.kind, b.data, b.mode, a.kind, a.data, a.mode),
                 )
         if on_change is not None:
             for rel in changed:
-                b, a = before.get(rel, _ABSENT), after.get(rel, _ABSENT)
+                b, a = before.get(rel, ABSENT), after.get(rel, ABSENT)
                 if a.kind == "dir" and b.kind == "dir":
                     continue
                 on_change(rel, "created" if b.kind == "absent" else "deleted" if a.kind == "absent" else "edited")
@@ -291,17 +224,19 @@ class EditJournal:
                 raise PermissionDenied(
                     f"the workspace changed since run {run_id} ({shown}); nothing reverted (use --force to overwrite)"
                 )
-        for _s, _q, rel, bk, bd, *_rest in rows:
-            if bk == "file" and self._db.execute("SELECT 1 FROM blobs WHERE hash = ?", (bd,)).fetchone() is None:
-                raise InvalidRequest(
-                    f"the journal lacks the content of {rel!r} (over {MAX_JOURNALED_BYTES} bytes); nothing reverted"
-                )
         # Plan the whole revert, check it, then apply: refused means nothing changed.
         want = plan_restore(rows)
+        for rel, state in sorted(want.items()):
+            if (
+                state.kind == "file"
+                and self._db.execute("SELECT 1 FROM blobs WHERE hash = ?", (state.data,)).fetchone() is None
+            ):
+                raise InvalidRequest(
+                    f"the journal lacks the content of {rel!r} (over {MAX_JOURNALED_BYTES} bytes, only its size "
+                    "and times were journaled); nothing reverted"
+                )
         check_plan(root, want)
         apply_plan(root, want, blob=self._blob)
-        for rel in want:
-            self._known.pop((str(root), rel), None)
         wrong = [rel for rel, state in want.items() if not _same(self._state_fresh(root, rel), state)]
         if wrong:
             raise SandboxViolation(f"revert of run {run_id} could not restore {', '.join(sorted(wrong)[:10])} exactly")
@@ -322,24 +257,16 @@ class EditJournal:
         )
 
     def _state_fresh(self, root: Path, rel: str) -> PathState:
-        self._known.pop((str(root), rel), None)
+        self.index.forget(str(root), rel)
         if not real_folders(root, safe_rel(rel)):
-            return _ABSENT  # behind a link: not in the workspace
-        return self._state(root, rel)
+            return ABSENT  # behind a link: not in the workspace
+        return self._scan(root, [rel])[rel]
 
     def _blob(self, digest: str) -> bytes:
         row = self._db.execute("SELECT data FROM blobs WHERE hash = ?", (digest,)).fetchone()
         if row is None:
             raise InvalidRequest(f"the journal lacks the content {digest[:12]}; cannot restore it")
         return bytes(row[0])
-
-
-def _hash_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _with_ancestors(rel: str) -> list[str]:

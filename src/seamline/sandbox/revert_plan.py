@@ -16,12 +16,10 @@ import shutil
 import stat
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from seamline.errors import SandboxViolation
-
-if TYPE_CHECKING:
-    from seamline.sandbox.journal import PathState
+from seamline.sandbox.file_index import PathState
 
 __all__ = ["apply_plan", "check_plan", "plan_restore", "real_folders", "safe_rel"]
 
@@ -36,8 +34,6 @@ def safe_rel(rel: str) -> str:
 
 def plan_restore(rows: Sequence[Sequence[Any]]) -> dict[str, PathState]:
     """The end state of every path: ``rows`` come newest first, so the earliest "before" wins."""
-    from seamline.sandbox.journal import PathState
-
     want: dict[str, PathState] = {}
     for row in rows:
         rel, kind, data, mode = row[2], row[3], row[4], row[5]
