@@ -5,7 +5,6 @@ Counts, never wall time: ``EditJournal.index`` counts the files and bytes it rea
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
