@@ -197,8 +197,12 @@ def test_sandbox_check_reports_what_works(bwrap_ready: None, seamline_cmd: list[
         "pid_namespace_with_proc": True,
         "seamline_layout": True,
     }
+    # Which memory limit applies is said, honestly: the whole sandbox or each process.
+    assert report["memory_limit"].startswith(("whole sandbox, memory cgroup", "per process only (RLIMIT_AS"))
+    assert report["unix_sockets"].startswith(("refused", "reachable"))
     text = _seamline(seamline_cmd, cli_env, "sandbox", "check")
     assert "backend: bwrap" in text.stdout and "process limit:" in text.stdout
+    assert "memory limit: " in text.stdout and "unix sockets with the network off: " in text.stdout
 
 
 def test_without_sandbox_the_old_rule_holds(seamline_cmd: list[str], cli_env: dict[str, str], tmp_path: Path) -> None:

@@ -65,6 +65,8 @@ def run(args: argparse.Namespace) -> int:
                     "version": report.version,
                     "features": report.features,
                     "process_limit": report.process_limit,
+                    "memory_limit": report.memory_limit,
+                    "unix_sockets": report.unix_sockets,
                     "problems": report.problems,
                     "guidance": report.guidance,
                 }

@@ -2,12 +2,13 @@
 
 Inside: ``/usr`` and the usual links to it read-only, a few files of ``/etc`` (loader
 cache, users, time zone; name resolution and certificates only with the network on), a
-fresh ``/proc``, a minimal ``/dev``, a private ``/tmp``, ``/inputs`` read-only,
+fresh ``/proc``, a minimal ``/dev``, a private ``/tmp`` of a fixed size, ``/inputs`` read-only,
 ``/workspace`` read-write (its ``.git/config`` and ``.git/hooks`` read-only unless the
 policy allows them), ``/outputs`` read-write. The root itself is read-only; the
 host's home, ``/root``, ``/home`` and everything else are absent. The command runs as an
 unprivileged user with every capability dropped, in a new session, and dies with its
-parent.
+parent. With the network off, a seccomp filter also refuses unix sockets (see
+:mod:`seamline.sandbox.seccomp`), so a socket file in the workspace is unreachable.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from seamline.sandbox.layout import (
     limit_prefix,
 )
 from seamline.sandbox.policy import SandboxPolicy
+from seamline.sandbox.seccomp import unix_socket_filter, unix_socket_filter_support
 
 __all__ = ["BWRAP_ENV", "BwrapBackend", "find_bwrap", "find_prlimit", "git_guard_args"]
 
@@ -100,7 +102,9 @@ class BwrapBackend:
         self.binary = binary
         self.prlimit = prlimit
 
-    def plan(self, command: str, *, layout: Layout, policy: SandboxPolicy, nproc_rlimit: bool) -> LaunchPlan:
+    def plan(
+        self, command: str, *, layout: Layout, policy: SandboxPolicy, nproc_rlimit: bool, memory_rlimit: bool = True
+    ) -> LaunchPlan:
         argv = [
             self.binary,
             "--unshare-all",
@@ -130,7 +134,7 @@ class BwrapBackend:
         for item in _ETC_FILES + (_ETC_NETWORK if policy.network else ()):
             if os.path.exists(item):
                 argv += ["--ro-bind", item, item]
-        argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+        argv += ["--proc", "/proc", "--dev", "/dev", "--size", str(policy.limits.tmp_bytes), "--tmpfs", "/tmp"]
         if layout.inputs is not None:
             argv += ["--ro-bind", str(layout.inputs), INNER_INPUTS]
         else:
@@ -139,9 +143,27 @@ class BwrapBackend:
         if not policy.git_config_writable:
             argv += git_guard_args(layout.workspace)
         argv += ["--bind", str(layout.outputs), INNER_OUTPUTS]
+        fds: tuple[int, ...] = ()
+        if not policy.network and unix_socket_filter_support() is None:
+            fds = (_seccomp_fd(),)
+            argv += ["--seccomp", str(fds[0])]
         # Everything not bound read-write above becomes read-only, the root included.
         argv += ["--remount-ro", "/", "--chdir", INNER_WORKSPACE, "--"]
-        argv += limit_prefix(self.prlimit, policy, nproc_rlimit=nproc_rlimit)
+        argv += limit_prefix(self.prlimit, policy, nproc_rlimit=nproc_rlimit, memory_rlimit=memory_rlimit)
         argv += ["/bin/sh", "-c", command]
         # bwrap itself gets no inherited variables: credentials stay out of every process.
-        return LaunchPlan(argv=argv, env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}, cwd=layout.workspace)
+        return LaunchPlan(
+            argv=argv, env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}, cwd=layout.workspace, pass_fds=fds
+        )
+
+
+def _seccomp_fd() -> int:
+    """A memory file holding the unix-socket filter, read by bwrap from its descriptor."""
+    fd = os.memfd_create("seamline-seccomp", 0)
+    try:
+        os.write(fd, unix_socket_filter())
+        os.lseek(fd, 0, os.SEEK_SET)
+    except OSError:
+        os.close(fd)
+        raise
+    return fd

@@ -55,10 +55,12 @@ class ResourceLimits:
     """Limits of one sandboxed command.
 
     ``wall_s`` wall-clock seconds; ``cpu_s`` CPU seconds (RLIMIT_CPU); ``memory_bytes``
-    address space (RLIMIT_AS); ``max_processes`` processes of the sandbox user
-    (RLIMIT_NPROC, counted inside the sandbox's own user namespace); ``output_bytes``
+    memory of the whole sandbox (a memory cgroup) where the machine lets seamline make
+    one, else the address space of each process (RLIMIT_AS; ``seamline sandbox check``
+    says which); ``max_processes`` processes of the sandbox (a pids cgroup, else
+    RLIMIT_NPROC counted inside the sandbox's own user namespace); ``output_bytes``
     captured output, beyond which the command is stopped and its output truncated with a
-    marker.
+    marker; ``tmp_bytes`` the size of the private ``/tmp`` (bwrap).
     """
 
     wall_s: float = 60.0
@@ -66,6 +68,7 @@ class ResourceLimits:
     memory_bytes: int = 4 * 1024**3
     max_processes: int = 128
     output_bytes: int = 1_000_000
+    tmp_bytes: int = 512 * 1024**2
 
     def __post_init__(self) -> None:
         for f in fields(self):
