@@ -67,6 +67,7 @@ def run(args: argparse.Namespace) -> int:
                     "process_limit": report.process_limit,
                     "memory_limit": report.memory_limit,
                     "unix_sockets": report.unix_sockets,
+                    "tmp_size": report.tmp_size,
                     "problems": report.problems,
                     "guidance": report.guidance,
                 }

@@ -98,9 +98,11 @@ class BwrapBackend:
     name = "bwrap"
     isolates = True
 
-    def __init__(self, *, binary: str, prlimit: str) -> None:
+    def __init__(self, *, binary: str, prlimit: str, tmp_size: bool = True) -> None:
         self.binary = binary
         self.prlimit = prlimit
+        # bubblewrap before 0.8 has no --size: /tmp is then bounded by memory alone (probe says so).
+        self.tmp_size = tmp_size
 
     def plan(
         self, command: str, *, layout: Layout, policy: SandboxPolicy, nproc_rlimit: bool, memory_rlimit: bool = True
@@ -134,7 +136,10 @@ class BwrapBackend:
         for item in _ETC_FILES + (_ETC_NETWORK if policy.network else ()):
             if os.path.exists(item):
                 argv += ["--ro-bind", item, item]
-        argv += ["--proc", "/proc", "--dev", "/dev", "--size", str(policy.limits.tmp_bytes), "--tmpfs", "/tmp"]
+        argv += ["--proc", "/proc", "--dev", "/dev"]
+        if self.tmp_size:
+            argv += ["--size", str(policy.limits.tmp_bytes)]
+        argv += ["--tmpfs", "/tmp"]
         if layout.inputs is not None:
             argv += ["--ro-bind", str(layout.inputs), INNER_INPUTS]
         else:

@@ -53,6 +53,7 @@ class ProbeReport:
     memory_limit: str = "none"
     memory_base: Path | None = None
     unix_sockets: str = ""
+    tmp_size: bool = False
     problems: list[str] = field(default_factory=list)
     guidance: list[str] = field(default_factory=list)
 
@@ -66,6 +67,11 @@ class ProbeReport:
             lines.append(f"  {name}: {'yes' if works else 'no'}")
         lines.append(f"process limit: {self.process_limit}")
         lines.append(f"memory limit: {self.memory_limit}")
+        if self.bwrap:
+            lines.append(
+                "private /tmp: "
+                + ("sized (tmp_bytes)" if self.tmp_size else "unsized: this bubblewrap has no --size (0.8 or later)")
+            )
         if self.unix_sockets:
             lines.append(f"unix sockets with the network off: {self.unix_sockets}")
         lines.append(f"backend: {self.backend or 'none (refused)'}")
@@ -100,6 +106,7 @@ def probe(mode: SandboxMode = "auto", *, bwrap: str | None = None, path: str | N
         "refused (seccomp filter on socket(AF_UNIX))" if no_filter is None else f"reachable: {no_filter}"
     )
     report.version = _run([binary, "--version"])[1].strip() or None
+    report.tmp_size = "--size" in _run([binary, "--help"])[1]
     for name, args in _FEATURES:
         ok, detail = _run([binary, *args, "true"])
         report.features[name] = ok
@@ -144,7 +151,7 @@ def open_sandbox(
         backend = ContainerBackend(prlimit=prlimit)
     else:
         assert report.bwrap is not None
-        backend = BwrapBackend(binary=report.bwrap, prlimit=prlimit)
+        backend = BwrapBackend(binary=report.bwrap, prlimit=prlimit, tmp_size=report.tmp_size)
     return Sandbox(
         backend=backend,
         workspace=workspace,
@@ -180,7 +187,7 @@ def _probe_layout(binary: str, prlimit: str, report: ProbeReport) -> bool:
         root = Path(tmp)
         (root / "ws").mkdir()
         (root / "out" / "scratch").mkdir(parents=True)
-        plan = BwrapBackend(binary=binary, prlimit=prlimit).plan(
+        plan = BwrapBackend(binary=binary, prlimit=prlimit, tmp_size=report.tmp_size).plan(
             "test -d /workspace && test -d /outputs/scratch && test -d /inputs",
             layout=Layout(workspace=root / "ws", outputs=root / "out"),
             policy=SandboxPolicy(),
