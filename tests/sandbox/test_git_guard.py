@@ -73,3 +73,22 @@ def test_a_policy_can_allow_git_config_writes(bwrap_ready: None, host: dict[str,
     done = asyncio.run(sandbox.execute("git config seamline.test yes && git config seamline.test"))
     assert done.outcome.returncode == 0, done.outcome.output
     assert b"seamline" in (ws / ".git" / "config").read_bytes()
+
+
+def test_submodule_repositories_are_guarded_too(make_sandbox: Callable[..., Sandbox], host: dict[str, Path]) -> None:
+    ws = host["ws"]
+    _repo(ws)
+    sub = ws / ".git" / "modules" / "lib"
+    (sub / "hooks").mkdir(parents=True)
+    (sub / "config").write_text("[core]\n\tbare = false\n")
+    (sub / "HEAD").write_text("ref: refs/heads/main\n")
+    before = (sub / "config").read_bytes()
+    sandbox = make_sandbox()
+    asyncio.run(
+        sandbox.execute(
+            "printf '[core]\\n\\tfsmonitor = touch PWNED\\n' >> .git/modules/lib/config; "
+            "printf '#!/bin/sh\\ntouch PWNED\\n' > .git/modules/lib/hooks/post-checkout"
+        )
+    )
+    assert (sub / "config").read_bytes() == before
+    assert list((sub / "hooks").iterdir()) == []

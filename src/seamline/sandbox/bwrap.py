@@ -53,8 +53,9 @@ def git_guard_args(workspace: Path) -> list[str]:
 
     The host's next ``git`` in the workspace runs what they name (``core.fsmonitor``,
     ``core.pager``, hooks), outside any sandbox. ``.git`` is bound onto itself so that,
-    being a mount point, it cannot be renamed away and replaced; config and hooks are
-    read-only mount points, which can be neither written, removed nor renamed. A missing
+    being a mount point, it cannot be renamed away and replaced; config and hooks (also
+    those of submodule repositories under ``.git/modules``) are read-only mount points,
+    which can be neither written, removed nor renamed. A missing
     hooks folder is made (empty) first, and a missing config is covered by an empty
     read-only file, so neither can be planted.
     """
@@ -63,16 +64,40 @@ def git_guard_args(workspace: Path) -> list[str]:
         return []  # no repository, or a gitfile/link to a folder outside the sandbox
     inner = f"{INNER_WORKSPACE}/.git"
     args = ["--bind", str(git), inner]
-    hooks = git / "hooks"
-    if not hooks.exists() and not hooks.is_symlink():
-        hooks.mkdir()
-    args += ["--ro-bind", str(hooks), f"{inner}/hooks"]
-    config = git / "config"
-    if config.exists():
-        args += ["--ro-bind", str(config), f"{inner}/config"]
-    else:
-        args += ["--ro-bind", "/dev/null", f"{inner}/config"]
+    # Submodule repositories (.git/modules/NAME, nested) have a config and hooks of their
+    # own, which the host's `git status` reads when it recurses into the submodule.
+    for repo in [git, *_submodule_repos(git / "modules")]:
+        if repo.is_symlink():
+            continue
+        where = inner + "/" + repo.relative_to(git).as_posix() if repo != git else inner
+        hooks = repo / "hooks"
+        if not hooks.exists() and not hooks.is_symlink():
+            hooks.mkdir()
+        args += ["--ro-bind", str(hooks), f"{where}/hooks"]
+        config = repo / "config"
+        if config.exists():
+            args += ["--ro-bind", str(config), f"{where}/config"]
+        else:
+            args += ["--ro-bind", "/dev/null", f"{where}/config"]
     return args
+
+
+def _submodule_repos(folder: Path, depth: int = 0) -> list[Path]:
+    """Repositories under ``.git/modules``: a folder with ``config`` and ``HEAD`` is one (and
+    its own ``modules`` may hold more); any other folder is part of a name with slashes.
+    Objects and refs are never walked."""
+    if depth > 16 or folder.is_symlink() or not folder.is_dir():
+        return []
+    found: list[Path] = []
+    for child in sorted(folder.iterdir()):
+        if child.is_symlink() or not child.is_dir():
+            continue
+        if (child / "config").is_file() and (child / "HEAD").exists():
+            found.append(child)
+            found += _submodule_repos(child / "modules", depth + 1)
+        else:
+            found += _submodule_repos(child, depth + 1)
+    return found
 
 
 def find_bwrap(explicit: str | None = None, *, path: str | None = None) -> str | None:
