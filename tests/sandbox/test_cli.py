@@ -123,6 +123,30 @@ def test_revert_refuses_when_the_workspace_changed_since(
     assert unknown.returncode == 2 and "no journal for run" in unknown.stderr
 
 
+def test_revert_restores_a_folder_that_the_run_swapped_for_a_symlink(
+    bwrap_ready: None, seamline_cmd: list[str], cli_env: dict[str, str], tmp_path: Path
+) -> None:
+    ws = _workspace(tmp_path)
+    before = tree_digest(ws)
+    script = tmp_path / "script.json"
+    command = "rm -r old && ln -s src old"
+    script.write_text(
+        json.dumps([{"tool_calls": [{"name": "shell", "arguments": {"command": command}}]}, {"text": "ok"}])
+    )
+    done = _seamline(
+        seamline_cmd, cli_env, "run", "-p", "scripted", "-o", f"script={script}", "--sandbox", "bwrap", "--json",
+        "-w", str(ws), "go",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert (ws / "old").is_symlink()
+    run_id = json.loads(done.stdout.splitlines()[0])["session_id"]
+    reverted = _seamline(seamline_cmd, cli_env, "revert", run_id)
+    assert reverted.returncode == 0, reverted.stderr
+    assert (ws / "old" / "inner.txt").read_text() == "inner\n"
+    assert not (ws / "src" / "inner.txt").exists()
+    assert tree_digest(ws) == before
+
+
 def _env_without_bwrap(cli_env: dict[str, str], tmp_path: Path) -> dict[str, str]:
     """PATH holding only a folder without bwrap (the interpreter is called by its full path)."""
     empty = tmp_path / "bin"
@@ -173,8 +197,12 @@ def test_sandbox_check_reports_what_works(bwrap_ready: None, seamline_cmd: list[
         "pid_namespace_with_proc": True,
         "seamline_layout": True,
     }
+    # Which memory limit applies is said, honestly: the whole sandbox or each process.
+    assert report["memory_limit"].startswith(("whole sandbox, memory cgroup", "per process only (RLIMIT_AS"))
+    assert report["unix_sockets"].startswith(("refused", "reachable"))
     text = _seamline(seamline_cmd, cli_env, "sandbox", "check")
     assert "backend: bwrap" in text.stdout and "process limit:" in text.stdout
+    assert "memory limit: " in text.stdout and "unix sockets with the network off: " in text.stdout
 
 
 def test_without_sandbox_the_old_rule_holds(seamline_cmd: list[str], cli_env: dict[str, str], tmp_path: Path) -> None:

@@ -130,3 +130,65 @@ def test_overlapping_calls_revert_exactly(tmp_path: Path) -> None:
     assert [s.call_id for s in journal.steps("run-1")] == ["shell-call", "write-call"]
     journal.revert("run-1")
     assert tree_digest(ws) == start
+
+
+@pytest.mark.parametrize("where", ["inside", "outside"])
+def test_a_folder_replaced_by_a_symlink_is_restored_exactly(tmp_path: Path, where: str) -> None:
+    ws = tmp_path / "ws"
+    (ws / "d" / "sub").mkdir(parents=True)
+    (ws / "d" / "f.txt").write_text("mine")
+    (ws / "d" / "sub" / "g.txt").write_text("deep")
+    (ws / "other").mkdir()
+    (ws / "other" / "x.txt").write_text("x")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "f.txt").write_text("host file")
+    start, host_before = tree_digest(ws), tree_digest(outside)
+    journal = EditJournal(tmp_path / "j.db")
+    with _track(journal, ws, "c1"):
+        import shutil
+
+        shutil.rmtree(ws / "d")
+        os.symlink("other" if where == "inside" else str(outside), ws / "d")
+    report = journal.revert("run-1")
+    assert report.steps_undone == 1
+    assert tree_digest(ws) == start
+    assert tree_digest(outside) == host_before
+    journal.close()
+
+
+def test_a_symlink_replaced_by_a_folder_is_restored_exactly(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    (ws / "other").mkdir(parents=True)
+    (ws / "other" / "x.txt").write_text("x")
+    os.symlink("other", ws / "d")
+    start = tree_digest(ws)
+    journal = EditJournal(tmp_path / "j.db")
+    with _track(journal, ws, "c1"):
+        (ws / "d").unlink()
+        (ws / "d").mkdir()
+        (ws / "d" / "x.txt").write_text("a new file in a real folder")
+    journal.revert("run-1")
+    assert tree_digest(ws) == start
+    assert (ws / "other" / "x.txt").read_text() == "x"
+
+
+def test_a_revert_that_cannot_be_exact_changes_nothing(tmp_path: Path) -> None:
+    """The plan is checked whole before the first change: a path whose folder would have
+    to stay a link (it was a link before the run too) is refused, nothing touched."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "a.txt").write_text("A0")
+    journal = EditJournal(tmp_path / "j.db")
+    with _track(journal, ws, "c1"):
+        (ws / "a.txt").write_text("A1")
+    with _track(journal, ws, "c2"):
+        (ws / "d").mkdir()
+        (ws / "d" / "f.txt").write_text("f")
+    # Forge a journal that asks for d/f.txt inside a d that must be a link.
+    journal._db.execute("UPDATE entries SET before_kind = 'link', before_data = '/etc' WHERE path = 'd'")
+    journal._db.execute("UPDATE entries SET before_kind = 'file', before_data = after_data WHERE path = 'd/f.txt'")
+    now = tree_digest(ws)
+    with pytest.raises(SandboxViolation, match=r"d/f\.txt"):
+        journal.revert("run-1")
+    assert tree_digest(ws) == now

@@ -1,7 +1,8 @@
 """``seamline``: run agents on any backend from the command line.
 
 Exit codes: 0 completed · 1 failed · 2 usage error (bad arguments, unknown provider or
-option, unusable store) · 3 stopped at the budget · 130 aborted (Ctrl-C).
+option, unusable store) · 3 stopped at the budget · 130 aborted (Ctrl-C) · 143 terminated
+(SIGTERM; what the run started is ended first).
 """
 
 from __future__ import annotations
@@ -13,13 +14,20 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
-from typing import Final
+from typing import Final, Literal
 
 from seamline.errors import SeamlineError
 
 __all__ = ["EXIT_CODES", "main"]
 
-EXIT_CODES: Final[dict[str, int]] = {"completed": 0, "failed": 1, "usage": 2, "budget": 3, "aborted": 130}
+EXIT_CODES: Final[dict[str, int]] = {
+    "completed": 0,
+    "failed": 1,
+    "usage": 2,
+    "budget": 3,
+    "aborted": 130,
+    "terminated": 143,
+}
 # Controller stop reasons of `seamline run --pipeline` (see seamline.pipeline.controller).
 EXIT_CODES.update({"oscillating": 4, "exhausted": 5, "vetoed": 6, "invalid_transition": 7})
 
@@ -96,6 +104,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("seamline: interrupted", file=sys.stderr)
         return EXIT_CODES["aborted"]
+    except asyncio.CancelledError:
+        # SIGTERM cancelled a command's run (see install_abort_handler); its finally blocks ran.
+        return EXIT_CODES["terminated"]
     except BrokenPipeError:
         return EXIT_CODES["failed"]
     except Exception as exc:
@@ -115,23 +126,59 @@ def _one_line(text: str) -> str:
     return one_line(text)
 
 
-def install_abort_handler(loop: asyncio.AbstractEventLoop, abort: object) -> None:
-    """First Ctrl-C asks the turn to abort cleanly; the second one interrupts at once."""
+class Interruption:
+    """Why a signal cancelled the run, if one did: ``aborted`` (Ctrl-C before there was a
+    turn to abort: MCP servers starting, a session opening) or ``terminated`` (SIGTERM)."""
+
+    def __init__(self, task: asyncio.Task[object] | None) -> None:
+        self.task = task
+        self.reason: Literal["aborted", "terminated"] | None = None
+
+    def cancel(self, reason: Literal["aborted", "terminated"]) -> None:
+        """Cancel the run's task: every ``finally`` runs, so shell children and MCP servers
+        are ended by the code that started them."""
+        if self.reason != "terminated":
+            self.reason = reason
+        if self.task is not None:
+            self.task.cancel()
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES["terminated"] if self.reason == "terminated" else EXIT_CODES["aborted"]
+
+
+def install_abort_handler(loop: asyncio.AbstractEventLoop, abort: object) -> Interruption:
+    """First Ctrl-C asks the turn to abort cleanly; the second one interrupts at once.
+
+    ``abort()`` returning False means there was no turn to abort yet: the run is cancelled
+    instead. SIGTERM cancels the run at once. The returned :class:`Interruption` says why.
+    """
     presses = 0
+    interruption = Interruption(asyncio.current_task(loop))
+
+    async def first_abort() -> None:
+        if callable(abort) and await abort() is False:
+            interruption.cancel("aborted")
 
     def handle() -> None:
         nonlocal presses
         presses += 1
         if presses == 1 and callable(abort):
             print("\nseamline: aborting (Ctrl-C again to stop at once)", file=sys.stderr)
-            loop.create_task(abort())
+            loop.create_task(first_abort())
         else:
             raise KeyboardInterrupt
 
+    def terminate() -> None:
+        print("seamline: terminated (SIGTERM); ending what the run started", file=sys.stderr)
+        interruption.cancel("terminated")
+
     try:
         loop.add_signal_handler(signal.SIGINT, handle)
+        loop.add_signal_handler(signal.SIGTERM, terminate)
     except (NotImplementedError, RuntimeError):  # pragma: no cover - not on this platform
         pass
+    return interruption
 
 
 if __name__ == "__main__":  # pragma: no cover

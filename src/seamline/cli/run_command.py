@@ -162,28 +162,38 @@ async def _drive(
 ) -> int:
     opened: list[ProviderSession] = []
 
-    async def abort() -> None:
-        if opened:
-            await provider.abort(opened[0])
+    async def abort() -> bool:
+        if not opened:
+            return False  # nothing to abort yet (MCP servers starting): the run is cancelled
+        await provider.abort(opened[0])
+        return True
 
-    install_abort_handler(asyncio.get_running_loop(), abort)
+    interruption = install_abort_handler(asyncio.get_running_loop(), abort)
     final: Complete | None = None
-    async for event in stream(
-        prompt,
-        provider=provider,
-        workspace=workspace.root,
-        store=store,
-        tools=tools,
-        yes=args.yes or bool(getattr(args, "sandbox", None)),
-        max_steps=args.max_steps,
-        budget_usd=args.budget_usd,
-        on_open=opened.append,
-        run_options=sandbox_run_options(args),
-        **run_extensions(args, workspace, yes=args.yes or bool(getattr(args, "sandbox", None)), store=store),
-    ):
-        display.show(event)
-        if isinstance(event, Complete):
-            final = event
+    try:
+        async for event in stream(
+            prompt,
+            provider=provider,
+            workspace=workspace.root,
+            store=store,
+            tools=tools,
+            yes=args.yes or bool(getattr(args, "sandbox", None)),
+            max_steps=args.max_steps,
+            budget_usd=args.budget_usd,
+            on_open=opened.append,
+            run_options=sandbox_run_options(args),
+            **run_extensions(args, workspace, yes=args.yes or bool(getattr(args, "sandbox", None)), store=store),
+        ):
+            display.show(event)
+            if isinstance(event, Complete):
+                final = event
+    except asyncio.CancelledError:
+        if interruption.reason is None:
+            raise
+        # Everything the run started was ended on the way out; say how the turn ended.
+        display.show(Complete(outcome="aborted", stop_reason=interruption.reason))
+        print(f"seamline: turn aborted ({interruption.reason})", file=sys.stderr)
+        return interruption.exit_code
     if final is None:  # pragma: no cover - the seam guarantees a complete
         return EXIT_CODES["failed"]
     if final.outcome != "completed":

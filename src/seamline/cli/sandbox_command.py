@@ -65,6 +65,9 @@ def run(args: argparse.Namespace) -> int:
                     "version": report.version,
                     "features": report.features,
                     "process_limit": report.process_limit,
+                    "memory_limit": report.memory_limit,
+                    "unix_sockets": report.unix_sockets,
+                    "tmp_size": report.tmp_size,
                     "problems": report.problems,
                     "guidance": report.guidance,
                 }

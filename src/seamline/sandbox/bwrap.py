@@ -2,11 +2,13 @@
 
 Inside: ``/usr`` and the usual links to it read-only, a few files of ``/etc`` (loader
 cache, users, time zone; name resolution and certificates only with the network on), a
-fresh ``/proc``, a minimal ``/dev``, a private ``/tmp``, ``/inputs`` read-only,
-``/workspace`` read-write, ``/outputs`` read-write. The root itself is read-only; the
+fresh ``/proc``, a minimal ``/dev``, a private ``/tmp`` of a fixed size, ``/inputs`` read-only,
+``/workspace`` read-write (its ``.git/config`` and ``.git/hooks`` read-only unless the
+policy allows them), ``/outputs`` read-write. The root itself is read-only; the
 host's home, ``/root``, ``/home`` and everything else are absent. The command runs as an
 unprivileged user with every capability dropped, in a new session, and dies with its
-parent.
+parent. With the network off, a seccomp filter also refuses unix sockets (see
+:mod:`seamline.sandbox.seccomp`), so a socket file in the workspace is unreachable.
 """
 
 from __future__ import annotations
@@ -25,8 +27,9 @@ from seamline.sandbox.layout import (
     limit_prefix,
 )
 from seamline.sandbox.policy import SandboxPolicy
+from seamline.sandbox.seccomp import unix_socket_filter, unix_socket_filter_support
 
-__all__ = ["BWRAP_ENV", "BwrapBackend", "find_bwrap", "find_prlimit"]
+__all__ = ["BWRAP_ENV", "BwrapBackend", "find_bwrap", "find_prlimit", "git_guard_args"]
 
 BWRAP_ENV: Final = "SEAMLINE_BWRAP"
 SANDBOX_UID: Final = 1000
@@ -43,6 +46,58 @@ _ETC_FILES: Final = (
     "/etc/mime.types",
 )
 _ETC_NETWORK: Final = ("/etc/resolv.conf", "/etc/hosts", "/etc/ssl", "/etc/ca-certificates", "/etc/gai.conf")
+
+
+def git_guard_args(workspace: Path) -> list[str]:
+    """Mounts that keep ``.git/config`` and ``.git/hooks`` read-only inside the sandbox.
+
+    The host's next ``git`` in the workspace runs what they name (``core.fsmonitor``,
+    ``core.pager``, hooks), outside any sandbox. ``.git`` is bound onto itself so that,
+    being a mount point, it cannot be renamed away and replaced; config and hooks (also
+    those of submodule repositories under ``.git/modules``) are read-only mount points,
+    which can be neither written, removed nor renamed. A missing
+    hooks folder is made (empty) first, and a missing config is covered by an empty
+    read-only file, so neither can be planted.
+    """
+    git = workspace / ".git"
+    if git.is_symlink() or not git.is_dir():
+        return []  # no repository, or a gitfile/link to a folder outside the sandbox
+    inner = f"{INNER_WORKSPACE}/.git"
+    args = ["--bind", str(git), inner]
+    # Submodule repositories (.git/modules/NAME, nested) have a config and hooks of their
+    # own, which the host's `git status` reads when it recurses into the submodule.
+    for repo in [git, *_submodule_repos(git / "modules")]:
+        if repo.is_symlink():
+            continue
+        where = inner + "/" + repo.relative_to(git).as_posix() if repo != git else inner
+        hooks = repo / "hooks"
+        if not hooks.exists() and not hooks.is_symlink():
+            hooks.mkdir()
+        args += ["--ro-bind", str(hooks), f"{where}/hooks"]
+        config = repo / "config"
+        if config.exists():
+            args += ["--ro-bind", str(config), f"{where}/config"]
+        else:
+            args += ["--ro-bind", "/dev/null", f"{where}/config"]
+    return args
+
+
+def _submodule_repos(folder: Path, depth: int = 0) -> list[Path]:
+    """Repositories under ``.git/modules``: a folder with ``config`` and ``HEAD`` is one (and
+    its own ``modules`` may hold more); any other folder is part of a name with slashes.
+    Objects and refs are never walked."""
+    if depth > 16 or folder.is_symlink() or not folder.is_dir():
+        return []
+    found: list[Path] = []
+    for child in sorted(folder.iterdir()):
+        if child.is_symlink() or not child.is_dir():
+            continue
+        if (child / "config").is_file() and (child / "HEAD").exists():
+            found.append(child)
+            found += _submodule_repos(child / "modules", depth + 1)
+        else:
+            found += _submodule_repos(child, depth + 1)
+    return found
 
 
 def find_bwrap(explicit: str | None = None, *, path: str | None = None) -> str | None:
@@ -68,11 +123,15 @@ class BwrapBackend:
     name = "bwrap"
     isolates = True
 
-    def __init__(self, *, binary: str, prlimit: str) -> None:
+    def __init__(self, *, binary: str, prlimit: str, tmp_size: bool = True) -> None:
         self.binary = binary
         self.prlimit = prlimit
+        # bubblewrap before 0.8 has no --size: /tmp is then bounded by memory alone (probe says so).
+        self.tmp_size = tmp_size
 
-    def plan(self, command: str, *, layout: Layout, policy: SandboxPolicy, nproc_rlimit: bool) -> LaunchPlan:
+    def plan(
+        self, command: str, *, layout: Layout, policy: SandboxPolicy, nproc_rlimit: bool, memory_rlimit: bool = True
+    ) -> LaunchPlan:
         argv = [
             self.binary,
             "--unshare-all",
@@ -102,16 +161,39 @@ class BwrapBackend:
         for item in _ETC_FILES + (_ETC_NETWORK if policy.network else ()):
             if os.path.exists(item):
                 argv += ["--ro-bind", item, item]
-        argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+        argv += ["--proc", "/proc", "--dev", "/dev"]
+        if self.tmp_size:
+            argv += ["--size", str(policy.limits.tmp_bytes)]
+        argv += ["--tmpfs", "/tmp"]
         if layout.inputs is not None:
             argv += ["--ro-bind", str(layout.inputs), INNER_INPUTS]
         else:
             argv += ["--dir", INNER_INPUTS]
         argv += ["--bind", str(layout.workspace), INNER_WORKSPACE]
+        if not policy.git_config_writable:
+            argv += git_guard_args(layout.workspace)
         argv += ["--bind", str(layout.outputs), INNER_OUTPUTS]
+        fds: tuple[int, ...] = ()
+        if not policy.network and unix_socket_filter_support() is None:
+            fds = (_seccomp_fd(),)
+            argv += ["--seccomp", str(fds[0])]
         # Everything not bound read-write above becomes read-only, the root included.
         argv += ["--remount-ro", "/", "--chdir", INNER_WORKSPACE, "--"]
-        argv += limit_prefix(self.prlimit, policy, nproc_rlimit=nproc_rlimit)
+        argv += limit_prefix(self.prlimit, policy, nproc_rlimit=nproc_rlimit, memory_rlimit=memory_rlimit)
         argv += ["/bin/sh", "-c", command]
         # bwrap itself gets no inherited variables: credentials stay out of every process.
-        return LaunchPlan(argv=argv, env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}, cwd=layout.workspace)
+        return LaunchPlan(
+            argv=argv, env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}, cwd=layout.workspace, pass_fds=fds
+        )
+
+
+def _seccomp_fd() -> int:
+    """A memory file holding the unix-socket filter, read by bwrap from its descriptor."""
+    fd = os.memfd_create("seamline-seccomp", 0)
+    try:
+        os.write(fd, unix_socket_filter())
+        os.lseek(fd, 0, os.SEEK_SET)
+    except OSError:
+        os.close(fd)
+        raise
+    return fd

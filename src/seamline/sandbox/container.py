@@ -24,7 +24,9 @@ class ContainerBackend:
     def __init__(self, *, prlimit: str) -> None:
         self.prlimit = prlimit
 
-    def plan(self, command: str, *, layout: Layout, policy: SandboxPolicy, nproc_rlimit: bool) -> LaunchPlan:
+    def plan(
+        self, command: str, *, layout: Layout, policy: SandboxPolicy, nproc_rlimit: bool, memory_rlimit: bool = True
+    ) -> LaunchPlan:
         env = policy.environment()
         env.update(
             {
@@ -35,5 +37,10 @@ class ContainerBackend:
                 "INPUTS": str(layout.inputs) if layout.inputs is not None else "",
             }
         )
-        argv = [*limit_prefix(self.prlimit, policy, nproc_rlimit=nproc_rlimit), "/bin/sh", "-c", command]
+        argv = [
+            *limit_prefix(self.prlimit, policy, nproc_rlimit=nproc_rlimit, memory_rlimit=memory_rlimit),
+            "/bin/sh",
+            "-c",
+            command,
+        ]
         return LaunchPlan(argv=argv, env=env, cwd=layout.workspace)

@@ -8,7 +8,9 @@ a symlink with its target, a folder with its mode) and a fingerprint of the stat
 File contents live once each, by SHA-256, in a blobs table.
 
 ``write_file`` and ``edit_file`` journal the one path they touch; ``shell`` journals the
-difference between a scan of the workspace before and after the command. :meth:`EditJournal.revert`
+difference between a scan of the workspace before and after the command (a scan reads
+only files whose stat changed: see :mod:`seamline.sandbox.file_index`). A revert is
+planned whole and checked before it changes anything (:mod:`seamline.sandbox.revert_plan`). :meth:`EditJournal.revert`
 walks the steps back, newest first, so the workspace returns byte for byte to how it was
 before the run, or after a given step.
 """
@@ -16,24 +18,21 @@ before the run, or after a given step.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
-import shutil
 import sqlite3
-import stat
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, Literal
+from typing import Final
 
 from seamline.errors import InvalidRequest, PermissionDenied, SandboxViolation
 from seamline.events import FileChangeKind
-from seamline.sessions.sqlite_file import is_store_file
+from seamline.sandbox.file_index import ABSENT, FileIndex, PathState
+from seamline.sandbox.revert_plan import apply_plan, check_plan, plan_restore, real_folders, safe_rel
 
 __all__ = ["EditJournal", "JournalStep", "PathState", "RevertReport", "journal_path_for"]
 
-StateKind = Literal["absent", "file", "link", "dir"]
 #: Files larger than this are fingerprinted but their content is not kept.
 MAX_JOURNALED_BYTES: Final = 64 * 1024 * 1024
 _SCHEMA: Final = """
@@ -57,18 +56,6 @@ def journal_path_for(store_path: str | os.PathLike[str]) -> Path:
 
 
 @dataclass(frozen=True, slots=True)
-class PathState:
-    """One path at one moment. ``data`` is the content hash (file) or target (link)."""
-
-    kind: StateKind
-    data: str | None = None
-    mode: int | None = None
-
-
-_ABSENT: Final = PathState("absent")
-
-
-@dataclass(frozen=True, slots=True)
 class JournalStep:
     """One journaled tool call and the paths it changed."""
 
@@ -89,16 +76,6 @@ class RevertReport:
     restored: tuple[str, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class _StatKey:
-    kind: StateKind
-    size: int
-    mtime_ns: int
-    ctime_ns: int
-    ino: int
-    mode: int
-
-
 class EditJournal:
     """The journal file; see the module docstring."""
 
@@ -110,10 +87,10 @@ class EditJournal:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript(_SCHEMA)
+            # Stat keys and hashes, kept in this file: only changed files are read again.
+            self.index = FileIndex(self._db)
         except sqlite3.DatabaseError as exc:
             raise InvalidRequest(f"cannot use edit journal {self.path}: {exc}") from None
-        # Scan cache per workspace: a file whose stat is unchanged keeps its known hash.
-        self._known: dict[tuple[str, str], tuple[_StatKey, str]] = {}
 
     def close(self) -> None:
         self._db.close()
@@ -161,50 +138,7 @@ class EditJournal:
         # One transaction for every blob a scan stores, not one per file.
         with self._db:
             self._db.execute("BEGIN")
-            return self._scan_paths(root, rels)
-
-    def _scan_paths(self, root: Path, rels: list[str] | None) -> dict[str, PathState]:
-        states: dict[str, PathState] = {}
-        if rels is not None:
-            for rel in rels:
-                states[rel] = self._state(root, rel)
-            return states
-        for dirpath, dirnames, filenames in os.walk(root):
-            base = Path(dirpath)
-            for name in dirnames + filenames:
-                full = base / name
-                if full == self.path or full.name.startswith(self.path.name) or is_store_file(full):
-                    continue  # the journal's and the store's own files: opening them breaks their locks
-                states[full.relative_to(root).as_posix()] = self._state(root, full.relative_to(root).as_posix())
-            # os.walk does not descend into symlinked folders; they are recorded as links.
-        return states
-
-    def _state(self, root: Path, rel: str) -> PathState:
-        full = root / rel
-        try:
-            st = full.lstat()
-        except FileNotFoundError:
-            return _ABSENT
-        mode = stat.S_IMODE(st.st_mode)
-        if stat.S_ISLNK(st.st_mode):
-            return PathState("link", os.readlink(full), None)
-        if stat.S_ISDIR(st.st_mode):
-            return PathState("dir", None, mode)
-        if not stat.S_ISREG(st.st_mode):
-            return PathState("file", "special", mode)
-        key = _StatKey("file", st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, mode)
-        cached = self._known.get((str(root), rel))
-        if cached is not None and cached[0] == key:
-            return PathState("file", cached[1], mode)
-        if st.st_size > MAX_JOURNALED_BYTES:
-            # Too big to keep: fingerprinted only; reverting it is refused, not faked.
-            digest = _hash_file(full)
-        else:
-            data = full.read_bytes()
-            digest = hashlib.sha256(data).hexdigest()
-            self._db.execute("INSERT OR IGNORE INTO blobs VALUES (?, ?)", (digest, data))
-        self._known[(str(root), rel)] = (key, digest)
-        return PathState("file", digest, mode)
+            return self.index.scan(str(root), rels, skip=self.path.name, max_bytes=MAX_JOURNALED_BYTES)
 
     def _reserve_step(self, run_id: str, tool: str, call_id: str) -> int:
         with self._db:
@@ -224,18 +158,18 @@ class EditJournal:
         after: dict[str, PathState],
         on_change: Callable[[str, FileChangeKind], None] | None,
     ) -> None:
-        changed = sorted(p for p in set(before) | set(after) if before.get(p, _ABSENT) != after.get(p, _ABSENT))
+        changed = sorted(p for p in set(before) | set(after) if before.get(p, ABSENT) != after.get(p, ABSENT))
         with self._db:
             self._db.execute("BEGIN")
             for seq, rel in enumerate(changed):
-                b, a = before.get(rel, _ABSENT), after.get(rel, _ABSENT)
+                b, a = before.get(rel, ABSENT), after.get(rel, ABSENT)
                 self._db.execute(
                     "INSERT INTO entries VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (run_id, step, seq, rel, b.kind, b.data, b.mode, a.kind, a.data, a.mode),
                 )
         if on_change is not None:
             for rel in changed:
-                b, a = before.get(rel, _ABSENT), after.get(rel, _ABSENT)
+                b, a = before.get(rel, ABSENT), after.get(rel, ABSENT)
                 if a.kind == "dir" and b.kind == "dir":
                     continue
                 on_change(rel, "created" if b.kind == "absent" else "deleted" if a.kind == "absent" else "edited")
@@ -296,15 +230,23 @@ class EditJournal:
                 raise PermissionDenied(
                     f"the workspace changed since run {run_id} ({shown}); nothing reverted (use --force to overwrite)"
                 )
-        for _s, _q, rel, bk, bd, *_rest in rows:
-            if bk == "file" and self._db.execute("SELECT 1 FROM blobs WHERE hash = ?", (bd,)).fetchone() is None:
+        # Plan the whole revert, check it, then apply: refused means nothing changed.
+        want = plan_restore(rows)
+        for rel, state in sorted(want.items()):
+            if (
+                state.kind == "file"
+                and self._db.execute("SELECT 1 FROM blobs WHERE hash = ?", (state.data,)).fetchone() is None
+            ):
                 raise InvalidRequest(
-                    f"the journal lacks the content of {rel!r} (over {MAX_JOURNALED_BYTES} bytes); nothing reverted"
+                    f"the journal lacks the content of {rel!r} (over {MAX_JOURNALED_BYTES} bytes, only its size "
+                    "and times were journaled); nothing reverted"
                 )
-        restored: list[str] = []
-        for _step, _seq, rel, bk, bd, bm, *_after in rows:
-            self._restore(root, rel, PathState(bk, bd, bm))
-            restored.append(rel)
+        check_plan(root, want)
+        apply_plan(root, want, blob=self._blob)
+        wrong = [rel for rel, state in want.items() if not _same(self._state_fresh(root, rel), state)]
+        if wrong:
+            raise SandboxViolation(f"revert of run {run_id} could not restore {', '.join(sorted(wrong)[:10])} exactly")
+        restored = [r[2] for r in rows]
         # Undone steps stay in the journal, marked, so the record is kept and not undone twice.
         with self._db:
             self._db.execute("BEGIN")
@@ -321,42 +263,16 @@ class EditJournal:
         )
 
     def _state_fresh(self, root: Path, rel: str) -> PathState:
-        self._known.pop((str(root), rel), None)
-        return self._state(root, _safe_rel(rel))
+        self.index.forget(str(root), rel)
+        if not real_folders(root, safe_rel(rel)):
+            return ABSENT  # behind a link: not in the workspace
+        return self._scan(root, [rel])[rel]
 
-    def _restore(self, root: Path, rel: str, state: PathState) -> None:
-        target = root / _safe_rel(rel)
-        parent = Path(os.path.realpath(target.parent))
-        if parent != root and root not in parent.parents:
-            raise SandboxViolation(f"refusing to restore {rel!r}: its folder now points outside the workspace")
-        _remove(target, keep_dir=state.kind == "dir")
-        if state.kind == "absent":
-            return
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if state.kind == "dir":
-            target.mkdir(exist_ok=True)
-            if state.mode is not None:
-                target.chmod(state.mode)
-        elif state.kind == "link":
-            os.symlink(state.data or "", target)
-        else:
-            blob = self._db.execute("SELECT data FROM blobs WHERE hash = ?", (state.data,)).fetchone()
-            if blob is None:
-                raise InvalidRequest(
-                    f"the journal lacks the content of {rel!r} (over {MAX_JOURNALED_BYTES} bytes); cannot restore it"
-                )
-            target.write_bytes(blob[0])
-            if state.mode is not None:
-                target.chmod(state.mode)
-        self._known.pop((str(root), rel), None)
-
-
-def _hash_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+    def _blob(self, digest: str) -> bytes:
+        row = self._db.execute("SELECT data FROM blobs WHERE hash = ?", (digest,)).fetchone()
+        if row is None:
+            raise InvalidRequest(f"the journal lacks the content {digest[:12]}; cannot restore it")
+        return bytes(row[0])
 
 
 def _with_ancestors(rel: str) -> list[str]:
@@ -370,29 +286,9 @@ def _same(now: PathState, want: PathState) -> bool:
     return now.kind == "dir" or now.data == want.data
 
 
-def _remove(target: Path, *, keep_dir: bool) -> None:
-    try:
-        st = target.lstat()
-    except FileNotFoundError:
-        return
-    if stat.S_ISDIR(st.st_mode):
-        if keep_dir:
-            return
-        shutil.rmtree(target)
-    else:
-        target.unlink()
-
-
 def _rel(root: Path, path: Path) -> str:
     full = path if path.is_absolute() else root / path
     try:
         return full.relative_to(root).as_posix()
     except ValueError:
         raise SandboxViolation(f"{path} is outside the workspace {root}") from None
-
-
-def _safe_rel(rel: str) -> str:
-    parts = Path(rel).parts
-    if Path(rel).is_absolute() or ".." in parts or not parts:
-        raise SandboxViolation(f"journal path {rel!r} is not inside the workspace")
-    return rel

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Protocol
@@ -35,11 +37,19 @@ class Layout:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LaunchPlan:
-    """How to start one command: argv, the environment of the started process, its cwd."""
+    """How to start one command: argv, the environment of the started process, its cwd,
+    and file descriptors the process inherits (a seccomp program); :meth:`close` them
+    once it started."""
 
     argv: list[str]
     env: dict[str, str]
     cwd: Path
+    pass_fds: tuple[int, ...] = ()
+
+    def close(self) -> None:
+        for fd in self.pass_fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
 
 class SandboxBackend(Protocol):
@@ -49,14 +59,19 @@ class SandboxBackend(Protocol):
     #: whether the backend itself isolates (mounts, namespaces) or trusts its surroundings
     isolates: bool
 
-    def plan(self, command: str, *, layout: Layout, policy: SandboxPolicy, nproc_rlimit: bool) -> LaunchPlan: ...
+    def plan(
+        self, command: str, *, layout: Layout, policy: SandboxPolicy, nproc_rlimit: bool, memory_rlimit: bool = True
+    ) -> LaunchPlan: ...
 
 
-def limit_prefix(prlimit: str, policy: SandboxPolicy, *, nproc_rlimit: bool) -> list[str]:
-    """``prlimit`` arguments that set CPU, memory and (when asked) process limits, then run."""
+def limit_prefix(prlimit: str, policy: SandboxPolicy, *, nproc_rlimit: bool, memory_rlimit: bool = True) -> list[str]:
+    """``prlimit`` arguments that set CPU and (when asked: no cgroup holds them) memory and
+    process limits, then run."""
     lim = policy.limits
     # Soft CPU limit sends SIGXCPU (reported as such); the hard one, a second later, kills.
-    argv = [prlimit, f"--cpu={lim.cpu_s}:{lim.cpu_s + 1}", f"--as={lim.memory_bytes}", "--core=0"]
+    argv = [prlimit, f"--cpu={lim.cpu_s}:{lim.cpu_s + 1}", "--core=0"]
+    if memory_rlimit:
+        argv.append(f"--as={lim.memory_bytes}")
     if nproc_rlimit:
         argv.append(f"--nproc={lim.max_processes}")
     return [*argv, "--"]

@@ -20,7 +20,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-__all__ = ["PidsCgroup", "pids_cgroup_base"]
+__all__ = [
+    "PidsCgroup",
+    "empty_and_remove",
+    "own_v1_cgroup",
+    "own_v2_cgroup",
+    "pids_cgroup_base",
+    "read_text",
+    "remove_stale",
+]
 
 _V1_MOUNT: Final = Path("/sys/fs/cgroup/pids")
 _V2_MOUNT: Final = Path("/sys/fs/cgroup")
@@ -33,7 +41,7 @@ def pids_cgroup_base() -> tuple[Path | None, str]:
     if (_V1_MOUNT / "cgroup.procs").exists():
         candidates.append(_V1_MOUNT)
     elif (_V2_MOUNT / "cgroup.controllers").exists():
-        own = _own_v2_cgroup()
+        own = own_v2_cgroup()
         if own is not None and "pids" in _read(own / "cgroup.subtree_control").split():
             candidates.append(own)
     if not candidates:
@@ -41,7 +49,7 @@ def pids_cgroup_base() -> tuple[Path | None, str]:
     base = candidates[0] / _PARENT_NAME
     try:
         base.mkdir(exist_ok=True)
-        _remove_stale(base)
+        remove_stale(base)
         probe = base / f"probe-{uuid.uuid4().hex[:8]}"
         probe.mkdir()
         probe.rmdir()
@@ -76,22 +84,26 @@ class PidsCgroup:
         return 0
 
     def remove(self) -> None:
-        """Kill what is left inside and remove the cgroup (it must be empty first)."""
-        for _ in range(100):
-            pids = [int(p) for p in _read(self.procs_file).split() if p.isdigit()]
-            for pid in pids:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, 9)
-            try:
-                self.path.rmdir()
-                return
-            except FileNotFoundError:
-                return
-            except OSError:
-                time.sleep(0.01)
+        empty_and_remove(self.path)
 
 
-def _remove_stale(base: Path) -> None:
+def empty_and_remove(path: Path) -> None:
+    """Kill what is left inside a cgroup and remove it (it must be empty first)."""
+    for _ in range(100):
+        pids = [int(p) for p in _read(path / "cgroup.procs").split() if p.isdigit()]
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, 9)
+        try:
+            path.rmdir()
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            time.sleep(0.01)
+
+
+def remove_stale(base: Path) -> None:
     """Remove empty cgroups left by a seamline that was killed mid-command."""
     for child in base.glob("cmd-*"):
         owner = child.name.split("-")[1]
@@ -100,11 +112,25 @@ def _remove_stale(base: Path) -> None:
                 child.rmdir()
 
 
-def _own_v2_cgroup() -> Path | None:
+def own_v1_cgroup(controller: str, mount: Path) -> Path | None:
+    """This process's cgroup in the v1 hierarchy of ``controller`` (mounted at ``mount``)."""
+    for line in _read(Path("/proc/self/cgroup")).splitlines():
+        _, names, path = line.split(":", 2) if line.count(":") >= 2 else ("", "", "")
+        if controller in names.split(","):
+            return mount / path.lstrip("/")
+    return None
+
+
+def own_v2_cgroup() -> Path | None:
     for line in _read(Path("/proc/self/cgroup")).splitlines():
         if line.startswith("0::"):
             return _V2_MOUNT / line[3:].lstrip("/")
     return None
+
+
+def read_text(path: Path) -> str:
+    """A cgroup file's text, or "" when it cannot be read."""
+    return _read(path)
 
 
 def _read(path: Path) -> str:

@@ -3,7 +3,8 @@
 A :class:`SandboxPolicy` is plain data, checked when it is built. It names the host
 folders behind ``/inputs`` (read-only) and ``/outputs`` (read-write, with
 ``/outputs/scratch``), whether the host network is shared, which environment variables
-pass in (an allowlist; names that look like credentials never pass), and the
+pass in (an allowlist; names that look like credentials never pass), whether the
+workspace's ``.git/config`` and ``.git/hooks`` may be written (not by default), and the
 :class:`ResourceLimits` of each command.
 
 >>> policy = SandboxPolicy.from_mapping({"network": False, "limits": {"wall_s": 5}})
@@ -54,10 +55,12 @@ class ResourceLimits:
     """Limits of one sandboxed command.
 
     ``wall_s`` wall-clock seconds; ``cpu_s`` CPU seconds (RLIMIT_CPU); ``memory_bytes``
-    address space (RLIMIT_AS); ``max_processes`` processes of the sandbox user
-    (RLIMIT_NPROC, counted inside the sandbox's own user namespace); ``output_bytes``
+    memory of the whole sandbox (a memory cgroup) where the machine lets seamline make
+    one, else the address space of each process (RLIMIT_AS; ``seamline sandbox check``
+    says which); ``max_processes`` processes of the sandbox (a pids cgroup, else
+    RLIMIT_NPROC counted inside the sandbox's own user namespace); ``output_bytes``
     captured output, beyond which the command is stopped and its output truncated with a
-    marker.
+    marker; ``tmp_bytes`` the size of the private ``/tmp`` (bwrap).
     """
 
     wall_s: float = 60.0
@@ -65,6 +68,7 @@ class ResourceLimits:
     memory_bytes: int = 4 * 1024**3
     max_processes: int = 128
     output_bytes: int = 1_000_000
+    tmp_bytes: int = 512 * 1024**2
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -83,6 +87,9 @@ class SandboxPolicy:
     env_allow: tuple[str, ...] = DEFAULT_ENV_ALLOW
     env_set: Mapping[str, str] = field(default_factory=dict)
     limits: ResourceLimits = field(default_factory=ResourceLimits)
+    #: ``.git/config`` and ``.git/hooks`` of the workspace are read-only inside unless this
+    #: is set: the host's next ``git`` would run what they name (``core.fsmonitor``, hooks).
+    git_config_writable: bool = False
 
     def __post_init__(self) -> None:
         for name in (*self.env_allow, *self.env_set):
@@ -118,7 +125,7 @@ class SandboxPolicy:
     @classmethod
     def from_mapping(cls, data: Mapping[str, object], *, base: Path | None = None) -> SandboxPolicy:
         """Build a policy from parsed TOML/JSON; relative folders are taken from ``base``."""
-        known = {"inputs", "outputs", "network", "env_allow", "env_set", "limits"}
+        known = {"inputs", "outputs", "network", "env_allow", "env_set", "limits", "git_config_writable"}
         unknown = set(data) - known
         if unknown:
             raise InvalidRequest(f"sandbox policy: unknown keys {sorted(unknown)}; known: {sorted(known)}")
@@ -148,6 +155,9 @@ class SandboxPolicy:
         network = data.get("network", False)
         if not isinstance(network, bool):
             raise InvalidRequest("sandbox policy: network must be true or false")
+        git_writable = data.get("git_config_writable", False)
+        if not isinstance(git_writable, bool):
+            raise InvalidRequest("sandbox policy: git_config_writable must be true or false")
         env_allow = data.get("env_allow", list(DEFAULT_ENV_ALLOW))
         env_set = data.get("env_set", {})
         if not isinstance(env_allow, list) or not all(isinstance(n, str) for n in env_allow):
@@ -161,6 +171,7 @@ class SandboxPolicy:
             env_allow=tuple(env_allow),
             env_set=dict(env_set),
             limits=limits,
+            git_config_writable=git_writable,
         )
 
 

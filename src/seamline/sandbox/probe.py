@@ -20,9 +20,11 @@ from seamline.errors import SandboxViolation
 from seamline.sandbox.bwrap import BwrapBackend, find_bwrap, find_prlimit
 from seamline.sandbox.container import ContainerBackend
 from seamline.sandbox.layout import Layout, SandboxBackend
+from seamline.sandbox.memory import memory_cgroup_base
 from seamline.sandbox.pids import pids_cgroup_base
 from seamline.sandbox.policy import SandboxPolicy
 from seamline.sandbox.runtime import Sandbox
+from seamline.sandbox.seccomp import unix_socket_filter_support
 
 __all__ = ["SANDBOX_MODES", "ProbeReport", "SandboxMode", "open_sandbox", "probe"]
 
@@ -48,6 +50,10 @@ class ProbeReport:
     features: dict[str, bool] = field(default_factory=dict)
     process_limit: str = "none"
     pids_base: Path | None = None
+    memory_limit: str = "none"
+    memory_base: Path | None = None
+    unix_sockets: str = ""
+    tmp_size: bool = False
     problems: list[str] = field(default_factory=list)
     guidance: list[str] = field(default_factory=list)
 
@@ -60,6 +66,14 @@ class ProbeReport:
         for name, works in self.features.items():
             lines.append(f"  {name}: {'yes' if works else 'no'}")
         lines.append(f"process limit: {self.process_limit}")
+        lines.append(f"memory limit: {self.memory_limit}")
+        if self.bwrap:
+            lines.append(
+                "private /tmp: "
+                + ("sized (tmp_bytes)" if self.tmp_size else "unsized: this bubblewrap has no --size (0.8 or later)")
+            )
+        if self.unix_sockets:
+            lines.append(f"unix sockets with the network off: {self.unix_sockets}")
         lines.append(f"backend: {self.backend or 'none (refused)'}")
         lines += [f"problem: {p}" for p in self.problems]
         lines += [f"fix: {g}" for g in self.guidance]
@@ -74,6 +88,7 @@ def probe(mode: SandboxMode = "auto", *, bwrap: str | None = None, path: str | N
         report.problems.append("prlimit (util-linux) is missing: CPU and memory limits cannot be set")
         report.guidance.append("install util-linux: `apt-get install -y util-linux`")
     report.process_limit, report.pids_base = _process_limit(report)
+    report.memory_limit, report.memory_base = _memory_limit()
     if mode == "container":
         if prlimit is not None and report.process_limit != "none":
             report.backend = "container"
@@ -86,7 +101,12 @@ def probe(mode: SandboxMode = "auto", *, bwrap: str | None = None, path: str | N
         report.guidance.append("or, if this machine is itself a disposable container, say so: --sandbox container")
         return report
     report.bwrap = binary
+    no_filter = unix_socket_filter_support()
+    report.unix_sockets = (
+        "refused (seccomp filter on socket(AF_UNIX))" if no_filter is None else f"reachable: {no_filter}"
+    )
     report.version = _run([binary, "--version"])[1].strip() or None
+    report.tmp_size = "--size" in _run([binary, "--help"])[1]
     for name, args in _FEATURES:
         ok, detail = _run([binary, *args, "true"])
         report.features[name] = ok
@@ -131,13 +151,14 @@ def open_sandbox(
         backend = ContainerBackend(prlimit=prlimit)
     else:
         assert report.bwrap is not None
-        backend = BwrapBackend(binary=report.bwrap, prlimit=prlimit)
+        backend = BwrapBackend(binary=report.bwrap, prlimit=prlimit, tmp_size=report.tmp_size)
     return Sandbox(
         backend=backend,
         workspace=workspace,
         policy=policy or SandboxPolicy(),
         outputs=outputs,
         pids_base=report.pids_base,
+        memory_base=report.memory_base,
     )
 
 
@@ -154,24 +175,34 @@ def _process_limit(report: ProbeReport) -> tuple[str, Path | None]:
     return "none", None
 
 
+def _memory_limit() -> tuple[str, Path | None]:
+    base, why = memory_cgroup_base()
+    if base is not None:
+        return f"whole sandbox, {why}", base
+    return f"per process only (RLIMIT_AS through prlimit): {why}", None
+
+
 def _probe_layout(binary: str, prlimit: str, report: ProbeReport) -> bool:
     with tempfile.TemporaryDirectory(prefix="seamline-probe-") as tmp:
         root = Path(tmp)
         (root / "ws").mkdir()
         (root / "out" / "scratch").mkdir(parents=True)
-        plan = BwrapBackend(binary=binary, prlimit=prlimit).plan(
+        plan = BwrapBackend(binary=binary, prlimit=prlimit, tmp_size=report.tmp_size).plan(
             "test -d /workspace && test -d /outputs/scratch && test -d /inputs",
             layout=Layout(workspace=root / "ws", outputs=root / "out"),
             policy=SandboxPolicy(),
             nproc_rlimit=False,
         )
-        ok, detail = _run(plan.argv, env=plan.env)
+        try:
+            ok, detail = _run(plan.argv, env=plan.env, pass_fds=plan.pass_fds)
+        finally:
+            plan.close()
         if not ok:
             report.problems.append(f"seamline's bwrap command line fails here: {detail.strip()[:300]}")
         return ok
 
 
-def _run(argv: list[str], *, env: dict[str, str] | None = None) -> tuple[bool, str]:
+def _run(argv: list[str], *, env: dict[str, str] | None = None, pass_fds: tuple[int, ...] = ()) -> tuple[bool, str]:
     try:
         done = subprocess.run(
             argv,
@@ -181,6 +212,7 @@ def _run(argv: list[str], *, env: dict[str, str] | None = None) -> tuple[bool, s
             timeout=_PROBE_TIMEOUT_S,
             env=env if env is not None else {"PATH": "/usr/bin:/bin"},
             check=False,
+            pass_fds=pass_fds,
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return False, str(exc)

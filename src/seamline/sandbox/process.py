@@ -43,6 +43,7 @@ async def run_bounded(
     cwd: Path,
     wall_s: float,
     output_bytes: int,
+    pass_fds: Sequence[int] = (),
 ) -> CommandOutcome:
     """Run ``argv`` (stdin closed, stderr merged into stdout) within the limits."""
     started = time.perf_counter()
@@ -54,6 +55,7 @@ async def run_bounded(
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
         start_new_session=True,
+        pass_fds=tuple(pass_fds),
     )
     assert proc.stdout is not None
     stdout = proc.stdout

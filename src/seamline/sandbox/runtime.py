@@ -19,6 +19,7 @@ from typing import Final
 from seamline.errors import InvalidRequest, SandboxViolation
 from seamline.sandbox.guard import CommandGuard
 from seamline.sandbox.layout import Layout, SandboxBackend
+from seamline.sandbox.memory import MemoryCgroup
 from seamline.sandbox.pids import PidsCgroup
 from seamline.sandbox.policy import SandboxPolicy
 from seamline.sandbox.process import CommandOutcome, run_bounded
@@ -28,6 +29,8 @@ __all__ = ["Sandbox", "ShellOutcome"]
 # Processes bubblewrap itself keeps in the cgroup (launcher/bwrap, the namespace's init).
 _BWRAP_OVERHEAD: Final = 2
 _MESSAGE_OUTPUT: Final = 4000
+# $0 is how many cgroup.procs files follow; the shell writes its pid to each, then execs the rest.
+_JOIN_CGROUPS: Final = 'n=$0; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125; shift; n=$((n-1)); done; exec "$@"'
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,13 +39,16 @@ class ShellOutcome:
 
     outcome: CommandOutcome
     refused_forks: int
+    oom_kills: int = 0
 
 
 class Sandbox:
     """One sandbox for a run: a backend, a policy, the workspace and the outputs folder.
 
     ``pids_base`` is the folder for per-command pids cgroups; ``None`` means the process
-    limit rests on ``RLIMIT_NPROC`` (see :mod:`seamline.sandbox.pids`).
+    limit rests on ``RLIMIT_NPROC`` (see :mod:`seamline.sandbox.pids`). ``memory_base``
+    likewise for memory cgroups; ``None`` means ``RLIMIT_AS`` per process
+    (see :mod:`seamline.sandbox.memory`).
     """
 
     def __init__(
@@ -53,10 +59,12 @@ class Sandbox:
         policy: SandboxPolicy,
         outputs: Path,
         pids_base: Path | None,
+        memory_base: Path | None = None,
     ) -> None:
         self.backend = backend
         self.policy = policy
         self.pids_base = pids_base
+        self.memory_base = memory_base
         outputs.mkdir(parents=True, exist_ok=True)
         (outputs / "scratch").mkdir(exist_ok=True)
         self.layout = Layout(workspace=workspace.resolve(), outputs=outputs.resolve(), inputs=policy.inputs)
@@ -76,6 +84,7 @@ class Sandbox:
             policy=self.policy,
             outputs=self.layout.outputs,
             pids_base=self.pids_base,
+            memory_base=self.memory_base,
         )
 
     async def run_shell(self, command: str, *, timeout: float | None = None) -> str:
@@ -90,17 +99,28 @@ class Sandbox:
     async def execute(self, command: str, *, wall_s: float | None = None) -> ShellOutcome:
         """Run ``command`` in the sandbox with no guard; limits still hold."""
         limits = self.policy.limits
-        cgroup: PidsCgroup | None = None
-        plan = self.backend.plan(command, layout=self.layout, policy=self.policy, nproc_rlimit=self.pids_base is None)
-        argv = plan.argv
-        if self.pids_base is not None:
-            try:
-                cgroup = PidsCgroup.create(self.pids_base, max_pids=limits.max_processes + _BWRAP_OVERHEAD)
-            except OSError as exc:
-                raise SandboxViolation(f"cannot set the process limit up: {exc.strerror}; nothing ran") from None
-            # The launcher joins the cgroup, then becomes bwrap: every sandbox process is born inside.
-            argv = ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', str(cgroup.procs_file), *argv]
+        pids: PidsCgroup | None = None
+        memory: MemoryCgroup | None = None
         try:
+            try:
+                if self.pids_base is not None:
+                    pids = PidsCgroup.create(self.pids_base, max_pids=limits.max_processes + _BWRAP_OVERHEAD)
+                if self.memory_base is not None:
+                    memory = MemoryCgroup.create(self.memory_base, limit_bytes=limits.memory_bytes)
+            except OSError as exc:
+                raise SandboxViolation(f"cannot set the sandbox limits up: {exc.strerror}; nothing ran") from None
+            plan = self.backend.plan(
+                command,
+                layout=self.layout,
+                policy=self.policy,
+                nproc_rlimit=pids is None,
+                memory_rlimit=memory is None,
+            )
+            argv = plan.argv
+            procs = [str(g.procs_file) for g in (pids, memory) if g is not None]
+            if procs:
+                # The launcher joins the cgroups, then becomes bwrap: every sandbox process is born inside.
+                argv = ["/bin/sh", "-c", _JOIN_CGROUPS, str(len(procs)), *procs, *argv]
             try:
                 outcome = await run_bounded(
                     argv,
@@ -108,15 +128,20 @@ class Sandbox:
                     cwd=plan.cwd,
                     wall_s=limits.wall_s if wall_s is None else wall_s,
                     output_bytes=limits.output_bytes,
+                    pass_fds=plan.pass_fds,
                 )
             except OSError as exc:
                 raise SandboxViolation(f"cannot start the sandbox ({argv[0]}): {exc.strerror}; nothing ran") from None
-            refused = cgroup.refused_forks() if cgroup is not None else 0
+            finally:
+                plan.close()
+            refused = pids.refused_forks() if pids is not None else 0
+            oom_kills = memory.oom_kills() if memory is not None else 0
         finally:
-            if cgroup is not None:
-                with contextlib.suppress(OSError):
-                    await asyncio.to_thread(cgroup.remove)
-        return ShellOutcome(outcome=outcome, refused_forks=refused)
+            for group in (pids, memory):
+                if group is not None:
+                    with contextlib.suppress(OSError):
+                        await asyncio.to_thread(group.remove)
+        return ShellOutcome(outcome=outcome, refused_forks=refused, oom_kills=oom_kills)
 
     def _classify(self, result: ShellOutcome, wall: float) -> None:
         out = result.outcome
@@ -130,6 +155,11 @@ class Sandbox:
             )
         if out.timed_out:
             raise SandboxViolation(f"the command ran past the wall-time limit of {wall:g}s and was stopped")
+        if result.oom_kills:
+            raise SandboxViolation(
+                f"the sandbox used more than its memory limit of {_size(limits.memory_bytes)} and "
+                f"{result.oom_kills} process(es) were killed; output:\n{head}"
+            )
         if result.refused_forks:
             raise SandboxViolation(
                 f"the command tried to start more than {limits.max_processes} processes "
@@ -140,3 +170,8 @@ class Sandbox:
             raise SandboxViolation(f"the sandbox could not start: {head.strip()}")
         if out.returncode in (-signal.SIGXCPU, 128 + signal.SIGXCPU):
             raise SandboxViolation(f"the command used more than its {limits.cpu_s}s of CPU time and was stopped")
+
+
+def _size(n: int) -> str:
+    mib = n / (1024 * 1024)
+    return f"{mib:g} MiB" if mib >= 1 else f"{n} bytes"

@@ -24,7 +24,9 @@ import contextlib
 import json
 import logging
 import os
+import signal
 import sys
+import uuid
 from collections.abc import AsyncIterator, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -41,6 +43,7 @@ if TYPE_CHECKING:
 __all__ = ["McpModule", "McpServerLink", "McpToolSource"]
 
 _CLOSE_TIMEOUT: Final = 10.0
+_SERVER_MARKER: Final = "SEAMLINE_MCP_SERVER"
 # JSON-RPC codes the SDK uses for a closed connection and a request timeout.
 _CONNECTION_CLOSED: Final = -32000
 _REQUEST_TIMEOUT: Final = -32001
@@ -67,6 +70,10 @@ class McpServerLink:
         self.failure: SeamlineError | None = None
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        # Every process of a stdio server carries this in its environment (children inherit
+        # it), so close() can end what outlived the server: the SDK ends the server's process
+        # group only when the server itself does not exit on end of input.
+        self._marker = uuid.uuid4().hex
 
     @property
     def name(self) -> str:
@@ -134,7 +141,8 @@ class McpServerLink:
 
             assert cfg.command is not None
             cwd = cfg.cwd or (str(self.workspace) if self.workspace is not None else None)
-            params = StdioServerParameters(command=cfg.command, args=list(cfg.args), env=dict(cfg.env) or None, cwd=cwd)
+            env = {**cfg.env, _SERVER_MARKER: self._marker}
+            params = StdioServerParameters(command=cfg.command, args=list(cfg.args), env=env, cwd=cwd)
             return stdio_client(params, errlog=sys.stderr)
         return self._http()
 
@@ -176,6 +184,13 @@ class McpServerLink:
         task = self._task
         if task is None:
             return
+        try:
+            await self._close_task(task, graceful=graceful)
+        finally:
+            if self.config.transport == "stdio":
+                await asyncio.shield(asyncio.to_thread(end_marked_processes, _SERVER_MARKER, self._marker))
+
+    async def _close_task(self, task: asyncio.Task[None], *, graceful: bool) -> None:
         self._stop.set()
         if not graceful or self.session is None:
             task.cancel()
@@ -190,6 +205,34 @@ class McpServerLink:
                 task.cancel()
                 with contextlib.suppress(BaseException):
                     await task
+
+
+def end_marked_processes(name: str, value: str) -> list[int]:
+    """SIGKILL every process whose environment holds ``name=value``; the pids signalled.
+
+    The marker is unique to one server of one run, so nothing else is touched; a process
+    that cleared its environment is beyond reach (as one that left its group would be).
+    """
+    entry = f"{name}={value}".encode()
+    me = os.getpid()
+    killed: list[int] = []
+    try:
+        pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return killed  # no /proc: nothing to look through
+    for pid in pids:
+        if pid == me:
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as fh:
+                environ = fh.read()
+        except OSError:
+            continue
+        if entry in environ.split(b"\0"):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+    return killed
 
 
 async def _list_tools(session: ClientSession) -> list[mcp_types.Tool]:

@@ -1,0 +1,174 @@
+"""The journal's view of a workspace: a scan that hashes only what changed.
+
+Each file is known by its stat key (size, mtime, ctime, inode, mode) and the SHA-256 of
+its content. The keys live in the journal file (``file_index``), so a later call, or a
+later run in a new process, re-reads only files whose key changed; everything else is one
+``lstat`` per path. A file whose change time is too close to the moment it was read
+("racily clean", as git calls it: the clock may not have ticked between two writes of the
+same size) is hashed again at the next scan rather than trusted.
+
+Files over the journal's content cap are never read: their state is their stat key
+(``unhashed:…``), so an 8 GB sparse file costs one ``lstat``, and a revert that would need
+its old content refuses and says so.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+import stat
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Final, Literal
+
+from seamline.sessions.sqlite_file import is_store_file
+
+__all__ = ["ABSENT", "UNHASHED_PREFIX", "FileIndex", "PathState", "StateKind"]
+
+StateKind = Literal["absent", "file", "link", "dir"]
+UNHASHED_PREFIX: Final = "unhashed:"
+#: How close to its change time a file may be read before its key is not trusted.
+RACY_WINDOW_NS: Final = 20_000_000
+
+INDEX_SCHEMA: Final = """
+CREATE TABLE IF NOT EXISTS file_index (
+  workspace TEXT NOT NULL, path TEXT NOT NULL, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL,
+  ctime_ns INTEGER NOT NULL, ino INTEGER NOT NULL, mode INTEGER NOT NULL, hash TEXT NOT NULL,
+  PRIMARY KEY (workspace, path));
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class PathState:
+    """One path at one moment. ``data`` is the content hash (file) or target (link)."""
+
+    kind: StateKind
+    data: str | None = None
+    mode: int | None = None
+
+
+ABSENT: Final = PathState("absent")
+
+_Key = tuple[int, int, int, int, int]  # size, mtime_ns, ctime_ns, ino, mode
+
+
+class FileIndex:
+    """Stat keys and hashes of the files of each workspace, kept in the journal's database.
+
+    ``hashed_files`` and ``hashed_bytes`` count what was read, for tests and benchmarks.
+    """
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db = db
+        self._db.executescript(INDEX_SCHEMA)
+        self._known: dict[str, dict[str, tuple[_Key, str, bool]]] = {}
+        self.hashed_files = 0
+        self.hashed_bytes = 0
+
+    def scan(self, root: str, rels: list[str] | None, *, skip: str, max_bytes: int) -> dict[str, PathState]:
+        """The state of ``rels`` (None: every path under ``root``). Content read is stored
+        in the ``blobs`` table; the caller holds one transaction for the whole scan."""
+        known = self._load(root)
+        states: dict[str, PathState] = {}
+        if rels is not None:
+            for rel in rels:
+                try:
+                    st = os.lstat(os.path.join(root, rel))
+                except (FileNotFoundError, NotADirectoryError):
+                    states[rel] = ABSENT
+                    continue
+                states[rel] = self._state(root, rel, st, known, max_bytes)
+            return states
+        for rel, st in _walk(root, skip):
+            states[rel] = self._state(root, rel, st, known, max_bytes)
+        gone = [rel for rel in known if rel not in states]
+        for rel in gone:
+            del known[rel]
+        self._db.executemany("DELETE FROM file_index WHERE workspace = ? AND path = ?", [(root, r) for r in gone])
+        return states
+
+    def forget(self, root: str, rel: str) -> None:
+        """Drop what is known of one path (it will be read again)."""
+        self._load(root).pop(rel, None)
+
+    def _load(self, root: str) -> dict[str, tuple[_Key, str, bool]]:
+        known = self._known.get(root)
+        if known is None:
+            known = {}
+            for path, size, mtime, ctime, ino, mode, digest in self._db.execute(
+                "SELECT path, size, mtime_ns, ctime_ns, ino, mode, hash FROM file_index WHERE workspace = ?", (root,)
+            ):
+                known[path] = ((size, mtime, ctime, ino, mode), digest, False)
+            self._known[root] = known
+        return known
+
+    def _state(
+        self,
+        root: str,
+        rel: str,
+        st: os.stat_result,
+        known: dict[str, tuple[_Key, str, bool]],
+        max_bytes: int,
+    ) -> PathState:
+        mode = stat.S_IMODE(st.st_mode)
+        if stat.S_ISLNK(st.st_mode):
+            try:
+                return PathState("link", os.readlink(os.path.join(root, rel)), None)
+            except FileNotFoundError:
+                return ABSENT
+        if stat.S_ISDIR(st.st_mode):
+            return PathState("dir", None, mode)
+        if not stat.S_ISREG(st.st_mode):
+            return PathState("file", "special", mode)
+        key: _Key = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, mode)
+        if st.st_size > max_bytes:
+            # Never read: the stat key is the fingerprint (a sparse giant costs one lstat).
+            return PathState("file", f"{UNHASHED_PREFIX}size={st.st_size}:ctime={st.st_ctime_ns}:ino={st.st_ino}", mode)
+        cached = known.get(rel)
+        if cached is not None and cached[0] == key and not cached[2]:
+            return PathState("file", cached[1], mode)
+        read_at = time.time_ns()
+        try:
+            with open(os.path.join(root, rel), "rb") as fh:
+                data = fh.read(max_bytes + 1)
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            return ABSENT
+        digest = hashlib.sha256(data).hexdigest()
+        self.hashed_files += 1
+        self.hashed_bytes += len(data)
+        self._db.execute("INSERT OR IGNORE INTO blobs VALUES (?, ?)", (digest, data))
+        racy = max(st.st_mtime_ns, st.st_ctime_ns) + RACY_WINDOW_NS >= read_at
+        known[rel] = (key, digest, racy)
+        if racy:
+            # Read again next time; not kept for another process either.
+            self._db.execute("DELETE FROM file_index WHERE workspace = ? AND path = ?", (root, rel))
+        else:
+            self._db.execute(
+                "INSERT OR REPLACE INTO file_index VALUES (?, ?, ?, ?, ?, ?, ?, ?)", (root, rel, *key, digest)
+            )
+        return PathState("file", digest, mode)
+
+
+def _walk(root: str, skip: str) -> Iterator[tuple[str, os.stat_result]]:
+    """Every path under ``root`` with its lstat, never following links into folders."""
+    stack = [""]
+    while stack:
+        rel_dir = stack.pop()
+        try:
+            it = os.scandir(os.path.join(root, rel_dir) if rel_dir else root)
+        except (FileNotFoundError, NotADirectoryError, PermissionError):
+            continue
+        with it:
+            for entry in it:
+                if entry.name.startswith(skip) or is_store_file(entry.path):
+                    continue  # the journal's and an open store's files: reading them breaks their locks
+                rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
+                try:
+                    st = entry.stat(follow_symlinks=False)
+                except FileNotFoundError:
+                    continue
+                yield rel, st
+                if stat.S_ISDIR(st.st_mode):
+                    stack.append(rel)
