@@ -35,6 +35,7 @@ _COMMANDS: Final[dict[str, str]] = {
     "pipelines": "seamline.cli.pipelines_command",
     "trace": "seamline.cli.trace_command",
     "permissions": "seamline.cli.permissions_command",
+    "serve": "seamline.cli.serve_command",
 }
 
 
