@@ -37,6 +37,7 @@ class Served:
     store: SessionStore
     workspace: Path
     app: Any
+    server: uvicorn.Server
 
     def client(self, **kwargs: Any) -> httpx2.Client:
         return httpx2.Client(base_url=self.base, timeout=httpx2.Timeout(20.0), **kwargs)
@@ -81,7 +82,7 @@ def serve(tmp_path: Path, **options: Any) -> Iterator[Served]:
     assert ready.wait(20), "the server did not start"
     assert server.started, "the server did not start"
     try:
-        yield Served(base=f"http://127.0.0.1:{port}", store=store, workspace=workspace, app=app)
+        yield Served(base=f"http://127.0.0.1:{port}", store=store, workspace=workspace, app=app, server=server)
     finally:
         server.should_exit = True
         thread.join(20)

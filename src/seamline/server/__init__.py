@@ -6,6 +6,18 @@ web page, on Starlette and uvicorn. Needs ``seamline[server]``.
 
 from __future__ import annotations
 
-from seamline.server.app import create_app
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from seamline.server.app import create_app
 
 __all__ = ["create_app"]
+
+
+def __getattr__(name: str) -> Any:
+    # Imported on use, so `python -m seamline.server.openapi` runs without the app loaded.
+    if name == "create_app":
+        from seamline.server.app import create_app
+
+        return create_app
+    raise AttributeError(name)

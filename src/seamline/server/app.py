@@ -405,8 +405,8 @@ async def _agui_sse(run: Run, last: str, *, base: str, interrupts: bool) -> Asyn
     skip = _int(part_text, "Last-Event-ID") + 1 if part_text else 0
     translator = AgUiTranslator(run.id, base_url=base, interrupts=interrupts)
     # Replay what the reader already had, so the translation state is the same as before.
-    for event in run.events[: max(0, after - (1 if skip else 0))]:
-        for _ in translator.feed(event):
+    for seen in run.events[: max(0, after - (1 if skip else 0))]:
+        for _ in translator.feed(seen):
             pass
     start = after - 1 if skip else after
     yield b"retry: 1000\n\n"

@@ -7,9 +7,12 @@ compares it with the pinned copy and with the routes the app serves, and propert
 
 from __future__ import annotations
 
+import json
+import sys
+from pathlib import Path
 from typing import Any, Final
 
-__all__ = ["openapi_document"]
+__all__ = ["main", "openapi_document"]
 
 _ERROR: Final[dict[str, Any]] = {
     "type": "object",
@@ -325,3 +328,17 @@ def openapi_document() -> dict[str, Any]:
         },
         "security": [{}, {"bearer": []}],
     }
+
+
+def main(argv: list[str]) -> int:
+    """``python -m seamline.server.openapi [FILE]``: write the document (docs/openapi.json)."""
+    text = json.dumps(openapi_document(), indent=2, sort_keys=True) + "\n"
+    if argv:
+        Path(argv[0]).write_text(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

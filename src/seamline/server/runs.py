@@ -243,7 +243,7 @@ class RunHub:
         approval = self._approval(lambda: holder[0] if holder else None, ws.root, yes)
         session = await backend.open(
             workspace=ws.root,
-            store=self.store,  # type: ignore[arg-type]
+            store=self.store,
             tools=tools,
             approval=approval,
             metadata={**dict(metadata or {}), "surface": "serve"},
@@ -263,7 +263,7 @@ class RunHub:
         tools = self._tools(ws)
         holder: list[LiveSession] = []
         approval = self._approval(lambda: holder[0] if holder else None, ws.root, yes)
-        session = await backend.resume(record.id, store=self.store, tools=tools, approval=approval)  # type: ignore[arg-type]
+        session = await backend.resume(record.id, store=self.store, tools=tools, approval=approval)
         slot = LiveSession(provider=backend, session=session)
         holder.append(slot)
         self.sessions[record.id] = slot
@@ -281,7 +281,7 @@ class RunHub:
         tools = self._tools(ws)
         holder: list[LiveSession] = []
         approval = self._approval(lambda: holder[0] if holder else None, ws.root, yes)
-        session = await backend.fork(record.id, store=self.store, at=at, tools=tools, approval=approval)  # type: ignore[arg-type]
+        session = await backend.fork(record.id, store=self.store, at=at, tools=tools, approval=approval)
         slot = LiveSession(provider=backend, session=session)
         holder.append(slot)
         self.sessions[session.session_id] = slot
