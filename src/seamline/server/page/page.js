@@ -79,13 +79,18 @@ async function loadSessions() {
   }
 }
 
-async function selectSession(id) {
+async function showMeta(id) {
   const s = await api("GET", `/v1/sessions/${id}`);
   state.session = s;
-  $("session-pane").hidden = false;
   $("session-title").textContent = `Session ${s.id.slice(0, 12)}`;
   const parent = s.parent_id ? ` · fork of ${s.parent_id.slice(0, 12)}` : "";
-  $("session-meta").textContent = `${s.provider} ${s.model || ""} · ${s.status} · ${cost(s.cost_usd)}${parent}`;
+  $("session-meta").textContent = `${s.provider} ${s.model || ""} · ${s.busy ? "running" : s.status} · ${cost(s.cost_usd)}${parent}`;
+  return s;
+}
+
+async function selectSession(id) {
+  const s = await showMeta(id);
+  $("session-pane").hidden = false;
   await loadSessions();
   if (s.runs.length && (!state.run || state.run.session_id !== s.id)) {
     follow(await api("GET", `/v1/runs/${s.runs[s.runs.length - 1]}`));
@@ -100,6 +105,7 @@ function follow(run) {
   state.run = run;
   state.calls = {};
   state.textNode = state.reasoningNode = null;
+  state.streamed = false;
   const view = $("run-view");
   view.replaceChildren(el("div", "item prompt", run.prompt));
   setRunning(run.status === "running" || run.status === "queued", run.status);
@@ -131,10 +137,13 @@ function show(event) {
     case "text_delta":
       if (!state.textNode) state.textNode = view.appendChild(el("div", "item text", ""));
       state.textNode.textContent += event.text;
+      state.streamed = true;
       break;
     case "text":
-      if (!state.textNode) view.appendChild(el("div", "item text", event.text));
+      // A text block after deltas closes them (a tool call may have come between).
+      if (!state.streamed) view.appendChild(el("div", "item text", event.text));
       state.textNode = null;
+      state.streamed = false;
       break;
     case "reasoning_delta":
       if (!state.reasoningNode) state.reasoningNode = view.appendChild(el("div", "item reasoning", ""));
@@ -174,6 +183,7 @@ function show(event) {
       if (state.source) state.source.close();
       view.appendChild(el("div", "item outcome", `${event.outcome} (${event.stop_reason})`));
       setRunning(false, event.outcome);
+      showMeta(state.session.id);
       loadSessions();
       break;
     default:
@@ -199,16 +209,22 @@ function permission(event) {
   return box;
 }
 
+function lines(text) {
+  const out = String(text || "").split("\n");
+  if (out.length > 1 && out[out.length - 1] === "") out.pop();
+  return out;
+}
+
 function fileChange(event) {
   const box = el("div", "item file");
   box.dataset.path = event.path;
   box.appendChild(el("div", "", `${event.kind} ${event.path}`));
   const call = event.call_id ? state.calls[event.call_id] : null;
   if (call && call.name === "write_file") {
-    for (const line of String(call.arguments.content || "").split("\n")) box.appendChild(el("div", "diff-add", "+ " + line));
+    for (const line of lines(call.arguments.content)) box.appendChild(el("div", "diff-add", "+ " + line));
   } else if (call && call.name === "edit_file") {
-    for (const line of String(call.arguments.old || "").split("\n")) box.appendChild(el("div", "diff-del", "- " + line));
-    for (const line of String(call.arguments.new || "").split("\n")) box.appendChild(el("div", "diff-add", "+ " + line));
+    for (const line of lines(call.arguments.old)) box.appendChild(el("div", "diff-del", "- " + line));
+    for (const line of lines(call.arguments.new)) box.appendChild(el("div", "diff-add", "+ " + line));
   }
   return box;
 }
