@@ -186,7 +186,7 @@ def create_app(
         return JSONResponse({"providers": rows})
 
     async def list_sessions(request: Request) -> Response:
-        limit = _int(request.query_params.get("limit", "100"), "limit")
+        limit = _int(request.query_params.get("limit", "100"), "limit", most=10_000)
         return JSONResponse({"sessions": [_session_row(store, hub, r) for r in store.list_sessions(limit=limit)]})
 
     async def create_session(request: Request) -> Response:
@@ -318,35 +318,37 @@ def create_app(
         data = resources.files("seamline.server").joinpath("page", name).read_bytes()
         return Response(data, media_type=_PAGE_FILES[name], headers={"cache-control": "no-cache"})
 
-    routes = [
-        Route("/", _guarded(page), methods=["GET"]),
-        Route("/page/{name}", _guarded(page), methods=["GET"]),
-        Route("/v1/openapi.json", _guarded(openapi), methods=["GET"]),
-        Route("/v1/info", _guarded(info), methods=["GET"]),
-        Route("/v1/providers", _guarded(providers), methods=["GET"]),
-        Route("/v1/sessions", _guarded(list_sessions), methods=["GET"]),
-        Route("/v1/sessions", _guarded(create_session), methods=["POST"]),
-        Route("/v1/sessions/{session_id}", _guarded(get_session), methods=["GET"]),
-        Route("/v1/sessions/{session_id}", _guarded(delete_session), methods=["DELETE"]),
-        Route("/v1/sessions/{session_id}/fork", _guarded(fork_session), methods=["POST"]),
-        Route("/v1/sessions/{session_id}/transcript", _guarded(transcript), methods=["GET"]),
-        Route("/v1/sessions/{session_id}/revert", _guarded(revert), methods=["POST"]),
-        Route("/v1/sessions/{session_id}/runs", _guarded(start_run), methods=["POST"]),
-        Route("/v1/runs", _guarded(list_runs), methods=["GET"]),
-        Route("/v1/runs/{run_id}", _guarded(get_run), methods=["GET"]),
-        Route("/v1/runs/{run_id}/events", _guarded(events), methods=["GET"]),
-        Route("/v1/runs/{run_id}/cancel", _guarded(cancel_run), methods=["POST"]),
-        Route("/v1/runs/{run_id}/permissions/{request_id}", _guarded(answer_permission), methods=["POST"]),
-        Route("/v1/pipelines", _guarded(pipelines), methods=["GET"]),
-        Route("/v1/traces/{run_id}", _guarded(traces), methods=["GET"]),
-        Route("/v1/traces/{run_id}/verify", _guarded(traces), methods=["GET"]),
-    ]
+    table: dict[str, dict[str, Callable[[Request], Awaitable[Response]]]] = {
+        "/": {"GET": page},
+        "/page/{name}": {"GET": page},
+        "/v1/openapi.json": {"GET": openapi},
+        "/v1/info": {"GET": info},
+        "/v1/providers": {"GET": providers},
+        "/v1/sessions": {"GET": list_sessions, "POST": create_session},
+        "/v1/sessions/{session_id}": {"GET": get_session, "DELETE": delete_session},
+        "/v1/sessions/{session_id}/fork": {"POST": fork_session},
+        "/v1/sessions/{session_id}/transcript": {"GET": transcript},
+        "/v1/sessions/{session_id}/revert": {"POST": revert},
+        "/v1/sessions/{session_id}/runs": {"POST": start_run},
+        "/v1/runs": {"GET": list_runs},
+        "/v1/runs/{run_id}": {"GET": get_run},
+        "/v1/runs/{run_id}/events": {"GET": events},
+        "/v1/runs/{run_id}/cancel": {"POST": cancel_run},
+        "/v1/runs/{run_id}/permissions/{request_id}": {"POST": answer_permission},
+        "/v1/pipelines": {"GET": pipelines},
+        "/v1/traces/{run_id}": {"GET": traces},
+        "/v1/traces/{run_id}/verify": {"GET": traces},
+    }
+    # One route per path, so a 405 names every method the path has (Allow).
+    routes = [Route(path, _guarded(_by_method(handlers)), methods=list(handlers)) for path, handlers in table.items()]
 
     async def not_found(request: Request, exc: Exception) -> Response:
         return _error(404, "not_found", f"no route {request.method} {request.url.path}")
 
     async def not_allowed(request: Request, exc: Exception) -> Response:
-        return _error(405, "invalid_request", f"{request.method} is not allowed on {request.url.path}")
+        reply = _error(405, "invalid_request", f"{request.method} is not allowed on {request.url.path}")
+        reply.headers.update(getattr(exc, "headers", None) or {})  # Allow: the methods there are
+        return reply
 
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={404: not_found, 405: not_allowed})
     app.state.hub = hub
@@ -362,13 +364,22 @@ _PAGE_FILES: Final = {
 }
 
 
-def _int(value: str, name: str) -> int:
+def _by_method(
+    handlers: dict[str, Callable[[Request], Awaitable[Response]]],
+) -> Callable[[Request], Awaitable[Response]]:
+    def dispatch(request: Request) -> Awaitable[Response]:
+        return handlers[request.method if request.method != "HEAD" else "GET"](request)
+
+    return dispatch
+
+
+def _int(value: str, name: str, *, most: int = 2**62) -> int:
     try:
         number = int(value)
     except ValueError:
-        raise InvalidRequest(f"{name} must be a whole number, not {value!r}") from None
-    if number < 0:
-        raise InvalidRequest(f"{name} must not be negative")
+        raise InvalidRequest(f"{name} must be a whole number, not {value[:40]!r}") from None
+    if not 0 <= number <= most:
+        raise InvalidRequest(f"{name} must be 0..{most}")
     return number
 
 

@@ -153,7 +153,9 @@ def openapi_document() -> dict[str, Any]:
                     )
                 },
                 errors=(400,),
-                parameters=[{"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 0}}],
+                parameters=[
+                    {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 0, "maximum": 10000}}
+                ],
             ),
             "post": _op(
                 "open a session",
