@@ -189,3 +189,40 @@ def test_sessions_fork_transcript_and_delete(tmp_path: Path) -> None:
         assert _wait_done(client, _run(client, fork.json()["id"], "next"))["status"] == "completed"
         assert client.delete(f"/v1/sessions/{fork.json()['id']}").status_code == 200
         assert client.get(f"/v1/sessions/{fork.json()['id']}").status_code == 404
+
+
+def test_agui_interrupt_then_continue_with_last_event_id(tmp_path: Path) -> None:
+    with serve(tmp_path) as served, served.client() as client:
+        session_id = _session(served, client, TOOL_TURN)
+        run_id = _run(client, session_id)
+        with client.stream("GET", f"/v1/runs/{run_id}/events", params={"interrupts": "true"}) as response:
+            first = list(sse_frames(response.iter_lines()))  # the server ends this stream at the interrupt
+        paused = AGUI.validate_json(first[-1]["data"])
+        assert paused.type.value == "RUN_FINISHED" and paused.outcome.type == "interrupt"
+        (interrupt,) = paused.outcome.interrupts
+        assert interrupt.tool_call_id == "call-w" and interrupt.response_schema["required"] == ["decision"]
+        respond = interrupt.metadata["seamline.respond"]
+        assert client.post(respond, json={"decision": "allow"}).status_code == 200
+        headers = {"Last-Event-ID": first[-1]["id"]}
+        params = {"interrupts": "true"}
+        with client.stream("GET", f"/v1/runs/{run_id}/events", params=params, headers=headers) as response:
+            rest = [AGUI.validate_json(f["data"]) for f in sse_frames(response.iter_lines())]
+        assert rest[0].type.value == "RUN_STARTED" and rest[0].parent_run_id == run_id
+        assert rest[-1].type.value == "RUN_FINISHED" and rest[-1].outcome.type == "success"
+        assert (served.workspace / "hello.txt").exists()
+
+
+def test_revert_undoes_a_sessions_edits(tmp_path: Path) -> None:
+    with serve(tmp_path) as served, served.client() as client:
+        (served.workspace / "keep.txt").write_text("before\n")
+        script = [
+            {"tool_calls": [{"name": "write_file", "arguments": {"path": "keep.txt", "content": "after\n"}}]},
+            {"text": "changed"},
+        ]
+        session_id = _session(served, client, script, yes=True)
+        assert _wait_done(client, _run(client, session_id, "change it"))["status"] == "completed"
+        assert (served.workspace / "keep.txt").read_text() == "after\n"
+        reply = client.post(f"/v1/sessions/{session_id}/revert", json={})
+        assert reply.status_code == 200, reply.text
+        assert reply.json()["steps_undone"] == 1
+        assert (served.workspace / "keep.txt").read_text() == "before\n"

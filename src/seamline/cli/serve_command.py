@@ -98,10 +98,24 @@ def run(args: argparse.Namespace) -> int:
         sock.close()
         store.close()
         raise SeamlineUsage(f"cannot listen on {args.host}:{args.port}: {exc.strerror}") from None
+    sock.listen(2048)  # listening before the address is announced: clients may connect at once
     port = sock.getsockname()[1]
     config = uvicorn.Config(app, log_level="warning", lifespan="on")
-    server = uvicorn.Server(config)
+    server = _server_class(uvicorn)(config)
     shown = f"[{args.host}]" if family == socket.AF_INET6 else args.host
     print(f"seamline: serving http://{shown}:{port}/ (Ctrl-C stops)", file=sys.stderr, flush=True)
     server.run(sockets=[sock])
+    print("seamline: stopped", file=sys.stderr)
     return 0
+
+
+def _server_class(uvicorn: Any) -> Any:
+    class StoppableServer(uvicorn.Server):  # type: ignore[misc]
+        """SIGINT and SIGTERM stop the server gracefully and the command exits 0 (uvicorn
+        would raise the signal again after its shutdown)."""
+
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            super().handle_exit(sig, frame)
+            self._captured_signals.clear()
+
+    return StoppableServer
