@@ -69,6 +69,11 @@ def _rss_kb(pid: int, field: str) -> int:
     raise RuntimeError(f"no {field} for {pid}")
 
 
+def _cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
 def _reset_peak(pid: int) -> None:
     Path(f"/proc/{pid}/clear_refs").write_text("5")  # resets VmHWM to the current RSS
 
@@ -124,10 +129,12 @@ async def _server_batch(base: str, pid: int, script: str, runs: int) -> dict[str
         _reset_peak(pid)
         sessions = await asyncio.gather(*(_open(client, script) for _ in range(runs)))
         before = _rss_kb(pid, "VmRSS")
+        cpu0, own0 = _cpu_s(pid), time.process_time()
         t0 = time.perf_counter()
         results = await asyncio.gather(*(_one_run(client, session_id) for session_id in sessions))
         elapsed = max(end for _, end in results) - t0
         peak = _rss_kb(pid, "VmHWM")
+        server_cpu, client_cpu = _cpu_s(pid) - cpu0, time.process_time() - own0
     firsts = [first for first, _ in results]
     return {
         "runs": runs,
@@ -140,6 +147,8 @@ async def _server_batch(base: str, pid: int, script: str, runs: int) -> dict[str
         "rss_peak_kb": peak,
         "memory_per_run_kb": (peak - before) / runs,
         "memory_per_session_and_run_kb": (peak - before_sessions) / runs,
+        "server_cpu_ms_per_run": server_cpu * 1000 / runs,
+        "client_cpu_ms_per_run": client_cpu * 1000 / runs,
     }
 
 
@@ -216,7 +225,7 @@ def process_side(processes: int, work: Path) -> dict[str, Any]:
         await _process_run(script, work, work / "warm.db")  # warm-up: file caches
         t0 = time.perf_counter()
         # Each process its own store: concurrent `seamline run` processes on one SQLite
-        # store file fail now and then (see bench/README.md), and a store per run is the
+        # store file fail now and then (see docs/serve.md), and a store per run is the
         # kinder setting for the process side anyway.
         runs = (_process_run(script, work, work / f"runs-{i}.db") for i in range(processes))
         results = await asyncio.gather(*runs)
@@ -266,7 +275,8 @@ def main() -> int:
     print(
         f"  runs/s {server['runs_per_s']:.0f} · first event p50 {server['first_event_p50_ms']:.0f} ms, "
         f"p99 {server['first_event_p99_ms']:.0f} ms · memory per run {server['memory_per_run_kb']:.1f} KB "
-        f"({server['memory_per_session_and_run_kb']:.1f} KB with its session)"
+        f"({server['memory_per_session_and_run_kb']:.1f} KB with its session)\n"
+        f"  CPU per run: server {server['server_cpu_ms_per_run']:.1f} ms, this client {server['client_cpu_ms_per_run']:.1f} ms"
     )
     print(f"processes: {process['runs']} concurrent `seamline run` processes")
     print(

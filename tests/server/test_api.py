@@ -226,3 +226,16 @@ def test_revert_undoes_a_sessions_edits(tmp_path: Path) -> None:
         assert reply.status_code == 200, reply.text
         assert reply.json()["steps_undone"] == 1
         assert (served.workspace / "keep.txt").read_text() == "before\n"
+
+
+def test_old_finished_runs_are_forgotten(tmp_path: Path) -> None:
+    with serve(tmp_path, keep_finished=1) as served, served.client() as client:
+        session_id = _session(served, client, [{"text": "one"}, {"text": "two"}])
+        first = _run(client, session_id, "first")
+        assert _wait_done(client, first)["status"] == "completed"
+        second = _run(client, session_id, "second")
+        assert _wait_done(client, second)["status"] == "completed"
+        assert client.get(f"/v1/runs/{first}").status_code == 404
+        assert client.get(f"/v1/sessions/{session_id}").json()["runs"] == [second]
+        entries = client.get(f"/v1/sessions/{session_id}/transcript").json()["entries"]
+        assert [e["content"] for e in entries if e["kind"] == "user"] == ["first", "second"]

@@ -128,14 +128,17 @@ def create_app(
     hosts: tuple[str, ...] = (),
     max_body: int = MAX_BODY,
     cancel_grace: float = 2.0,
+    keep_finished: int = 1000,
     close_store: bool = False,
 ) -> Guard:
-    """The ASGI application of ``seamline serve`` over ``store``.
+    """The ASGI application of ``seamline serve`` over ``store``. The newest
+    ``keep_finished`` finished runs stay readable; older ones are forgotten (their events
+    stay in the store's raw log).
 
     >>> from seamline.sessions.store import SessionStore
     >>> app = create_app(SessionStore(":memory:"))
     """
-    hub = RunHub(store, workspace=workspace, cancel_grace=cancel_grace)
+    hub = RunHub(store, workspace=workspace, cancel_grace=cancel_grace, keep_finished=keep_finished)
 
     @asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections import deque
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -165,11 +166,14 @@ class RunHub:
         *,
         workspace: str | os.PathLike[str] = ".",
         cancel_grace: float = 2.0,
+        keep_finished: int = 1000,
         provider_factory: Callable[[str, str | None, Mapping[str, str]], Provider] | None = None,
     ) -> None:
         self.store = store
         self.workspace = Path(workspace).resolve()
         self.cancel_grace = cancel_grace
+        self.keep_finished = keep_finished
+        self._finished: deque[str] = deque()
         self.sessions: dict[str, LiveSession] = {}
         self.runs: dict[str, Run] = {}
         self._factory = provider_factory or (
@@ -380,6 +384,19 @@ class RunHub:
         finally:
             if not run.done:  # pragma: no cover - every path above finishes the run
                 run.finish("failed", "server")
+            self._retire(run)
+
+    def _retire(self, run: Run) -> None:
+        """Keep the newest ``keep_finished`` finished runs in memory; older ones are
+        forgotten (their events stay in the store's raw log)."""
+        self._finished.append(run.id)
+        while len(self._finished) > self.keep_finished:
+            old = self._finished.popleft()
+            gone = self.runs.pop(old, None)
+            if gone is not None:
+                owner = self.sessions.get(gone.session_id)
+                if owner is not None and old in owner.runs:
+                    owner.runs.remove(old)
 
     async def _turn(self, slot: LiveSession, run: Run, *, max_steps: int, budget_usd: float | None) -> None:
         final: Complete | None = None
