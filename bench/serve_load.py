@@ -38,10 +38,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
-
-import httpx2
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = [
@@ -90,29 +89,75 @@ def _env(store: Path) -> dict[str, str]:
     return env
 
 
-async def _open(client: httpx2.AsyncClient, script: str) -> str:
-    reply = await client.post("/v1/sessions", json={"provider": "scripted", "options": {"script": script}})
-    reply.raise_for_status()
-    return str(reply.json()["id"])
+class _Client:
+    """A bare HTTP/1.1 client on asyncio streams, a connection per request: the bench's
+    own CPU stays small beside the server's on a 2-core machine (a general-purpose client
+    spent more per run than the server did)."""
+
+    def __init__(self, base: str) -> None:
+        host, _, port = base.removeprefix("http://").partition(":")
+        self.host, self.port = host, int(port)
+
+    async def _send(
+        self, method: str, path: str, body: Any = None
+    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, int, dict[str, str]]:
+        reader, writer = await asyncio.open_connection(self.host, self.port, limit=1 << 20)
+        data = json.dumps(body).encode() if body is not None else b""
+        head = f"{method} {path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\nConnection: close\r\n"
+        if body is not None:
+            head += f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n"
+        writer.write(head.encode() + b"\r\n" + data)
+        status = int((await reader.readline()).split()[1])
+        headers: dict[str, str] = {}
+        while (line := await reader.readline()) not in (b"\r\n", b""):
+            name, _, value = line.decode("latin-1").partition(":")
+            headers[name.strip().lower()] = value.strip()
+        return reader, writer, status, headers
+
+    async def json(self, method: str, path: str, body: Any = None) -> Any:
+        reader, writer, status, headers = await self._send(method, path, body)
+        try:
+            data = await reader.readexactly(int(headers["content-length"]))
+        finally:
+            writer.close()
+        if status >= 300:
+            raise RuntimeError(f"{method} {path}: {status} {data[:200]!r}")
+        return json.loads(data)
+
+    async def sse_data(self, path: str) -> AsyncIterator[bytes]:
+        """The ``data:`` payloads of an SSE response (chunked), as they come."""
+        reader, writer, status, headers = await self._send("GET", path)
+        try:
+            if status != 200 or headers.get("transfer-encoding") != "chunked":
+                raise RuntimeError(f"GET {path}: {status} {headers}")
+            pending = b""
+            while size := int((await reader.readline()).split(b";")[0], 16):
+                pending += await reader.readexactly(size)
+                await reader.readexactly(2)
+                *lines, pending = pending.split(b"\n")
+                for line in lines:
+                    if line.startswith(b"data: "):
+                        yield line[6:]
+        finally:
+            writer.close()
 
 
-async def _one_run(client: httpx2.AsyncClient, session_id: str) -> tuple[float, float]:
+async def _open(client: _Client, script: str) -> str:
+    reply = await client.json("POST", "/v1/sessions", {"provider": "scripted", "options": {"script": script}})
+    return str(reply["id"])
+
+
+async def _one_run(client: _Client, session_id: str) -> tuple[float, float]:
     """Start a run on the session and read its AG-UI stream to the end, checking it."""
     started = time.perf_counter()
-    reply = await client.post(f"/v1/sessions/{session_id}/runs", json={"prompt": "what is here?"})
-    reply.raise_for_status()
-    run_id = reply.json()["id"]
+    run_id = (await client.json("POST", f"/v1/sessions/{session_id}/runs", {"prompt": "what is here?"}))["id"]
     first: float | None = None
     finished: dict[str, Any] | None = None
-    async with client.stream("GET", f"/v1/runs/{run_id}/events") as response:
-        async for line in response.aiter_lines():
-            if not line.startswith("data: "):
-                continue
-            if first is None:
-                first = time.perf_counter() - started
-            event = json.loads(line[6:])
-            if event["type"] in ("RUN_FINISHED", "RUN_ERROR"):
-                finished = event
+    async for data in client.sse_data(f"/v1/runs/{run_id}/events"):
+        if first is None:
+            first = time.perf_counter() - started
+        if data.startswith((b'{"type":"RUN_FINISHED"', b'{"type":"RUN_ERROR"')):
+            finished = json.loads(data)
     if finished is None or finished["type"] != "RUN_FINISHED" or finished.get("result") != ANSWER:
         raise RuntimeError(f"run {run_id} did not finish as scripted: {finished}")
     assert first is not None
@@ -120,21 +165,19 @@ async def _one_run(client: httpx2.AsyncClient, session_id: str) -> tuple[float, 
 
 
 async def _server_batch(base: str, pid: int, script: str, runs: int) -> dict[str, Any]:
-    limits = httpx2.Limits(max_connections=runs + 10, max_keepalive_connections=runs + 10)
-    timeout = httpx2.Timeout(300.0)
-    async with httpx2.AsyncClient(base_url=base, limits=limits, timeout=timeout) as client:
-        # Warm-up: one run, so imports and first-use costs are not billed to the batch.
-        await _one_run(client, await _open(client, script))
-        before_sessions = _rss_kb(pid, "VmRSS")
-        _reset_peak(pid)
-        sessions = await asyncio.gather(*(_open(client, script) for _ in range(runs)))
-        before = _rss_kb(pid, "VmRSS")
-        cpu0, own0 = _cpu_s(pid), time.process_time()
-        t0 = time.perf_counter()
-        results = await asyncio.gather(*(_one_run(client, session_id) for session_id in sessions))
-        elapsed = max(end for _, end in results) - t0
-        peak = _rss_kb(pid, "VmHWM")
-        server_cpu, client_cpu = _cpu_s(pid) - cpu0, time.process_time() - own0
+    client = _Client(base)
+    # Warm-up: one run, so imports and first-use costs are not billed to the batch.
+    await _one_run(client, await _open(client, script))
+    before_sessions = _rss_kb(pid, "VmRSS")
+    _reset_peak(pid)
+    sessions = await asyncio.gather(*(_open(client, script) for _ in range(runs)))
+    before = _rss_kb(pid, "VmRSS")
+    cpu0, own0 = _cpu_s(pid), time.process_time()
+    t0 = time.perf_counter()
+    results = await asyncio.gather(*(_one_run(client, session_id) for session_id in sessions))
+    elapsed = max(end for _, end in results) - t0
+    peak = _rss_kb(pid, "VmHWM")
+    server_cpu, client_cpu = _cpu_s(pid) - cpu0, time.process_time() - own0
     firsts = [first for first, _ in results]
     return {
         "runs": runs,

@@ -400,17 +400,19 @@ async def _preflight(row: dict[str, Any]) -> None:
 
 async def _seamline_sse(run: Run, after: int) -> AsyncIterator[bytes]:
     yield b"retry: 1000\n\n"
-    async for index, event in run.follow(after, heartbeat=HEARTBEAT):
-        if event is None:
+    async for start, batch in run.follow(after, heartbeat=HEARTBEAT):
+        if not batch:
             yield b": keep-alive\n\n"
             continue
-        yield b"id: %d\nevent: %s\ndata: %s\n\n" % (index, event.type.encode(), encode_event(event))
+        yield b"".join(
+            b"id: %d\nevent: %s\ndata: %s\n\n" % (start + i, event.type.encode(), encode_event(event))
+            for i, event in enumerate(batch, 1)
+        )
 
 
 async def _ndjson(run: Run, after: int) -> AsyncIterator[bytes]:
-    async for index, event in run.follow(after):
-        assert event is not None
-        yield b'{"id":%d,"event":%s}\n' % (index, encode_event(event))
+    async for start, batch in run.follow(after):
+        yield b"".join(b'{"id":%d,"event":%s}\n' % (start + i, encode_event(event)) for i, event in enumerate(batch, 1))
 
 
 async def _agui_sse(run: Run, last: str, *, base: str, interrupts: bool) -> AsyncIterator[bytes]:
@@ -424,13 +426,18 @@ async def _agui_sse(run: Run, last: str, *, base: str, interrupts: bool) -> Asyn
             pass
     start = after - 1 if skip else after
     yield b"retry: 1000\n\n"
-    async for index, event in run.follow(start, heartbeat=HEARTBEAT):
-        if event is None:
+    async for first, batch in run.follow(start, heartbeat=HEARTBEAT):
+        if not batch:
             yield b": keep-alive\n\n"
             continue
-        for k, out in enumerate(translator.feed(event)):
-            if index == after and k < skip:
-                continue
-            yield b"id: %d.%d\ndata: %s\n\n" % (index, k, out.model_dump_json(by_alias=True).encode())
-            if interrupts and translator.finished:
-                return
+        frames: list[bytes] = []
+        for index, event in enumerate(batch, first + 1):
+            for k, out in enumerate(translator.feed(event)):
+                if index == after and k < skip:
+                    continue
+                frames.append(b"id: %d.%d\ndata: %s\n\n" % (index, k, out.model_dump_json(by_alias=True).encode()))
+                if interrupts and translator.finished:
+                    yield b"".join(frames)
+                    return
+        if frames:
+            yield b"".join(frames)

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections import deque
 import time
 import uuid
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -92,18 +92,22 @@ class Run:
         wake.set()
 
     async def follow(
-        self, after: int = 0, *, heartbeat: float | None = None
-    ) -> AsyncIterator[tuple[int, Event | None]]:
-        """Events numbered above ``after``, as they come, until the run is over.
+        self, after: int = 0, *, heartbeat: float | None = None, most: int = 256
+    ) -> AsyncIterator[tuple[int, list[Event]]]:
+        """The events numbered above ``after`` as they come, in batches of what is there
+        (at most ``most``), until the run is over: ``(n, events)`` where ``events[0]`` is
+        number ``n + 1``. A transport writes a batch at once: one write, not one per event.
 
-        With ``heartbeat``, ``(n, None)`` comes whenever that many seconds pass without an
+        With ``heartbeat``, ``(n, [])`` comes whenever that many seconds pass without an
         event, so a transport can keep an idle connection alive.
         """
         index = max(0, after)
         while True:
-            while index < len(self.events):
-                index += 1
-                yield index, self.events[index - 1]
+            if index < len(self.events):
+                batch = self.events[index : index + most]
+                yield index, batch
+                index += len(batch)
+                continue
             if self.done:
                 return
             wake = self._wake
@@ -113,7 +117,7 @@ class Run:
             try:
                 await asyncio.wait_for(wake.wait(), heartbeat)
             except TimeoutError:
-                yield index, None
+                yield index, []
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -174,6 +178,7 @@ class RunHub:
         self.cancel_grace = cancel_grace
         self.keep_finished = keep_finished
         self._finished: deque[str] = deque()
+        self._toolsets: dict[Path, Toolset] = {}
         self.sessions: dict[str, LiveSession] = {}
         self.runs: dict[str, Run] = {}
         self._factory = provider_factory or (
@@ -226,9 +231,13 @@ class RunHub:
         return PermissionService(rules=self._rules, workspace=workspace, yes=yes, prompter=prompter)
 
     def _tools(self, workspace: Workspace) -> Toolset:
-        """The workspace tools; every edit is journaled so a session can be reverted."""
+        """The workspace tools, journaled so a session can be reverted; built once per
+        workspace and shared by its sessions (the tools hold no state of a session)."""
         self._open_files()
-        return workspace_tools(workspace, journal=self._journal)
+        tools = self._toolsets.get(workspace.root)
+        if tools is None:
+            tools = self._toolsets[workspace.root] = workspace_tools(workspace, journal=self._journal)
+        return tools
 
     async def open_session(
         self,
