@@ -302,8 +302,10 @@ def main() -> int:
         work = Path(tmp)
         (work / "server").mkdir()
         (work / "process").mkdir()
-        server = server_side(args.runs, work / "server")
+        # The process side first: its memory figure is the largest peak RSS of any child
+        # process so far, and the server, a child too, must not be among them yet.
         process = process_side(args.processes, work / "process")
+        server = server_side(args.runs, work / "server")
     ratio_mem = process["memory_per_run_kb"] / server["memory_per_run_kb"] if server["memory_per_run_kb"] > 0 else None
     result = {
         "server": server,

@@ -67,8 +67,8 @@ ending = st.sampled_from(
 )
 
 
-def translate(events: list[Event], *, interrupts: bool = False) -> list[dict[str, object]]:
-    translator = AgUiTranslator("run1", interrupts=interrupts)
+def translate(events: list[Event], *, interrupts: bool = False, pipeline: str | None = None) -> list[dict[str, object]]:
+    translator = AgUiTranslator("run1", interrupts=interrupts, pipeline=pipeline, first_phase="write")
     out = []
     for event in events:
         for agui in translator.feed(event):
@@ -78,10 +78,26 @@ def translate(events: list[Event], *, interrupts: bool = False) -> list[dict[str
     return out
 
 
+turns = st.lists(st.tuples(st.integers(0, 3), st.lists(middle, max_size=6), ending), max_size=4)
+
+
 @settings(max_examples=200, deadline=None)
-@given(st.lists(middle, max_size=25), ending, st.booleans())
-def test_any_run_translates_to_a_valid_agui_stream(body: list[Event], end: Complete, interrupts: bool) -> None:
-    out = translate([START, *body, end], interrupts=interrupts)
+@given(st.lists(middle, max_size=25), ending, st.booleans(), turns)
+def test_any_run_translates_to_a_valid_agui_stream(
+    body: list[Event], end: Complete, interrupts: bool, roles: list[tuple[int, list[Event], Complete]]
+) -> None:
+    if roles:  # a pipeline run: role turns (session .. complete) inside, the run's complete last
+        events: list[Event] = [Raw(source="run", payload={"run_id": "run1"})]
+        for i, (n, inner, done) in enumerate(roles):
+            session = Session(session_id=f"role{i}", provider="scripted", model=None)
+            events += [Raw(source="controller", payload={"what": "transition", "target": f"p{n}"}), session]
+            events += [*inner, done]
+        out = translate([*events, end], interrupts=interrupts, pipeline="answer-review")
+        opened = [e["subagentRunId"] for e in out if e["type"] == "SUBAGENT_STARTED"]
+        closed = [e["subagentRunId"] for e in out if e["type"] in ("SUBAGENT_FINISHED", "SUBAGENT_ERROR")]
+        assert opened == closed == [f"role{i}" for i in range(len(roles))]
+    else:
+        out = translate([START, *body, end], interrupts=interrupts)
     kinds = [e["type"] for e in out]
     assert kinds[0] == "RUN_STARTED"
     assert kinds[-1] in ("RUN_FINISHED", "RUN_ERROR")

@@ -239,3 +239,33 @@ def test_old_finished_runs_are_forgotten(tmp_path: Path) -> None:
         assert client.get(f"/v1/sessions/{session_id}").json()["runs"] == [second]
         entries = client.get(f"/v1/sessions/{session_id}/transcript").json()["entries"]
         assert [e["content"] for e in entries if e["kind"] == "user"] == ["first", "second"]
+
+
+def test_pipeline_run_streams_roles_as_subagents(tmp_path: Path) -> None:
+    script = [{"text": "The answer is 42.", "usage": {"input_tokens": 5, "output_tokens": 5, "cost_usd": 0.01}}]
+    with serve(tmp_path) as served, served.client() as client:
+        path = served.script("pipeline", script)
+        reply = client.post(
+            "/v1/pipelines/single/runs",
+            json={"prompt": "what is six times seven?", "provider": "scripted", "options": {"script": path}},
+        )
+        assert reply.status_code == 201, reply.text
+        run_id = reply.json()["id"]
+        assert reply.json()["pipeline"] == "single" and reply.json()["session_id"] is None
+        events = [AGUI.validate_json(f["data"]) for f in _read(client, run_id, fmt="agui")]
+        types = [e.type.value for e in events]
+        assert types[0] == "RUN_STARTED" and events[0].thread_id == run_id
+        started = [e for e in events if e.type.value == "SUBAGENT_STARTED"]
+        ended = [e for e in events if e.type.value in ("SUBAGENT_FINISHED", "SUBAGENT_ERROR")]
+        assert [e.name for e in started] == ["answer"]  # named by phase
+        assert [e.subagent_run_id for e in ended] == [e.subagent_run_id for e in started]
+        assert ended[0].type.value == "SUBAGENT_FINISHED" and ended[0].result == "The answer is 42."
+        texts = [e for e in events if e.type.value == "TEXT_MESSAGE_CONTENT"]
+        assert [t.subagent_run_id for t in texts] == [started[0].subagent_run_id]
+        assert types[-1] == "RUN_FINISHED", events[-1]
+        assert events[-1].outcome.type == "success" and events[-1].result == "The answer is 42."
+        assert events[-1].metadata["seamline.cost_usd"] == pytest.approx(0.01)
+        run = client.get(f"/v1/runs/{run_id}").json()
+        assert run["status"] == events[-1].metadata["seamline.outcome"]
+        verify = client.get(f"/v1/traces/{run_id}/verify")
+        assert verify.status_code == 200 and verify.json()["ok"] is True

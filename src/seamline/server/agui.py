@@ -38,6 +38,10 @@ from ag_ui.core import (
     RunFinishedInterruptOutcome,
     RunFinishedSuccessOutcome,
     RunStartedEvent,
+    SubagentErrorEvent,
+    SubagentFinishedEvent,
+    SubagentFinishedSuccessOutcome,
+    SubagentStartedEvent,
     TextMessageContentEvent,
     TextMessageEndEvent,
     TextMessageStartEvent,
@@ -86,8 +90,19 @@ class AgUiTranslator:
     AG-UI run whose ``parentRunId`` is the interrupted one.
     """
 
-    def __init__(self, run_id: str, *, base_url: str = "", interrupts: bool = False) -> None:
+    def __init__(
+        self,
+        run_id: str,
+        *,
+        base_url: str = "",
+        interrupts: bool = False,
+        pipeline: str | None = None,
+        first_phase: str | None = None,
+    ) -> None:
         self.run_id = run_id
+        self.pipeline = pipeline
+        self.phase = first_phase or "agent"
+        self.subagents: list[str] = []
         self.base_url = base_url
         self.interrupts = interrupts
         self.thread_id = ""
@@ -112,17 +127,35 @@ class AgUiTranslator:
 
     def feed(self, event: Event) -> Iterator[BaseEvent]:
         """The AG-UI events for one seamline event, in order."""
-        if isinstance(event, Session) and not self.started:
-            self.thread_id = event.session_id
-            self.provider = event.provider
+        if self.pipeline is None:
+            yield from self._feed(event)
+            return
+        # In a pipeline, what a role's agent does belongs to its subagent (when one is open).
+        for out in self._feed(event):
+            if len(self.subagents) == 1 and getattr(out, "subagent_run_id", "") is None:
+                out.subagent_run_id = self.subagents[0]  # type: ignore[attr-defined]
+            yield out
+
+    def _feed(self, event: Event) -> Iterator[BaseEvent]:
+        if not self.started:
             self.started = True
+            if self.pipeline is None and isinstance(event, Session):
+                self.thread_id = event.session_id
+                self.provider = event.provider
+                yield RunStartedEvent(
+                    thread_id=self.thread_id,
+                    run_id=self.agui_run_id,
+                    protocol_version=PROTOCOL_VERSION,
+                    metadata={"seamline.provider": event.provider, "seamline.model": event.model},
+                )
+                return
+            self.thread_id = self.run_id
             yield RunStartedEvent(
                 thread_id=self.thread_id,
                 run_id=self.agui_run_id,
                 protocol_version=PROTOCOL_VERSION,
-                metadata={"seamline.provider": event.provider, "seamline.model": event.model},
+                metadata={"seamline.pipeline": self.pipeline},
             )
-            return
         if self.finished:
             # The run goes on after an interrupt: a new AG-UI run continues it.
             self.segment += 1
@@ -134,6 +167,26 @@ class AgUiTranslator:
                 parent_run_id=f"{self.run_id}.{self.segment - 1}" if self.segment > 1 else self.run_id,
                 protocol_version=PROTOCOL_VERSION,
             )
+        if self.pipeline is not None:
+            if isinstance(event, Session):
+                yield from self._close_text()
+                yield from self._close_reasoning()
+                self.provider = self.provider or event.provider
+                self.subagents.append(event.session_id)
+                yield SubagentStartedEvent(
+                    subagent_run_id=event.session_id,
+                    name=self.phase,
+                    description=f"{event.provider} {event.model or ''}".strip(),
+                )
+                return
+            if isinstance(event, Complete) and self.subagents:
+                yield from self._close_text()
+                yield from self._close_reasoning()
+                yield self._subagent_end(self.subagents.pop(0), event)  # the oldest open one
+                return
+            if isinstance(event, Raw) and isinstance(event.payload, dict):
+                if event.payload.get("what") == "transition" and isinstance(event.payload.get("target"), str):
+                    self.phase = event.payload["target"]
         if type(event) is TextDelta:
             if not event.text:
                 return
@@ -241,6 +294,19 @@ class AgUiTranslator:
                     )
                 ]
             ),
+        )
+
+    def _subagent_end(self, subagent: str, event: Complete) -> BaseEvent:
+        if event.outcome == "completed":
+            return SubagentFinishedEvent(
+                subagent_run_id=subagent, result=event.text, outcome=SubagentFinishedSuccessOutcome()
+            )
+        message = self.last_error.message if self.last_error is not None else f"{event.outcome} ({event.stop_reason})"
+        return SubagentErrorEvent(
+            subagent_run_id=subagent,
+            message=message,
+            code=event.stop_reason,
+            metadata={"seamline.outcome": event.outcome},
         )
 
     def _open_reasoning(self) -> Iterator[BaseEvent]:

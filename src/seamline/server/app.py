@@ -56,6 +56,17 @@ class NewRun(msgspec.Struct, forbid_unknown_fields=True):
     yes: bool = False
 
 
+class NewPipelineRun(msgspec.Struct, forbid_unknown_fields=True):
+    prompt: str
+    provider: str = "offline"
+    model: str | None = None
+    options: dict[str, str] = {}
+    workspace: str | None = None
+    yes: bool = False
+    max_steps: int = 50
+    budget_usd: float | None = None
+
+
 class ForkRequest(msgspec.Struct, forbid_unknown_fields=True):
     at: int | None = None
     options: dict[str, str] = {}
@@ -311,6 +322,21 @@ def create_app(
 
         return JSONResponse({"pipelines": sorted(BUILTIN_PIPELINES)})
 
+    async def start_pipeline(request: Request) -> Response:
+        body = await _body(request, NewPipelineRun)
+        run = await hub.start_pipeline(
+            request.path_params["name"],
+            body.prompt,
+            provider=body.provider,
+            model=body.model,
+            options=body.options,
+            workspace=body.workspace,
+            yes=body.yes,
+            max_steps=body.max_steps,
+            budget_usd=body.budget_usd,
+        )
+        return JSONResponse(run.summary(), status_code=201, headers={"location": f"/v1/runs/{run.id}"})
+
     async def openapi(request: Request) -> Response:
         return JSONResponse(openapi_document())
 
@@ -339,6 +365,7 @@ def create_app(
         "/v1/runs/{run_id}/cancel": {"POST": cancel_run},
         "/v1/runs/{run_id}/permissions/{request_id}": {"POST": answer_permission},
         "/v1/pipelines": {"GET": pipelines},
+        "/v1/pipelines/{name}/runs": {"POST": start_pipeline},
         "/v1/traces/{run_id}": {"GET": traces},
         "/v1/traces/{run_id}/verify": {"GET": traces},
     }
@@ -419,7 +446,9 @@ async def _agui_sse(run: Run, last: str, *, base: str, interrupts: bool) -> Asyn
     seq_text, _, part_text = last.partition(".")
     after = _int(seq_text, "Last-Event-ID")
     skip = _int(part_text, "Last-Event-ID") + 1 if part_text else 0
-    translator = AgUiTranslator(run.id, base_url=base, interrupts=interrupts)
+    translator = AgUiTranslator(
+        run.id, base_url=base, interrupts=interrupts, pipeline=run.pipeline, first_phase=run.first_phase
+    )
     # Replay what the reader already had, so the translation state is the same as before.
     for seen in run.events[: max(0, after - (1 if skip else 0))]:
         for _ in translator.feed(seen):

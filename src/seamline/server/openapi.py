@@ -55,7 +55,8 @@ _RUN: Final[dict[str, Any]] = {
     "required": ["id", "session_id", "status", "events"],
     "properties": {
         "id": {"type": "string"},
-        "session_id": {"type": "string"},
+        "session_id": {"type": ["string", "null"], "description": "null for a pipeline run"},
+        "pipeline": {"type": ["string", "null"]},
         "status": {"type": "string", "enum": ["queued", "running", "completed", "failed", "aborted", "budget"]},
         "stop_reason": {"type": ["string", "null"]},
         "prompt": {"type": "string"},
@@ -289,6 +290,31 @@ def openapi_document() -> dict[str, Any]:
             "get": _op(
                 "the built-in pipelines", {"200": _json("pipelines", {"type": "object", "required": ["pipelines"]})}
             )
+        },
+        "/v1/pipelines/{name}/runs": {
+            "parameters": [{"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}],
+            "post": _op(
+                "run a built-in pipeline under its controller; its roles stream as AG-UI subagents",
+                {"201": _json("the run", _RUN)},
+                errors=(400, 404, 413),
+                requestBody=_body(
+                    {
+                        "type": "object",
+                        "required": ["prompt"],
+                        "additionalProperties": False,
+                        "properties": {
+                            "prompt": {"type": "string"},
+                            "provider": {"type": "string", "default": "offline"},
+                            "model": {"type": ["string", "null"]},
+                            "options": _OPTIONS,
+                            "workspace": {"type": ["string", "null"]},
+                            "yes": {"type": "boolean"},
+                            "max_steps": {"type": "integer", "minimum": 1},
+                            "budget_usd": {"type": ["number", "null"]},
+                        },
+                    }
+                ),
+            ),
         },
         "/v1/traces/{run_id}": {
             "parameters": [_RUN_ID],

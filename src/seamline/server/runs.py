@@ -49,8 +49,10 @@ class Run:
     """One turn on one session and every event it produced, numbered from 1."""
 
     id: str
-    session_id: str
+    session_id: str | None
     prompt: str
+    pipeline: str | None = None
+    first_phase: str | None = None
     status: RunStatus = "queued"
     created_at: float = field(default_factory=time.time)
     finished_at: float | None = None
@@ -123,6 +125,7 @@ class Run:
         return {
             "id": self.id,
             "session_id": self.session_id,
+            "pipeline": self.pipeline,
             "status": self.status,
             "stop_reason": self.stop_reason,
             "prompt": self.prompt,
@@ -179,6 +182,7 @@ class RunHub:
         self.keep_finished = keep_finished
         self._finished: deque[str] = deque()
         self._toolsets: dict[Path, Toolset] = {}
+        self._controllers: dict[str, Any] = {}
         self.sessions: dict[str, LiveSession] = {}
         self.runs: dict[str, Run] = {}
         self._factory = provider_factory or (
@@ -402,7 +406,7 @@ class RunHub:
         while len(self._finished) > self.keep_finished:
             old = self._finished.popleft()
             gone = self.runs.pop(old, None)
-            if gone is not None:
+            if gone is not None and gone.session_id is not None:
                 owner = self.sessions.get(gone.session_id)
                 if owner is not None and old in owner.runs:
                     owner.runs.remove(old)
@@ -423,6 +427,75 @@ class RunHub:
             run.append(final)
         run.finish(final.outcome, final.stop_reason)
 
+    async def start_pipeline(
+        self,
+        name: str,
+        prompt: str,
+        *,
+        provider: str = "offline",
+        model: str | None = None,
+        options: Mapping[str, str] | None = None,
+        workspace: str | None = None,
+        yes: bool = False,
+        max_steps: int = 50,
+        budget_usd: float | None = None,
+    ) -> Run:
+        """Run a built-in pipeline under its controller; its trace is ``traces/RUN.jsonl``
+        beside the store, so the run id is also the trace's."""
+        from seamline.pipeline.builtin import BUILTIN_PIPELINES, open_run
+
+        definition = BUILTIN_PIPELINES.get(name)
+        if definition is None:
+            raise NotFound(f"no pipeline {name!r}; built in: {', '.join(BUILTIN_PIPELINES)}")
+        if not prompt.strip():
+            raise InvalidRequest("the prompt is empty")
+        if max_steps < 1:
+            raise InvalidRequest("max_steps must be at least 1")
+        backend = self._factory(provider, model, dict(options or {}))
+        ws = self._workspace(workspace)
+        run = Run(
+            id=uuid.uuid4().hex, session_id=None, prompt=prompt, pipeline=name, first_phase=definition.phases[0].name
+        )
+        store_file = getattr(self.store, "path", None)
+        controller = open_run(
+            definition,
+            provider=backend,
+            workspace=ws.root,
+            store=self.store,  # type: ignore[arg-type]
+            store_path=store_file if store_file and store_file != ":memory:" else None,
+            in_memory=not store_file or store_file == ":memory:",
+            tools=self._tools(ws),
+            yes=yes,
+            max_steps=max_steps,
+            budget_usd=budget_usd,
+            run_id=run.id,
+        )
+        self.runs[run.id] = run
+        run.task = asyncio.create_task(self._drive_pipeline(run, controller))
+        self._controllers[run.id] = controller
+        return run
+
+    async def _drive_pipeline(self, run: Run, controller: Any) -> None:
+        from seamline.pipeline.builtin import stream_pipeline
+
+        run.status = "running"
+        final: Complete | None = None
+        try:
+            async for event in stream_pipeline(controller, run.prompt):
+                run.append(event)
+                if isinstance(event, Complete):
+                    final = event  # the run's own complete is the last one
+        except asyncio.CancelledError:
+            final = Complete(outcome="aborted", stop_reason="cancelled")
+            run.append(final)
+        finally:
+            self._controllers.pop(run.id, None)
+            if final is None:  # pragma: no cover - the controller always ends with complete
+                final = Complete(outcome="failed", stop_reason="no_result")
+                run.append(final)
+            run.finish(final.outcome, final.stop_reason)
+            self._retire(run)
+
     def require_run(self, run_id: str) -> Run:
         run = self.runs.get(run_id)
         if run is None:
@@ -439,7 +512,12 @@ class RunHub:
         for _, future in list(run.pending.values()):
             if not future.done():
                 future.set_result(PermissionAnswer("deny", "once"))
-        slot = self.sessions.get(run.session_id)
+        controller = self._controllers.get(run.id)
+        if controller is not None:
+            await controller.cancel()
+            asyncio.get_running_loop().call_later(self.cancel_grace, self._cut, run)
+            return run
+        slot = self.sessions.get(run.session_id) if run.session_id else None
         if run.status == "queued" and run.task is not None:
             run.task.cancel()  # it never reaches the provider
         elif run.status == "running" and slot is not None and slot.current is run:
