@@ -269,3 +269,27 @@ def test_pipeline_run_streams_roles_as_subagents(tmp_path: Path) -> None:
         assert run["status"] == events[-1].metadata["seamline.outcome"]
         verify = client.get(f"/v1/traces/{run_id}/verify")
         assert verify.status_code == 200 and verify.json()["ok"] is True
+
+
+def test_cancel_while_a_permission_waits_denies_it(tmp_path: Path) -> None:
+    with serve(tmp_path) as served, served.client() as client:
+        session_id = _session(served, client, TOOL_TURN)
+        run_id = _run(client, session_id)
+        _read(client, run_id, fmt="seamline", stop=lambda f: f["event"] == "permission_request")
+        assert client.post(f"/v1/runs/{run_id}/cancel").status_code == 202
+        events = [decode_event(f["data"]) for f in _read(client, run_id, fmt="seamline")]
+        decision = next(e for e in events if e.type == "permission_decision")
+        assert decision.decision == "deny"
+        assert events[-1].type == "complete" and events[-1].outcome == "aborted"
+        assert not (served.workspace / "hello.txt").exists()
+
+
+def test_yes_on_a_run_allows_its_tools_unasked(tmp_path: Path) -> None:
+    with serve(tmp_path) as served, served.client() as client:
+        session_id = _session(served, client, [*TOOL_TURN, {"text": "again"}])
+        run_id = _run(client, session_id, yes=True)
+        assert _wait_done(client, run_id)["status"] == "completed"
+        events = [decode_event(f["data"]) for f in _read(client, run_id, fmt="seamline")]
+        decision = next(e for e in events if e.type == "permission_decision")
+        assert decision.decision == "allow" and "--yes" in decision.reason
+        assert (served.workspace / "hello.txt").read_text() == "hi\n"

@@ -53,6 +53,7 @@ class Run:
     prompt: str
     pipeline: str | None = None
     first_phase: str | None = None
+    yes: bool = False
     status: RunStatus = "queued"
     created_at: float = field(default_factory=time.time)
     finished_at: float | None = None
@@ -154,6 +155,8 @@ class LiveSession:
 
     provider: Provider
     session: ProviderSession
+    approval: PermissionService | None = None
+    yes: bool = False
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     current: Run | None = None
     waiting: int = 0
@@ -265,7 +268,7 @@ class RunHub:
             approval=approval,
             metadata={**dict(metadata or {}), "surface": "serve"},
         )
-        slot = LiveSession(provider=backend, session=session)
+        slot = LiveSession(provider=backend, session=session, approval=approval, yes=yes)
         holder.append(slot)
         self.sessions[session.session_id] = slot
         return slot
@@ -281,7 +284,7 @@ class RunHub:
         holder: list[LiveSession] = []
         approval = self._approval(lambda: holder[0] if holder else None, ws.root, yes)
         session = await backend.resume(record.id, store=self.store, tools=tools, approval=approval)
-        slot = LiveSession(provider=backend, session=session)
+        slot = LiveSession(provider=backend, session=session, approval=approval, yes=yes)
         holder.append(slot)
         self.sessions[record.id] = slot
         return slot
@@ -299,7 +302,7 @@ class RunHub:
         holder: list[LiveSession] = []
         approval = self._approval(lambda: holder[0] if holder else None, ws.root, yes)
         session = await backend.fork(record.id, store=self.store, at=at, tools=tools, approval=approval)
-        slot = LiveSession(provider=backend, session=session)
+        slot = LiveSession(provider=backend, session=session, approval=approval, yes=yes)
         holder.append(slot)
         self.sessions[session.session_id] = slot
         return slot
@@ -362,7 +365,7 @@ class RunHub:
         if slot.busy and busy == "reject":
             running = slot.current.id if slot.current is not None else "a queued run"
             raise Busy(f"session {slot.session.session_id} is busy with run {running}; retry, or ask to enqueue")
-        run = Run(id=uuid.uuid4().hex, session_id=slot.session.session_id, prompt=prompt)
+        run = Run(id=uuid.uuid4().hex, session_id=slot.session.session_id, prompt=prompt, yes=yes)
         self.runs[run.id] = run
         slot.runs.append(run.id)
         slot.waiting += 1
@@ -380,6 +383,8 @@ class RunHub:
                     run.finish("aborted", "cancelled")
                     return
                 slot.current = run
+                if slot.approval is not None:
+                    slot.approval.yes = slot.yes or run.yes  # this run's "yes", else the session's
                 run.status = "running"
                 run._notify()
                 try:
