@@ -65,7 +65,14 @@ def test_page_runs_a_turn_and_approves_a_permission(tmp_path: Path) -> None:
             shot = tmp_path / "page.png"
             page.screenshot(path=str(shot), full_page=True)
             assert shot.stat().st_size > 1000
+            assert (served.workspace / "hello.txt").read_text() == "hi\n"
+            # Revert undoes the run's edit; fork opens a new session from this one.
+            page.click("#revert")
+            expect(page.locator(".item.outcome").last).to_contain_text("reverted 1 step(s): hello.txt")
+            assert not (served.workspace / "hello.txt").exists()
+            page.click("#fork")
+            expect(page.locator("#sessions tbody tr")).to_have_count(2)
+            expect(page.locator("#session-meta")).to_contain_text("fork of")
             assert problems == []
         finally:
             browser.close()
-        assert (served.workspace / "hello.txt").read_text() == "hi\n"
