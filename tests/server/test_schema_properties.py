@@ -27,7 +27,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
 
 
 @schema.parametrize()
-@settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=15, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 def test_api_conforms_to_its_document(case: schemathesis.Case, served: Served) -> None:
     if case.path == "/v1/providers":
         case.query = {**(case.query or {}), "preflight": "false"}  # preflight runs programs; not fuzzed
