@@ -63,3 +63,41 @@ def test_public_bind_needs_a_token(seamline_cmd: list[str], cli_env: dict[str, s
     assert done.stderr.strip().splitlines() == [
         "seamline: binding 0.0.0.0 (not loopback) needs a token: --token or $SEAMLINE_TOKEN"
     ]
+
+
+def test_sigterm_ends_open_streams_and_waiting_runs(
+    tmp_path: Path, seamline_cmd: list[str], cli_env: dict[str, str]
+) -> None:
+    script = tmp_path / "script.json"
+    script.write_text('[{"tool_calls": [{"name": "write_file", "arguments": {"path": "x", "content": "y"}}]}]')
+    store = tmp_path / "s.db"
+    command = [*seamline_cmd, "serve", "--port", "0", "--store", str(store), "--workspace", str(tmp_path)]
+    proc = subprocess.Popen(command, env=cli_env, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        found = re.search(r"serving (http://127\.0\.0\.1:\d+)/", _line(proc, time.monotonic() + 60))
+        assert found
+        with httpx2.Client(base_url=found.group(1), timeout=20) as client:
+            body = {"provider": "scripted", "options": {"script": str(script)}}
+            session_id = client.post("/v1/sessions", json=body).json()["id"]
+            run_id = client.post(f"/v1/sessions/{session_id}/runs", json={"prompt": "go"}).json()["id"]
+            with client.stream("GET", f"/v1/runs/{run_id}/events", params={"format": "seamline"}) as response:
+                lines = response.iter_lines()
+                # The run now waits for a permission answer that never comes.
+                assert any("permission_request" in line for line in lines)
+                os.killpg(proc.pid, signal.SIGTERM)
+                rest = list(lines)  # the server ends the stream: the run was stopped
+            assert any('"outcome":"aborted"' in line for line in rest)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        if proc.stderr is not None:
+            proc.stderr.close()
+    from seamline.sessions.store import SessionStore
+
+    kept = SessionStore(store)
+    try:
+        assert kept.require(session_id).status == "aborted"
+    finally:
+        kept.close()

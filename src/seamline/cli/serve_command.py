@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import socket
 import sys
@@ -100,7 +101,8 @@ def run(args: argparse.Namespace) -> int:
         raise SeamlineUsage(f"cannot listen on {args.host}:{args.port}: {exc.strerror}") from None
     sock.listen(2048)  # listening before the address is announced: clients may connect at once
     port = sock.getsockname()[1]
-    config = uvicorn.Config(app, log_level="warning", lifespan="on")
+    # Runs are stopped first on a signal (see StoppableServer); the timeout is a backstop.
+    config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=10)
     server = _server_class(uvicorn)(config)
     shown = f"[{args.host}]" if family == socket.AF_INET6 else args.host
     print(f"seamline: serving http://{shown}:{port}/ (Ctrl-C stops)", file=sys.stderr, flush=True)
@@ -117,5 +119,13 @@ def _server_class(uvicorn: Any) -> Any:
         def handle_exit(self, sig: int, frame: Any) -> None:
             super().handle_exit(sig, frame)
             self._captured_signals.clear()
+            hub = getattr(self.config.app, "hub", None)
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                return
+            if hub is not None:
+                # Open streams end when their runs do; a shutdown would otherwise wait on them.
+                loop.call_soon_threadsafe(hub.stop_runs)
 
     return StoppableServer

@@ -544,6 +544,14 @@ class RunHub:
             future.set_result(answer)
         return request
 
+    def stop_runs(self) -> None:
+        """Cancel every run that has not ended (they end ``aborted``), so their streams
+        close and a shutdown need not wait for them."""
+        for run in list(self.runs.values()):
+            if not run.done and run.task is not None:
+                run.cancel_requested = True
+                run.task.cancel()
+
     async def close(self) -> None:
         """Cancel what still runs and close every session."""
         for run in list(self.runs.values()):
