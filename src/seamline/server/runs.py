@@ -118,7 +118,8 @@ class Run:
                 await wake.wait()
                 continue
             try:
-                await asyncio.wait_for(wake.wait(), heartbeat)
+                async with asyncio.timeout(heartbeat):  # a timer handle, not a task per wait
+                    await wake.wait()
             except TimeoutError:
                 yield index, []
 
