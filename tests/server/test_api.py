@@ -293,3 +293,21 @@ def test_yes_on_a_run_allows_its_tools_unasked(tmp_path: Path) -> None:
         decision = next(e for e in events if e.type == "permission_decision")
         assert decision.decision == "allow" and "--yes" in decision.reason
         assert (served.workspace / "hello.txt").read_text() == "hi\n"
+
+
+def test_a_stored_session_not_held_is_resumed_for_a_run(tmp_path: Path) -> None:
+    with serve(tmp_path) as served, served.client() as client:
+        # A session some other process left in the store (the server is idle meanwhile).
+        served.store.create_session(
+            "feedfacecafe0001", provider="scripted", model="scripted", workspace=str(served.workspace)
+        )
+        served.store.set_status("feedfacecafe0001", "completed")
+        assert client.get("/v1/sessions/feedface").json()["live"] is False
+        path = served.script("later", [{"text": "resumed"}])
+        missing = client.post("/v1/sessions/feedface/runs", json={"prompt": "go on"})
+        assert missing.status_code == 400 and "script" in missing.json()["error"]["message"]
+        run = client.post("/v1/sessions/feedface/runs", json={"prompt": "go on", "options": {"script": path}})
+        assert run.status_code == 201, run.text
+        assert _wait_done(client, run.json()["id"])["status"] == "completed"
+        row = client.get("/v1/sessions/feedfacecafe0001").json()
+        assert row["live"] is True and row["status"] == "completed" and row["runs"] == [run.json()["id"]]

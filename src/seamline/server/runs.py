@@ -15,7 +15,7 @@ import os
 import time
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal
@@ -24,6 +24,7 @@ from seamline.errors import InvalidRequest
 from seamline.events import Complete, Event, PermissionRequest, Usage
 from seamline.providers.base import Provider, ProviderSession
 from seamline.providers.registry import create_provider
+from seamline.sessions.records import SessionRecord
 from seamline.sessions.store import SessionStore, StoreCore
 from seamline.tools.base import Toolset
 from seamline.tools.permissions import PermissionAnswer, PermissionRules, PermissionService
@@ -247,6 +248,23 @@ class RunHub:
             tools = self._toolsets[workspace.root] = workspace_tools(workspace, journal=self._journal)
         return tools
 
+    async def _hold(
+        self,
+        backend: Provider,
+        ws: Workspace,
+        yes: bool,
+        start: Callable[[Toolset, PermissionService], Awaitable[ProviderSession]],
+    ) -> LiveSession:
+        """Start a session with the workspace tools and a permission service whose prompts
+        go to the session's current run, and hold it live."""
+        holder: list[LiveSession] = []
+        approval = self._approval(lambda: holder[0] if holder else None, ws.root, yes)
+        session = await start(self._tools(ws), approval)
+        slot = LiveSession(provider=backend, session=session, approval=approval, yes=yes)
+        holder.append(slot)
+        self.sessions[session.session_id] = slot
+        return slot
+
     async def open_session(
         self,
         *,
@@ -259,56 +277,44 @@ class RunHub:
     ) -> LiveSession:
         backend = self._factory(provider, model, dict(options or {}))
         ws = self._workspace(workspace)
-        tools = self._tools(ws)
-        holder: list[LiveSession] = []
-        approval = self._approval(lambda: holder[0] if holder else None, ws.root, yes)
-        session = await backend.open(
-            workspace=ws.root,
-            store=self.store,
-            tools=tools,
-            approval=approval,
-            metadata={**dict(metadata or {}), "surface": "serve"},
+        marked = {**dict(metadata or {}), "surface": "serve"}
+        return await self._hold(
+            backend,
+            ws,
+            yes,
+            lambda tools, approval: backend.open(
+                workspace=ws.root, store=self.store, tools=tools, approval=approval, metadata=marked
+            ),
         )
-        slot = LiveSession(provider=backend, session=session, approval=approval, yes=yes)
-        holder.append(slot)
-        self.sessions[session.session_id] = slot
-        return slot
 
-    async def _revive(self, session_id: str, *, options: Mapping[str, str] | None, yes: bool) -> LiveSession:
+    async def _revive(self, record: SessionRecord, *, options: Mapping[str, str] | None, yes: bool) -> LiveSession:
         """A stored session this process does not hold: resume it from the store."""
-        record = self.store.require(session_id)
-        if record.id in self.sessions:
-            return self.sessions[record.id]
         backend = self._factory(record.provider, record.model, dict(options or {}))
-        ws = self._workspace(record.workspace)
-        tools = self._tools(ws)
-        holder: list[LiveSession] = []
-        approval = self._approval(lambda: holder[0] if holder else None, ws.root, yes)
-        session = await backend.resume(record.id, store=self.store, tools=tools, approval=approval)
-        slot = LiveSession(provider=backend, session=session, approval=approval, yes=yes)
-        holder.append(slot)
-        self.sessions[record.id] = slot
-        return slot
+        return await self._hold(
+            backend,
+            self._workspace(record.workspace),
+            yes,
+            lambda tools, approval: backend.resume(record.id, store=self.store, tools=tools, approval=approval),
+        )
 
     async def fork_session(
         self, session_id: str, *, at: int | None = None, options: Mapping[str, str] | None = None, yes: bool = False
     ) -> LiveSession:
         record = self.require_session(session_id)
         live = self.sessions.get(record.id)
+        # A live parent lends its provider (a scripted one goes on with its script).
         backend = live.provider if live is not None and not options else None
         if backend is None:
             backend = self._factory(record.provider, record.model, dict(options or {}))
-        ws = self._workspace(record.workspace)
-        tools = self._tools(ws)
-        holder: list[LiveSession] = []
-        approval = self._approval(lambda: holder[0] if holder else None, ws.root, yes)
-        session = await backend.fork(record.id, store=self.store, at=at, tools=tools, approval=approval)
-        slot = LiveSession(provider=backend, session=session, approval=approval, yes=yes)
-        holder.append(slot)
-        self.sessions[session.session_id] = slot
-        return slot
+        chosen = backend
+        return await self._hold(
+            backend,
+            self._workspace(record.workspace),
+            yes,
+            lambda tools, approval: chosen.fork(record.id, store=self.store, at=at, tools=tools, approval=approval),
+        )
 
-    def require_session(self, session_id: str) -> Any:
+    def require_session(self, session_id: str) -> SessionRecord:
         try:
             return self.store.require(session_id)
         except InvalidRequest as exc:
@@ -362,7 +368,7 @@ class RunHub:
         slot = self.sessions.get(session_id)
         if slot is None:
             record = self.require_session(session_id)
-            slot = self.sessions.get(record.id) or await self._revive(record.id, options=options, yes=yes)
+            slot = self.sessions.get(record.id) or await self._revive(record, options=options, yes=yes)
         if slot.busy and busy == "reject":
             running = slot.current.id if slot.current is not None else "a queued run"
             raise Busy(f"session {slot.session.session_id} is busy with run {running}; retry, or ask to enqueue")
