@@ -164,6 +164,8 @@ def test_busy_session_rejects_or_enqueues(tmp_path: Path) -> None:
         first = _run(client, session_id)
         busy = client.post(f"/v1/sessions/{session_id}/runs", json={"prompt": "again"})
         assert busy.status_code == 409 and busy.json()["error"]["kind"] == "busy"
+        assert client.delete(f"/v1/sessions/{session_id}").status_code == 409
+        assert client.post(f"/v1/sessions/{session_id}/revert", json={}).status_code == 409
         queued = client.post(f"/v1/sessions/{session_id}/runs", json={"prompt": "again", "busy": "enqueue"})
         assert queued.status_code == 201 and queued.json()["status"] == "queued"
         client.post(f"/v1/runs/{first}/cancel")

@@ -7,6 +7,7 @@ import os
 import re
 import selectors
 import signal
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -48,6 +49,22 @@ def test_serve_starts_serves_and_stops(tmp_path: Path, seamline_cmd: list[str], 
             proc.wait()
         if proc.stderr is not None:
             proc.stderr.close()
+
+
+def test_a_port_in_use_is_one_clear_line(tmp_path: Path, seamline_cmd: list[str], cli_env: dict[str, str]) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [*seamline_cmd, "serve", "--port", str(port), "--store", str(tmp_path / "s.db")],
+            env=cli_env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert done.returncode == 2
+    assert done.stderr.startswith(f"seamline: cannot listen on 127.0.0.1:{port}: ") and done.stderr.count("\n") == 1
 
 
 def test_public_bind_needs_a_token(seamline_cmd: list[str], cli_env: dict[str, str]) -> None:
