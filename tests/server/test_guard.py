@@ -116,3 +116,10 @@ def test_a_reader_that_never_reads_is_held_by_backpressure(tmp_path: Path) -> No
         finally:
             stuck.close()
         assert client.get("/v1/info").status_code == 200
+
+
+def test_a_refused_provider_is_403_not_a_server_error(tmp_path: Path) -> None:
+    # The test suite blocks real providers: opening one is refused, and says so.
+    with serve(tmp_path) as served, served.client() as client:
+        reply = client.post("/v1/sessions", json={"provider": "anthropic"})
+        assert "would call a real backend" in _error(reply, 403, "permission")

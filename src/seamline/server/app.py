@@ -1,8 +1,8 @@
 """The HTTP API v1 and the web page, on Starlette: routes mapped onto a :class:`RunHub`.
 
 Every error is one JSON object ``{"error": {"kind", "message"}}`` with a fitting status:
-400 bad input, 401 token, 403 host or origin, 404 unknown session, run or request, 409 a
-busy session, 413 an oversized body. docs/serve.md describes each route; docs/openapi.json
+400 bad input, 401 token, 403 host or origin (or a refused provider), 404 unknown session,
+run or request, 409 a busy session, 413 an oversized body, 502 or 504 the backend failed. docs/serve.md describes each route; docs/openapi.json
 is the pinned document (built by :func:`seamline.server.openapi.openapi_document`).
 """
 
@@ -100,7 +100,7 @@ def _guarded(handler: Callable[[Request], Awaitable[Response]]) -> Callable[[Req
         except BodyTooLarge as exc:
             return _error(413, "invalid_request", str(exc))
         except SeamlineError as exc:
-            return _error(400 if exc.kind == "invalid_request" else 500, exc.kind, exc.message)
+            return _error(_STATUS_OF_KIND.get(exc.kind, 502), exc.kind, exc.message)
 
     return route
 
@@ -386,6 +386,9 @@ def create_app(
     guard.hub = hub  # type: ignore[attr-defined]
     return guard
 
+
+# A classified error's HTTP status: the client's mistake, a refusal, or the backend's trouble.
+_STATUS_OF_KIND: Final = {"invalid_request": 400, "permission": 403, "sandbox": 403, "budget": 400, "timeout": 504}
 
 _PAGE_FILES: Final = {
     "index.html": "text/html; charset=utf-8",

@@ -101,7 +101,8 @@ _RUN_ID: Final[dict[str, Any]] = {"name": "run_id", "in": "path", "required": Tr
 
 
 def _op(summary: str, responses: dict[str, Any], *, errors: tuple[int, ...] = (), **extra: Any) -> dict[str, Any]:
-    return {"summary": summary, "responses": {**responses, **_errors(*errors, *_COMMON)}, **extra}
+    every = {**responses, **_errors(*errors, *_COMMON), "default": {"$ref": "#/components/responses/Error"}}
+    return {"summary": summary, "responses": every, **extra}
 
 
 def openapi_document() -> dict[str, Any]:
@@ -342,6 +343,7 @@ def openapi_document() -> dict[str, Any]:
             (413, "request body over the limit"),
         )
     }
+    responses["Error"] = _json("any other classified error (502 or 504: the backend failed)", _ERROR)
     return {
         "openapi": "3.1.0",
         "info": {
