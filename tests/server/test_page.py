@@ -54,6 +54,7 @@ def test_page_runs_a_turn_and_approves_a_permission(tmp_path: Path) -> None:
             expect(page.locator(".permission")).to_contain_text("write_file")
             approve.click()
             expect(page.locator(".item.outcome")).to_contain_text("completed")
+            expect(page.locator("#run-status")).to_have_text("run completed · 220 in / 15 out · $0.0030")
             expect(page.locator(".item.text")).to_have_text(["Let me write it.", "Wrote hello.txt."])
             change = page.locator(".item.file")
             expect(change).to_contain_text("created hello.txt")

@@ -106,6 +106,7 @@ function follow(run) {
   state.calls = {};
   state.textNode = state.reasoningNode = null;
   state.streamed = false;
+  state.usage = { input: 0, output: 0, cost: 0 };
   const view = $("run-view");
   view.replaceChildren(el("div", "item prompt", run.prompt));
   setRunning(run.status === "running" || run.status === "queued", run.status);
@@ -125,7 +126,14 @@ function follow(run) {
 
 function setRunning(running, status) {
   $("cancel-run").disabled = !running;
-  $("run-status").textContent = status ? `run ${status}` : "";
+  state.status = status;
+  showStatus();
+}
+
+function showStatus() {
+  const u = state.usage;
+  const spent = u && (u.input || u.output) ? ` · ${u.input} in / ${u.output} out · ${cost(u.cost)}` : "";
+  $("run-status").textContent = state.status ? `run ${state.status}${spent}` : "";
 }
 
 function show(event) {
@@ -174,6 +182,12 @@ function show(event) {
     }
     case "file_change":
       view.appendChild(fileChange(event));
+      break;
+    case "usage":
+      state.usage.input += event.input_tokens;
+      state.usage.output += event.output_tokens;
+      state.usage.cost = state.usage.cost === null || event.cost_usd === null ? null : state.usage.cost + event.cost_usd;
+      showStatus();
       break;
     case "error":
       view.appendChild(el("div", "item error", `${event.kind}: ${event.message}`));
