@@ -383,7 +383,7 @@ def create_app(
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={404: not_found, 405: not_allowed})
     app.state.hub = hub
     guard = Guard(app, hosts=hosts, token=token, max_body=max_body)
-    guard.hub = hub  # type: ignore[attr-defined]
+    guard.hub = hub
     return guard
 
 

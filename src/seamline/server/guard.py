@@ -42,6 +42,7 @@ class Guard:
 
     def __init__(self, app: ASGIApp, *, hosts: Iterable[str] = (), token: str | None = None, max_body: int) -> None:
         self.app = app
+        self.hub: Any = None  # the app's RunHub, for the serve command's shutdown
         self.hosts = frozenset({*LOOPBACK_HOSTS, *(h.lower() for h in hosts)})
         self.token = token
         self.max_body = max_body

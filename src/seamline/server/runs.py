@@ -18,7 +18,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from seamline.errors import InvalidRequest
 from seamline.events import Complete, Event, PermissionRequest, Usage
@@ -29,6 +29,10 @@ from seamline.sessions.store import SessionStore, StoreCore
 from seamline.tools.base import Toolset
 from seamline.tools.permissions import PermissionAnswer, PermissionRules, PermissionService
 from seamline.tools.workspace import Workspace, workspace_tools
+
+if TYPE_CHECKING:
+    from seamline.pipeline.controller import PipelineController
+    from seamline.sandbox.journal import EditJournal
 
 __all__ = ["Busy", "LiveSession", "NotFound", "Run", "RunHub", "RunStatus"]
 
@@ -187,14 +191,14 @@ class RunHub:
         self.keep_finished = keep_finished
         self._finished: deque[str] = deque()
         self._toolsets: dict[Path, Toolset] = {}
-        self._controllers: dict[str, Any] = {}
+        self._controllers: dict[str, PipelineController] = {}
         self.sessions: dict[str, LiveSession] = {}
         self.runs: dict[str, Run] = {}
         self._factory = provider_factory or (
             lambda name, model, options: create_provider(name, model=model, options=options)
         )
         self._rules: PermissionRules | None = None
-        self._journal: Any = None
+        self._journal: EditJournal | None = None
         self._opened = False
 
     def _open_files(self) -> None:
@@ -487,7 +491,7 @@ class RunHub:
         self._controllers[run.id] = controller
         return run
 
-    async def _drive_pipeline(self, run: Run, controller: Any) -> None:
+    async def _drive_pipeline(self, run: Run, controller: PipelineController) -> None:
         from seamline.pipeline.builtin import stream_pipeline
 
         run.status = "running"
