@@ -2,8 +2,9 @@
 
 Every error is one JSON object ``{"error": {"kind", "message"}}`` with a fitting status:
 400 bad input, 401 token, 403 host or origin (or a refused provider), 404 unknown session,
-run or request, 409 a busy session, 413 an oversized body, 502 or 504 the backend failed. docs/serve.md describes each route; docs/openapi.json
-is the pinned document (built by :func:`seamline.server.openapi.openapi_document`).
+run or request, 409 a busy session, 413 an oversized body, 502 or 504 the backend failed.
+docs/serve.md describes each route; docs/openapi.json is the pinned document (built by
+:func:`seamline.server.openapi.openapi_document`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from seamline.server.agui import AgUiTranslator
 from seamline.server.guard import BodyTooLarge, Guard
 from seamline.server.openapi import openapi_document
 from seamline.server.runs import Busy, LiveSession, NotFound, Run, RunHub
+from seamline.sessions.records import SessionRecord
 from seamline.sessions.store import StoreCore
 from seamline.tools.permissions import PermissionAnswer
 
@@ -117,7 +119,7 @@ async def _body(request: Request, kind: type[T]) -> T:
         raise InvalidRequest(f"malformed JSON: {exc}") from None
 
 
-def _session_row(store: StoreCore, hub: RunHub, record: Any) -> dict[str, Any]:
+def _session_row(store: StoreCore, hub: RunHub, record: SessionRecord) -> dict[str, Any]:
     totals = store.totals(record.id, include_descendants=False)
     live = hub.sessions.get(record.id)
     return {
