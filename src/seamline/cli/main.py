@@ -45,6 +45,7 @@ _COMMANDS: Final[dict[str, str]] = {
     "trace": "seamline.cli.trace_command",
     "permissions": "seamline.cli.permissions_command",
     "acp": "seamline.cli.acp_command",
+    "serve": "seamline.cli.serve_command",
 }
 
 

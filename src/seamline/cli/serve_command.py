@@ -1,0 +1,131 @@
+"""``seamline serve``: the HTTP API v1 and the web page (needs ``seamline[server]``)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import socket
+import sys
+from typing import Any, Final
+
+from seamline.cli.main import SeamlineUsage
+
+__all__ = ["add_parser", "run"]
+
+TOKEN_ENV: Final = "SEAMLINE_TOKEN"
+
+_EPILOG: Final = """\
+examples:
+  seamline serve                               http://127.0.0.1:8765/ (the web page)
+  seamline serve --port 9000 --store runs.db
+  SEAMLINE_TOKEN=… seamline serve --host 0.0.0.0 --allow-host box.lan
+
+The API lives under /v1 (see docs/serve.md and docs/openapi.json). A run's events stream as
+AG-UI over SSE, or with ?format=seamline as seamline's own events (SSE or NDJSON), each
+with an id that Last-Event-ID resumes after.
+
+Binding anything but loopback needs a token (--token or $SEAMLINE_TOKEN): every request
+then carries `Authorization: Bearer TOKEN`; open the page once as /?token=TOKEN.
+
+exit codes: 0 stopped cleanly, 2 usage error (bad flags, no token for a public bind,
+missing extra, unusable store)
+"""
+
+
+def add_parser(commands: Any) -> str:
+    serve = commands.add_parser(
+        "serve",
+        help="serve the HTTP API v1 (AG-UI streams) and the web page",
+        description="Serve sessions and runs over HTTP: the API under /v1 and a web page at /.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=_EPILOG,
+    )
+    serve.add_argument("--host", default="127.0.0.1", metavar="ADDR", help="address to bind (default: 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8765, metavar="N", help="port (default: 8765; 0 picks a free one)")
+    serve.add_argument(
+        "--store", metavar="PATH|URL", help="session store (default: $SEAMLINE_STORE or the user data dir)"
+    )
+    serve.add_argument("--workspace", "-w", default=".", metavar="DIR", help="default folder for sessions' tools")
+    serve.add_argument("--token", metavar="TOKEN", help=f"bearer token every request must carry (or ${TOKEN_ENV})")
+    serve.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a Host header name to serve besides loopback; repeatable",
+    )
+    serve.add_argument("--max-body", type=int, default=1_000_000, metavar="BYTES", help="largest request body")
+    return "serve"
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        import uvicorn
+
+        from seamline.server import create_app
+        from seamline.server.guard import is_loopback
+    except ImportError as exc:
+        raise SeamlineUsage(
+            f"serve needs the server extra: pip install 'seamline[server]' ({exc.name} missing)"
+        ) from None
+    from seamline.sessions.store import open_store
+
+    token = args.token or os.environ.get(TOKEN_ENV) or None
+    if not is_loopback(args.host) and token is None:
+        raise SeamlineUsage(f"binding {args.host} (not loopback) needs a token: --token or ${TOKEN_ENV}")
+    if not 0 <= args.port <= 65535:
+        raise SeamlineUsage("--port must be 0..65535")
+    if not os.path.isdir(args.workspace):
+        raise SeamlineUsage(f"--workspace {args.workspace} is not a folder")
+    hosts = list(args.allow_host)
+    if not is_loopback(args.host) and args.host not in ("0.0.0.0", "::"):
+        hosts.append(args.host)
+    store = open_store(args.store)
+    app = create_app(
+        store,
+        workspace=args.workspace,
+        token=token,
+        hosts=tuple(hosts),
+        max_body=args.max_body,
+        close_store=True,
+    )
+    family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((args.host, args.port))
+    except OSError as exc:
+        sock.close()
+        store.close()
+        raise SeamlineUsage(f"cannot listen on {args.host}:{args.port}: {exc.strerror}") from None
+    sock.listen(2048)  # listening before the address is announced: clients may connect at once
+    port = sock.getsockname()[1]
+    # Runs are stopped first on a signal (see StoppableServer); the timeout is a backstop.
+    config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=10)
+    server = _server_class(uvicorn)(config)
+    shown = f"[{args.host}]" if family == socket.AF_INET6 else args.host
+    print(f"seamline: serving http://{shown}:{port}/ (Ctrl-C stops)", file=sys.stderr, flush=True)
+    server.run(sockets=[sock])
+    print("seamline: stopped", file=sys.stderr)
+    return 0
+
+
+def _server_class(uvicorn: Any) -> Any:
+    class StoppableServer(uvicorn.Server):  # type: ignore[misc]
+        """SIGINT and SIGTERM stop the server gracefully and the command exits 0 (uvicorn
+        would raise the signal again after its shutdown)."""
+
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            super().handle_exit(sig, frame)
+            self._captured_signals.clear()
+            hub = getattr(self.config.app, "hub", None)
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                return
+            if hub is not None:
+                # Open streams end when their runs do; a shutdown would otherwise wait on them.
+                loop.call_soon_threadsafe(hub.stop_runs)
+
+    return StoppableServer

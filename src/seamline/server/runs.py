@@ -1,0 +1,583 @@
+"""Runs held by one server process: the live sessions, each run's event log, permission
+prompts answered from outside, cancellation, and busy sessions.
+
+Nothing here knows HTTP: :mod:`seamline.server.app` maps routes onto :class:`RunHub`.
+A run is one turn on one session. Its events are kept in order in memory, numbered from
+1, for as long as the process lives, so a reader that drops can come back and read on
+after the last number it saw. A reader that goes away never stops the run; only
+:meth:`RunHub.cancel` does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+import uuid
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, Literal
+
+from seamline.errors import InvalidRequest
+from seamline.events import Complete, Event, PermissionRequest, Usage
+from seamline.providers.base import Provider, ProviderSession
+from seamline.providers.registry import create_provider
+from seamline.sessions.records import SessionRecord
+from seamline.sessions.store import SessionStore, StoreCore
+from seamline.tools.base import Toolset
+from seamline.tools.permissions import PermissionAnswer, PermissionRules, PermissionService
+from seamline.tools.workspace import Workspace, workspace_tools
+
+if TYPE_CHECKING:
+    from seamline.pipeline.controller import PipelineController
+    from seamline.sandbox.journal import EditJournal
+
+__all__ = ["Busy", "LiveSession", "NotFound", "Run", "RunHub", "RunStatus"]
+
+RunStatus = Literal["queued", "running", "completed", "failed", "aborted", "budget"]
+BusyPolicy = Literal["reject", "enqueue"]
+_FINAL: Final = frozenset({"completed", "failed", "aborted", "budget"})
+
+
+class NotFound(InvalidRequest):
+    """No such session, run or pending permission request."""
+
+
+class Busy(InvalidRequest):
+    """The session is running a turn and the request asked not to wait."""
+
+
+@dataclass(eq=False)
+class Run:
+    """One turn on one session and every event it produced, numbered from 1."""
+
+    id: str
+    session_id: str | None
+    prompt: str
+    pipeline: str | None = None
+    first_phase: str | None = None
+    yes: bool = False
+    status: RunStatus = "queued"
+    created_at: float = field(default_factory=time.time)
+    finished_at: float | None = None
+    events: list[Event] = field(default_factory=list)
+    stop_reason: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float | None = 0.0
+    cancel_requested: bool = False
+    pending: dict[str, tuple[PermissionRequest, asyncio.Future[PermissionAnswer]]] = field(default_factory=dict)
+    announced: set[str] = field(default_factory=set)
+    task: asyncio.Task[None] | None = None
+    _wake: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def done(self) -> bool:
+        return self.status in _FINAL
+
+    def append(self, event: Event) -> None:
+        if isinstance(event, PermissionRequest):
+            if event.request_id in self.announced:
+                return  # announced live while it waited; the turn reports it again afterwards
+            self.announced.add(event.request_id)
+        elif isinstance(event, Usage):
+            self.input_tokens += event.input_tokens
+            self.output_tokens += event.output_tokens
+            self.cost_usd = None if self.cost_usd is None or event.cost_usd is None else self.cost_usd + event.cost_usd
+        self.events.append(event)
+        self._notify()
+
+    def finish(self, status: RunStatus, stop_reason: str) -> None:
+        self.status = status
+        self.stop_reason = stop_reason
+        self.finished_at = time.time()
+        self._notify()
+
+    def _notify(self) -> None:
+        wake, self._wake = self._wake, asyncio.Event()
+        wake.set()
+
+    async def follow(
+        self, after: int = 0, *, heartbeat: float | None = None, most: int = 256
+    ) -> AsyncIterator[tuple[int, list[Event]]]:
+        """The events numbered above ``after`` as they come, in batches of what is there
+        (at most ``most``), until the run is over: ``(n, events)`` where ``events[0]`` is
+        number ``n + 1``. A transport writes a batch at once: one write, not one per event.
+
+        With ``heartbeat``, ``(n, [])`` comes whenever that many seconds pass without an
+        event, so a transport can keep an idle connection alive.
+        """
+        index = max(0, after)
+        while True:
+            if index < len(self.events):
+                batch = self.events[index : index + most]
+                yield index, batch
+                index += len(batch)
+                continue
+            if self.done:
+                return
+            wake = self._wake
+            if heartbeat is None:
+                await wake.wait()
+                continue
+            try:
+                async with asyncio.timeout(heartbeat):  # a timer handle, not a task per wait
+                    await wake.wait()
+            except TimeoutError:
+                yield index, []
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "session_id": self.session_id,
+            "pipeline": self.pipeline,
+            "status": self.status,
+            "stop_reason": self.stop_reason,
+            "prompt": self.prompt,
+            "created_at": self.created_at,
+            "finished_at": self.finished_at,
+            "events": len(self.events),
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cost_usd": self.cost_usd,
+            "pending_permissions": [
+                {
+                    "request_id": r.request_id,
+                    "call_id": r.call_id,
+                    "tool": r.tool,
+                    "arguments": r.arguments,
+                    "reason": r.reason,
+                }
+                for r, _ in self.pending.values()
+            ],
+        }
+
+
+@dataclass(eq=False)
+class LiveSession:
+    """A session this process holds open: its provider, its handle and its turn lock."""
+
+    provider: Provider
+    session: ProviderSession
+    approval: PermissionService | None = None
+    yes: bool = False
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    current: Run | None = None
+    waiting: int = 0
+    runs: list[str] = field(default_factory=list)
+
+    @property
+    def busy(self) -> bool:
+        return self.lock.locked() or self.waiting > 0
+
+
+class RunHub:
+    """The sessions and runs of one server process over one store."""
+
+    def __init__(
+        self,
+        store: StoreCore,
+        *,
+        workspace: str | os.PathLike[str] = ".",
+        cancel_grace: float = 2.0,
+        keep_finished: int = 1000,
+        provider_factory: Callable[[str, str | None, Mapping[str, str]], Provider] | None = None,
+    ) -> None:
+        self.store = store
+        self.workspace = Path(workspace).resolve()
+        self.cancel_grace = cancel_grace
+        self.keep_finished = keep_finished
+        self._finished: deque[str] = deque()
+        self._toolsets: dict[Path, Toolset] = {}
+        self._controllers: dict[str, PipelineController] = {}
+        self.sessions: dict[str, LiveSession] = {}
+        self.runs: dict[str, Run] = {}
+        self._factory = provider_factory or (
+            lambda name, model, options: create_provider(name, model=model, options=options)
+        )
+        self._rules: PermissionRules | None = None
+        self._journal: EditJournal | None = None
+        self._opened = False
+
+    def _open_files(self) -> None:
+        """The permission rules and the edit journal beside a store file, opened on first
+        use (in the thread that serves: their SQLite connections stay in it)."""
+        if self._opened:
+            return
+        self._opened = True
+        store_file = getattr(self.store, "path", None)
+        if isinstance(self.store, SessionStore) and store_file and store_file != ":memory:":
+            from seamline.sandbox.journal import EditJournal, journal_path_for
+
+            self._rules = PermissionRules(store_file)
+            self._journal = EditJournal(journal_path_for(store_file))
+
+    # -- sessions --------------------------------------------------------------------------
+    def _workspace(self, path: str | None) -> Workspace:
+        root = Path(path).expanduser() if path else self.workspace
+        if not root.is_absolute():
+            root = self.workspace / root
+        if not root.is_dir():
+            raise InvalidRequest(f"workspace {root} is not a folder")
+        return Workspace(root)
+
+    def _approval(self, live: Callable[[], LiveSession | None], workspace: Path, yes: bool) -> PermissionService:
+        self._open_files()
+
+        async def prompter(request: PermissionRequest) -> PermissionAnswer:
+            slot = live()
+            run = slot.current if slot is not None else None
+            if run is None:
+                return PermissionAnswer("deny", "once")
+            if run.cancel_requested:
+                return PermissionAnswer("deny", "once")
+            future: asyncio.Future[PermissionAnswer] = asyncio.get_running_loop().create_future()
+            run.pending[request.request_id] = (request, future)
+            run.append(request)  # announced now, so a client can answer while the turn waits
+            try:
+                return await future
+            finally:
+                run.pending.pop(request.request_id, None)
+
+        return PermissionService(rules=self._rules, workspace=workspace, yes=yes, prompter=prompter)
+
+    def _tools(self, workspace: Workspace) -> Toolset:
+        """The workspace tools, journaled so a session can be reverted; built once per
+        workspace and shared by its sessions (the tools hold no state of a session)."""
+        self._open_files()
+        tools = self._toolsets.get(workspace.root)
+        if tools is None:
+            tools = self._toolsets[workspace.root] = workspace_tools(workspace, journal=self._journal)
+        return tools
+
+    async def _hold(
+        self,
+        backend: Provider,
+        ws: Workspace,
+        yes: bool,
+        start: Callable[[Toolset, PermissionService], Awaitable[ProviderSession]],
+    ) -> LiveSession:
+        """Start a session with the workspace tools and a permission service whose prompts
+        go to the session's current run, and hold it live."""
+        holder: list[LiveSession] = []
+        approval = self._approval(lambda: holder[0] if holder else None, ws.root, yes)
+        session = await start(self._tools(ws), approval)
+        slot = LiveSession(provider=backend, session=session, approval=approval, yes=yes)
+        holder.append(slot)
+        self.sessions[session.session_id] = slot
+        return slot
+
+    async def open_session(
+        self,
+        *,
+        provider: str = "offline",
+        model: str | None = None,
+        options: Mapping[str, str] | None = None,
+        workspace: str | None = None,
+        yes: bool = False,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> LiveSession:
+        backend = self._factory(provider, model, dict(options or {}))
+        ws = self._workspace(workspace)
+        marked = {**dict(metadata or {}), "surface": "serve"}
+        return await self._hold(
+            backend,
+            ws,
+            yes,
+            lambda tools, approval: backend.open(
+                workspace=ws.root, store=self.store, tools=tools, approval=approval, metadata=marked
+            ),
+        )
+
+    async def _revive(self, record: SessionRecord, *, options: Mapping[str, str] | None, yes: bool) -> LiveSession:
+        """A stored session this process does not hold: resume it from the store."""
+        backend = self._factory(record.provider, record.model, dict(options or {}))
+        return await self._hold(
+            backend,
+            self._workspace(record.workspace),
+            yes,
+            lambda tools, approval: backend.resume(record.id, store=self.store, tools=tools, approval=approval),
+        )
+
+    async def fork_session(
+        self, session_id: str, *, at: int | None = None, options: Mapping[str, str] | None = None, yes: bool = False
+    ) -> LiveSession:
+        record = self.require_session(session_id)
+        live = self.sessions.get(record.id)
+        # A live parent lends its provider (a scripted one goes on with its script).
+        backend = live.provider if live is not None and not options else None
+        if backend is None:
+            backend = self._factory(record.provider, record.model, dict(options or {}))
+        chosen = backend
+        return await self._hold(
+            backend,
+            self._workspace(record.workspace),
+            yes,
+            lambda tools, approval: chosen.fork(record.id, store=self.store, at=at, tools=tools, approval=approval),
+        )
+
+    def require_session(self, session_id: str) -> SessionRecord:
+        try:
+            return self.store.require(session_id)
+        except InvalidRequest as exc:
+            raise NotFound(exc.message) from None
+
+    async def delete_session(self, session_id: str) -> str:
+        record = self.require_session(session_id)
+        live = self.sessions.get(record.id)
+        if live is not None and live.busy:
+            raise Busy(f"session {record.id} is running a turn; cancel it first")
+        if live is not None:
+            await live.provider.close(live.session)
+            self.sessions.pop(record.id, None)
+        self.store.delete_session(record.id)
+        return str(record.id)
+
+    def revert(self, session_id: str, *, to_step: int = 0, force: bool = False) -> dict[str, Any]:
+        record = self.require_session(session_id)
+        live = self.sessions.get(record.id)
+        if live is not None and live.busy:
+            raise Busy(f"session {record.id} is running a turn; cancel it first")
+        self._open_files()
+        if self._journal is None:
+            raise InvalidRequest("this server keeps no edit journal (its store is not a file)")
+        report = self._journal.revert(record.id, to_step=to_step, force=force)
+        return {
+            "session_id": record.id,
+            "workspace": str(report.workspace),
+            "to_step": report.to_step,
+            "steps_undone": report.steps_undone,
+            "restored": list(report.restored),
+        }
+
+    # -- runs --------------------------------------------------------------------------------
+    async def start_run(
+        self,
+        session_id: str,
+        prompt: str,
+        *,
+        busy: BusyPolicy = "reject",
+        max_steps: int = 50,
+        budget_usd: float | None = None,
+        options: Mapping[str, str] | None = None,
+        yes: bool = False,
+    ) -> Run:
+        """Start a turn on the session, or queue it behind the running one (``enqueue``)."""
+        if not prompt.strip():
+            raise InvalidRequest("the prompt is empty")
+        if max_steps < 1:
+            raise InvalidRequest("max_steps must be at least 1")
+        slot = self.sessions.get(session_id)
+        if slot is None:
+            record = self.require_session(session_id)
+            slot = self.sessions.get(record.id) or await self._revive(record, options=options, yes=yes)
+        if slot.busy and busy == "reject":
+            running = slot.current.id if slot.current is not None else "a queued run"
+            raise Busy(f"session {slot.session.session_id} is busy with run {running}; retry, or ask to enqueue")
+        run = Run(id=uuid.uuid4().hex, session_id=slot.session.session_id, prompt=prompt, yes=yes)
+        self.runs[run.id] = run
+        slot.runs.append(run.id)
+        slot.waiting += 1
+        run.task = asyncio.create_task(self._drive(slot, run, max_steps=max_steps, budget_usd=budget_usd))
+        return run
+
+    async def _drive(self, slot: LiveSession, run: Run, *, max_steps: int, budget_usd: float | None) -> None:
+        started = False
+        try:
+            async with slot.lock:
+                slot.waiting -= 1
+                started = True
+                if run.cancel_requested:
+                    run.append(Complete(outcome="aborted", stop_reason="cancelled"))
+                    run.finish("aborted", "cancelled")
+                    return
+                slot.current = run
+                if slot.approval is not None:
+                    slot.approval.yes = slot.yes or run.yes  # this run's "yes", else the session's
+                run.status = "running"
+                run._notify()
+                try:
+                    await self._turn(slot, run, max_steps=max_steps, budget_usd=budget_usd)
+                finally:
+                    slot.current = None
+        except asyncio.CancelledError:
+            if not started:
+                slot.waiting -= 1
+            if not run.done:
+                run.append(Complete(outcome="aborted", stop_reason="cancelled"))
+                run.finish("aborted", "cancelled")
+            if not run.cancel_requested:
+                raise
+        finally:
+            if not run.done:  # pragma: no cover - every path above finishes the run
+                run.finish("failed", "server")
+            self._retire(run)
+
+    def _retire(self, run: Run) -> None:
+        """Keep the newest ``keep_finished`` finished runs in memory; older ones are
+        forgotten (their events stay in the store's raw log)."""
+        self._finished.append(run.id)
+        while len(self._finished) > self.keep_finished:
+            old = self._finished.popleft()
+            gone = self.runs.pop(old, None)
+            if gone is not None and gone.session_id is not None:
+                owner = self.sessions.get(gone.session_id)
+                if owner is not None and old in owner.runs:
+                    owner.runs.remove(old)
+
+    async def _turn(self, slot: LiveSession, run: Run, *, max_steps: int, budget_usd: float | None) -> None:
+        final: Complete | None = None
+        try:
+            async for event in slot.session.send(run.prompt, max_steps=max_steps, budget_usd=budget_usd):
+                run.append(event)
+                if isinstance(event, Complete):
+                    final = event
+        except asyncio.CancelledError:
+            # Only cancel() cancels this task; the seam has marked the session aborted.
+            final = Complete(outcome="aborted", stop_reason="cancelled")
+            run.append(final)
+        if final is None:  # pragma: no cover - the seam guarantees a complete
+            final = Complete(outcome="failed", stop_reason="no_result")
+            run.append(final)
+        run.finish(final.outcome, final.stop_reason)
+
+    async def start_pipeline(
+        self,
+        name: str,
+        prompt: str,
+        *,
+        provider: str = "offline",
+        model: str | None = None,
+        options: Mapping[str, str] | None = None,
+        workspace: str | None = None,
+        yes: bool = False,
+        max_steps: int = 50,
+        budget_usd: float | None = None,
+    ) -> Run:
+        """Run a built-in pipeline under its controller; its trace is ``traces/RUN.jsonl``
+        beside the store, so the run id is also the trace's."""
+        from seamline.pipeline.builtin import BUILTIN_PIPELINES, open_run
+
+        definition = BUILTIN_PIPELINES.get(name)
+        if definition is None:
+            raise NotFound(f"no pipeline {name!r}; built in: {', '.join(BUILTIN_PIPELINES)}")
+        if not prompt.strip():
+            raise InvalidRequest("the prompt is empty")
+        if max_steps < 1:
+            raise InvalidRequest("max_steps must be at least 1")
+        backend = self._factory(provider, model, dict(options or {}))
+        ws = self._workspace(workspace)
+        run = Run(
+            id=uuid.uuid4().hex, session_id=None, prompt=prompt, pipeline=name, first_phase=definition.phases[0].name
+        )
+        store_file = getattr(self.store, "path", None)
+        controller = open_run(
+            definition,
+            provider=backend,
+            workspace=ws.root,
+            store=self.store,  # type: ignore[arg-type]
+            store_path=store_file if store_file and store_file != ":memory:" else None,
+            in_memory=not store_file or store_file == ":memory:",
+            tools=self._tools(ws),
+            yes=yes,
+            max_steps=max_steps,
+            budget_usd=budget_usd,
+            run_id=run.id,
+        )
+        self.runs[run.id] = run
+        run.task = asyncio.create_task(self._drive_pipeline(run, controller))
+        self._controllers[run.id] = controller
+        return run
+
+    async def _drive_pipeline(self, run: Run, controller: PipelineController) -> None:
+        from seamline.pipeline.builtin import stream_pipeline
+
+        run.status = "running"
+        final: Complete | None = None
+        try:
+            async for event in stream_pipeline(controller, run.prompt):
+                run.append(event)
+                if isinstance(event, Complete):
+                    final = event  # the run's own complete is the last one
+        except asyncio.CancelledError:
+            final = Complete(outcome="aborted", stop_reason="cancelled")
+            run.append(final)
+        finally:
+            self._controllers.pop(run.id, None)
+            if final is None:  # pragma: no cover - the controller always ends with complete
+                final = Complete(outcome="failed", stop_reason="no_result")
+                run.append(final)
+            run.finish(final.outcome, final.stop_reason)
+            self._retire(run)
+
+    def require_run(self, run_id: str) -> Run:
+        run = self.runs.get(run_id)
+        if run is None:
+            raise NotFound(f"no run {run_id!r} in this server")
+        return run
+
+    async def cancel(self, run_id: str) -> Run:
+        """End the run ``aborted``: a queued run never starts, a running one is asked to stop,
+        pending permission requests are denied, and after the grace period it is cut."""
+        run = self.require_run(run_id)
+        if run.done:
+            return run
+        run.cancel_requested = True
+        for _, future in list(run.pending.values()):
+            if not future.done():
+                future.set_result(PermissionAnswer("deny", "once"))
+        controller = self._controllers.get(run.id)
+        if controller is not None:
+            await controller.cancel()
+            asyncio.get_running_loop().call_later(self.cancel_grace, self._cut, run)
+            return run
+        slot = self.sessions.get(run.session_id) if run.session_id else None
+        if run.status == "queued" and run.task is not None:
+            run.task.cancel()  # it never reaches the provider
+        elif run.status == "running" and slot is not None and slot.current is run:
+            await slot.provider.abort(slot.session)
+            asyncio.get_running_loop().call_later(self.cancel_grace, self._cut, run)
+        return run
+
+    def _cut(self, run: Run) -> None:
+        if not run.done and run.task is not None and run.status == "running":
+            run.task.cancel()
+
+    def answer(self, run_id: str, request_id: str, answer: PermissionAnswer) -> PermissionRequest:
+        run = self.require_run(run_id)
+        pending = run.pending.get(request_id)
+        if pending is None:
+            raise NotFound(f"run {run_id} has no pending permission request {request_id!r}")
+        request, future = pending
+        if not future.done():
+            future.set_result(answer)
+        return request
+
+    def stop_runs(self) -> None:
+        """Cancel every run that has not ended (they end ``aborted``), so their streams
+        close and a shutdown need not wait for them."""
+        for run in list(self.runs.values()):
+            if not run.done and run.task is not None:
+                run.cancel_requested = True
+                run.task.cancel()
+
+    async def close(self) -> None:
+        """Cancel what still runs and close every session."""
+        for run in list(self.runs.values()):
+            if not run.done and run.task is not None:
+                run.task.cancel()
+        tasks = [r.task for r in self.runs.values() if r.task is not None]
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        for slot in list(self.sessions.values()):
+            try:
+                await slot.provider.close(slot.session)
+            except Exception:  # noqa: BLE001 - closing one session must not keep the others open
+                pass
+        self.sessions.clear()
+        if self._rules is not None:
+            self._rules.close()
+        if self._journal is not None:
+            self._journal.close()

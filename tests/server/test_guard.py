@@ -1,0 +1,125 @@
+"""Bad input and the gate: malformed JSON, unknown ids, wrong token, wrong Host or
+Origin, oversized bodies, a reader that never reads. Each is a clear HTTP error (or
+bounded buffering), and nothing recorded is lost."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("ag_ui")
+pytest.importorskip("uvicorn")
+
+from tests.server.harness import serve, sse_frames
+
+
+def _error(reply: object, status: int, kind: str) -> str:
+    assert reply.status_code == status, reply.text  # type: ignore[attr-defined]
+    body = reply.json()  # type: ignore[attr-defined]
+    assert body["error"]["kind"] == kind
+    assert body["error"]["message"]
+    return str(body["error"]["message"])
+
+
+def test_bad_input_is_a_clear_error_and_loses_nothing(tmp_path: Path) -> None:
+    with serve(tmp_path, max_body=4096) as served, served.client() as client:
+        created = client.post("/v1/sessions", json={"provider": "offline"})
+        assert created.status_code == 201
+        session_id = created.json()["id"]
+        before = client.get(f"/v1/sessions/{session_id}").json()
+        headers = {"content-type": "application/json"}
+        message = _error(client.post("/v1/sessions", content=b"{not json", headers=headers), 400, "invalid_request")
+        assert "malformed JSON" in message
+        _error(client.post("/v1/sessions", json={"provider": 7}), 400, "invalid_request")
+        _error(client.post("/v1/sessions", json={"bogus": True}), 400, "invalid_request")
+        assert "unknown provider" in _error(
+            client.post("/v1/sessions", json={"provider": "nope"}), 400, "invalid_request"
+        )
+        _error(
+            client.post("/v1/sessions", content=b"provider=offline", headers={"content-type": "text/plain"}),
+            400,
+            "invalid_request",
+        )
+        _error(client.post(f"/v1/sessions/{session_id}/runs", json={"prompt": "  "}), 400, "invalid_request")
+        _error(client.get("/v1/sessions/0000000000unknown"), 404, "not_found")
+        _error(client.post("/v1/sessions/0000000000unknown/runs", json={"prompt": "hi"}), 404, "not_found")
+        _error(client.get("/v1/runs/nope"), 404, "not_found")
+        _error(client.get("/v1/runs/nope/events"), 404, "not_found")
+        _error(client.post("/v1/runs/nope/permissions/x", json={"decision": "allow"}), 404, "not_found")
+        _error(client.get("/v1/no-such-route"), 404, "not_found")
+        _error(client.put("/v1/sessions"), 405, "invalid_request")
+        big = json.dumps({"provider": "offline", "metadata": {"pad": "x" * 10_000}})
+        _error(client.post("/v1/sessions", content=big, headers=headers), 413, "invalid_request")
+
+        def chunks():  # no Content-Length: the limit applies while the body is read
+            for _ in range(10):
+                yield b" " * 1000
+
+        _error(client.post("/v1/sessions", content=chunks(), headers=headers), 413, "invalid_request")
+        after = client.get(f"/v1/sessions/{session_id}").json()
+        assert after == before
+        assert [s["id"] for s in client.get("/v1/sessions").json()["sessions"]] == [session_id]
+
+
+def test_token_host_and_origin(tmp_path: Path) -> None:
+    with serve(tmp_path, token="s3cret") as served:
+        with served.client() as anonymous:
+            assert "bearer token" in _error(anonymous.get("/v1/info"), 401, "auth")
+            _error(anonymous.get("/"), 401, "auth")
+        with served.client(headers={"authorization": "Bearer wrong"}) as wrong:
+            _error(wrong.get("/v1/sessions"), 401, "auth")
+        with served.client(headers={"authorization": "Bearer s3cret"}) as good:
+            assert good.get("/v1/info").json()["auth"] is True
+            _error(good.get("/v1/info", headers={"host": "evil.example:8765"}), 403, "permission")
+            _error(good.post("/v1/sessions", json={}, headers={"origin": "http://evil.example"}), 403, "permission")
+            assert good.get("/v1/info", headers={"origin": served.base}).status_code == 200
+        with served.client(follow_redirects=False) as browser:
+            login = browser.get("/", params={"token": "s3cret"})
+            assert login.status_code == 303 and "HttpOnly" in login.headers["set-cookie"]
+            assert browser.get("/").status_code == 200  # the cookie now carries the token
+            _error(browser.get("/", params={"token": "nope"}), 401, "auth")
+
+
+def test_a_reader_that_never_reads_is_held_by_backpressure(tmp_path: Path) -> None:
+    chunk = "y" * 1000
+    script = [{"deltas": [chunk] * 6000}]  # about 6 MB of events, past the kernel's socket buffers
+    with serve(tmp_path) as served, served.client() as client:
+        path = served.script("big", script)
+        session_id = client.post("/v1/sessions", json={"provider": "scripted", "options": {"script": path}}).json()[
+            "id"
+        ]
+        run_id = client.post(f"/v1/sessions/{session_id}/runs", json={"prompt": "go"}).json()["id"]
+        stuck = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            stuck.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before connect: a small window
+            stuck.connect(("127.0.0.1", int(served.base.rsplit(":", 1)[1])))
+            host = served.base.removeprefix("http://")
+            stuck.sendall(f"GET /v1/runs/{run_id}/events?format=seamline HTTP/1.1\r\nHost: {host}\r\n\r\n".encode())
+            # Another reader follows the run to its end: the stuck one did not hold it up.
+            with client.stream("GET", f"/v1/runs/{run_id}/events", params={"format": "seamline"}) as response:
+                frames = list(sse_frames(response.iter_lines()))
+            assert frames[-1]["event"] == "complete"
+            assert client.get(f"/v1/runs/{run_id}").json()["status"] == "completed"
+            buffered = [
+                conn.transport.get_write_buffer_size()
+                for conn in served.server.server_state.connections
+                if conn.transport is not None and not conn.transport.is_closing()
+            ]
+            # What waits for the stuck reader is bounded by the transport's high-water mark,
+            # not by the run's 6 MB.
+            assert buffered and max(buffered) < 512 * 1024
+            # ... and the stuck stream is paused there, waiting for the reader.
+            assert any(conn.flow.write_paused for conn in served.server.server_state.connections)
+        finally:
+            stuck.close()
+        assert client.get("/v1/info").status_code == 200
+
+
+def test_a_refused_provider_is_403_not_a_server_error(tmp_path: Path) -> None:
+    # The test suite blocks real providers: opening one is refused, and says so.
+    with serve(tmp_path) as served, served.client() as client:
+        reply = client.post("/v1/sessions", json={"provider": "anthropic"})
+        assert "would call a real backend" in _error(reply, 403, "permission")
