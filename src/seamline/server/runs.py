@@ -477,7 +477,7 @@ class RunHub:
             definition,
             provider=backend,
             workspace=ws.root,
-            store=self.store,  # type: ignore[arg-type]
+            store=self.store,
             store_path=store_file if store_file and store_file != ":memory:" else None,
             in_memory=not store_file or store_file == ":memory:",
             tools=self._tools(ws),
