@@ -250,3 +250,18 @@ def test_a_command_too_long_to_read_fails_closed(ws: Path) -> None:
     long = "echo a; " * 10_000
     assert denied(long + "rm -rf ../outside", ws) is not None
     assert denied(long + "ls", ws) is None
+
+
+def test_text_that_hangs_the_parser_is_refused_not_waited_on() -> None:
+    import subprocess
+    import sys
+
+    # bashlex 0.18 loops forever on this; run it in a child so a regression cannot hang the suite.
+    script = (
+        "from seamline.tools.shell_parse import read_shell\n"
+        "r = read_shell(\"$' ${ $' ; rm -rf ..\", cwd='/ws')\n"
+        "print(r.opaque[0] if r.opaque else 'read')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "cannot be parsed" in done.stdout

@@ -90,6 +90,20 @@ def test_a_deny_rule_matches_any_command_of_a_list(tmp_path: Path) -> None:
     assert effect(svc, "bash -c 'git push'") == "deny"
 
 
+def test_a_bare_allow_glob_is_matched_against_the_command_only(tmp_path: Path) -> None:
+    @tool(tool_class="execute")
+    def bash(command: str, description: str = "") -> str:
+        """Run a command (the shape of Claude Code's Bash tool)."""
+        return command
+
+    rules = PermissionRules(":memory:")
+    rules.add("allow", tool="bash", pattern="git status*")
+    svc = PermissionService(rules=rules, workspace=tmp_path)
+    assert svc.evaluate(bash, {"command": "git status", "description": "x"})[0] == "allow"
+    call = {"command": "rm -rf build", "description": "git status of the tree"}
+    assert svc.evaluate(bash, call)[0] == "ask"
+
+
 def test_a_rule_on_every_shell_call_still_allows_lists(tmp_path: Path) -> None:
     rules = PermissionRules(":memory:")
     rules.add("allow", tool="shell")

@@ -130,8 +130,8 @@ def _piece_matches(pattern: str, arguments: dict[str, Any], piece: CommandPiece,
         hit = piece.plain and fnmatch.fnmatchcase(piece.normalized, glob)
     else:
         hit = any(fnmatch.fnmatchcase(t, glob) for t in (piece.normalized, piece.text, arguments.get("command", "")))
-    if hit or keyed:
-        return hit
+    if hit or keyed or strict:
+        return hit  # an allow rule never grants a shell call for what another argument says
     others = {k: v for k, v in arguments.items() if k != "command"}
     return any(isinstance(v, str) and fnmatch.fnmatchcase(v, glob) for v in others.values())
 

@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 import bashlex
+import bashlex.errors
+import bashlex.subst
 
 __all__ = ["Redirect", "ShellReading", "SimpleCommand", "read_shell", "unwrap"]
 
@@ -48,6 +50,18 @@ _INTERPRETER: Final = re.compile(
 )
 _INLINE_CODE: Final = frozenset({"-c", "-e", "-E", "-r", "--eval", "--command"})
 SHELLS: Final = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "rbash", "fish", "yash", "posh"})
+
+
+def _guarded_paramexpand(parserobj: Any, string: str, sindex: int) -> Any:
+    # bashlex 0.18 loops forever on `${` without a closing `}` inside a word (for example
+    # in `$' ${ $'`): it takes find()'s -1 as the end. Refuse such a word instead.
+    if string[sindex + 1 : sindex + 2] == "{" and string.find("}", sindex + 2) < 0:
+        raise bashlex.errors.ParsingError("bad substitution: no closing '}'", string, sindex)
+    return _paramexpand(parserobj, string, sindex)
+
+
+_paramexpand = bashlex.subst._paramexpand
+bashlex.subst._paramexpand = _guarded_paramexpand
 
 
 @dataclass(frozen=True, slots=True)
