@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from seamline.events import Complete, Error, PermissionRequest, TextDelta, ToolCall, ToolResult, Usage
+from seamline.events import Complete, Error, PermissionRequest, Text, TextDelta, ToolCall, ToolResult, Usage
 from seamline.providers._acp_agent import running_agents
 from seamline.providers.acp import AcpProvider
 from seamline.sessions.store import SessionStore
@@ -52,7 +52,9 @@ async def test_a_tool_calling_turn_with_permission_answered_by_the_client(world:
     assert group_members(pgid) == [] and running_agents() == []
     final = events[-1]
     assert isinstance(final, Complete) and final.outcome == "completed" and final.stop_reason == "end_turn"
-    assert final.text == "Writing it.Done."
+    # The text before and after the tool call are separate blocks; the turn's answer is the last.
+    assert [e.text for e in events if isinstance(e, Text)] == ["Writing it.", "Done."]
+    assert final.text == "Done."
     assert [e.text for e in events if isinstance(e, TextDelta)] == ["Writing it.", "Done."]
     calls = [e for e in events if isinstance(e, ToolCall)]
     assert [(c.call_id, c.arguments) for c in calls] == [("call-w", {"path": "note.txt", "content": "hi\n"})]
