@@ -130,7 +130,7 @@ def test_an_unknown_cost_stays_absent(tmp_path: Path) -> None:
 
 
 def test_a_failed_turn_carries_the_error_kind(tmp_path: Path) -> None:
-    sink, events = run_turn(tmp_path, [{"error": {"kind": "quota", "message": "out of credit"}}])
+    sink, _ = run_turn(tmp_path, [{"error": {"kind": "quota", "message": "out of credit"}}])
     turn = by_name(sink.spans(), "invoke_agent")[0]
     assert dict(turn.attributes or {})["error.type"] == "quota"
     assert turn.status.status_code == StatusCode.ERROR
