@@ -25,7 +25,9 @@ def live_run(tmp_path: Path, *, run_id: str) -> tuple[PipelineController, Memory
     ws = make_workspace(tmp_path)
     writer = scripted([{"text": NO_SOURCES}, *read_then_answer(GOOD_ANSWER, cost=0.01)], model="m1")
     trace = tmp_path / "traces" / f"{run_id}.jsonl"
-    controller = open_run(REVIEW, provider="offline", providers={"writer": writer}, workspace=ws, trace_file=trace, run_id=run_id)
+    controller = open_run(
+        REVIEW, provider="offline", providers={"writer": writer}, workspace=ws, trace_file=trace, run_id=run_id
+    )
     sink = MemorySink()
 
     async def drive() -> list[Event]:
@@ -54,7 +56,12 @@ def test_workflow_root_with_roles_as_children(tmp_path: Path) -> None:
     assert root[0].context is not None and root[0].context.trace_id == trace_id_of("run-tree")
     turns = [s for s in spans if s.parent is not None and s.parent.span_id == root[0].context.span_id]
     # writer (revised), reviewer, writer, reviewer: every role turn is a child of the workflow.
-    assert [dict(s.attributes or {})["gen_ai.agent.name"] for s in turns] == ["writer", "reviewer", "writer", "reviewer"]
+    assert [dict(s.attributes or {})["gen_ai.agent.name"] for s in turns] == [
+        "writer",
+        "reviewer",
+        "writer",
+        "reviewer",
+    ]
     writer_turns = [s for s in turns if s.name == "invoke_agent scripted"]
     assert len(writer_turns) == 2 and all(s.kind == SpanKind.INTERNAL for s in writer_turns)
     session_ids = {dict(s.attributes or {})["gen_ai.conversation.id"] for s in writer_turns}

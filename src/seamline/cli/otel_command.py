@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -38,7 +39,8 @@ def _sink() -> OtelSink:
         from seamline.telemetry.otel import OtelSink
     except ImportError:
         raise InvalidRequest("OpenTelemetry export needs the otel extra: pip install 'seamline[otel]'") from None
-    return OtelSink.otlp()
+    endpoint = os.environ.get(ENDPOINT_ENV) or "http://localhost:4318"
+    return OtelSink.otlp(notice=lambda line: print(f"seamline: telemetry: {line} (to {endpoint})", file=sys.stderr))
 
 
 def otel_events(

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Final
 
 from opentelemetry import trace
@@ -21,8 +21,8 @@ from opentelemetry.metrics import Histogram
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.id_generator import IdGenerator
 from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
@@ -31,6 +31,7 @@ from seamline.telemetry.spans import AttributeValue, SpanRecord
 __all__ = ["OtelSink"]
 
 _SCOPE: Final = "seamline"
+_DEFAULT_TIMEOUT_S: Final = 3.0
 _KINDS: Final = {"internal": SpanKind.INTERNAL, "client": SpanKind.CLIENT}
 _TOKEN_BUCKETS: Final = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864)
 _DURATION_BUCKETS: Final = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92)
@@ -50,6 +51,29 @@ class _FixedIds(IdGenerator):
         return self.trace_id
 
 
+class _Noting(SpanExporter):
+    """Passes spans on and remembers whether any batch failed."""
+
+    def __init__(self, inner: SpanExporter) -> None:
+        self.inner = inner
+        self.failed = 0
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        try:
+            result = self.inner.export(spans)
+        except Exception:  # noqa: BLE001 - telemetry is best effort
+            result = SpanExportResult.FAILURE
+        if result is not SpanExportResult.SUCCESS:
+            self.failed += len(spans)
+        return result
+
+    def shutdown(self) -> None:
+        self.inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return self.inner.force_flush(timeout_millis)
+
+
 class OtelSink:
     """Sends finished spans (and their metrics) through an OpenTelemetry SDK pipeline.
 
@@ -63,11 +87,14 @@ class OtelSink:
         *,
         metric_reader: MetricReader | None = None,
         batch: bool = True,
+        notice: Callable[[str], None] | None = None,
     ) -> None:
+        self._notice = notice
+        self._exporter = _Noting(span_exporter)
         resource = Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME", "seamline")})
         self._ids = _FixedIds()
         self.tracer_provider = TracerProvider(resource=resource, id_generator=self._ids)
-        processor = BatchSpanProcessor(span_exporter) if batch else SimpleSpanProcessor(span_exporter)
+        processor = BatchSpanProcessor(self._exporter) if batch else SimpleSpanProcessor(self._exporter)
         self.tracer_provider.add_span_processor(processor)
         self._tracer = self.tracer_provider.get_tracer(_SCOPE)
         self.meter_provider: MeterProvider | None = None
@@ -90,19 +117,27 @@ class OtelSink:
             )
 
     @classmethod
-    def otlp(cls) -> OtelSink:
+    def otlp(cls, *, notice: Callable[[str], None] | None = None) -> OtelSink:
         """OTLP/HTTP to ``OTEL_EXPORTER_OTLP_ENDPOINT`` (default ``http://localhost:4318``).
 
-        ``OTEL_METRICS_EXPORTER=none`` leaves metrics out (for collectors that take only traces).
+        ``OTEL_METRICS_EXPORTER=none`` leaves metrics out (for collectors that take only
+        traces). The SDK's own retry messages are silenced; ``notice`` hears one line when
+        spans could not be sent.
         """
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
+        for name in ("opentelemetry.exporter", "opentelemetry.sdk"):
+            logging.getLogger(name).setLevel(logging.CRITICAL)
+        # A collector that is down costs a run a few seconds, not the SDK's 10 s per signal.
+        timeout = float(os.environ.get("OTEL_EXPORTER_OTLP_TIMEOUT") or _DEFAULT_TIMEOUT_S)
         reader: MetricReader | None = None
         if os.environ.get("OTEL_METRICS_EXPORTER", "").strip().lower() != "none":
             from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
 
-            reader = PeriodicExportingMetricReader(OTLPMetricExporter(), export_interval_millis=60_000)
-        return cls(OTLPSpanExporter(), metric_reader=reader)
+            reader = PeriodicExportingMetricReader(
+                OTLPMetricExporter(timeout=timeout), export_interval_millis=60_000, export_timeout_millis=timeout * 1000
+            )
+        return cls(OTLPSpanExporter(timeout=timeout), metric_reader=reader, notice=notice)
 
     def emit(self, spans: Iterable[SpanRecord]) -> None:
         """Start and end each span at its recorded times, with its derived ids."""
@@ -153,10 +188,12 @@ class OtelSink:
     def close(self) -> None:
         """Flush what is pending and stop; safe to call twice."""
         try:
-            self.tracer_provider.force_flush()
-            self.tracer_provider.shutdown()
+            self.tracer_provider.shutdown()  # exports what is pending
             if self.meter_provider is not None:
-                self.meter_provider.force_flush()
-                self.meter_provider.shutdown()
+                self.meter_provider.shutdown()  # collects and exports once more
+                self.meter_provider = None
         except Exception:
             logging.getLogger(__name__).debug("telemetry flush failed", exc_info=True)
+        if self._exporter.failed and self._notice is not None:
+            self._notice(f"could not send {self._exporter.failed} span(s); the run itself is not affected")
+            self._exporter.failed = 0
