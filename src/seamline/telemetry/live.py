@@ -63,8 +63,16 @@ class _TraceFollower:
         self._writer = writer
         self._offset = 0  # bytes of the file, or lines in memory, already read
         self._partial = b""
+        self._read = 0  # records handed out so far
 
     def new_records(self) -> list[TraceRecord]:
+        if self._read >= self._writer.seq:
+            return []  # nothing appended since the last look: no file access
+        found = self._new_records()
+        self._read += len(found)
+        return found
+
+    def _new_records(self) -> list[TraceRecord]:
         lines = self._writer.lines
         if lines is not None:
             fresh, self._offset = lines[self._offset :], len(lines)

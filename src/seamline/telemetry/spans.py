@@ -241,7 +241,9 @@ class SpanBuilder:
             outcome = str(event.get("outcome") or "")
             turn.attributes["seamline.outcome"] = outcome
             turn.attributes["seamline.stop_reason"] = str(event.get("stop_reason") or "")
-            if outcome in ("failed", "budget") and turn.error_type is None:
+            if outcome == "completed":
+                turn.error_type = None  # an error the provider retried past is not the turn's
+            elif outcome in ("failed", "budget") and turn.error_type is None:
                 turn.error_type = "budget" if outcome == "budget" else "provider"
             if self._root is None:  # a plain run: the turn ends with its complete
                 out += self._close_turn(at)
