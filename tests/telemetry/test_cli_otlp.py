@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -149,3 +150,19 @@ def test_export_without_a_collector_is_not_an_error_for_the_run(
     lines = done.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("seamline: telemetry: could not send ")
     assert lines[0].endswith("(to http://127.0.0.1:9)")
+
+
+def test_without_the_extra_otel_is_a_one_line_error(cli_env: dict[str, str]) -> None:
+    code = (
+        "import sys; sys.modules['opentelemetry'] = None\n"  # as if the otel extra were not installed
+        "from seamline.cli.main import main\n"
+        "sys.argv = ['seamline', 'run', '--otel', '--workspace', sys.argv[1], 'events']\n"
+        "sys.exit(main())\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(DOCS)], env=cli_env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "seamline: invalid_request error: OpenTelemetry export needs the otel extra: pip install 'seamline[otel]'"
+    ]
