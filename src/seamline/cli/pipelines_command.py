@@ -101,19 +101,21 @@ def run_pipeline(args: argparse.Namespace, prompt: str) -> int:
             budget_usd=args.budget_usd,
             in_memory=args.no_store,  # --no-store: nothing on disk, the trace included
         )
-        return asyncio.run(_drive(controller, prompt, json_out=args.json))
+        return asyncio.run(_drive(controller, prompt, json_out=args.json, args=args))
     finally:
         if store is not None:
             store.close()
 
 
-async def _drive(controller: PipelineController, prompt: str, *, json_out: bool) -> int:
+async def _drive(controller: PipelineController, prompt: str, *, json_out: bool, args: argparse.Namespace) -> int:
+    from seamline.cli.otel_command import otel_events
+
     install_abort_handler(asyncio.get_running_loop(), controller.cancel)
     out = sys.stdout.buffer
     tag = b'{"run_id":"' + controller.run_id.encode("ascii") + b'",'
     progress = sys.stderr.isatty()
     final: Complete | None = None
-    async for event in stream_pipeline(controller, prompt):
+    async for event in otel_events(args, stream_pipeline(controller, prompt), controller=controller):
         if json_out:
             # Each line carries the run id beside the event's own fields; decode_event
             # ignores the extra key, so the lines stay events of the vocabulary.

@@ -11,6 +11,7 @@ from typing import Any, Final
 from seamline.cli.display import JsonDisplay, TextDisplay
 from seamline.cli.extension_flags import add_extension_flags, run_extensions
 from seamline.cli.main import EXIT_CODES, SeamlineUsage, install_abort_handler, parse_options
+from seamline.cli.otel_command import add_otel_flag, otel_events
 from seamline.events import Complete
 from seamline.providers.base import Provider, ProviderSession
 from seamline.providers.registry import create_provider
@@ -77,6 +78,7 @@ def add_parser(commands: Any) -> str:
     run.add_argument("--budget-usd", type=float, metavar="USD", help="stop the turn once its cost passes this")
     run.add_argument("--allow", action="append", metavar="TOOL", help="offer only these tools; repeatable")
     add_extension_flags(run)
+    add_otel_flag(run)
     run.add_argument(
         "--sandbox",
         choices=("auto", "bwrap", "container"),
@@ -170,20 +172,21 @@ async def _drive(
 
     interruption = install_abort_handler(asyncio.get_running_loop(), abort)
     final: Complete | None = None
+    events = stream(
+        prompt,
+        provider=provider,
+        workspace=workspace.root,
+        store=store,
+        tools=tools,
+        yes=args.yes or bool(getattr(args, "sandbox", None)),
+        max_steps=args.max_steps,
+        budget_usd=args.budget_usd,
+        on_open=opened.append,
+        run_options=sandbox_run_options(args),
+        **run_extensions(args, workspace, yes=args.yes or bool(getattr(args, "sandbox", None)), store=store),
+    )
     try:
-        async for event in stream(
-            prompt,
-            provider=provider,
-            workspace=workspace.root,
-            store=store,
-            tools=tools,
-            yes=args.yes or bool(getattr(args, "sandbox", None)),
-            max_steps=args.max_steps,
-            budget_usd=args.budget_usd,
-            on_open=opened.append,
-            run_options=sandbox_run_options(args),
-            **run_extensions(args, workspace, yes=args.yes or bool(getattr(args, "sandbox", None)), store=store),
-        ):
+        async for event in otel_events(args, events, prompt=prompt):
             display.show(event)
             if isinstance(event, Complete):
                 final = event

@@ -69,6 +69,11 @@ def add_parser(commands: Any) -> str:
             cmd.add_argument("--pipeline", metavar="NAME|FILE", help="re-drive against this definition")
         if name == "export":
             cmd.add_argument("--output", "-o", metavar="FILE", help="write here instead of stdout")
+            cmd.add_argument(
+                "--otlp",
+                action="store_true",
+                help="send the run's OpenTelemetry GenAI spans over OTLP/HTTP instead (to $OTEL_EXPORTER_OTLP_ENDPOINT)",
+            )
     return "trace"
 
 
@@ -161,6 +166,11 @@ def run(args: argparse.Namespace) -> int:
     if command == "list":
         return _list(args)
     path = _source(args)
+    if command == "export" and args.otlp:
+        from seamline.cli.otel_command import export_trace
+
+        print(f"seamline: sent {export_trace(path)} span(s) of {path.name.removesuffix('.jsonl')}", file=sys.stderr)
+        return 0
     if command == "export":
         data = path.read_bytes()
         if args.output:

@@ -1,0 +1,74 @@
+"""The CLI's OpenTelemetry hooks: ``run --otel`` and ``trace export --otlp RUN``."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+from seamline.errors import InvalidRequest
+
+if TYPE_CHECKING:
+    from seamline.events import Event
+    from seamline.pipeline.controller import PipelineController
+    from seamline.telemetry.otel import OtelSink
+
+__all__ = ["add_otel_flag", "export_trace", "otel_events", "otel_wanted"]
+
+ENDPOINT_ENV: Final = "OTEL_EXPORTER_OTLP_ENDPOINT"
+
+
+def add_otel_flag(parser: Any) -> None:
+    parser.add_argument(
+        "--otel",
+        action="store_true",
+        help=f"send OpenTelemetry GenAI spans and metrics over OTLP/HTTP (to ${ENDPOINT_ENV}, default "
+        "http://localhost:4318); on by itself when that variable is set (see docs/otel.md)",
+    )
+
+
+def otel_wanted(args: argparse.Namespace) -> bool:
+    return bool(getattr(args, "otel", False) or os.environ.get(ENDPOINT_ENV))
+
+
+def _sink() -> OtelSink:
+    try:
+        from seamline.telemetry.otel import OtelSink
+    except ImportError:
+        raise InvalidRequest("OpenTelemetry export needs the otel extra: pip install 'seamline[otel]'") from None
+    endpoint = os.environ.get(ENDPOINT_ENV) or "http://localhost:4318"
+    return OtelSink.otlp(notice=lambda line: print(f"seamline: telemetry: {line} (to {endpoint})", file=sys.stderr))
+
+
+def otel_events(
+    args: argparse.Namespace,
+    events: AsyncIterator[Event],
+    *,
+    prompt: str = "",
+    controller: PipelineController | None = None,
+) -> AsyncIterator[Event]:
+    """``events`` as they are, or with their spans sent when ``--otel`` (or the env) asks."""
+    if not otel_wanted(args):
+        return events
+    from seamline.telemetry.live import tap_pipeline, tap_turn
+
+    sink = _sink()
+    if controller is not None:
+        return tap_pipeline(controller, events, sink)
+    return tap_turn(events, sink, prompt=prompt)
+
+
+def export_trace(path: Path) -> int:
+    """``trace export --otlp``: rebuild the run's spans from its trace and send them; returns the count."""
+    from seamline.telemetry.live import spans_of_trace
+
+    sink = _sink()
+    spans = spans_of_trace(path)
+    try:
+        sink.emit(spans)
+    finally:
+        sink.close()
+    return len(spans)

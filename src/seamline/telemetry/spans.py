@@ -1,0 +1,387 @@
+"""GenAI spans rebuilt from trace records, deterministically.
+
+:class:`SpanBuilder` reads records (``seq``, ``kind``, ``at``, ``d``, ``o``: the trace's
+line format) one at a time and hands back each span as it ends. It never imports
+OpenTelemetry: ids are derived from the run id and the record's ``seq`` (a hash), times come
+from the records' ``at``, so the spans of a run are the same whether they are built while
+it runs or afterwards from its trace.
+
+The shape follows the OpenTelemetry GenAI semantic conventions:
+
+- a pipeline run is ``invoke_agent {pipeline}`` (``gen_ai.operation.name`` =
+  ``invoke_workflow``), the root;
+- each turn (a role's turn in a pipeline, or a plain ``seamline run``) is
+  ``invoke_agent {provider}``: CLIENT for out-of-process agents, INTERNAL for seamline's loop;
+- each model call (one ``usage`` event) is ``chat {model}``;
+- each tool call is ``execute_tool {tool}``, from its ``tool_call`` to its ``tool_result``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal, TypeAlias
+
+__all__ = [
+    "CAPTURE_CONTENT_ENV",
+    "AttributeValue",
+    "SpanBuilder",
+    "SpanRecord",
+    "capture_content_from_env",
+    "span_id_of",
+    "trace_id_of",
+]
+
+AttributeValue: TypeAlias = str | int | float | bool
+SpanKind: TypeAlias = Literal["internal", "client"]
+
+CAPTURE_CONTENT_ENV: Final = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+# Agents that run in their own process (they run their own tools): their turn is a CLIENT call.
+_OUT_OF_PROCESS: Final = frozenset({"claude-code", "codex", "gemini-cli", "acp", "opencode"})
+# Providers whose "model" runs inside seamline: their model calls are INTERNAL.
+_EMBEDDED: Final = frozenset({"offline", "scripted"})
+
+
+def capture_content_from_env() -> bool:
+    """Whether ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` asks for message content."""
+    return os.environ.get(CAPTURE_CONTENT_ENV, "").strip().lower() in ("true", "1", "yes", "on")
+
+
+def trace_id_of(run_id: str) -> int:
+    """The 128-bit trace id of a run (never zero)."""
+    return int.from_bytes(hashlib.sha256(f"seamline-trace:{run_id}".encode()).digest()[:16], "big") or 1
+
+
+def span_id_of(run_id: str, seq: int) -> int:
+    """The 64-bit span id of the span opened by record ``seq`` of a run (never zero)."""
+    return int.from_bytes(hashlib.sha256(f"seamline-span:{run_id}:{seq}".encode()).digest()[:8], "big") or 1
+
+
+@dataclass(slots=True)
+class SpanRecord:
+    """One finished span, free of any OpenTelemetry type."""
+
+    name: str
+    kind: SpanKind
+    trace_id: int
+    span_id: int
+    parent_id: int | None
+    start_ns: int
+    end_ns: int
+    attributes: dict[str, AttributeValue]
+    error: bool = False
+
+
+@dataclass(slots=True)
+class _Open:
+    seq: int
+    start: float
+    parent: _Open | None
+    attributes: dict[str, AttributeValue] = field(default_factory=dict)
+    error_type: str | None = None
+    # For turns: what the closing needs.
+    provider: str | None = None
+    model: str | None = None
+    usage: dict[str, int] = field(default_factory=dict)
+    cost: float | None = None
+    priced: bool | None = None
+    chat_start: float = 0.0
+    text: str = ""
+
+
+def _ns(at: float) -> int:
+    return round(at * 1_000_000) * 1000  # the trace keeps microseconds
+
+
+class SpanBuilder:
+    """Turns trace records into finished :class:`SpanRecord` objects.
+
+    >>> b = SpanBuilder(run_id="r1")
+    >>> b.add(0, "event", 1.0, {"event": {"type": "session", "provider": "offline", "model": "m"}}, {"session_id": "s"})
+    []
+    >>> [s.name for s in b.add(1, "event", 2.0, {"event": {"type": "complete", "outcome": "completed"}}, {})]
+    ['invoke_agent offline']
+    """
+
+    def __init__(self, *, run_id: str | None = None, capture_content: bool = False) -> None:
+        self.run_id = run_id
+        self.capture_content = capture_content
+        self._root: _Open | None = None
+        self._turn: _Open | None = None
+        self._tools: dict[str, tuple[_Open, str]] = {}
+        self._prompt: str | None = None
+        self._last_at = 0.0
+
+    # -- records in, spans out ---------------------------------------------------------
+
+    def add(self, seq: int, kind: str, at: float, d: dict[str, Any], o: dict[str, Any]) -> list[SpanRecord]:
+        """Read one record; returns the spans it ended (children before parents)."""
+        self._last_at = max(self._last_at, at)
+        out: list[SpanRecord] = []
+        if kind in ("header", "run_start"):
+            run_id = o.get("run_id")
+            if isinstance(run_id, str) and run_id and self.run_id is None:
+                self.run_id = run_id
+            if kind == "run_start":
+                self._root = _Open(seq, at, None)
+                pipeline = str(d.get("pipeline") or "pipeline")
+                self._root.attributes.update(
+                    {
+                        "gen_ai.operation.name": "invoke_workflow",
+                        "gen_ai.agent.name": pipeline,
+                        "seamline.pipeline": pipeline,
+                    }
+                )
+                if self.run_id:
+                    self._root.attributes["seamline.run_id"] = self.run_id
+        elif kind == "role_start":
+            out += self._close_turn(at)
+            self._open_turn(seq, at)
+            assert self._turn is not None
+            self._turn.attributes["gen_ai.agent.name"] = str(d.get("role") or "")
+            for key in ("phase", "round", "attempt"):
+                if isinstance(d.get(key), str | int):
+                    self._turn.attributes[f"seamline.{key}"] = d[key]
+        elif kind == "prompt":
+            self._prompt = d.get("prompt") if isinstance(d.get("prompt"), str) else None
+            provider = d.get("provider")
+            if self._turn is not None and isinstance(provider, dict) and isinstance(provider.get("model"), str):
+                self._turn.model = self._turn.model or provider["model"]
+        elif kind == "role_end":
+            if self._turn is not None:
+                if not self._turn.usage and isinstance(d.get("usage"), dict):
+                    self._add_usage(self._turn, d["usage"])
+                failure = d.get("failure")
+                if isinstance(failure, dict) and failure.get("kind"):
+                    self._turn.error_type = str(failure["kind"])  # the role's classified failure wins
+                elif d.get("status") not in (None, "ok") and self._turn.error_type is None:
+                    self._turn.error_type = str(d.get("status"))
+            out += self._close_turn(at)
+        elif kind == "run_end":
+            out += self._close_turn(at)
+            out += self._close_root(at, d)
+        elif kind == "event":
+            event = d.get("event")
+            if isinstance(event, dict):
+                out += self._event(seq, at, event, o)
+        return out
+
+    def finish(self) -> list[SpanRecord]:
+        """End whatever is still open (a run cut short), at the last time seen."""
+        out: list[SpanRecord] = []
+        for opened, _ in list(self._tools.values()):
+            opened.error_type = opened.error_type or "incomplete"
+        out += self._close_turn(self._last_at, incomplete=True)
+        if self._root is not None:
+            self._root.error_type = self._root.error_type or "incomplete"
+            out += self._close_root(self._last_at, {})
+        return out
+
+    # -- events inside a turn ----------------------------------------------------------
+
+    def _event(self, seq: int, at: float, event: dict[str, Any], o: dict[str, Any]) -> list[SpanRecord]:
+        kind = event.get("type")
+        out: list[SpanRecord] = []
+        if kind == "session":
+            if self._turn is None:
+                self._open_turn(seq, at)
+            turn = self._turn
+            assert turn is not None
+            turn.provider = str(event.get("provider") or "") or turn.provider
+            turn.model = event.get("model") or turn.model
+            session_id = o.get("session_id") or event.get("session_id")
+            if self.run_id is None and isinstance(session_id, str):
+                self.run_id = session_id  # a plain run: its session names it
+            if isinstance(session_id, str):
+                turn.attributes["gen_ai.conversation.id"] = session_id
+            provider_session = o.get("provider_session_id") or event.get("provider_session_id")
+            if isinstance(provider_session, str):
+                turn.attributes["seamline.provider_session_id"] = provider_session
+            return out
+        turn = self._turn
+        if turn is None:
+            return out
+        if kind == "tool_call":
+            call_id = str(event.get("call_id") or seq)
+            tool = _Open(seq, at, turn)
+            tool.attributes.update(
+                {
+                    "gen_ai.operation.name": "execute_tool",
+                    "gen_ai.tool.name": str(event.get("name") or ""),
+                    "gen_ai.tool.call.id": call_id,
+                    "gen_ai.tool.type": "function",
+                    "seamline.tool.source": str(event.get("source") or "host"),
+                }
+            )
+            if self.capture_content:
+                tool.attributes["gen_ai.tool.call.arguments"] = json.dumps(event.get("arguments"), sort_keys=True)
+            self._tools[call_id] = (tool, str(event.get("name") or ""))
+        elif kind == "tool_result":
+            call_id = str(event.get("call_id") or "")
+            found = self._tools.pop(call_id, None)
+            if found is not None:
+                tool, name = found
+                if event.get("is_error"):
+                    tool.error_type = "tool_error"
+                if self.capture_content and isinstance(event.get("output"), str):
+                    tool.attributes["gen_ai.tool.call.result"] = event["output"]
+                out.append(self._span(tool, f"execute_tool {name}", "internal", at))
+            turn.chat_start = at
+        elif kind == "usage":
+            out.append(self._chat(seq, at, event, o))
+            turn.chat_start = at
+        elif kind == "error":
+            turn.error_type = str(event.get("kind") or "provider")
+        elif kind == "text":
+            turn.text = str(event.get("text") or "")
+        elif kind == "complete":
+            turn.text = str(event.get("text") or "") or turn.text
+            outcome = str(event.get("outcome") or "")
+            turn.attributes["seamline.outcome"] = outcome
+            turn.attributes["seamline.stop_reason"] = str(event.get("stop_reason") or "")
+            if outcome == "completed":
+                turn.error_type = None  # an error the provider retried past is not the turn's
+            elif outcome in ("failed", "budget") and turn.error_type is None:
+                turn.error_type = "budget" if outcome == "budget" else "provider"
+            if self._root is None:  # a plain run: the turn ends with its complete
+                out += self._close_turn(at)
+        return out
+
+    def _chat(self, seq: int, at: float, event: dict[str, Any], o: dict[str, Any]) -> SpanRecord:
+        turn = self._turn
+        assert turn is not None
+        model = str(event.get("model") or turn.model or "")
+        chat = _Open(seq, turn.chat_start or turn.start, turn)
+        chat.attributes.update(self._provider_attributes(turn))
+        chat.attributes["gen_ai.operation.name"] = "chat"
+        if model:
+            chat.attributes["gen_ai.response.model"] = model
+        usage_id = o.get("usage_id") or event.get("usage_id")
+        if isinstance(usage_id, str):
+            chat.attributes["seamline.usage_id"] = usage_id
+        self._add_usage(chat, event)
+        self._usage_attributes(chat)
+        self._add_usage(turn, event)
+        kind: SpanKind = "internal" if turn.provider in _EMBEDDED else "client"
+        return self._span(chat, f"chat {turn.model or model}".rstrip(), kind, at)
+
+    # -- opening and closing -----------------------------------------------------------
+
+    def _open_turn(self, seq: int, at: float) -> None:
+        self._turn = _Open(seq, at, self._root, chat_start=at)
+        self._turn.attributes["gen_ai.operation.name"] = "invoke_agent"
+
+    def _close_turn(self, at: float, *, incomplete: bool = False) -> list[SpanRecord]:
+        turn = self._turn
+        if turn is None:
+            return []
+        self._turn = None
+        out: list[SpanRecord] = []
+        for call_id, (tool, name) in sorted(self._tools.items(), key=lambda item: item[1][0].seq):
+            tool.error_type = tool.error_type or "incomplete"
+            out.append(self._span(tool, f"execute_tool {name}", "internal", at))
+            del self._tools[call_id]
+        if incomplete:
+            turn.error_type = turn.error_type or "incomplete"
+        turn.attributes.update(self._provider_attributes(turn))
+        self._usage_attributes(turn)
+        if self.capture_content:
+            if self._prompt is not None:
+                turn.attributes["gen_ai.input.messages"] = _messages("user", self._prompt)
+            if turn.text:
+                turn.attributes["gen_ai.output.messages"] = _messages("assistant", turn.text)
+        if self._root is not None and turn.usage:
+            self._add_usage(self._root, turn.usage, cost=turn.cost, priced=turn.priced)
+        if self._root is not None and turn.error_type and self._root.error_type is None:
+            self._root.error_type = turn.error_type
+        name = turn.provider or str(turn.attributes.get("gen_ai.agent.name") or "agent")
+        kind: SpanKind = "client" if turn.provider in _OUT_OF_PROCESS else "internal"
+        out.append(self._span(turn, f"invoke_agent {name}", kind, at))
+        return out
+
+    def _close_root(self, at: float, d: dict[str, Any]) -> list[SpanRecord]:
+        root = self._root
+        if root is None:
+            return []
+        self._root = None
+        outcome = d.get("outcome")
+        if isinstance(outcome, str):
+            root.attributes["seamline.outcome"] = outcome
+            root.attributes["seamline.stop_reason"] = str(d.get("stop_reason") or "")
+            if outcome == "completed":
+                root.error_type = None  # a failed attempt the controller recovered from
+            elif outcome == "budget":
+                root.error_type = "budget"
+            elif outcome != "aborted":
+                root.error_type = root.error_type or str(d.get("stop_reason") or outcome)
+        self._usage_attributes(root)
+        name = str(root.attributes.get("gen_ai.agent.name") or "pipeline")
+        return [self._span(root, f"invoke_agent {name}", "internal", at)]
+
+    def _span(self, opened: _Open, name: str, kind: SpanKind, end: float) -> SpanRecord:
+        run_id = self.run_id or "run"
+        attributes = dict(opened.attributes)
+        if opened.error_type:
+            attributes["error.type"] = opened.error_type
+        return SpanRecord(
+            name=name,
+            kind=kind,
+            trace_id=trace_id_of(run_id),
+            span_id=span_id_of(run_id, opened.seq),
+            parent_id=span_id_of(run_id, opened.parent.seq) if opened.parent is not None else None,
+            start_ns=_ns(opened.start),
+            end_ns=max(_ns(end), _ns(opened.start)),
+            attributes=attributes,
+            error=opened.error_type is not None,
+        )
+
+    # -- attributes --------------------------------------------------------------------
+
+    @staticmethod
+    def _provider_attributes(turn: _Open) -> dict[str, AttributeValue]:
+        attributes: dict[str, AttributeValue] = {}
+        if turn.provider:
+            attributes["gen_ai.provider.name"] = turn.provider
+        if turn.model:
+            attributes["gen_ai.request.model"] = turn.model
+        conversation = turn.attributes.get("gen_ai.conversation.id")
+        if conversation is not None:
+            attributes["gen_ai.conversation.id"] = conversation
+        return attributes
+
+    @staticmethod
+    def _add_usage(
+        target: _Open, usage: dict[str, Any], *, cost: float | None = None, priced: bool | None = None
+    ) -> None:
+        for key in ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens"):
+            value = usage.get(key)
+            if isinstance(value, int):
+                target.usage[key] = target.usage.get(key, 0) + value
+        if "cost_usd" in usage or "priced" in usage:
+            cost, priced = usage.get("cost_usd"), bool(usage.get("priced"))
+        if priced is not None:
+            target.priced = priced if target.priced is None else (target.priced and priced)
+        if isinstance(cost, int | float) and not isinstance(cost, bool):
+            target.cost = (target.cost or 0.0) + float(cost)
+
+    @staticmethod
+    def _usage_attributes(target: _Open) -> None:
+        names = {
+            "input_tokens": "gen_ai.usage.input_tokens",
+            "output_tokens": "gen_ai.usage.output_tokens",
+            "cache_read_tokens": "gen_ai.usage.cache_read.input_tokens",
+            "cache_write_tokens": "gen_ai.usage.cache_creation.input_tokens",
+        }
+        for key, name in names.items():
+            if key in target.usage:
+                target.attributes[name] = target.usage[key]
+        if target.cost is not None:  # an unknown cost stays absent, never a zero
+            target.attributes["seamline.cost_usd"] = target.cost
+        if target.priced is not None:
+            target.attributes["seamline.priced"] = target.priced
+
+
+def _messages(role: str, text: str) -> str:
+    return json.dumps([{"role": role, "parts": [{"type": "text", "content": text}]}])
