@@ -1,4 +1,4 @@
-"""A real OTLP consumer: Arize Phoenix (installed by scripts/system/60-phoenix.sh) ingests a
+"""A real OTLP consumer: Arize Phoenix (installed by scripts/system/70-phoenix.sh) ingests a
 pipeline run sent with ``run --otel``; its REST API then shows the span tree, the token
 counts and the tool spans."""
 
@@ -43,7 +43,7 @@ def get_json(url: str) -> Any:
 
 @pytest.fixture
 def phoenix(tmp_path: Path) -> Iterator[str]:
-    assert PHOENIX.is_file(), "Phoenix is missing: run bash scripts/system/60-phoenix.sh"
+    assert PHOENIX.is_file(), "Phoenix is missing: run bash scripts/system/70-phoenix.sh"
     port, grpc_port = free_port(), free_port()
     work = tmp_path / "phoenix"
     work.mkdir()
