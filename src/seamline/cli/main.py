@@ -37,6 +37,7 @@ _COMMANDS: Final[dict[str, str]] = {
     "trace": "seamline.cli.trace_command",
     "permissions": "seamline.cli.permissions_command",
     "acp": "seamline.cli.acp_command",
+    "worker": "seamline.cli.worker_command",
 }
 
 
