@@ -111,6 +111,7 @@ class Processes:
         self.tmp = tmp
         self.env = env
         self.started: list[subprocess.Popen[bytes]] = []
+        self.cli = [sys.executable, "-m", "seamline"]
 
     def worker(self, target: str, queue: str, name: str = "worker") -> subprocess.Popen[bytes]:
         log = self.tmp / f"{name}.log"
