@@ -111,7 +111,7 @@ def _start_server(tmp: Path) -> tuple[subprocess.Popen[bytes], str]:
         binary, "server", "start-dev", "--ip", "127.0.0.1", "--headless", "--db-filename", str(tmp / "temporal.db"),
         "--port", str(port), "--http-port", str(_free_port()), "--metrics-port", str(_free_port()),
     ]  # fmt: skip
-    log = open(tmp / "temporal.log", "wb")  # noqa: SIM115 - lives as long as the server
+    log = open(tmp / "temporal.log", "wb")  # lives as long as the server
     proc = subprocess.Popen(argv, stdout=log, stderr=log, start_new_session=True)
     target = f"127.0.0.1:{port}"
     deadline = time.monotonic() + 60
@@ -177,9 +177,7 @@ def main() -> int:
                 workers = _start_workers(n, target, queue, tmp)
                 try:
                     asyncio.run(_on_temporal(data, tmp, target, queue))  # warm-up: workers import, connect
-                    wall = statistics.median(
-                        asyncio.run(_on_temporal(data, tmp, target, queue)) for _ in range(repeat)
-                    )
+                    wall = statistics.median(asyncio.run(_on_temporal(data, tmp, target, queue)) for _ in range(repeat))
                 finally:
                     _stop(workers)
                 overhead = (wall - local) / turns * 1000

@@ -16,8 +16,6 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("temporalio")
-
 from seamline.durable.ledger import RunLedger
 from seamline.sessions.store import open_store
 
@@ -96,6 +94,7 @@ class DevServer:
 
 @pytest.fixture
 def dev_server(tmp_path: Path) -> Iterator[DevServer]:
+    pytest.importorskip("temporalio")
     server = DevServer(tmp_path / "temporal.db", tmp_path / "temporal.log")
     server.start()
     try:
