@@ -16,6 +16,7 @@ its key. A turn already finished is returned as recorded, never run again.
 
 from __future__ import annotations
 
+import functools
 import os
 import tempfile
 from collections.abc import AsyncIterator, Callable
@@ -35,6 +36,7 @@ from seamline.providers.base import Provider
 from seamline.providers.registry import create_provider
 from seamline.sessions.store import StoreCore, open_store
 from seamline.sessions.trace_heads import anchor_head
+from seamline.tools.base import Toolset
 from seamline.tools.workspace import Workspace, workspace_tools
 from seamline.trace.writer import TraceWriter, trace_path
 
@@ -197,7 +199,7 @@ async def run_turn(
             default=spec.provider_for(role, definition),
             workspace=ws.root,
             store=store,
-            tools=workspace_tools(ws),
+            tools=_workspace_tools(str(ws.root)),
             yes=spec.yes,
             max_steps=spec.max_steps,
             params=spec.params,
@@ -223,6 +225,13 @@ async def run_turn(
         return _summary(key, ledger.turn(run_id, key) or {}, reused=False)
     finally:
         store.close()
+
+
+@functools.lru_cache(maxsize=64)
+def _workspace_tools(root: str) -> Toolset:
+    """One tool set per workspace and worker process, shared by its turns as a local
+    pipeline run shares one (building the schemas costs more than a scripted turn)."""
+    return workspace_tools(Workspace(root))
 
 
 def _summary(key: str, row: dict[str, Any], *, reused: bool) -> dict[str, Any]:
