@@ -3,6 +3,7 @@
     .venv/bin/python bench/temporal_fanout.py            # 100 roles on 1, 2 and 4 workers
     .venv/bin/python bench/temporal_fanout.py --quick    # 8 roles on 1 and 2 workers
     .venv/bin/python bench/temporal_fanout.py --delay 0.2  # each model call takes 200 ms
+    .venv/bin/python bench/temporal_fanout.py --no-server-fsync  # the dev server's SQLite without fsync
 
 The pipeline: one phase where every role answers at once (scripted provider, one model
 call each, optional delay), then one summary role. It runs first in this process (the
@@ -29,9 +30,13 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 ROOT = Path(__file__).resolve().parents[1]
+# --no-server-fsync: the dev server's SQLite in WAL mode without fsync, to tell the
+# engine's own persistence apart from seamline's part (a production cluster's database
+# is another matter again).
+NO_FSYNC: Final = ("journal_mode=wal", "synchronous=off")
 sys.path.insert(0, str(ROOT / "src"))
 
 from seamline.durable.client import stream_run  # noqa: E402
@@ -104,12 +109,13 @@ def _free_port() -> int:
         return port
 
 
-def _start_server(tmp: Path) -> tuple[subprocess.Popen[bytes], str]:
+def _start_server(tmp: Path, pragmas: tuple[str, ...]) -> tuple[subprocess.Popen[bytes], str]:
     binary = str(Path(sys.executable).parent / "temporal")
     port = _free_port()
     argv = [
         binary, "server", "start-dev", "--ip", "127.0.0.1", "--headless", "--db-filename", str(tmp / "temporal.db"),
         "--port", str(port), "--http-port", str(_free_port()), "--metrics-port", str(_free_port()),
+        *(arg for pragma in pragmas for arg in ("--sqlite-pragma", pragma)),
     ]  # fmt: skip
     log = open(tmp / "temporal.log", "wb")  # lives as long as the server
     proc = subprocess.Popen(argv, stdout=log, stderr=log, start_new_session=True)
@@ -157,6 +163,9 @@ def main() -> int:
     parser.add_argument("--workers", default="1,2,4", help="worker counts, comma separated")
     parser.add_argument("--delay", type=float, default=0.0, help="seconds each model call takes")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--no-server-fsync", action="store_true", help="the dev server's SQLite in WAL mode, synchronous=off"
+    )
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "temporal_fanout.json"))
     args = parser.parse_args()
     roles, counts, repeat = args.roles, [int(n) for n in args.workers.split(",")], args.repeat
@@ -170,7 +179,7 @@ def main() -> int:
         data = _definition(tmp, roles, args.delay)
         local = statistics.median(asyncio.run(_in_process(data, tmp)) for _ in range(repeat))
         rows.append({"where": "one process", "workers": 0, "wall_s": local, "overhead_ms_per_turn": 0.0})
-        server, target = _start_server(tmp)
+        server, target = _start_server(tmp, NO_FSYNC if args.no_server_fsync else ())
         try:
             for n in counts:
                 queue = f"fanout-{n}"
@@ -184,10 +193,21 @@ def main() -> int:
                 rows.append({"where": "temporal", "workers": n, "wall_s": wall, "overhead_ms_per_turn": overhead})
         finally:
             _stop([server])
-    result = {"roles": roles, "role_turns": turns, "delay_s": args.delay, "repeat": repeat, "rows": rows}
+    result = {
+        "roles": roles,
+        "role_turns": turns,
+        "delay_s": args.delay,
+        "repeat": repeat,
+        "server_fsync": not args.no_server_fsync,
+        "rows": rows,
+    }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
-    print(f"fan-out of {roles} roles + 1 summary ({turns} role turns), model delay {args.delay} s, median of {repeat}")
+    fsync = "off" if args.no_server_fsync else "on"
+    print(
+        f"fan-out of {roles} roles + 1 summary ({turns} role turns), model delay {args.delay} s, "
+        f"dev server fsync {fsync}, median of {repeat}"
+    )
     print("| where | workers | wall (s) | overhead per role turn (ms) |")
     print("|---|---:|---:|---:|")
     for row in rows:
