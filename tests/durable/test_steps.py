@@ -53,6 +53,8 @@ def test_a_pipeline_advances_turn_by_turn_and_its_trace_verifies(tmp_path: Path)
     assert again == {"done": True, "report": report}
     with opened_ledger(store) as ledger:
         kinds = [k for _, k, _ in ledger.events_after("r1", 0)]
+        # The run's start is out before the writer's turn runs, not only at the end.
+        assert kinds[0] == "run" and kinds[1] == "write/writer/1/1"
         assert kinds.count("run") == 6  # run start, transition, decision, transition, run end, complete: once
 
 

@@ -40,7 +40,8 @@ def test_a_pipeline_runs_on_a_worker_and_streams_back(
     assert code == 0, err
     events = [json.loads(line) for line in out.splitlines()]
     types = [e["type"] for e in events]
-    assert types[0] == "session"  # the writer's turn, streamed from the store as the worker ran it
+    assert types[0] == "raw" and events[0]["source"] == "run"  # the run's start, before any turn
+    assert types[1] == "session"  # the writer's turn, streamed from the store as the worker ran it
     assert "tool_call" in types and "usage" in types
     assert events[-1]["type"] == "complete"
     assert events[-1]["stop_reason"] == "converged"

@@ -85,17 +85,29 @@ class RunLedger:
         report: dict[str, Any] = json.loads(rows[0][0])
         return report
 
+    def publish_run_events(self, run_id: str, events: list[Event]) -> None:
+        """Publish the controller's events of a pass that are not out yet: every pass
+        re-drives the same decisions, so the first ``n`` are those already published."""
+        with self.store._transaction():
+            self._insert_events(run_id, RUN_EVENTS, 0, events[self._run_events_out(run_id) :])
+
     def finish_run(self, run_id: str, report: dict[str, Any], events: list[Event]) -> None:
-        """Record the run's end and its controller events in one transaction, so a retried
-        final step neither loses them nor shows them twice."""
+        """Record the run's end and the rest of its controller events in one transaction,
+        so a retried final step neither loses them nor shows them twice."""
         with self.store._transaction():
             if self.report(run_id) is not None:
                 return
-            self._insert_events(run_id, RUN_EVENTS, 0, events)
+            self._insert_events(run_id, RUN_EVENTS, 0, events[self._run_events_out(run_id) :])
             self.store._execute(
                 "UPDATE durable_runs SET report = ?, finished_at = ? WHERE run_id = ?",
                 (json.dumps(report), time.time(), run_id),
             )
+
+    def _run_events_out(self, run_id: str) -> int:
+        rows = self.store._query(
+            "SELECT COUNT(*) FROM durable_events WHERE run_id = ? AND turn_key = ?", (run_id, RUN_EVENTS)
+        )
+        return int(rows[0][0])
 
     # -- role turns -------------------------------------------------------------------------
     def need(self, run_id: str, key: str, prompt: str, budget_usd: float | None) -> None:

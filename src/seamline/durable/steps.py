@@ -134,9 +134,12 @@ async def advance(store_location: str, run_id: str) -> dict[str, Any]:
         controller = PipelineController(definition, agents=agents, writer=writer, run_id=run_id, config=spec.config())
         shown: list[Event] = []
         async for event in controller.run(spec.task):
-            if isinstance(event, Raw) and event.source in ("run", "controller"):
+            # Once a turn is missing, what follows (the failed phase, the abort) is not
+            # the run's: only the controller's events before it are real and published.
+            if isinstance(event, Raw) and event.source in ("run", "controller") and not agents.needed:
                 shown.append(event)
         if agents.needed:
+            ledger.publish_run_events(run_id, shown)
             return {"done": False, "needed": sorted(set(agents.needed))}
         path = Path(spec.trace_file) if spec.trace_file else trace_path(run_id, store_path=spec.store)
         _write_whole(path, b"".join(writer.lines or []))
