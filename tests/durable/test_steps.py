@@ -75,3 +75,21 @@ def test_a_finished_turn_is_returned_as_recorded_and_never_runs_again(tmp_path: 
         assert ledger.spent_usd("r2") == pytest.approx(USAGE["cost_usd"])
     with pytest.raises(InvalidRequest, match="never asked for the turn"):
         asyncio.run(run_turn(str(store), "r2", "fan/zz/1/1"))
+
+
+def test_the_budget_is_shared_through_the_store_whichever_worker_spends_it(tmp_path: Path) -> None:
+    definition = fan_out_pipeline(tmp_path, ["a", "b", "c"])
+    store = tmp_path / "s.db"
+    data = msgspec.json.decode(definition.read_bytes())
+    spec = RunSpec(
+        run_id="r3", definition=data, task="go", store=str(store), workspace=str(tmp_path), budget_usd=0.0015,
+        trace_file=str(tmp_path / "r3.jsonl"),
+    )  # fmt: skip
+    _register(store, spec)
+    step = asyncio.run(advance(str(store), "r3"))
+    # One turn after another, as separate workers would: each sees what the others spent.
+    outcomes = [asyncio.run(run_turn(str(store), "r3", key))["outcome"] for key in step["needed"]]
+    assert outcomes == ["completed", "budget", "budget"]
+    report = asyncio.run(advance(str(store), "r3"))["report"]
+    assert (report["outcome"], report["stop_reason"], report["exit_code"]) == ("budget", "budget", 3)
+    assert verify_trace((tmp_path / "r3.jsonl").read_bytes()).ok
