@@ -93,3 +93,23 @@ def test_the_budget_is_shared_through_the_store_whichever_worker_spends_it(tmp_p
     report = asyncio.run(advance(str(store), "r3"))["report"]
     assert (report["outcome"], report["stop_reason"], report["exit_code"]) == ("budget", "budget", 3)
     assert verify_trace((tmp_path / "r3.jsonl").read_bytes()).ok
+
+
+def test_a_provider_that_fails_to_start_is_a_failed_turn_on_record_not_a_crash(tmp_path: Path) -> None:
+    definition = fan_out_pipeline(tmp_path, ["a"])
+    (tmp_path / "a.json").unlink()  # the role's script is gone: the provider cannot start
+    store = tmp_path / "s.db"
+    data = msgspec.json.decode(definition.read_bytes())
+    spec = RunSpec(
+        run_id="r4", definition=data, task="go", store=str(store), workspace=str(tmp_path),
+        trace_file=str(tmp_path / "r4.jsonl"),
+    )  # fmt: skip
+    _register(store, spec)
+    step = asyncio.run(advance(str(store), "r4"))
+    summary = asyncio.run(run_turn(str(store), "r4", step["needed"][0]))
+    assert summary["outcome"] == "failed"  # recorded, so a retried activity does not loop on it
+    report = asyncio.run(advance(str(store), "r4"))["report"]
+    assert (report["outcome"], report["stop_reason"], report["exit_code"]) == ("failed", "failed", 1)
+    with opened_ledger(store) as ledger:
+        errors = [e for _, k, e in ledger.events_after("r4", 0) if b'"type":"error"' in e]
+        assert errors and b"cannot read script" in errors[0]

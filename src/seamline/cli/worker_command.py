@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from seamline.cli.main import SeamlineUsage, parse_options
+from seamline.errors import SeamlineError
 from seamline.events import Complete, Event, Raw, encode_event
 
 __all__ = ["add_durable_flags", "add_parser", "run", "run_on_temporal"]
@@ -138,6 +139,11 @@ def run_on_temporal(args: argparse.Namespace, prompt: str) -> int:
     options = parse_options(args.provider_option)
     provider = create_provider(args.provider, model=args.model, options=options)  # refuses a bad name here
     provider.check_budget(args.budget_usd)
+    for binding in definition.roles.values():  # a role's own provider is refused here too, as in a local run
+        if binding.provider is not None:
+            create_provider(binding.provider, model=binding.model, options=binding.options).check_budget(
+                args.budget_usd
+            )
     store = str(args.store) if args.store else str(default_store_path())
     if not store.startswith(("postgresql://", "postgres://")):
         store = str(Path(store).expanduser().resolve())
@@ -172,7 +178,11 @@ def run_on_temporal(args: argparse.Namespace, prompt: str) -> int:
                 final = event
         return final
 
-    final = asyncio.run(drive())
+    try:
+        final = asyncio.run(drive())
+    except SeamlineError as exc:  # main() prints it; leave with the code it returns, guarded
+        _exit_guard(2 if exc.kind == "invalid_request" else 1)
+        raise
     from seamline.pipeline.controller import exit_code_for
 
     if final is None:  # pragma: no cover - stream_run raises instead

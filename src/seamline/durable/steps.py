@@ -27,8 +27,8 @@ from typing import Any
 import msgspec
 
 from seamline.durable.ledger import RunLedger, turn_key
-from seamline.errors import InvalidRequest
-from seamline.events import Complete, Event, Raw, ReasoningDelta, TextDelta, Usage
+from seamline.errors import InvalidRequest, SeamlineError
+from seamline.events import Complete, Error, ErrorKind, Event, Raw, ReasoningDelta, TextDelta, Usage
 from seamline.pipeline.agents import AgentKey, LiveAgents, provider_identity
 from seamline.pipeline.controller import PipelineController, exit_code_for
 from seamline.pipeline.definition import PipelineDefinition, definition_from_data
@@ -94,7 +94,12 @@ class _StoredAgents:
     needed: list[str] = field(default_factory=list)
 
     def identity(self, role: str) -> dict[str, Any]:
-        return provider_identity(self.spec.provider_for(role, self.definition), self.spec.params)
+        try:
+            return provider_identity(self.spec.provider_for(role, self.definition), self.spec.params)
+        except SeamlineError as exc:  # the turn fails on record (see run_turn); the run goes on to say so
+            binding = self.definition.roles.get(role)
+            name = binding.provider if binding is not None and binding.provider else self.spec.provider
+            return {"provider": name, "error": f"{exc.kind}: {exc.message}"}
 
     async def turn(self, key: AgentKey, prompt: str, *, budget_usd: float | None) -> AsyncIterator[Event]:
         name = turn_key(key.phase, key.role, key.round, key.attempt)
@@ -197,23 +202,13 @@ async def run_turn(
             left = max(spec.budget_usd - ledger.spent_usd(run_id), 0.0)
             budget = left if budget is None else min(budget, left)
         start_no = ledger.start(run_id, key)
-        ws = Workspace(spec.workspace)
-        agents = LiveAgents(
-            default=spec.provider_for(role, definition),
-            workspace=ws.root,
-            store=store,
-            tools=_workspace_tools(str(ws.root)),
-            yes=spec.yes,
-            max_steps=spec.max_steps,
-            params=spec.params,
-            run_id=run_id,
-        )
         kept: list[dict[str, Any]] = []
         cost: float | None = 0.0
         tokens_in = tokens_out = 0
-        async for event in agents.turn(
-            AgentKey(phase, role, int(round_no), int(attempt)), found["prompt"], budget_usd=budget
-        ):
+        turn = _guarded(
+            spec, definition, AgentKey(phase, role, int(round_no), int(attempt)), found["prompt"], budget, store
+        )
+        async for event in turn:
             ledger.publish(run_id, key, start_no, event)
             if heartbeat is not None:
                 heartbeat()
@@ -228,6 +223,41 @@ async def run_turn(
         return _summary(key, ledger.turn(run_id, key) or {}, reused=False)
     finally:
         store.close()
+
+
+async def _guarded(
+    spec: RunSpec,
+    definition: PipelineDefinition,
+    key: AgentKey,
+    prompt: str,
+    budget: float | None,
+    store: StoreCore,
+) -> AsyncIterator[Event]:
+    """The turn's events; a provider that fails to start or raises mid-turn ends the turn
+    ``failed`` with a classified ``error``, as in a local run (the controller turns it into
+    a role failure), instead of failing the activity over and over."""
+    try:
+        ws = Workspace(spec.workspace)
+        agents = LiveAgents(
+            default=spec.provider_for(key.role, definition),
+            workspace=ws.root,
+            store=store,
+            tools=_workspace_tools(str(ws.root)),
+            yes=spec.yes,
+            max_steps=spec.max_steps,
+            params=spec.params,
+            run_id=spec.run_id,
+        )
+        async for event in agents.turn(key, prompt, budget_usd=budget):
+            yield event
+    except SeamlineError as exc:
+        failure: tuple[ErrorKind, str, bool] = (exc.kind, exc.message, exc.retryable)
+    except Exception as exc:  # noqa: BLE001 - a provider's bug is a failure on record
+        failure = ("provider", f"{type(exc).__name__}: {exc}", False)
+    else:
+        return
+    yield Error(kind=failure[0], message=failure[1], retryable=failure[2])
+    yield Complete(outcome="failed", stop_reason="error")
 
 
 @functools.lru_cache(maxsize=64)
