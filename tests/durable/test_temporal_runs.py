@@ -146,3 +146,19 @@ def test_without_a_server_the_client_and_the_worker_say_so_in_one_line(
     assert client.returncode == 1
     assert "seamline: transport error: cannot reach Temporal" in client.stderr
     assert "Traceback" not in client.stderr
+
+
+def test_a_worker_on_another_store_fails_the_workflow_instead_of_retrying_forever(
+    dev_server: DevServer, processes: Processes, tmp_path: Path
+) -> None:
+    from tests.durable.conftest import temporal_binary
+
+    processes.worker(dev_server.target, "q-lost")
+    job = json.dumps({"run_id": "nope", "store": str(tmp_path / "other.db"), "heartbeat_s": 5})
+    result = subprocess.run(
+        [temporal_binary(), "workflow", "execute", "--type", "seamline.pipeline", "--task-queue", "q-lost",
+         "--workflow-id", "seamline-nope", "--input", job, "--address", dev_server.target, "--command-timeout", "60s"],
+        capture_output=True, text=True, timeout=90,
+    )  # fmt: skip
+    assert result.returncode != 0
+    assert "no durable run nope in the store" in result.stdout + result.stderr

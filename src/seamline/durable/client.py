@@ -93,7 +93,9 @@ async def stream_run(
 
 def _failure(run_id: str, exc: BaseException | None) -> Exception:
     if isinstance(exc, WorkflowFailureError):
-        cause = exc.cause if exc.cause is not None else exc
+        cause: BaseException = exc
+        while cause.__cause__ is not None:  # workflow -> activity -> the worker's own message
+            cause = cause.__cause__
         return ProviderFailure(f"run {run_id} failed on Temporal: {cause}")
     if exc is not None:
         return TransportFailure(f"run {run_id}: lost the workflow: {type(exc).__name__}: {exc}")

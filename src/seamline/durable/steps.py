@@ -40,7 +40,7 @@ from seamline.tools.base import Toolset
 from seamline.tools.workspace import Workspace, workspace_tools
 from seamline.trace.writer import TraceWriter, trace_path
 
-__all__ = ["RunSpec", "TurnNeeded", "advance", "run_turn"]
+__all__ = ["RunSpec", "TurnNeeded", "UnknownRun", "advance", "run_turn"]
 
 _event_type: Any = Event
 
@@ -78,6 +78,11 @@ class RunSpec(msgspec.Struct, frozen=True, kw_only=True):
         if binding is not None and binding.provider is not None:
             return create_provider(binding.provider, model=binding.model, options=binding.options)
         return create_provider(self.provider, model=self.model, options=self.options)
+
+
+class UnknownRun(InvalidRequest):
+    """The store holds no such run or turn: a worker pointed at another store. Retrying
+    cannot help, so the engine fails the run with this message."""
 
 
 class TurnNeeded(Exception):
@@ -119,7 +124,7 @@ def load_spec(store: StoreCore, run_id: str) -> RunSpec:
     try:
         data = RunLedger(store).spec(run_id)
     except LookupError as exc:
-        raise InvalidRequest(str(exc)) from None
+        raise UnknownRun(str(exc)) from None
     return msgspec.convert(data, RunSpec)
 
 
@@ -191,7 +196,7 @@ async def run_turn(
         ledger = RunLedger(store)
         found = ledger.turn(run_id, key)
         if found is None:
-            raise InvalidRequest(f"run {run_id} never asked for the turn {key}")
+            raise UnknownRun(f"run {run_id} never asked for the turn {key}")
         if found["status"] == "finished":
             return _summary(key, found, reused=True)
         spec = load_spec(store, run_id)

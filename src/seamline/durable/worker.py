@@ -12,10 +12,11 @@ from typing import Any
 
 from temporalio import activity
 from temporalio.client import Client
+from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
-from seamline.durable.steps import advance, run_turn
+from seamline.durable.steps import UnknownRun, advance, run_turn
 from seamline.durable.workflow import ADVANCE, ROLE_TURN, PipelineWorkflow
 
 __all__ = ["advance_activity", "role_turn_activity", "serve"]
@@ -23,7 +24,10 @@ __all__ = ["advance_activity", "role_turn_activity", "serve"]
 
 @activity.defn(name=ADVANCE)
 async def advance_activity(store: str, run_id: str) -> dict[str, Any]:
-    return await advance(store, run_id)
+    try:
+        return await advance(store, run_id)
+    except UnknownRun as exc:
+        raise ApplicationError(exc.message, type="invalid_request", non_retryable=True) from None
 
 
 @activity.defn(name=ROLE_TURN)
@@ -41,6 +45,8 @@ async def role_turn_activity(store: str, run_id: str, key: str) -> dict[str, Any
     beating = asyncio.create_task(beat())
     try:
         return await run_turn(store, run_id, key, heartbeat=activity.heartbeat)
+    except UnknownRun as exc:
+        raise ApplicationError(exc.message, type="invalid_request", non_retryable=True) from None
     finally:
         beating.cancel()
         with contextlib.suppress(asyncio.CancelledError):
