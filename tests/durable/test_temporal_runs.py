@@ -162,3 +162,14 @@ def test_a_worker_on_another_store_fails_the_workflow_instead_of_retrying_foreve
     )  # fmt: skip
     assert result.returncode != 0
     assert "no durable run nope in the store" in result.stdout + result.stderr
+
+
+def test_a_worker_stops_cleanly_on_sigterm(dev_server: DevServer, processes: Processes, tmp_path: Path) -> None:
+    import signal
+
+    worker = processes.worker(dev_server.target, "q-stop", name="stopping")
+    worker.send_signal(signal.SIGTERM)
+    assert worker.wait(timeout=60) == 0
+    log = (tmp_path / "stopping.log").read_text()
+    assert log.strip().splitlines()[-1] == "seamline: worker stopped"
+    assert "Traceback" not in log
