@@ -16,6 +16,7 @@ its key. A turn already finished is returned as recorded, never run again.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import tempfile
@@ -213,17 +214,18 @@ async def run_turn(
         turn = _guarded(
             spec, definition, AgentKey(phase, role, int(round_no), int(attempt)), found["prompt"], budget, store
         )
-        async for event in turn:
-            ledger.publish(run_id, key, start_no, event)
-            if heartbeat is not None:
-                heartbeat()
-            if isinstance(event, TextDelta | ReasoningDelta):
-                continue  # the re-drive needs the final text, which ``complete`` carries
-            kept.append(msgspec.to_builtins(event))
-            if isinstance(event, Usage):
-                tokens_in += event.input_tokens
-                tokens_out += event.output_tokens
-                cost = None if cost is None or event.cost_usd is None else cost + event.cost_usd
+        async with contextlib.aclosing(turn):  # the session closes even when recording fails
+            async for event in turn:
+                ledger.publish(run_id, key, start_no, event)
+                if heartbeat is not None:
+                    heartbeat()
+                if isinstance(event, TextDelta | ReasoningDelta):
+                    continue  # the re-drive needs the final text, which ``complete`` carries
+                kept.append(msgspec.to_builtins(event))
+                if isinstance(event, Usage):
+                    tokens_in += event.input_tokens
+                    tokens_out += event.output_tokens
+                    cost = None if cost is None or event.cost_usd is None else cost + event.cost_usd
         ledger.finish(run_id, key, kept, cost_usd=cost, input_tokens=tokens_in, output_tokens=tokens_out)
         return _summary(key, ledger.turn(run_id, key) or {}, reused=False)
     finally:
