@@ -20,7 +20,7 @@ import contextlib
 import functools
 import os
 import tempfile
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -239,7 +239,7 @@ async def _guarded(
     prompt: str,
     budget: float | None,
     store: StoreCore,
-) -> AsyncIterator[Event]:
+) -> AsyncGenerator[Event, None]:
     """The turn's events; a provider that fails to start or raises mid-turn ends the turn
     ``failed`` with a classified ``error``, as in a local run (the controller turns it into
     a role failure), instead of failing the activity over and over."""
