@@ -46,6 +46,7 @@ _COMMANDS: Final[dict[str, str]] = {
     "permissions": "seamline.cli.permissions_command",
     "acp": "seamline.cli.acp_command",
     "serve": "seamline.cli.serve_command",
+    "worker": "seamline.cli.worker_command",
 }
 
 

@@ -96,6 +96,9 @@ def add_parser(commands: Any) -> str:
         metavar="NAME|FILE",
         help="run a pipeline (built in: single, answer-review; or a YAML/JSON file) under the controller",
     )
+    from seamline.cli.worker_command import add_durable_flags
+
+    add_durable_flags(run)
     return "run"
 
 
@@ -105,6 +108,10 @@ def run(args: argparse.Namespace) -> int:
         raise SeamlineUsage("the prompt is empty")
     if args.max_steps < 1:
         raise SeamlineUsage("--max-steps must be at least 1")
+    if args.on == "temporal":
+        from seamline.cli.worker_command import run_on_temporal
+
+        return run_on_temporal(args, prompt)
     if args.pipeline:
         from seamline.cli.pipelines_command import run_pipeline
 

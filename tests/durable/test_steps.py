@@ -1,0 +1,115 @@
+"""The engine-free steps of a durable run, in one process: advance, run a turn, again."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from seamline.durable import RunLedger, RunSpec, advance, run_turn
+from seamline.errors import InvalidRequest
+from seamline.pipeline.builtin import ANSWER_REVIEW
+from seamline.sessions.store import open_store
+from seamline.trace.verify import verify_trace
+from tests.durable.conftest import opened_ledger
+from tests.durable.pipelines import USAGE, fan_out_pipeline
+
+
+def _register(store: Path, spec: RunSpec) -> None:
+    kept = open_store(store)
+    try:
+        RunLedger(kept).register(spec.run_id, msgspec.to_builtins(spec))
+    finally:
+        kept.close()
+
+
+async def _drive(store: Path, run_id: str) -> tuple[dict[str, object], list[list[str]]]:
+    rounds: list[list[str]] = []
+    while True:
+        step = await advance(str(store), run_id)
+        if step["done"]:
+            return step["report"], rounds  # type: ignore[return-value]
+        rounds.append(step["needed"])  # type: ignore[arg-type]
+        await asyncio.gather(*(run_turn(str(store), run_id, key) for key in step["needed"]))  # type: ignore[union-attr]
+
+
+def test_a_pipeline_advances_turn_by_turn_and_its_trace_verifies(tmp_path: Path) -> None:
+    (tmp_path / "notes.md").write_text("hello\nworld\n")
+    store = tmp_path / "s.db"
+    spec = RunSpec(
+        run_id="r1", definition=ANSWER_REVIEW.to_data(), task="what is hello?", store=str(store),
+        workspace=str(tmp_path), trace_file=str(tmp_path / "r1.jsonl"),
+    )  # fmt: skip
+    _register(store, spec)
+    report, rounds = asyncio.run(_drive(store, "r1"))
+    assert rounds == [["write/writer/1/1"]]  # the reviewer is not an agent: no turn of its own
+    assert (report["outcome"], report["stop_reason"], report["exit_code"]) == ("completed", "converged", 0)
+    checked = verify_trace((tmp_path / "r1.jsonl").read_bytes())
+    assert checked.ok and checked.replayable, checked.problems
+    # A retried last step returns the same report and writes nothing twice.
+    again = asyncio.run(advance(str(store), "r1"))
+    assert again == {"done": True, "report": report}
+    with opened_ledger(store) as ledger:
+        kinds = [k for _, k, _ in ledger.events_after("r1", 0)]
+        # The run's start is out before the writer's turn runs, not only at the end.
+        assert kinds[0] == "run" and kinds[1] == "write/writer/1/1"
+        assert kinds.count("run") == 6  # run start, transition, decision, transition, run end, complete: once
+
+
+def test_a_finished_turn_is_returned_as_recorded_and_never_runs_again(tmp_path: Path) -> None:
+    definition = fan_out_pipeline(tmp_path, ["a", "b"])
+    store = tmp_path / "s.db"
+    data = msgspec.json.decode(definition.read_bytes())
+    spec = RunSpec(run_id="r2", definition=data, task="go", store=str(store), workspace=str(tmp_path))
+    _register(store, spec)
+    step = asyncio.run(advance(str(store), "r2"))
+    assert step == {"done": False, "needed": ["fan/a/1/1", "fan/b/1/1"]}
+    first = asyncio.run(run_turn(str(store), "r2", "fan/a/1/1"))
+    second = asyncio.run(run_turn(str(store), "r2", "fan/a/1/1"))
+    assert first["reused"] is False and second["reused"] is True
+    assert second["cost_usd"] == first["cost_usd"] == pytest.approx(USAGE["cost_usd"])
+    with opened_ledger(store) as ledger:
+        assert ledger.turns("r2")["fan/a/1/1"]["starts"] == 1
+        assert ledger.spent_usd("r2") == pytest.approx(USAGE["cost_usd"])
+    with pytest.raises(InvalidRequest, match="never asked for the turn"):
+        asyncio.run(run_turn(str(store), "r2", "fan/zz/1/1"))
+
+
+def test_the_budget_is_shared_through_the_store_whichever_worker_spends_it(tmp_path: Path) -> None:
+    definition = fan_out_pipeline(tmp_path, ["a", "b", "c"])
+    store = tmp_path / "s.db"
+    data = msgspec.json.decode(definition.read_bytes())
+    spec = RunSpec(
+        run_id="r3", definition=data, task="go", store=str(store), workspace=str(tmp_path), budget_usd=0.0015,
+        trace_file=str(tmp_path / "r3.jsonl"),
+    )  # fmt: skip
+    _register(store, spec)
+    step = asyncio.run(advance(str(store), "r3"))
+    # One turn after another, as separate workers would: each sees what the others spent.
+    outcomes = [asyncio.run(run_turn(str(store), "r3", key))["outcome"] for key in step["needed"]]
+    assert outcomes == ["completed", "budget", "budget"]
+    report = asyncio.run(advance(str(store), "r3"))["report"]
+    assert (report["outcome"], report["stop_reason"], report["exit_code"]) == ("budget", "budget", 3)
+    assert verify_trace((tmp_path / "r3.jsonl").read_bytes()).ok
+
+
+def test_a_provider_that_fails_to_start_is_a_failed_turn_on_record_not_a_crash(tmp_path: Path) -> None:
+    definition = fan_out_pipeline(tmp_path, ["a"])
+    (tmp_path / "a.json").unlink()  # the role's script is gone: the provider cannot start
+    store = tmp_path / "s.db"
+    data = msgspec.json.decode(definition.read_bytes())
+    spec = RunSpec(
+        run_id="r4", definition=data, task="go", store=str(store), workspace=str(tmp_path),
+        trace_file=str(tmp_path / "r4.jsonl"),
+    )  # fmt: skip
+    _register(store, spec)
+    step = asyncio.run(advance(str(store), "r4"))
+    summary = asyncio.run(run_turn(str(store), "r4", step["needed"][0]))
+    assert summary["outcome"] == "failed"  # recorded, so a retried activity does not loop on it
+    report = asyncio.run(advance(str(store), "r4"))["report"]
+    assert (report["outcome"], report["stop_reason"], report["exit_code"]) == ("failed", "failed", 1)
+    with opened_ledger(store) as ledger:
+        errors = [e for _, k, e in ledger.events_after("r4", 0) if b'"type":"error"' in e]
+        assert errors and b"cannot read script" in errors[0]

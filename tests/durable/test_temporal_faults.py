@@ -1,0 +1,108 @@
+"""Faults on real processes, no mocks: kill -9 a worker mid-turn, kill -9 the server.
+
+The pipeline fans out to three scripted roles, one of them slow, then a summary role.
+Whatever dies, the run finishes, no finished role turn runs again, the run's usage is
+counted once and its trace verifies.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.durable.conftest import DevServer, Processes, opened_ledger
+from tests.durable.pipelines import USAGE, fan_out_pipeline, write_script
+
+pytestmark = pytest.mark.real
+
+_WAIT_S = 90.0
+
+
+def _wait_for_slow_turn(store: Path, client: subprocess.Popen[bytes]) -> str:
+    """Wait until the fast roles finished and the slow one is running; return the run id."""
+    deadline = time.monotonic() + _WAIT_S
+    while time.monotonic() < deadline:
+        assert client.poll() is None, "the client ended before the fault"
+        if store.exists():
+            with opened_ledger(store) as ledger:
+                rows = ledger.store._query("SELECT run_id FROM durable_runs")
+                if rows:
+                    run_id = str(rows[0][0])
+                    turns = {k.split("/")[1]: t for k, t in ledger.turns(run_id).items()}
+                    fast_done = all(turns.get(r, {}).get("status") == "finished" for r in ("a", "c"))
+                    if fast_done and turns.get("b", {}).get("status") == "running":
+                        return run_id
+        time.sleep(0.05)
+    raise AssertionError("the slow turn never started")
+
+
+def _check_run(store: Path, run_id: str, processes: Processes, *, slow_starts: int | None) -> None:
+    with opened_ledger(store) as ledger:
+        turns = {k.split("/")[1]: t for k, t in ledger.turns(run_id).items()}
+        assert set(turns) == {"a", "b", "c", "summary"}
+        assert all(t["status"] == "finished" for t in turns.values())
+        # Turns finished before the fault never ran again.
+        assert turns["a"]["starts"] == turns["c"]["starts"] == turns["summary"]["starts"] == 1
+        if slow_starts is not None:
+            assert turns["b"]["starts"] == slow_starts
+        assert ledger.spent_usd(run_id) == pytest.approx(4 * USAGE["cost_usd"])
+        report = ledger.report(run_id)
+        assert report is not None and report["outcome"] == "completed"
+    trace = Path(report["trace"])
+    records = [json.loads(line) for line in trace.read_text().splitlines()]
+    run_end = next(r["r"]["d"] for r in records if r["r"]["kind"] == "run_end")
+    total = run_end["usage"]["total"]
+    assert (total["input_tokens"], total["output_tokens"]) == (40, 20)  # 4 turns, each counted once
+    verify = subprocess.run(
+        [*processes.cli, "trace", "verify", run_id, "--store", str(store)],
+        capture_output=True, text=True, env=processes.env, timeout=60,
+    )  # fmt: skip
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+
+
+def test_a_worker_killed_mid_turn_is_replaced_and_no_finished_turn_runs_again(
+    dev_server: DevServer, processes: Processes, tmp_path: Path
+) -> None:
+    definition = fan_out_pipeline(tmp_path, ["a", "b", "c"], slow="b", delay=120)
+    store = tmp_path / "runs.db"
+    first = processes.worker(dev_server.target, "q-kill-worker", name="w1")
+    client = processes.client(
+        ["--temporal", dev_server.target, "--task-queue", "q-kill-worker", "--store", str(store),
+         "--workspace", str(tmp_path), "--pipeline", str(definition), "--heartbeat-s", "2", "go"]
+    )  # fmt: skip
+    run_id = _wait_for_slow_turn(store, client)
+    os.killpg(first.pid, signal.SIGKILL)
+    first.wait(timeout=30)
+    write_script(tmp_path / "b.json", "answer of b")  # the retry answers at once
+    processes.worker(dev_server.target, "q-kill-worker", name="w2")
+    out, err = client.communicate(timeout=_WAIT_S)
+    assert client.returncode == 0, err.decode()
+    assert out.decode().strip() == "answer of summary"
+    _check_run(store, run_id, processes, slow_starts=2)
+
+
+def test_the_server_killed_mid_turn_and_restarted_on_its_db_finishes_the_run(
+    dev_server: DevServer, processes: Processes, tmp_path: Path
+) -> None:
+    definition = fan_out_pipeline(tmp_path, ["a", "b", "c"], slow="b", delay=4)
+    store = tmp_path / "runs.db"
+    processes.worker(dev_server.target, "q-kill-server")
+    client = processes.client(
+        ["--temporal", dev_server.target, "--task-queue", "q-kill-server", "--store", str(store),
+         "--workspace", str(tmp_path), "--pipeline", str(definition), "--heartbeat-s", "20", "go"]
+    )  # fmt: skip
+    run_id = _wait_for_slow_turn(store, client)
+    dev_server.kill()
+    dev_server.start()  # same db file, same port
+    out, err = client.communicate(timeout=_WAIT_S)
+    assert client.returncode == 0, err.decode()
+    assert out.decode().strip() == "answer of summary"
+    # The slow turn may have finished while the server was away: its retry then finds it
+    # recorded and returns it, so it started once.
+    _check_run(store, run_id, processes, slow_starts=1)
