@@ -7,11 +7,12 @@ import asyncio
 import dataclasses
 from typing import Any
 
-import pydantic
 import pytest
 
 from seamline.errors import InvalidRequest, SeamlineError
 from seamline.tools import ToolContext, tool
+
+pydantic = pytest.importorskip("pydantic")
 
 
 @dataclasses.dataclass
