@@ -77,7 +77,8 @@ class Agent:
     provider object. ``instructions`` are the system prompt; the store keeps them, so a
     resumed or forked session has them too. ``tools`` are the only tools offered unless
     ``workspace_tools=True`` adds the workspace's (read, write, shell) or ``sandbox`` asks
-    for them isolated (``"auto"``, ``"bwrap"``, ``"container"`` or an open sandbox).
+    for them isolated (``"auto"``, ``"bwrap"``, ``"container"`` or an open sandbox; as with
+    ``seamline run --sandbox``, isolated write and shell tools need no ``yes``).
     ``budget_usd`` caps each turn's cost; ``store`` is an open store, a path or a
     ``postgresql://`` URL, or ``None`` for no record.
     """
@@ -160,7 +161,7 @@ class Agent:
             "workspace": self.workspace,
             "store": self.store,
             "tools": self._toolset(),
-            "yes": self.yes,
+            "yes": self.yes or self.sandbox is not None,  # isolated tools need no approval (as `run --sandbox`)
             "approval": self.approval,
             "observers": self.observers,
             "budget_usd": self.budget_usd,
