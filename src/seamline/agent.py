@@ -17,7 +17,6 @@ with. The agent builds on :mod:`seamline.runner`: what it does, a call of
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import os
 import tempfile
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -29,9 +28,8 @@ from seamline.errors import InvalidRequest
 from seamline.events import Event
 from seamline.loop.observers import Observer
 from seamline.providers.base import Provider, ProviderSession
-from seamline.providers.registry import create_provider
 from seamline.providers.settings import ProviderSettings
-from seamline.runner import RunResult, collect, open_session
+from seamline.runner import RunResult, collect, make_provider, open_session
 from seamline.runner import stream as stream_turn
 from seamline.sandbox.probe import SandboxMode, open_sandbox
 from seamline.sandbox.runtime import Sandbox
@@ -107,8 +105,6 @@ class Agent:
     ) -> None:
         if max_steps < 1:
             raise InvalidRequest("max_steps must be at least 1")
-        if isinstance(provider, ProviderSettings) and options:
-            raise InvalidRequest("give the options in the settings object, not options=")
         self.provider = provider
         self.model = model
         self.options = dict(options or {})
@@ -132,12 +128,7 @@ class Agent:
     def _backend(self) -> Provider:
         """The provider for one session: made anew from a name or settings, so its clients
         belong to the event loop that runs the session (and close with it)."""
-        if isinstance(self.provider, Provider):
-            return self.provider
-        if isinstance(self.provider, ProviderSettings):
-            settings = self.provider if self.model is None else dataclasses.replace(self.provider, model=self.model)
-            return settings.create()
-        return create_provider(self.provider, model=self.model, options=self.options)
+        return make_provider(self.provider, model=self.model, options=self.options)
 
     def _toolset(self) -> Toolset:
         ws = workspace_room.Workspace(self.workspace)

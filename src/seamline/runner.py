@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -23,6 +24,7 @@ from seamline.loop.messages import Message
 from seamline.loop.observers import Observer
 from seamline.providers.base import Provider, ProviderSession
 from seamline.providers.registry import create_provider
+from seamline.providers.settings import ProviderSettings
 from seamline.sessions.store import StoreCore, open_store
 from seamline.stages.builder import AgentBuilder, AgentProfile
 from seamline.tools.approval import Approval
@@ -33,6 +35,7 @@ from seamline.tools.workspace import Workspace, workspace_tools
 __all__ = [
     "RunResult",
     "collect",
+    "make_provider",
     "open_session",
     "public_options",
     "run",
@@ -59,7 +62,7 @@ class RunResult:
 @asynccontextmanager
 async def open_session(
     *,
-    provider: str | Provider = "offline",
+    provider: str | Provider | ProviderSettings = "offline",
     model: str | None = None,
     options: Mapping[str, str] | None = None,
     workspace: str | os.PathLike[str] = ".",
@@ -84,7 +87,7 @@ async def open_session(
     A resumed or forked session gets the system prompt it was started with (kept in the
     store's run options) unless ``system_prompt`` gives another.
     """
-    backend = provider if isinstance(provider, Provider) else create_provider(provider, model=model, options=options)
+    backend = make_provider(provider, model=model, options=options)
     backend.check_budget(budget_usd)  # before a session opens: an unenforceable budget is refused
     if store is not None and not isinstance(store, StoreCore | str | os.PathLike):
         raise InvalidRequest(f"store= takes an open store, a path or a postgresql:// URL, not {store!r}")
@@ -141,10 +144,24 @@ async def open_session(
             owned.close()
 
 
+def make_provider(
+    provider: str | Provider | ProviderSettings, *, model: str | None, options: Mapping[str, str] | None
+) -> Provider:
+    """A provider object from a name (with ``model`` and string ``options``), typed settings
+    (``model`` overrides theirs), or a provider object as it is."""
+    if isinstance(provider, Provider):
+        return provider
+    if isinstance(provider, ProviderSettings):
+        if options:
+            raise InvalidRequest("give the options in the settings object, not options=")
+        return (provider if model is None else dataclasses.replace(provider, model=model)).create()
+    return create_provider(provider, model=model, options=options)
+
+
 async def stream(
     prompt: str,
     *,
-    provider: str | Provider = "offline",
+    provider: str | Provider | ProviderSettings = "offline",
     model: str | None = None,
     options: Mapping[str, str] | None = None,
     workspace: str | os.PathLike[str] = ".",
@@ -282,7 +299,7 @@ async def collect(events: AsyncIterator[Event]) -> RunResult:
 async def run(
     prompt: str,
     *,
-    provider: str | Provider = "offline",
+    provider: str | Provider | ProviderSettings = "offline",
     model: str | None = None,
     options: Mapping[str, str] | None = None,
     workspace: str | os.PathLike[str] = ".",
@@ -330,7 +347,7 @@ async def run(
 def run_sync(
     prompt: str,
     *,
-    provider: str | Provider = "offline",
+    provider: str | Provider | ProviderSettings = "offline",
     model: str | None = None,
     options: Mapping[str, str] | None = None,
     workspace: str | os.PathLike[str] = ".",

@@ -203,3 +203,12 @@ def test_dir_lists_the_public_api_and_nothing_private() -> None:
     assert not {"TYPE_CHECKING", "Any", "annotations", "importlib"} & set(names)
     for name in names:
         getattr(seamline, name)  # every listed name resolves
+
+
+def test_the_functions_take_typed_settings_too(tmp_path: Path) -> None:
+    (tmp_path / "notes.md").write_text("# Notes\nThe answer is forty-two.\n")
+    settings = seamline.OfflineSettings(passages=1)
+    result = seamline.run_sync("What is the answer?", provider=settings, workspace=tmp_path)
+    assert result.outcome == "completed" and "forty-two" in result.text
+    with pytest.raises(InvalidRequest, match="in the settings object"):
+        seamline.Agent(provider=settings, options={"passages": "2"})
