@@ -1,5 +1,5 @@
 """The five programs of docs/examples: they run on the scripted provider, and pass
-``mypy --strict`` and ``pyright --strict``; a wrong keyword fails both checkers."""
+``mypy --strict`` and ``pyright --strict``; a wrong keyword or name fails both checkers."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ import seamline
 
 agent = seamline.Agent(provider="offline", instruction="a typo")
 result = seamline.run_sync("hi", workspce=".")
+other = seamline.Agnt()
 """
 
 
@@ -70,6 +71,7 @@ def test_a_wrong_keyword_fails_mypy_strict(tmp_path: Path) -> None:
     assert done.returncode == 1, done.stdout + done.stderr
     assert 'Unexpected keyword argument "instruction" for "Agent"' in done.stdout
     assert 'Unexpected keyword argument "workspce" for "run_sync"' in done.stdout
+    assert 'Module has no attribute "Agnt"' in done.stdout  # the lazy loader is no Any to checkers
 
 
 def test_the_programs_pass_pyright_strict(tmp_path: Path) -> None:
@@ -84,3 +86,4 @@ def test_a_wrong_keyword_fails_pyright_strict(tmp_path: Path) -> None:
     assert done.returncode == 1, done.stdout + done.stderr
     assert 'No parameter named "instruction"' in done.stdout
     assert 'No parameter named "workspce"' in done.stdout
+    assert '"Agnt" is not a known attribute of module' in done.stdout
