@@ -131,7 +131,7 @@ def tool(
 def _build_tool(
     fn: ToolFunction, *, name: str | None, description: str | None, tool_class: ToolClass, reaches_outside: bool
 ) -> Tool:
-    label = name or getattr(fn, "__name__", "tool")
+    label: str = name or str(getattr(fn, "__name__", "tool"))
     if not callable(fn):
         raise InvalidRequest(f"@tool takes a function, not {fn!r}")
     try:
