@@ -1,7 +1,8 @@
 """seamline: one typed seam over every agent backend.
 
-The public surface: the event vocabulary, classified errors, the provider seam, tools,
-observers, the store, and :func:`run` / :func:`stream` / :func:`run_sync`.
+The public surface: :class:`Agent`, the event vocabulary, classified errors, the provider
+seam and typed provider settings, tools, observers, the store, and :func:`run` /
+:func:`stream` / :func:`run_sync`. ``dir(seamline)`` lists exactly this surface.
 """
 
 from typing import TYPE_CHECKING, Any
@@ -10,9 +11,11 @@ from seamline.errors import SeamlineError
 from seamline.events import (
     Complete,
     Error,
+    ErrorKind,
     Event,
     FileChange,
     Mode,
+    Outcome,
     PermissionDecision,
     PermissionRequest,
     Raw,
@@ -30,8 +33,21 @@ from seamline.events import (
 )
 
 if TYPE_CHECKING:
+    from seamline.agent import Agent, AgentSession
     from seamline.loop import Intervention, LoopContext, Observer
     from seamline.providers import OptionSpec, PreflightCheck, Provider, ProviderSession, create_provider
+    from seamline.providers.settings import (
+        ACPSettings,
+        AnthropicSettings,
+        ClaudeCodeSettings,
+        CodexSettings,
+        GeminiCLISettings,
+        OfflineSettings,
+        OpenAISettings,
+        OpenCodeSettings,
+        ProviderSettings,
+        ScriptedSettings,
+    )
     from seamline.runner import RunResult, run, run_sync, stream
     from seamline.sessions import SessionStore
     from seamline.stages import AgentBuilder, AgentProfile, StageSlot, ToolInvocation
@@ -40,6 +56,18 @@ if TYPE_CHECKING:
 # The events and errors load with the package; the rest on first use, so `import seamline`
 # stays cheap for tools that only read or write events.
 _LAZY = {
+    "Agent": "seamline.agent",
+    "AgentSession": "seamline.agent",
+    "ACPSettings": "seamline.providers.settings",
+    "AnthropicSettings": "seamline.providers.settings",
+    "ClaudeCodeSettings": "seamline.providers.settings",
+    "CodexSettings": "seamline.providers.settings",
+    "GeminiCLISettings": "seamline.providers.settings",
+    "OfflineSettings": "seamline.providers.settings",
+    "OpenAISettings": "seamline.providers.settings",
+    "OpenCodeSettings": "seamline.providers.settings",
+    "ProviderSettings": "seamline.providers.settings",
+    "ScriptedSettings": "seamline.providers.settings",
     "Intervention": "seamline.loop",
     "LoopContext": "seamline.loop",
     "Observer": "seamline.loop",
@@ -66,40 +94,61 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'seamline' has no attribute {name!r}")
-    import importlib
+if not TYPE_CHECKING:  # hidden from type checkers: a misspelt name must be an error there, not Any
 
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+    def __getattr__(name: str) -> Any:
+        module = _LAZY.get(name)
+        if module is None:
+            raise AttributeError(f"module 'seamline' has no attribute {name!r}")
+        import importlib
+
+        value = getattr(importlib.import_module(module), name)
+        globals()[name] = value
+        return value
+
+
+def __dir__() -> list[str]:
+    """The public API, lazily loaded names included; nothing private."""
+    return sorted(__all__)
 
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "ACPSettings",
+    "Agent",
     "AgentBuilder",
+    "AgentSession",
+    "AnthropicSettings",
+    "ClaudeCodeSettings",
+    "CodexSettings",
     "AgentProfile",
     "Complete",
     "Error",
+    "ErrorKind",
     "Event",
     "FileChange",
+    "GeminiCLISettings",
     "Intervention",
     "LoopContext",
     "Mode",
     "Observer",
+    "OfflineSettings",
+    "OpenAISettings",
+    "OpenCodeSettings",
     "OptionSpec",
+    "Outcome",
     "PermissionDecision",
     "PermissionRequest",
     "PreflightCheck",
     "Provider",
     "ProviderSession",
+    "ProviderSettings",
     "Raw",
     "Reasoning",
     "ReasoningDelta",
     "RunResult",
+    "ScriptedSettings",
     "SeamlineError",
     "Session",
     "SessionStore",

@@ -58,7 +58,9 @@ FileChangeKind: TypeAlias = Literal["read", "edited", "created", "deleted"]
 
 
 class _Event(msgspec.Struct, kw_only=True, tag_field="type", frozen=True, gc=False):
-    """Base of every event; ``type`` is the tag."""
+    """Base of every event; ``type`` is the tag. Each event class narrows ``type`` to its
+    own ``Literal``, so ``if event.type == "text_delta":`` narrows an :data:`Event` the way
+    ``isinstance`` does."""
 
     @property
     def type(self) -> str:
@@ -74,9 +76,17 @@ class Session(_Event, tag="session", frozen=True):
     model: str | None
     provider_session_id: str | None = None
 
+    @property
+    def type(self) -> Literal["session"]:
+        return "session"
+
 
 class TextDelta(_Event, tag="text_delta", frozen=True):
     text: str
+
+    @property
+    def type(self) -> Literal["text_delta"]:
+        return "text_delta"
 
 
 class Text(_Event, tag="text", frozen=True):
@@ -84,13 +94,25 @@ class Text(_Event, tag="text", frozen=True):
 
     text: str
 
+    @property
+    def type(self) -> Literal["text"]:
+        return "text"
+
 
 class ReasoningDelta(_Event, tag="reasoning_delta", frozen=True):
     text: str
 
+    @property
+    def type(self) -> Literal["reasoning_delta"]:
+        return "reasoning_delta"
+
 
 class Reasoning(_Event, tag="reasoning", frozen=True):
     text: str
+
+    @property
+    def type(self) -> Literal["reasoning"]:
+        return "reasoning"
 
 
 class ToolCall(_Event, tag="tool_call", frozen=True):
@@ -101,6 +123,10 @@ class ToolCall(_Event, tag="tool_call", frozen=True):
     arguments: dict[str, Any]
     source: str = "host"
 
+    @property
+    def type(self) -> Literal["tool_call"]:
+        return "tool_call"
+
 
 class ToolResult(_Event, tag="tool_result", frozen=True):
     call_id: str
@@ -108,10 +134,18 @@ class ToolResult(_Event, tag="tool_result", frozen=True):
     is_error: bool = False
     name: str | None = None
 
+    @property
+    def type(self) -> Literal["tool_result"]:
+        return "tool_result"
+
 
 class ToolProgress(_Event, tag="tool_progress", frozen=True):
     call_id: str
     message: str
+
+    @property
+    def type(self) -> Literal["tool_progress"]:
+        return "tool_progress"
 
 
 class PermissionRequest(_Event, tag="permission_request", frozen=True):
@@ -121,6 +155,10 @@ class PermissionRequest(_Event, tag="permission_request", frozen=True):
     arguments: dict[str, Any]
     reason: str = ""
 
+    @property
+    def type(self) -> Literal["permission_request"]:
+        return "permission_request"
+
 
 class PermissionDecision(_Event, tag="permission_decision", frozen=True):
     request_id: str
@@ -128,11 +166,19 @@ class PermissionDecision(_Event, tag="permission_decision", frozen=True):
     scope: Literal["once", "session", "always"] = "once"
     reason: str = ""
 
+    @property
+    def type(self) -> Literal["permission_decision"]:
+        return "permission_decision"
+
 
 class FileChange(_Event, tag="file_change", frozen=True):
     path: str
     kind: FileChangeKind
     call_id: str | None = None
+
+    @property
+    def type(self) -> Literal["file_change"]:
+        return "file_change"
 
 
 class Usage(_Event, tag="usage", frozen=True):
@@ -152,9 +198,17 @@ class Usage(_Event, tag="usage", frozen=True):
     model: str | None = None
     usage_id: str | None = None
 
+    @property
+    def type(self) -> Literal["usage"]:
+        return "usage"
+
 
 class Mode(_Event, tag="mode", frozen=True):
     mode: Literal["planning", "agent"]
+
+    @property
+    def type(self) -> Literal["mode"]:
+        return "mode"
 
 
 class Raw(_Event, tag="raw", frozen=True):
@@ -163,12 +217,20 @@ class Raw(_Event, tag="raw", frozen=True):
     source: str
     payload: Any
 
+    @property
+    def type(self) -> Literal["raw"]:
+        return "raw"
+
 
 class Error(_Event, tag="error", frozen=True):
     kind: ErrorKind
     message: str
     retryable: bool = False
     attempt: int | None = None
+
+    @property
+    def type(self) -> Literal["error"]:
+        return "error"
 
 
 class Complete(_Event, tag="complete", frozen=True):
@@ -177,6 +239,10 @@ class Complete(_Event, tag="complete", frozen=True):
     outcome: Outcome
     stop_reason: str
     text: str = ""
+
+    @property
+    def type(self) -> Literal["complete"]:
+        return "complete"
 
 
 Event: TypeAlias = (

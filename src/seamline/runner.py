@@ -9,18 +9,22 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Final
 from urllib.parse import urlsplit, urlunsplit
 
 from seamline.errors import InvalidRequest
-from seamline.events import Complete, Event, Usage
+from seamline.events import Complete, Event, Outcome, Usage
 from seamline.events import Session as SessionEvent
+from seamline.loop.messages import Message
 from seamline.loop.observers import Observer
 from seamline.providers.base import Provider, ProviderSession
 from seamline.providers.registry import create_provider
+from seamline.providers.settings import ProviderSettings
 from seamline.sessions.store import StoreCore, open_store
 from seamline.stages.builder import AgentBuilder, AgentProfile
 from seamline.tools.approval import Approval
@@ -28,7 +32,17 @@ from seamline.tools.base import Toolset
 from seamline.tools.permissions import permission_service
 from seamline.tools.workspace import Workspace, workspace_tools
 
-__all__ = ["RunResult", "public_options", "run", "run_sync", "session_run_options", "stream"]
+__all__ = [
+    "RunResult",
+    "collect",
+    "make_provider",
+    "open_session",
+    "public_options",
+    "run",
+    "run_sync",
+    "session_run_options",
+    "stream",
+]
 
 
 @dataclass(slots=True)
@@ -36,7 +50,7 @@ class RunResult:
     """What a finished turn gave."""
 
     session_id: str
-    outcome: str
+    outcome: Outcome
     stop_reason: str
     text: str
     events: list[Event] = field(default_factory=list)
@@ -45,10 +59,109 @@ class RunResult:
     output_tokens: int = 0
 
 
+@asynccontextmanager
+async def open_session(
+    *,
+    provider: str | Provider | ProviderSettings = "offline",
+    model: str | None = None,
+    options: Mapping[str, str] | None = None,
+    workspace: str | os.PathLike[str] = ".",
+    store: StoreCore | str | os.PathLike[str] | None = None,
+    tools: Toolset | None = None,
+    yes: bool = False,
+    approval: Approval | None = None,
+    observers: Sequence[Observer] = (),
+    budget_usd: float | None = None,
+    builder: AgentBuilder | None = None,
+    profile: AgentProfile | None = None,
+    allow: Sequence[str] | None = None,
+    on_notice: Callable[[str], None] | None = None,
+    system_prompt: str | None = None,
+    run_options: Mapping[str, Any] | None = None,
+    resume: str | None = None,
+    fork: str | None = None,
+) -> AsyncIterator[ProviderSession]:
+    """Open a session (new, or ``resume``/``fork`` of a stored one) for any number of
+    turns, and close it, its tool sources and a store opened here, on the way out.
+
+    A resumed or forked session gets the system prompt it was started with (kept in the
+    store's run options) unless ``system_prompt`` gives another.
+    """
+    backend = make_provider(provider, model=model, options=options)
+    backend.check_budget(budget_usd)  # before a session opens: an unenforceable budget is refused
+    if store is not None and not isinstance(store, StoreCore | str | os.PathLike):
+        raise InvalidRequest(f"store= takes an open store, a path or a postgresql:// URL, not {store!r}")
+    if (resume or fork) and store is None:
+        raise InvalidRequest("resume and fork need a store (store=...)")
+    if resume and fork:
+        raise InvalidRequest("give resume= or fork=, not both")
+    ws = Workspace(workspace)
+    host = tools if tools is not None else workspace_tools(ws)
+    kept: StoreCore | None = open_store(store) if isinstance(store, (str, os.PathLike)) else store
+    owned = kept if isinstance(store, (str, os.PathLike)) else None  # opened here, closed here
+    try:
+        async with (builder or AgentBuilder()).open_run(
+            host=host, profile=profile, allow=allow, workspace=ws.root, report=on_notice
+        ) as parts:
+            permits = approval or permission_service(store=kept, workspace=ws.root, yes=yes)
+            observing = (*observers, *parts.observers)
+            earlier = resume or fork
+            if kept is not None and earlier:
+                if system_prompt is None:
+                    system_prompt = kept.require(earlier).run_options.get("system_prompt")
+                if fork:
+                    session = await backend.fork(
+                        fork, store=kept, tools=parts.tools, observers=observing, approval=permits
+                    )
+                else:
+                    session = await backend.resume(
+                        earlier, store=kept, tools=parts.tools, observers=observing, approval=permits
+                    )
+                if system_prompt and not (session.messages and session.messages[0].role == "system"):
+                    session.messages.insert(0, Message(role="system", content=system_prompt))
+            else:
+                session = await backend.open(
+                    workspace=ws.root,
+                    store=kept,
+                    tools=parts.tools,
+                    observers=observing,
+                    approval=permits,
+                    stages=parts.stages if parts.stages else None,
+                    system_prompt=system_prompt,
+                )
+            try:
+                if kept is not None:
+                    started = session_run_options(
+                        backend, budget_usd=budget_usd, allow=allow, system_prompt=system_prompt, extra=run_options
+                    )
+                    if started:
+                        kept.set_run_options(session.session_id, started)
+                yield session
+            finally:
+                await backend.close(session)
+    finally:
+        if owned is not None:
+            owned.close()
+
+
+def make_provider(
+    provider: str | Provider | ProviderSettings, *, model: str | None, options: Mapping[str, str] | None
+) -> Provider:
+    """A provider object from a name (with ``model`` and string ``options``), typed settings
+    (``model`` overrides theirs), or a provider object as it is."""
+    if isinstance(provider, Provider):
+        return provider
+    if isinstance(provider, ProviderSettings):
+        if options:
+            raise InvalidRequest("give the options in the settings object, not options=")
+        return (provider if model is None else dataclasses.replace(provider, model=model)).create()
+    return create_provider(provider, model=model, options=options)
+
+
 async def stream(
     prompt: str,
     *,
-    provider: str | Provider = "offline",
+    provider: str | Provider | ProviderSettings = "offline",
     model: str | None = None,
     options: Mapping[str, str] | None = None,
     workspace: str | os.PathLike[str] = ".",
@@ -80,43 +193,28 @@ async def stream(
     secrets, ``budget_usd``, ``allow``, ``system_prompt``, and ``run_options``, such as
     the CLI's sandbox): ``run --session``, ``sessions resume`` and ``fork`` reuse them.
     """
-    backend = provider if isinstance(provider, Provider) else create_provider(provider, model=model, options=options)
-    backend.check_budget(budget_usd)  # before a session opens: an unenforceable budget is refused
-    if store is not None and not isinstance(store, StoreCore | str | os.PathLike):
-        raise InvalidRequest(f"store= takes an open store, a path or a postgresql:// URL, not {store!r}")
-    ws = Workspace(workspace)
-    host = tools if tools is not None else workspace_tools(ws)
-    kept: StoreCore | None = open_store(store) if isinstance(store, (str, os.PathLike)) else store
-    owned = kept if isinstance(store, (str, os.PathLike)) else None  # opened here, closed here
-    try:
-        async with (builder or AgentBuilder()).open_run(
-            host=host, profile=profile, allow=allow, workspace=ws.root, report=on_notice
-        ) as parts:
-            session = await backend.open(
-                workspace=ws.root,
-                store=kept,
-                tools=parts.tools,
-                observers=(*observers, *parts.observers),
-                approval=approval or permission_service(store=kept, workspace=ws.root, yes=yes),
-                stages=parts.stages if parts.stages else None,
-                system_prompt=system_prompt,
-            )
-            if kept is not None:
-                started = session_run_options(
-                    backend, budget_usd=budget_usd, allow=allow, system_prompt=system_prompt, extra=run_options
-                )
-                if started:
-                    kept.set_run_options(session.session_id, started)
-            if on_open is not None:
-                on_open(session)
-            try:
-                async for event in session.send(prompt, max_steps=max_steps, budget_usd=budget_usd):
-                    yield event
-            finally:
-                await backend.close(session)
-    finally:
-        if owned is not None:
-            owned.close()
+    async with open_session(
+        provider=provider,
+        model=model,
+        options=options,
+        workspace=workspace,
+        store=store,
+        tools=tools,
+        yes=yes,
+        approval=approval,
+        observers=observers,
+        budget_usd=budget_usd,
+        builder=builder,
+        profile=profile,
+        allow=allow,
+        on_notice=on_notice,
+        system_prompt=system_prompt,
+        run_options=run_options,
+    ) as session:
+        if on_open is not None:
+            on_open(session)
+        async for event in session.send(prompt, max_steps=max_steps, budget_usd=budget_usd):
+            yield event
 
 
 _SECRET_WORDS: Final = ("key", "token", "secret", "password", "passwd", "auth", "cookie", "credential")
@@ -169,15 +267,15 @@ def session_run_options(
     return {k: v for k, v in found.items() if v not in (None, {}, [], "")}
 
 
-async def run(prompt: str, **kwargs: Any) -> RunResult:
-    """Run one turn and collect it; takes the keyword options of :func:`stream`."""
-    events: list[Event] = []
+async def collect(events: AsyncIterator[Event]) -> RunResult:
+    """A turn's events gathered into a :class:`RunResult`."""
+    kept: list[Event] = []
     session_id = ""
     cost: float | None = 0.0
     tokens_in = tokens_out = 0
     final = Complete(outcome="failed", stop_reason="no_result")
-    async for event in stream(prompt, **kwargs):
-        events.append(event)
+    async for event in events:
+        kept.append(event)
         if isinstance(event, SessionEvent):
             session_id = event.session_id
         elif isinstance(event, Usage):
@@ -191,13 +289,104 @@ async def run(prompt: str, **kwargs: Any) -> RunResult:
         outcome=final.outcome,
         stop_reason=final.stop_reason,
         text=final.text,
-        events=events,
+        events=kept,
         cost_usd=cost,
         input_tokens=tokens_in,
         output_tokens=tokens_out,
     )
 
 
-def run_sync(prompt: str, **kwargs: Any) -> RunResult:
+async def run(
+    prompt: str,
+    *,
+    provider: str | Provider | ProviderSettings = "offline",
+    model: str | None = None,
+    options: Mapping[str, str] | None = None,
+    workspace: str | os.PathLike[str] = ".",
+    store: StoreCore | str | os.PathLike[str] | None = None,
+    tools: Toolset | None = None,
+    yes: bool = False,
+    approval: Approval | None = None,
+    observers: Sequence[Observer] = (),
+    max_steps: int = 50,
+    budget_usd: float | None = None,
+    on_open: Callable[[ProviderSession], None] | None = None,
+    builder: AgentBuilder | None = None,
+    profile: AgentProfile | None = None,
+    allow: Sequence[str] | None = None,
+    on_notice: Callable[[str], None] | None = None,
+    system_prompt: str | None = None,
+    run_options: Mapping[str, Any] | None = None,
+) -> RunResult:
+    """Run one turn and collect it; the options are those of :func:`stream`."""
+    return await collect(
+        stream(
+            prompt,
+            provider=provider,
+            model=model,
+            options=options,
+            workspace=workspace,
+            store=store,
+            tools=tools,
+            yes=yes,
+            approval=approval,
+            observers=observers,
+            max_steps=max_steps,
+            budget_usd=budget_usd,
+            on_open=on_open,
+            builder=builder,
+            profile=profile,
+            allow=allow,
+            on_notice=on_notice,
+            system_prompt=system_prompt,
+            run_options=run_options,
+        )
+    )
+
+
+def run_sync(
+    prompt: str,
+    *,
+    provider: str | Provider | ProviderSettings = "offline",
+    model: str | None = None,
+    options: Mapping[str, str] | None = None,
+    workspace: str | os.PathLike[str] = ".",
+    store: StoreCore | str | os.PathLike[str] | None = None,
+    tools: Toolset | None = None,
+    yes: bool = False,
+    approval: Approval | None = None,
+    observers: Sequence[Observer] = (),
+    max_steps: int = 50,
+    budget_usd: float | None = None,
+    on_open: Callable[[ProviderSession], None] | None = None,
+    builder: AgentBuilder | None = None,
+    profile: AgentProfile | None = None,
+    allow: Sequence[str] | None = None,
+    on_notice: Callable[[str], None] | None = None,
+    system_prompt: str | None = None,
+    run_options: Mapping[str, Any] | None = None,
+) -> RunResult:
     """:func:`run` for code without an event loop; ``store`` may also be a path or URL."""
-    return asyncio.run(run(prompt, **kwargs))
+    return asyncio.run(
+        run(
+            prompt,
+            provider=provider,
+            model=model,
+            options=options,
+            workspace=workspace,
+            store=store,
+            tools=tools,
+            yes=yes,
+            approval=approval,
+            observers=observers,
+            max_steps=max_steps,
+            budget_usd=budget_usd,
+            on_open=on_open,
+            builder=builder,
+            profile=profile,
+            allow=allow,
+            on_notice=on_notice,
+            system_prompt=system_prompt,
+            run_options=run_options,
+        )
+    )

@@ -21,6 +21,7 @@ import msgspec
 
 from seamline.errors import InvalidRequest
 from seamline.events import Event
+from seamline.tools.schema import args_schema, parameter_docs
 
 __all__ = ["Tool", "ToolClass", "ToolContext", "ToolSpec", "Toolset", "tool"]
 
@@ -62,6 +63,7 @@ class Tool:
     _args_type: type[msgspec.Struct] | None = field(default=None, repr=False)
     _context_param: str | None = field(default=None, repr=False)
     _is_async: bool = field(default=False, repr=False)
+    _models: tuple[tuple[str, Any], ...] = field(default=(), repr=False)  # pydantic parameters
 
     @property
     def spec(self) -> ToolSpec:
@@ -75,7 +77,14 @@ class Tool:
             converted = msgspec.convert(dict(arguments), self._args_type, strict=False)
         except msgspec.ValidationError as exc:
             raise InvalidRequest(f"invalid arguments for {self.name}: {exc}") from None
-        return {f: getattr(converted, f) for f in self._args_type.__struct_fields__}
+        values = {f: getattr(converted, f) for f in self._args_type.__struct_fields__}
+        for name, model in self._models:
+            if name in arguments:
+                try:
+                    values[name] = model.model_validate(values[name])
+                except ValueError as exc:  # pydantic's ValidationError is a ValueError
+                    raise InvalidRequest(f"invalid arguments for {self.name}: {name}: {exc}") from None
+        return values
 
     async def invoke(self, arguments: Mapping[str, Any], context: ToolContext) -> str:
         kwargs = self.validate(arguments)
@@ -122,7 +131,13 @@ def tool(
 def _build_tool(
     fn: ToolFunction, *, name: str | None, description: str | None, tool_class: ToolClass, reaches_outside: bool
 ) -> Tool:
-    hints = typing.get_type_hints(fn)
+    label: str = name or str(getattr(fn, "__name__", "tool"))
+    if not callable(fn):
+        raise InvalidRequest(f"@tool takes a function, not {fn!r}")
+    try:
+        hints = typing.get_type_hints(fn)
+    except (NameError, TypeError) as exc:
+        raise InvalidRequest(f"tool {label}: its annotations cannot be read ({exc})") from None
     fields: list[tuple[str, Any] | tuple[str, Any, Any]] = []
     context_param: str | None = None
     for param in inspect.signature(fn).parameters.values():
@@ -131,28 +146,26 @@ def _build_tool(
             context_param = param.name
             continue
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-            raise TypeError(f"tool {fn.__name__}: *args and **kwargs cannot be described to a model")
+            raise InvalidRequest(f"tool {label}: *args and **kwargs cannot be described to a model")
+        if param.kind is param.POSITIONAL_ONLY:
+            raise InvalidRequest(f"tool {label}: parameter {param.name!r} is positional-only; a model names arguments")
         if param.default is inspect.Parameter.empty:
             fields.append((param.name, annotation))
         else:
             fields.append((param.name, annotation, param.default))
-    args_type = msgspec.defstruct(f"{fn.__name__}_args", fields, kw_only=True, forbid_unknown_fields=True)
-    _, components = msgspec.json.schema_components([args_type])
-    schema = dict(components[args_type.__name__])
-    schema.pop("title", None)
-    schema.setdefault("required", [])
-    schema["additionalProperties"] = False
     doc = inspect.getdoc(fn) or ""
+    built = args_schema(label, fields, parameter_docs(doc))
     return Tool(
-        name=name or fn.__name__,
-        description=description or doc.split("\n\n")[0].strip() or (name or fn.__name__),
-        parameters=schema,
+        name=label,
+        description=description or doc.split("\n\n")[0].strip() or label,
+        parameters=built.schema,
         function=fn,
         tool_class=tool_class,
         reaches_outside=reaches_outside,
-        _args_type=args_type,
+        _args_type=built.args_type,
         _context_param=context_param,
         _is_async=inspect.iscoroutinefunction(fn),
+        _models=built.models,
     )
 
 

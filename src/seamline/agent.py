@@ -1,0 +1,190 @@
+"""An agent: a provider, instructions and tools, set once and run many times.
+
+>>> import seamline
+>>> from seamline.testing import scripted
+>>> agent = seamline.Agent(provider=scripted([{"text": "hello"}]), instructions="Be brief.", store=None)
+>>> agent.run_sync("Say hello").text
+'hello'
+
+``run`` / ``run_sync`` / ``stream`` each run one turn on a new session; ``async with
+agent.session() as s`` keeps one session open for many turns (``s.run``, ``s.stream``),
+and closes it, and the provider's clients, on the way out. ``session(resume=ID)`` and
+``session(fork=ID)`` go on from a stored session with the instructions it was started
+with. The agent builds on :mod:`seamline.runner`: what it does, a call of
+:func:`seamline.run` does with the same options.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import tempfile
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from seamline.errors import InvalidRequest
+from seamline.events import Event
+from seamline.loop.observers import Observer
+from seamline.providers.base import Provider, ProviderSession
+from seamline.providers.settings import ProviderSettings
+from seamline.runner import RunResult, collect, make_provider, open_session
+from seamline.runner import stream as stream_turn
+from seamline.sandbox.probe import SandboxMode, open_sandbox
+from seamline.sandbox.runtime import Sandbox
+from seamline.sessions.store import StoreCore
+from seamline.stages.builder import AgentBuilder, AgentProfile
+from seamline.tools import workspace as workspace_room
+from seamline.tools.approval import Approval
+from seamline.tools.base import Tool, Toolset
+
+__all__ = ["Agent", "AgentSession"]
+
+
+class AgentSession:
+    """One open session of an :class:`Agent`, for several turns; made by
+    :meth:`Agent.session`. Each turn sees the turns before it."""
+
+    def __init__(self, session: ProviderSession, *, max_steps: int, budget_usd: float | None) -> None:
+        self._session = session
+        self._max_steps = max_steps
+        self._budget_usd = budget_usd
+
+    @property
+    def session_id(self) -> str:
+        """The session's id in the store (for ``resume=`` and ``fork=``)."""
+        return self._session.session_id
+
+    async def stream(self, prompt: str, *, max_steps: int | None = None) -> AsyncIterator[Event]:
+        """Run one turn on this session and yield its events as they happen."""
+        steps = self._max_steps if max_steps is None else max_steps
+        async for event in self._session.send(prompt, max_steps=steps, budget_usd=self._budget_usd):
+            yield event
+
+    async def run(self, prompt: str, *, max_steps: int | None = None) -> RunResult:
+        """Run one turn on this session and collect it."""
+        return await collect(self.stream(prompt, max_steps=max_steps))
+
+
+class Agent:
+    """A provider with instructions and tools, ready to run prompts.
+
+    ``provider`` is a provider's name (with ``model`` and string ``options``, as on the
+    CLI), typed settings such as :class:`~seamline.providers.settings.OpenAISettings`, or a
+    provider object. ``instructions`` are the system prompt; the store keeps them, so a
+    resumed or forked session has them too. ``tools`` are the only tools offered unless
+    ``workspace_tools=True`` adds the workspace's (read, write, shell) or ``sandbox`` asks
+    for them isolated (``"auto"``, ``"bwrap"``, ``"container"`` or an open sandbox; as with
+    ``seamline run --sandbox``, isolated write and shell tools need no ``yes``).
+    ``budget_usd`` caps each turn's cost; ``store`` is an open store, a path or a
+    ``postgresql://`` URL, or ``None`` for no record.
+    """
+
+    def __init__(
+        self,
+        *,
+        provider: str | ProviderSettings | Provider = "offline",
+        model: str | None = None,
+        options: dict[str, str] | None = None,
+        instructions: str | None = None,
+        tools: Sequence[Tool] | Toolset = (),
+        workspace: str | os.PathLike[str] = ".",
+        workspace_tools: bool = False,
+        sandbox: SandboxMode | Sandbox | None = None,
+        budget_usd: float | None = None,
+        store: StoreCore | str | os.PathLike[str] | None = None,
+        max_steps: int = 50,
+        observers: Sequence[Observer] = (),
+        approval: Approval | None = None,
+        yes: bool = False,
+        builder: AgentBuilder | None = None,
+        profile: AgentProfile | None = None,
+        allow: Sequence[str] | None = None,
+        on_notice: Callable[[str], None] | None = None,
+    ) -> None:
+        if max_steps < 1:
+            raise InvalidRequest("max_steps must be at least 1")
+        self.provider = provider
+        self.model = model
+        self.options = dict(options or {})
+        self.instructions = instructions
+        self.tools: tuple[Tool, ...] = tuple(tools)
+        self.workspace = Path(workspace)
+        self.workspace_tools = workspace_tools or sandbox is not None
+        self.sandbox = sandbox
+        self.budget_usd = budget_usd
+        self.store = store
+        self.max_steps = max_steps
+        self.observers = tuple(observers)
+        self.approval = approval
+        self.yes = yes
+        self.builder = builder
+        self.profile = profile
+        self.allow = tuple(allow) if allow is not None else None
+        self.on_notice = on_notice
+        self._backend().check_budget(budget_usd)  # a bad name, option or budget fails here
+
+    def _backend(self) -> Provider:
+        """The provider for one session: made anew from a name or settings, so its clients
+        belong to the event loop that runs the session (and close with it)."""
+        return make_provider(self.provider, model=self.model, options=self.options)
+
+    def _toolset(self) -> Toolset:
+        ws = workspace_room.Workspace(self.workspace)
+        if not self.workspace_tools:
+            return Toolset(self.tools, workspace=ws)
+        found = workspace_room.workspace_tools(ws, sandbox=self._sandbox(ws))
+        for extra in self.tools:
+            found.add(extra)
+        return found
+
+    def _sandbox(self, ws: workspace_room.Workspace) -> Sandbox | None:
+        if self.sandbox is None or isinstance(self.sandbox, Sandbox):
+            return self.sandbox
+        outputs = Path(tempfile.mkdtemp(prefix="seamline-outputs-"))
+        return open_sandbox(self.sandbox, workspace=ws.root, outputs=outputs)
+
+    def _common(self) -> dict[str, Any]:
+        sandbox = self.sandbox if isinstance(self.sandbox, str) else None
+        return {
+            "provider": self._backend(),
+            "workspace": self.workspace,
+            "store": self.store,
+            "tools": self._toolset(),
+            "yes": self.yes or self.sandbox is not None,  # isolated tools need no approval (as `run --sandbox`)
+            "approval": self.approval,
+            "observers": self.observers,
+            "budget_usd": self.budget_usd,
+            "builder": self.builder,
+            "profile": self.profile,
+            "allow": self.allow,
+            "on_notice": self.on_notice,
+            "run_options": {"sandbox": sandbox} if sandbox else None,
+        }
+
+    async def stream(self, prompt: str, *, max_steps: int | None = None) -> AsyncIterator[Event]:
+        """Run ``prompt`` as one turn on a new session and yield its events."""
+        async for event in stream_turn(
+            prompt,
+            max_steps=self.max_steps if max_steps is None else max_steps,
+            system_prompt=self.instructions,
+            **self._common(),
+        ):
+            yield event
+
+    async def run(self, prompt: str, *, max_steps: int | None = None) -> RunResult:
+        """Run ``prompt`` as one turn on a new session and collect it."""
+        return await collect(self.stream(prompt, max_steps=max_steps))
+
+    def run_sync(self, prompt: str, *, max_steps: int | None = None) -> RunResult:
+        """:meth:`run` for code without an event loop."""
+        return asyncio.run(self.run(prompt, max_steps=max_steps))
+
+    @asynccontextmanager
+    async def session(self, *, resume: str | None = None, fork: str | None = None) -> AsyncIterator[AgentSession]:
+        """A session for several turns: new, or going on from a stored one (``resume``) or
+        a copy of one (``fork``); both need a store and keep the stored instructions
+        unless this agent has its own."""
+        async with open_session(system_prompt=self.instructions, resume=resume, fork=fork, **self._common()) as opened:
+            yield AgentSession(opened, max_steps=self.max_steps, budget_usd=self.budget_usd)
