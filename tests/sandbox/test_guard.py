@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import pytest
@@ -25,7 +26,7 @@ def guard(tmp_path: Path) -> CommandGuard:
         "ls -la",
         "cat sub/../README.md",
         "python3 -c 'print(1)' > /workspace/x.txt",
-        "grep -rn foo . | head -5 > /tmp/x 2>/dev/null",
+        "grep -rn foo . | head -5 > /tmp/{fresh} 2>/dev/null",
         "cp /inputs/a.csv /outputs/scratch/a.csv",
         "sed -i s/a/b/ file.txt",
         "ls /usr/bin /etc/passwd /proc/cpuinfo /",
@@ -34,7 +35,9 @@ def guard(tmp_path: Path) -> CommandGuard:
     ],
 )
 def test_ordinary_commands_pass(guard: CommandGuard, command: str) -> None:
-    guard.check(command)
+    # A name under /tmp that no host file has: the guard refuses existing host temp paths,
+    # so a fixed name like /tmp/x failed whenever something on the machine had made it.
+    guard.check(command.replace("{fresh}", f"seamline-guard-{uuid.uuid4().hex}"))
 
 
 @pytest.mark.parametrize(
