@@ -6,7 +6,9 @@ teams sharing a store. :func:`open_store` picks one from a path or a ``postgresq
 
 Raw-log rows are buffered and written in one transaction at each usage figure (once per
 model call), and always before a turn's ``complete`` is handed to the caller; usage
-figures are written the moment they stream, so a crash keeps what was spent.
+figures are committed before they reach the caller, so a crash keeps what was spent. On
+SQLite those commits run on the store's writer thread (:mod:`seamline.sessions.writer`),
+shared by every run of the event loop: the loop never waits on SQLite.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from seamline.sessions.records import (
 from seamline.sessions.schema import SCHEMA_VERSION, Dialect, migration_sql
 from seamline.sessions.sqlite_file import APP_ID, connect, is_store_file, track
 from seamline.sessions.transcript import derive_transcript, parser_versions
+from seamline.sessions.writer import Batch, StoreWriter
 
 __all__ = [
     "STORE_ENV",
@@ -101,6 +104,7 @@ class StoreCore:
         self._next_seq: dict[str, int] = {}
         self._next_usage: dict[str, int] = {}
         self._group_commit: asyncio.Future[None] | None = None
+        self._group_waiters = 0  # runs waiting on the group commit being gathered
 
     # -- primitives (per database) ------------------------------------------------------
     def _execute(self, sql: str, params: Sequence[Any] = ()) -> None:
@@ -195,6 +199,7 @@ class StoreCore:
             loop = asyncio.get_running_loop()
             waiter = self._group_commit = loop.create_future()
             loop.call_soon(self._commit_group)
+        self._group_waiters += 1
         await asyncio.shield(waiter)
 
     def set_provider_session_id(self, session_id: str, provider_session_id: str) -> None:
@@ -419,6 +424,7 @@ class StoreCore:
 
     def _commit_group(self) -> None:
         waiter, self._group_commit = self._group_commit, None
+        self._group_waiters = 0
         try:
             self.flush()
         except InvalidRequest as exc:
@@ -605,12 +611,55 @@ class SessionStore(StoreCore):
         self._tracked = self.path != ":memory:"
         if self._tracked:
             track(self.path, +1)
+        self._writer: StoreWriter | None = None
         try:
             self._migrate()
             self.recover_interrupted()
+            if self._tracked:
+                self._writer = StoreWriter(self.path)
         except BaseException:
             self._release()
             raise
+
+    def _commit_group(self) -> None:
+        """Hand what this turn of the event loop queued to the writer thread; the waiters
+        resume once it is committed. A lone run with the writer idle commits here instead:
+        nothing else waits on the loop, and a hand-over to the thread costs more CPU than
+        the commit (see bench/README.md)."""
+        writer = self._writer
+        if writer is None or (self._group_waiters <= 1 and writer.idle()):
+            if writer is not None:
+                self._requeue_failed(writer)
+            super()._commit_group()
+            return
+        waiter, self._group_commit = self._group_commit, None
+        self._group_waiters = 0
+        self._requeue_failed(writer)
+        batch = Batch(self._pending_statements, self._pending, self._pending_usage)
+        self._pending_statements, self._pending, self._pending_usage = [], [], []
+        if waiter is not None:
+            batch.loop, batch.future = waiter.get_loop(), waiter
+        try:
+            writer.submit(batch)
+        except InvalidRequest as exc:
+            if waiter is not None and not waiter.done():
+                waiter.set_exception(exc)
+
+    def _requeue_failed(self, writer: StoreWriter) -> None:
+        """Rows of batches the writer could not commit go first into the next write."""
+        failed = writer.take_failed()
+        if failed:
+            self._pending_statements[:0] = [s for b in failed for s in b.statements]
+            self._pending[:0] = [r for b in failed for r in b.rows]
+            self._pending_usage[:0] = [u for b in failed for u in b.usage]
+
+    def flush(self) -> None:
+        """Wait for the writer thread, then write what is still queued, here and now."""
+        writer = self._writer
+        if writer is not None:
+            writer.wait_idle()
+            self._requeue_failed(writer)
+        super().flush()
 
     def _run(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
         try:
@@ -658,6 +707,9 @@ class SessionStore(StoreCore):
             self._release()
 
     def _release(self) -> None:
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            writer.close()
         self._conn.close()
         if self._tracked:
             self._tracked = False
