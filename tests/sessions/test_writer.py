@@ -150,3 +150,23 @@ def test_every_usage_is_on_disk_before_the_caller_sees_it(tmp_path: Path, runs: 
     assert lags == [0] * (4 * runs)
     store.close()
     observer.close()
+
+
+def test_a_run_cancelled_during_a_group_commit_leaves_the_others_and_its_figure(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path / "s.db")
+    for sid in ("a", "b"):
+        store.create_session(sid, provider="p", model=None)
+
+    async def go() -> tuple[bool, object]:
+        first = asyncio.create_task(store.record_usage_grouped("a", 1, Usage(input_tokens=7)))
+        second = asyncio.create_task(store.record_usage_grouped("b", 1, Usage(input_tokens=8)))
+        await asyncio.sleep(0)  # both wait on one group commit now
+        first.cancel()
+        done = await asyncio.gather(first, second, return_exceptions=True)
+        return isinstance(done[0], asyncio.CancelledError), done[1]
+
+    cancelled, other = asyncio.run(go())
+    assert cancelled and other is None
+    assert [u.input_tokens for u in store.usage_rows("a")] == [7]  # its figure was written all the same
+    assert [u.input_tokens for u in store.usage_rows("b")] == [8]
+    store.close()

@@ -91,6 +91,15 @@ def open_store(location: str | os.PathLike[str] | None = None, *, read_only: boo
     return SessionStore(where, create_folder=location is None)
 
 
+class _SharedCommit(asyncio.Future[None]):
+    """The future every run of one group commit awaits. A cancelled run must not cancel it
+    for the others (nor lose the commit): cancelling a task that awaits it takes effect
+    once the commit is written, which costs no per-waiter future as ``asyncio.shield`` did."""
+
+    def cancel(self, msg: Any = None) -> bool:
+        return False
+
+
 class StoreCore:
     """The store's logic over a small set of SQL primitives; subclasses bring a database."""
 
@@ -197,10 +206,10 @@ class StoreCore:
         waiter = self._group_commit
         if waiter is None:
             loop = asyncio.get_running_loop()
-            waiter = self._group_commit = loop.create_future()
+            waiter = self._group_commit = _SharedCommit(loop=loop)
             loop.call_soon(self._commit_group)
         self._group_waiters += 1
-        await asyncio.shield(waiter)
+        await waiter
 
     def set_provider_session_id(self, session_id: str, provider_session_id: str) -> None:
         self._execute(
