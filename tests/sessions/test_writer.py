@@ -25,14 +25,13 @@ def lookup(key: str) -> str:
 
 
 def _writer(store: SessionStore) -> StoreWriter:
-    writer = store._writer
-    assert writer is not None
-    return writer
+    return store._start_writer()
 
 
 def test_concurrent_runs_commit_on_the_writer_thread(tmp_path: Path) -> None:
     store = SessionStore(tmp_path / "s.db")
     observer = SessionStore(tmp_path / "s.db")
+    assert store._writer is None  # no thread nor second connection until runs share a commit
     writer = _writer(store)
     on_loop: list[str] = []
     writer_threads: set[int] = set()
@@ -114,14 +113,29 @@ def test_a_failed_writer_commit_fails_its_waiters_and_keeps_the_rows(tmp_path: P
 
 def test_an_in_memory_store_has_no_writer() -> None:
     store = SessionStore(":memory:")
-    assert store._writer is None
-    store.create_session("a", provider="p", model=None)
+    for sid in ("a", "b"):
+        store.create_session(sid, provider="p", model=None)
 
     async def go() -> None:
-        await store.record_usage_grouped("a", 1, Usage(input_tokens=1))
+        await asyncio.gather(*(store.record_usage_grouped(sid, 1, Usage(input_tokens=1)) for sid in ("a", "b")))
 
     asyncio.run(go())
+    assert store._writer is None
     assert [u.input_tokens for u in store.usage_rows("a")] == [1]
+    store.close()
+
+
+def test_a_lone_run_never_starts_the_writer(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path / "s.db")
+
+    async def go() -> None:
+        script = [{"text": "one", "usage": {"input_tokens": 1}}]
+        session = await scripted(script).open(store=store)
+        [e async for e in session.send("go")]
+
+    asyncio.run(go())
+    assert store._writer is None
+    assert len(store.list_sessions()) == 1
     store.close()
 
 

@@ -620,12 +620,10 @@ class SessionStore(StoreCore):
         self._tracked = self.path != ":memory:"
         if self._tracked:
             track(self.path, +1)
-        self._writer: StoreWriter | None = None
+        self._writer: StoreWriter | None = None  # started by the first group of several runs
         try:
             self._migrate()
             self.recover_interrupted()
-            if self._tracked:
-                self._writer = StoreWriter(self.path)
         except BaseException:
             self._release()
             raise
@@ -634,13 +632,20 @@ class SessionStore(StoreCore):
         """Hand what this turn of the event loop queued to the writer thread; the waiters
         resume once it is committed. A lone run with the writer idle commits here instead:
         nothing else waits on the loop, and a hand-over to the thread costs more CPU than
-        the commit (see bench/README.md)."""
+        the commit (see bench/README.md). A store used by one run at a time never starts
+        the thread nor opens its second connection."""
         writer = self._writer
-        if writer is None or (self._group_waiters <= 1 and writer.idle()):
-            if writer is not None:
-                self._requeue_failed(writer)
-            super()._commit_group()
-            return
+        if writer is None or writer.idle():
+            if self._group_waiters <= 1 or not self._tracked:
+                if writer is not None:
+                    self._requeue_failed(writer)
+                super()._commit_group()
+                return
+            try:
+                writer = self._start_writer()
+            except InvalidRequest:
+                super()._commit_group()  # commits here, or fails its waiters with the cause
+                return
         waiter, self._group_commit = self._group_commit, None
         self._group_waiters = 0
         self._requeue_failed(writer)
@@ -653,6 +658,11 @@ class SessionStore(StoreCore):
         except InvalidRequest as exc:
             if waiter is not None and not waiter.done():
                 waiter.set_exception(exc)
+
+    def _start_writer(self) -> StoreWriter:
+        if self._writer is None:
+            self._writer = StoreWriter(self.path)
+        return self._writer
 
     def _requeue_failed(self, writer: StoreWriter) -> None:
         """Rows of batches the writer could not commit go first into the next write."""
