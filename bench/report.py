@@ -20,10 +20,11 @@ HERE = Path(__file__).resolve().parent
 README = HERE / "README.md"
 START = "<!-- bench-table:start -->"
 END = "<!-- bench-table:end -->"
-COLUMNS = ("floor", "seamline", "pydantic_ai", "openai_agents", "langgraph", "smolagents")
+COLUMNS = ("floor", "seamline", "seamline_nostore", "pydantic_ai", "openai_agents", "langgraph", "smolagents")
 LABELS = {
     "floor": "floor",
     "seamline": "**seamline**",
+    "seamline_nostore": "seamline, store off",
     "pydantic_ai": "pydantic-ai",
     "openai_agents": "openai-agents",
     "langgraph": "langgraph",

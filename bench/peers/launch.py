@@ -22,11 +22,12 @@ RUN_PEER = BENCH / "peers" / "run_peer.py"
 PEER_PYTHON = BENCH / ".venv" / "bin" / "python"
 RESULT_MARK = "BENCH-RESULT "
 
-OURS = ("floor", "seamline")
+OURS = ("floor", "seamline", "seamline_nostore")
 PEERS = ("pydantic_ai", "openai_agents", "langgraph", "smolagents")
 LABELS = {
     "floor": "floor (bare asyncio)",
     "seamline": "seamline",
+    "seamline_nostore": "seamline (store off)",
     "pydantic_ai": "pydantic-ai",
     "openai_agents": "openai-agents",
     "langgraph": "langgraph",
@@ -36,6 +37,7 @@ LABELS = {
 IMPORTS = {
     "floor": "asyncio",
     "seamline": "seamline",
+    "seamline_nostore": "seamline",
     "pydantic_ai": "pydantic_ai",
     "openai_agents": "agents",
     "langgraph": "langgraph.prebuilt",

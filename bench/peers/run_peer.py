@@ -26,7 +26,7 @@ sys.path.insert(0, str(HERE))
 import harness  # noqa: E402
 
 RESULT_MARK = "BENCH-RESULT "
-TARGETS = ("floor", "seamline", "pydantic_ai", "openai_agents", "langgraph", "smolagents")
+TARGETS = ("floor", "seamline", "seamline_nostore", "pydantic_ai", "openai_agents", "langgraph", "smolagents")
 
 
 def load_target(name: str) -> ModuleType:

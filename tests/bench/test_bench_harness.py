@@ -69,7 +69,7 @@ def test_w1_fails_on_a_target_that_does_less_than_the_script() -> None:
         harness.w1(lazy, runs=2, reps=1)
 
 
-@pytest.mark.parametrize("target", ["floor", "seamline"])
+@pytest.mark.parametrize("target", ["floor", "seamline", "seamline_nostore"])
 def test_run_peer_measures_and_checks_floor_and_seamline(target: str) -> None:
     w1 = launch.run_target(target, "w1", options=["--runs", "3", "--reps", "1"], timeout=120)
     assert w1["status"] == "ok", w1
@@ -125,5 +125,5 @@ def test_update_readme_replaces_only_the_marked_block(tmp_path: Path) -> None:
 def test_quick_mode_without_the_peer_environment_says_so(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(launch, "PEER_PYTHON", tmp_path / "missing" / "python")
     targets, note = launch.targets()
-    assert targets == ["floor", "seamline"]
+    assert targets == ["floor", "seamline", "seamline_nostore"]
     assert note is not None and "bench/setup-peers.sh" in note

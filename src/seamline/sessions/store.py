@@ -6,7 +6,9 @@ teams sharing a store. :func:`open_store` picks one from a path or a ``postgresq
 
 Raw-log rows are buffered and written in one transaction at each usage figure (once per
 model call), and always before a turn's ``complete`` is handed to the caller; usage
-figures are written the moment they stream, so a crash keeps what was spent.
+figures are committed before they reach the caller, so a crash keeps what was spent. On
+SQLite those commits run on the store's writer thread (:mod:`seamline.sessions.writer`),
+shared by every run of the event loop: the loop never waits on SQLite.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from seamline.sessions.records import (
 from seamline.sessions.schema import SCHEMA_VERSION, Dialect, migration_sql
 from seamline.sessions.sqlite_file import APP_ID, connect, is_store_file, track
 from seamline.sessions.transcript import derive_transcript, parser_versions
+from seamline.sessions.writer import Batch, StoreWriter
 
 __all__ = [
     "STORE_ENV",
@@ -88,6 +91,15 @@ def open_store(location: str | os.PathLike[str] | None = None, *, read_only: boo
     return SessionStore(where, create_folder=location is None)
 
 
+class _SharedCommit(asyncio.Future[None]):
+    """The future every run of one group commit awaits. A cancelled run must not cancel it
+    for the others (nor lose the commit): cancelling a task that awaits it takes effect
+    once the commit is written, which costs no per-waiter future as ``asyncio.shield`` did."""
+
+    def cancel(self, msg: Any = None) -> bool:
+        return False
+
+
 class StoreCore:
     """The store's logic over a small set of SQL primitives; subclasses bring a database."""
 
@@ -101,6 +113,7 @@ class StoreCore:
         self._next_seq: dict[str, int] = {}
         self._next_usage: dict[str, int] = {}
         self._group_commit: asyncio.Future[None] | None = None
+        self._group_waiters = 0  # runs waiting on the group commit being gathered
 
     # -- primitives (per database) ------------------------------------------------------
     def _execute(self, sql: str, params: Sequence[Any] = ()) -> None:
@@ -193,9 +206,10 @@ class StoreCore:
         waiter = self._group_commit
         if waiter is None:
             loop = asyncio.get_running_loop()
-            waiter = self._group_commit = loop.create_future()
+            waiter = self._group_commit = _SharedCommit(loop=loop)
             loop.call_soon(self._commit_group)
-        await asyncio.shield(waiter)
+        self._group_waiters += 1
+        await waiter
 
     def set_provider_session_id(self, session_id: str, provider_session_id: str) -> None:
         self._execute(
@@ -419,6 +433,7 @@ class StoreCore:
 
     def _commit_group(self) -> None:
         waiter, self._group_commit = self._group_commit, None
+        self._group_waiters = 0
         try:
             self.flush()
         except InvalidRequest as exc:
@@ -605,12 +620,65 @@ class SessionStore(StoreCore):
         self._tracked = self.path != ":memory:"
         if self._tracked:
             track(self.path, +1)
+        self._writer: StoreWriter | None = None  # started by the first group of several runs
         try:
             self._migrate()
             self.recover_interrupted()
         except BaseException:
             self._release()
             raise
+
+    def _commit_group(self) -> None:
+        """Hand what this turn of the event loop queued to the writer thread; the waiters
+        resume once it is committed. A lone run with the writer idle commits here instead:
+        nothing else waits on the loop, and a hand-over to the thread costs more CPU than
+        the commit (see bench/README.md). A store used by one run at a time never starts
+        the thread nor opens its second connection."""
+        writer = self._writer
+        if writer is None or writer.idle():
+            if self._group_waiters <= 1 or not self._tracked:
+                if writer is not None:
+                    self._requeue_failed(writer)
+                super()._commit_group()
+                return
+            try:
+                writer = self._start_writer()
+            except InvalidRequest:
+                super()._commit_group()  # commits here, or fails its waiters with the cause
+                return
+        waiter, self._group_commit = self._group_commit, None
+        self._group_waiters = 0
+        self._requeue_failed(writer)
+        batch = Batch(self._pending_statements, self._pending, self._pending_usage)
+        self._pending_statements, self._pending, self._pending_usage = [], [], []
+        if waiter is not None:
+            batch.loop, batch.future = waiter.get_loop(), waiter
+        try:
+            writer.submit(batch)
+        except InvalidRequest as exc:
+            if waiter is not None and not waiter.done():
+                waiter.set_exception(exc)
+
+    def _start_writer(self) -> StoreWriter:
+        if self._writer is None:
+            self._writer = StoreWriter(self.path)
+        return self._writer
+
+    def _requeue_failed(self, writer: StoreWriter) -> None:
+        """Rows of batches the writer could not commit go first into the next write."""
+        failed = writer.take_failed()
+        if failed:
+            self._pending_statements[:0] = [s for b in failed for s in b.statements]
+            self._pending[:0] = [r for b in failed for r in b.rows]
+            self._pending_usage[:0] = [u for b in failed for u in b.usage]
+
+    def flush(self) -> None:
+        """Wait for the writer thread, then write what is still queued, here and now."""
+        writer = self._writer
+        if writer is not None:
+            writer.wait_idle()
+            self._requeue_failed(writer)
+        super().flush()
 
     def _run(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
         try:
@@ -658,6 +726,9 @@ class SessionStore(StoreCore):
             self._release()
 
     def _release(self) -> None:
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            writer.close()
         self._conn.close()
         if self._tracked:
             self._tracked = False

@@ -1,0 +1,173 @@
+"""The SQLite store's writer: a thread with its own connection that commits what the event
+loop queues, so the loop never waits on SQLite.
+
+The loop hands over one batch per turn of the event loop (everything its runs queued in
+it) with a future; the writer takes every batch waiting when it is free and commits them
+in one transaction, then settles their futures on their loop. Commits are
+``synchronous = NORMAL`` in WAL mode: a commit survives the process being killed, which
+is what "a crash keeps what was spent" asks. The statements are the same few strings
+every time, so the connection's statement cache keeps them prepared.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import sqlite3
+import threading
+from collections.abc import Sequence
+from typing import Any, Final
+
+from seamline.errors import InvalidRequest
+from seamline.sessions.sqlite_file import connect
+
+__all__ = ["Batch", "StoreWriter"]
+
+RAW_INSERT: Final = (
+    "INSERT INTO raw_log (session_id, seq, turn, direction, source, payload, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+USAGE_INSERT: Final = (
+    "INSERT INTO usage_ledger (session_id, n, turn, input_tokens, output_tokens, cache_read_tokens,"
+    " cache_write_tokens, cost_usd, priced, model, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+
+class Batch:
+    """What one turn of the event loop queued: statements, raw rows and usage figures."""
+
+    __slots__ = ("future", "loop", "rows", "statements", "usage")
+
+    def __init__(
+        self,
+        statements: list[tuple[str, tuple[Any, ...]]],
+        rows: list[tuple[Any, ...]],
+        usage: list[tuple[Any, ...]],
+        *,
+        loop: asyncio.AbstractEventLoop | None = None,
+        future: asyncio.Future[None] | None = None,
+    ) -> None:
+        self.statements = statements
+        self.rows = rows
+        self.usage = usage
+        self.loop = loop
+        self.future = future
+
+
+class StoreWriter:
+    """One thread, one connection to the store file; :meth:`submit` never blocks."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._conn = connect(path, create_folder=False)
+        self._inbox: queue.SimpleQueue[Batch | None] = queue.SimpleQueue()
+        self._idle = threading.Condition()
+        self._handed = 0  # batches handed over (only the submitting threads count them)
+        self._done = 0  # batches committed or failed (only the writer counts them)
+        self._failed: list[Batch] = []  # their rows go first into the next write
+        self._stopped = False
+        self.commits = 0
+        self._thread = threading.Thread(target=self._serve, name="seamline-store-writer", daemon=True)
+        self._thread.start()
+
+    def submit(self, batch: Batch) -> None:
+        if self._stopped:
+            raise InvalidRequest(f"the store {self.path} is closed")
+        self._handed += 1
+        self._inbox.put(batch)
+
+    def take_failed(self) -> list[Batch]:
+        """Batches whose commit failed, oldest first; the caller writes their rows again."""
+        with self._idle:
+            failed, self._failed = self._failed, []
+        return failed
+
+    def idle(self) -> bool:
+        """Whether every batch handed over is committed (or has failed)."""
+        return self._done == self._handed
+
+    def wait_idle(self) -> None:
+        """Block until every batch handed over is committed (or has failed)."""
+        if self._done == self._handed:
+            return
+        with self._idle:
+            while self._done != self._handed:
+                self._idle.wait()
+
+    def close(self) -> None:
+        if not self._stopped:
+            self._stopped = True
+            self._inbox.put(None)
+            self._thread.join()
+            self._conn.close()
+
+    # -- the thread ---------------------------------------------------------------------------
+    def _serve(self) -> None:
+        inbox = self._inbox
+        while True:
+            first = inbox.get()
+            if first is None:
+                return
+            batches = [first]
+            stop = False
+            while not inbox.empty():
+                more = inbox.get_nowait()
+                if more is None:
+                    stop = True
+                    break
+                batches.append(more)
+            error = self._commit(batches)
+            if error is not None:
+                with self._idle:
+                    self._failed.extend(batches)
+            self._settle(batches, error)
+            with self._idle:
+                self._done += len(batches)
+                self._idle.notify_all()
+            if stop:
+                return
+
+    def _commit(self, batches: Sequence[Batch]) -> InvalidRequest | None:
+        conn = self._conn
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                for batch in batches:  # new session records before the rows that point at them
+                    for sql, params in batch.statements:
+                        if sql.startswith("INSERT"):
+                            conn.execute(sql, params)
+                rows = [r for b in batches for r in b.rows]
+                if rows:
+                    conn.executemany(RAW_INSERT, rows)
+                usage = [u for b in batches for u in b.usage]
+                if usage:
+                    conn.executemany(USAGE_INSERT, usage)
+                for batch in batches:  # status updates after them
+                    for sql, params in batch.statements:
+                        if not sql.startswith("INSERT"):
+                            conn.execute(sql, params)
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            return InvalidRequest(f"cannot write the store {self.path}: {exc}")
+        self.commits += 1
+        return None
+
+    @staticmethod
+    def _settle(batches: Sequence[Batch], error: InvalidRequest | None) -> None:
+        for batch in batches:
+            if batch.loop is not None and batch.future is not None:
+                try:
+                    batch.loop.call_soon_threadsafe(_resolve, batch.future, error)
+                except RuntimeError:  # the loop is closed: nobody waits any more
+                    pass
+
+
+def _resolve(future: asyncio.Future[None], error: InvalidRequest | None) -> None:
+    if future.done():
+        return
+    if error is None:
+        future.set_result(None)
+    else:
+        future.set_exception(error)

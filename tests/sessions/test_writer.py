@@ -1,0 +1,186 @@
+"""The SQLite store's writer thread: concurrent runs' commits leave the event loop, are
+batched, are on disk before a caller sees them, and a failed commit loses nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+from pathlib import Path
+
+import pytest
+
+from seamline.errors import InvalidRequest
+from seamline.events import Usage
+from seamline.sessions.store import SessionStore
+from seamline.sessions.writer import StoreWriter
+from seamline.testing import scripted
+from seamline.tools import Toolset, tool
+
+
+@tool
+def lookup(key: str) -> str:
+    """Look a key up."""
+    return key
+
+
+def _writer(store: SessionStore) -> StoreWriter:
+    return store._start_writer()
+
+
+def test_concurrent_runs_commit_on_the_writer_thread(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path / "s.db")
+    observer = SessionStore(tmp_path / "s.db")
+    assert store._writer is None  # no thread nor second connection until runs share a commit
+    writer = _writer(store)
+    on_loop: list[str] = []
+    writer_threads: set[int] = set()
+    store._conn.set_trace_callback(on_loop.append)
+    writer._conn.set_trace_callback(lambda sql: writer_threads.add(threading.get_ident()))
+    seen_on_disk: list[int] = []
+
+    async def one(i: int) -> None:
+        script = [{"text": f"r{i}", "usage": {"input_tokens": 1, "output_tokens": 1, "cost_usd": 0.001}}]
+        session = await scripted(script).open(store=store)
+        async for event in session.send("go"):
+            if isinstance(event, Usage):
+                seen_on_disk.append(len(observer.usage_rows(session.session_id)))
+
+    async def go() -> int:
+        await asyncio.gather(*(one(i) for i in range(40)))
+        return threading.get_ident()
+
+    loop_thread = asyncio.run(go())
+    store._conn.set_trace_callback(None)
+    assert seen_on_disk == [1] * 40  # each figure committed before its caller saw it
+    assert not [sql for sql in on_loop if sql.startswith(("INSERT", "UPDATE", "COMMIT"))], on_loop
+    assert writer_threads and loop_thread not in writer_threads
+    # 40 session records, 40 usage figures and 40 turn ends: far fewer commits than writes
+    assert 3 <= writer.commits <= 12, writer.commits
+    sessions = observer.list_sessions(limit=100)
+    assert len(sessions) == 40 and all(s.status == "completed" for s in sessions)
+    store.close()
+    observer.close()
+
+
+def test_close_writes_what_is_queued(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path / "s.db")
+    observer = SessionStore(tmp_path / "s.db")
+    for sid in ("a", "b"):
+        store.create_session(sid, provider="p", model=None)
+
+    async def go() -> None:
+        await asyncio.gather(*(store.record_usage_grouped(sid, 1, Usage(input_tokens=3)) for sid in ("a", "b")))
+        store.append_raw("a", 1, "out", "event", '"late"')  # queued, never awaited
+
+    asyncio.run(go())
+    assert _writer(store).commits >= 1
+    store.close()
+    assert [r.payload for r in observer.raw_rows("a")] == ['"late"']
+    assert [u.input_tokens for u in observer.usage_rows("b")] == [3]
+    observer.close()
+
+
+def test_a_failed_writer_commit_fails_its_waiters_and_keeps_the_rows(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path / "s.db")
+    for sid in ("a", "b"):
+        store.create_session(sid, provider="p", model=None)
+    writer = _writer(store)
+    writer._conn.execute("PRAGMA busy_timeout = 50")
+    blocker = sqlite3.connect(tmp_path / "s.db", timeout=0)
+    blocker.execute("BEGIN EXCLUSIVE")
+
+    async def go() -> list[object]:
+        return list(
+            await asyncio.gather(
+                *(store.record_usage_grouped(sid, 1, Usage(input_tokens=5)) for sid in ("a", "b")),
+                return_exceptions=True,
+            )
+        )
+
+    try:
+        results = asyncio.run(go())
+    finally:
+        blocker.rollback()
+        blocker.close()
+    assert len(results) == 2 and all(isinstance(r, InvalidRequest) for r in results), results
+    assert "cannot write the store" in str(results[0])
+    store.flush()  # a later write carries the failed batch
+    assert [u.input_tokens for u in store.usage_rows("a")] == [5]
+    assert [u.input_tokens for u in store.usage_rows("b")] == [5]
+    store.close()
+
+
+def test_an_in_memory_store_has_no_writer() -> None:
+    store = SessionStore(":memory:")
+    for sid in ("a", "b"):
+        store.create_session(sid, provider="p", model=None)
+
+    async def go() -> None:
+        await asyncio.gather(*(store.record_usage_grouped(sid, 1, Usage(input_tokens=1)) for sid in ("a", "b")))
+
+    asyncio.run(go())
+    assert store._writer is None
+    assert [u.input_tokens for u in store.usage_rows("a")] == [1]
+    store.close()
+
+
+def test_a_lone_run_never_starts_the_writer(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path / "s.db")
+
+    async def go() -> None:
+        script = [{"text": "one", "usage": {"input_tokens": 1}}]
+        session = await scripted(script).open(store=store)
+        [e async for e in session.send("go")]
+
+    asyncio.run(go())
+    assert store._writer is None
+    assert len(store.list_sessions()) == 1
+    store.close()
+
+
+@pytest.mark.parametrize("runs", [1, 30])
+def test_every_usage_is_on_disk_before_the_caller_sees_it(tmp_path: Path, runs: int) -> None:
+    """Lone runs commit on the loop, concurrent ones on the writer: the promise is the same."""
+    store = SessionStore(tmp_path / "s.db")
+    observer = SessionStore(tmp_path / "s.db")
+    script = [
+        {"tool_calls": [{"name": "lookup", "arguments": {"key": "k"}}], "usage": {"input_tokens": n}}
+        for n in range(1, 4)
+    ] + [{"text": "done", "usage": {"input_tokens": 4}}]
+    lags: list[int] = []
+
+    async def one() -> None:
+        session = await scripted(script).open(store=store, tools=Toolset([lookup]))
+        async for event in session.send("go"):
+            if isinstance(event, Usage):
+                on_disk = [u.input_tokens for u in observer.usage_rows(session.session_id)]
+                lags.append(event.input_tokens - (on_disk[-1] if on_disk else 0))
+
+    async def go() -> None:
+        await asyncio.gather(*(one() for _ in range(runs)))
+
+    asyncio.run(go())
+    assert lags == [0] * (4 * runs)
+    store.close()
+    observer.close()
+
+
+def test_a_run_cancelled_during_a_group_commit_leaves_the_others_and_its_figure(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path / "s.db")
+    for sid in ("a", "b"):
+        store.create_session(sid, provider="p", model=None)
+
+    async def go() -> tuple[bool, object]:
+        first = asyncio.create_task(store.record_usage_grouped("a", 1, Usage(input_tokens=7)))
+        second = asyncio.create_task(store.record_usage_grouped("b", 1, Usage(input_tokens=8)))
+        await asyncio.sleep(0)  # both wait on one group commit now
+        first.cancel()
+        done = await asyncio.gather(first, second, return_exceptions=True)
+        return isinstance(done[0], asyncio.CancelledError), done[1]
+
+    cancelled, other = asyncio.run(go())
+    assert cancelled and other is None
+    assert [u.input_tokens for u in store.usage_rows("a")] == [7]  # its figure was written all the same
+    assert [u.input_tokens for u in store.usage_rows("b")] == [8]
+    store.close()
