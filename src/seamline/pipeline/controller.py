@@ -35,6 +35,7 @@ from typing import Any, Final
 
 import msgspec
 
+from seamline._version import __version__
 from seamline.errors import SeamlineError
 from seamline.events import Complete, Error, Event, Raw, ReasoningDelta, TextDelta, ToolCall, ToolResult, Usage
 from seamline.pipeline.agents import AgentKey, Agents, prompt_hash
@@ -169,7 +170,7 @@ class PipelineController:
             "config_hash": config_hash(self.config),
             "providers": providers,
             "roles": {name: role.identity() for name, role in self.roles.items()},
-            "seamline_version": _version(),
+            "seamline_version": __version__,
         }
         w = self.writer
         w.append("header", header, {"run_id": self.run_id})
@@ -506,9 +507,3 @@ class PipelineController:
         for item in self._usage_by_role.values():
             total.merge(item)
         return total
-
-
-def _version() -> str:
-    from seamline import __version__
-
-    return __version__
