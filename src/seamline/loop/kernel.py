@@ -188,9 +188,8 @@ class _Turn:
                             answer.deltas.append(event.text)
                             if obs.delta:
                                 await notify(obs.delta, "on_delta", ctx, event)
-                        elif type(event) is ReasoningDelta:
-                            if obs.delta:
-                                await notify(obs.delta, "on_delta", ctx, event)
+                        elif type(event) is ReasoningDelta and obs.delta:
+                            await notify(obs.delta, "on_delta", ctx, event)
                         elif (taken := self._take(event, answer)) is None:
                             continue
                         else:
@@ -215,9 +214,7 @@ class _Turn:
                     yield verdict  # an observer's replacement text
                 message = self._accept(answer)
                 if answer.calls:
-                    async for event in run_tools(
-                        answer.calls, self.tools, self.gate, obs, ctx, self.messages, self.tool_stages
-                    ):
+                    async for event in self._tool_calls(answer.calls):
                         yield event
                     continue
                 ending = await self._turn_end(message)
@@ -303,6 +300,9 @@ class _Turn:
         self.messages.append(message)
         self.text = message.content
         return message
+
+    def _tool_calls(self, calls: list[ToolCall]) -> AsyncIterator[Event]:
+        return run_tools(calls, self.tools, self.gate, self.obs, self.ctx, self.messages, self.tool_stages)
 
     async def _turn_end(self, message: Message) -> Complete | _Next:
         """The model asked for no tool: the turn ends, unless an ``on_turn_end`` observer
