@@ -174,13 +174,14 @@ class _Turn:
         self._prepare()
         obs, ctx, aborted = self.obs, self.ctx, self.aborted
         try:
-            if obs.start:
-                await notify(obs.start, "on_loop_start", ctx)
+            await self._start()
             while True:
-                request = await self._next_request()
+                request = self._next_request()
                 if isinstance(request, Complete):
                     yield await self._end(request)
                     return
+                if obs.attempt:
+                    await notify(obs.attempt, "on_model_attempt", ctx, self.steps, None)
                 answer = _Answer()
                 try:
                     async for event in self.step(request):
@@ -204,7 +205,7 @@ class _Turn:
                     return
                 if answer.deltas:
                     yield answer.close_text()
-                verdict = await self._review(answer)
+                verdict = await self._respond(answer) if obs.response else self._review(answer)
                 if verdict is _Next.AGAIN:
                     continue
                 if isinstance(verdict, Complete):
@@ -229,7 +230,11 @@ class _Turn:
                 await notify(obs.cancelled, "on_loop_cancelled", ctx)
             raise
 
-    async def _next_request(self) -> ModelRequest | Complete:
+    async def _start(self) -> None:
+        if self.obs.start:
+            await notify(self.obs.start, "on_loop_start", self.ctx)
+
+    def _next_request(self) -> ModelRequest | Complete:
         """The next model call, or the ``complete`` that comes first (aborted, out of steps)."""
         if self.aborted():
             return Complete(outcome="aborted", stop_reason="aborted", text=self.text)
@@ -238,7 +243,7 @@ class _Turn:
         self.steps += 1
         ctx = self.ctx
         ctx.step = self.steps
-        request = ModelRequest(
+        return ModelRequest(
             messages=self.messages,
             tools=self.specs,
             model=self.model,
@@ -247,9 +252,6 @@ class _Turn:
             step=self.steps,
             params=self.cfg.params,
         )
-        if self.obs.attempt:
-            await notify(self.obs.attempt, "on_model_attempt", ctx, self.steps, None)
-        return request
 
     def _take(self, event: Event, answer: _Answer) -> Event | None:
         """Note an event of the model call (other than a delta); ``None`` drops it."""
@@ -269,19 +271,25 @@ class _Turn:
             await notify(self.obs.attempt, "on_model_attempt", self.ctx, self.steps, exc)
         return Complete(outcome="failed", stop_reason=exc.kind, text=self.text)
 
-    async def _review(self, answer: _Answer) -> Complete | Text | _Next | None:
-        """The model call is over: stop if aborted, else ``on_response`` observers may stop
-        the turn, ask again, or replace the text (the replacement is returned)."""
+    def _review(self, answer: _Answer) -> Complete | None:
+        """The model call is over: its message, unless the turn was aborted meanwhile."""
         if self.aborted():
             return Complete(outcome="aborted", stop_reason="aborted", text=self.text)
-        message = answer.message = Message(
+        answer.message = Message(
             role="assistant",
             content="".join(answer.texts),
             tool_calls=answer.calls,
             reasoning="".join(answer.reasoning),
         )
-        if not self.obs.response:
-            return None
+        return None
+
+    async def _respond(self, answer: _Answer) -> Complete | Text | _Next | None:
+        """As :meth:`_review`, then ``on_response`` observers may stop the turn, ask again, or
+        replace the text (the replacement is returned)."""
+        aborted = self._review(answer)
+        message = answer.message
+        if aborted is not None or message is None:
+            return aborted
         iv = await notify(self.obs.response, "on_response", self.ctx, message)
         if iv is None:
             return None

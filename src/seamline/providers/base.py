@@ -6,7 +6,7 @@ verbs (``preflight``, ``open``, ``resume``, ``fork``, ``ProviderSession.send``, 
 emit events and keep the settle invariants; a subclass implements only the ``_`` hooks
 and declares its capabilities as class attributes.
 
-Settle invariants, enforced here whatever a hook does:
+Settle invariants, enforced by ``send`` (with :mod:`seamline.providers.settle`) whatever a hook does:
 
 - every turn starts with a ``session`` event and ends with exactly one ``complete``;
 - nothing is emitted after ``complete``;
@@ -495,9 +495,15 @@ class ProviderSession:
                 if isinstance(event, Complete):
                     settler.final = event
                     break
-                for out in await settler.take(event):
-                    yield out
-                if type(event) is Usage and (over := settler.over_budget()) is not None:
+                if type(event) is not Usage:
+                    if (out := settler.take(event)) is not None:
+                        yield out
+                    continue
+                if (usage := settler.count(event)) is None:
+                    continue  # a usage figure already counted
+                await log.record_usage(usage)
+                yield usage
+                if (over := settler.over_budget()) is not None:
                     yield over
                     break
         except SeamlineError as exc:
@@ -510,8 +516,8 @@ class ProviderSession:
             raise
         finally:
             await _close_quietly(source)
-        for out in settler.unfinished():
-            yield out
+        if (missing := settler.unfinished()) is not None:
+            yield missing
         async for out in settler.finish():
             yield out
 

@@ -132,20 +132,18 @@ class TurnSettler:
         self.log.record(first)
         return first
 
-    async def take(self, event: Event) -> tuple[Event, ...]:
-        """What the consumer sees of an event the provider sent (not a delta, not the end)."""
+    def take(self, event: Event) -> Event | None:
+        """What the consumer sees of an event the provider sent (not a delta, usage or the end)."""
         if isinstance(event, Session):
             return self._session_id(event)
-        if isinstance(event, Usage):
-            return await self._usage(event)
         self.log.record(event)
-        return (event,)
+        return event
 
-    def _session_id(self, event: Session) -> tuple[Event, ...]:
+    def _session_id(self, event: Session) -> Event | None:
         session = self.session
         psid = event.provider_session_id
         if not psid or psid == session.provider_session_id:
-            return ()
+            return None
         out: Event
         if session.capture_provider_session_id(psid):
             provider = session.provider
@@ -161,13 +159,16 @@ class TurnSettler:
                 message=f"provider reported a second session id {psid!r}; keeping {session.provider_session_id!r}",
             )
         self.log.record(out)
-        return (out,)
+        return out
 
-    async def _usage(self, event: Usage) -> tuple[Event, ...]:
+    def count(self, event: Usage) -> Usage | None:
+        """A usage figure, priced if it came unpriced, added to the turn's totals and logged;
+        ``None`` for one already counted (its ``usage_id`` seen before). The caller writes it
+        (:meth:`RawLog.record_usage`) before passing it on: a crash keeps what was spent."""
         if event.usage_id is not None:
             if event.usage_id in self.seen_usage:
                 self.log.record(Raw(source="seamline", payload={"dropped_duplicate_usage": event.usage_id}))
-                return ()
+                return None
             self.seen_usage.add(event.usage_id)
         usage = event
         if not usage.priced:
@@ -176,8 +177,7 @@ class TurnSettler:
             usage = priced_usage(usage, model=model, rates=provider.rates(model))
         self.totals.add(usage)
         self.log.record(usage)
-        await self.log.record_usage(usage)
-        return (usage,)
+        return usage
 
     def over_budget(self) -> Error | None:
         """After a usage: the ``budget`` error that ends the turn, once the budget is passed."""
@@ -203,14 +203,12 @@ class TurnSettler:
         self.log.flush(quiet=True)
         set_status_quietly(self.session, "aborted")
 
-    def unfinished(self) -> tuple[Event, ...]:
+    def unfinished(self) -> Error | None:
         """The error of a provider that ended the turn without a result, if it did."""
         if self.final is not None:
-            return ()
+            return None
         message = f"provider {self.session.provider.name} ended the turn without a result"
-        return (
-            self.fail(Error(kind="provider", message=message), Complete(outcome="failed", stop_reason="no_result")),
-        )
+        return self.fail(Error(kind="provider", message=message), Complete(outcome="failed", stop_reason="no_result"))
 
     async def finish(self) -> AsyncIterator[Event]:
         """Write what is queued and the final status together, then end the turn."""
