@@ -29,7 +29,8 @@ SMALL_FUNCTION_PLACES = (
 KNOWN_MODULE_CYCLES = {
     # sessions/: the store opens the PostgreSQL store, which subclasses the store's core.
     frozenset({"seamline.sessions.store", "seamline.sessions.postgres"}),
-    # cli/: `run --resume` and `sessions` share a session-lookup helper both ways.
+    # cli/: `run --session` continues a session through `sessions`, which borrows the
+    # sandbox options of `run` (both imports inside functions).
     frozenset({"seamline.cli.run_command", "seamline.cli.sessions_command"}),
 }
 
