@@ -7,6 +7,7 @@ seam and typed provider settings, tools, observers, the store, and :func:`run` /
 
 from typing import TYPE_CHECKING, Any
 
+from seamline._version import __version__
 from seamline.errors import SeamlineError
 from seamline.events import (
     Complete,
@@ -111,8 +112,6 @@ def __dir__() -> list[str]:
     """The public API, lazily loaded names included; nothing private."""
     return sorted(__all__)
 
-
-__version__ = "0.1.0"
 
 __all__ = [
     "ACPSettings",

@@ -14,9 +14,10 @@ from seamline.cli.main import main
 from seamline.events import Event, Text, Usage
 from seamline.loop.messages import ModelRequest
 from seamline.pipeline import RoleBinding, resolve_pipeline
+from seamline.pipeline.redrive import redrive
 from seamline.providers.base import BLOCK_ENV, Provider, ProviderSession
 from seamline.trace.records import GENESIS, chain_hash, encode_line, split_line
-from seamline.trace.replay import redrive, replay
+from seamline.trace.replay import replay
 from seamline.trace.verify import verify_trace
 from tests.pipeline.support import (
     GOOD_ANSWER,

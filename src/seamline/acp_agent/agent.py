@@ -146,7 +146,7 @@ class SeamlineAcpAgent:
 
     # -- initialize --------------------------------------------------------------------------
     async def initialize(self, params: dict[str, Any]) -> dict[str, Any]:
-        from seamline import __version__
+        from seamline._version import __version__
 
         stored = self.settings.store is not None and self.settings.pipeline is None
         session_caps: dict[str, Any] = {"close": {}}

@@ -87,7 +87,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser, owners = _parser(arguments)
     args = parser.parse_args(arguments)
     if args.version:
-        from seamline import __version__
+        from seamline._version import __version__
 
         print(f"seamline {__version__}")
         return 0

@@ -13,10 +13,11 @@ from typing import Any, Final
 
 from seamline.cli.main import SeamlineUsage
 from seamline.errors import InvalidRequest
+from seamline.pipeline.redrive import redrive
 from seamline.sessions.store import StoreCore, default_store_path, open_store
 from seamline.sessions.trace_heads import anchored_head
 from seamline.trace.listing import header_run_id, list_traces, resolve_prefix, trace_ids
-from seamline.trace.replay import redrive, replay
+from seamline.trace.replay import replay
 from seamline.trace.verify import Verification, verify_trace
 from seamline.trace.writer import trace_path, traces_dir
 

@@ -3,32 +3,27 @@
 The kernel knows no provider: it calls a *step* function that streams the events of one
 model call. It never raises for a failure of the run: every turn ends with exactly one
 ``complete`` event, failures before it as classified ``error`` events.
+
+It knows no stage either: it takes anything shaped like :class:`LoopStages` (see
+:mod:`seamline.stages` for the chain that is).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+import enum
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 from seamline.errors import InvalidRequest, PermissionDenied, SeamlineError
-from seamline.events import (
-    Complete,
-    Error,
-    Event,
-    PermissionDecision,
-    Reasoning,
-    ReasoningDelta,
-    Text,
-    TextDelta,
-    ToolCall,
-    ToolResult,
-)
+from seamline.events import Complete, Event, Reasoning, ReasoningDelta, Text, TextDelta, ToolCall
 from seamline.loop.messages import Message, ModelRequest
-from seamline.loop.observers import Intervention, LoopContext, Observer
-from seamline.stages.chain import StageChain, ToolInvocation
+from seamline.loop.observer_calls import ObserverGroups, notify
+from seamline.loop.observers import LoopContext, Observer
+from seamline.loop.stage_protocol import LoopStages
+from seamline.loop.tool_calls import run_tools
 from seamline.tools.approval import Approval
-from seamline.tools.base import ToolContext, Toolset
+from seamline.tools.base import Toolset, ToolSpec
 from seamline.tools.permissions import PermissionService
 
 __all__ = ["LoopConfig", "StepFunction", "run_agent_loop"]
@@ -51,42 +46,7 @@ class LoopConfig:
         self.params = params or {}
 
 
-def _overrides(observers: Sequence[Observer], name: str) -> list[Observer]:
-    base = getattr(Observer, name)
-    return [o for o in observers if getattr(type(o), name, base) is not base]
-
-
-class _Observers:
-    """Observers grouped per callback, so a run without observers pays nothing."""
-
-    def __init__(self, observers: Sequence[Observer]) -> None:
-        self.start = _overrides(observers, "on_loop_start")
-        self.attempt = _overrides(observers, "on_model_attempt")
-        self.delta = _overrides(observers, "on_delta")
-        self.response = _overrides(observers, "on_response")
-        self.tool_call = _overrides(observers, "on_tool_call")
-        self.tool_result = _overrides(observers, "on_tool_result")
-        self.turn_end = _overrides(observers, "on_turn_end")
-        self.end = _overrides(observers, "on_loop_end")
-        self.cancelled = _overrides(observers, "on_loop_cancelled")
-
-
-async def _notify(observers: list[Observer], name: str, *args: Any) -> Intervention | None:
-    """Call ``name`` on each observer; first intervention wins. Authorizers fail closed."""
-    chosen: Intervention | None = None
-    for obs in observers:
-        try:
-            result = await getattr(obs, name)(*args)
-        except Exception as exc:  # noqa: BLE001 - observer code is foreign; classify it
-            if obs.authorizes:
-                raise PermissionDenied(f"authorizing observer {type(obs).__name__}.{name} failed: {exc}") from None
-            continue
-        if chosen is None and isinstance(result, Intervention):
-            chosen = result
-    return chosen
-
-
-async def run_agent_loop(
+def run_agent_loop(
     *,
     step: StepFunction,
     messages: list[Message],
@@ -98,291 +58,277 @@ async def run_agent_loop(
     approval: Approval | None = None,
     config: LoopConfig | None = None,
     aborted: Callable[[], bool] = lambda: False,
-    stages: StageChain | None = None,
+    stages: LoopStages | None = None,
 ) -> AsyncIterator[Event]:
     """Run one turn. ``messages`` already ends with the user's prompt and is extended in place.
 
     ``stages``: chat stages wrap every model call, tool stages every approved tool call,
     in slot order (see :mod:`seamline.stages`). Without stages nothing is wrapped.
+    Nothing runs until the first event is asked for.
     """
-    cfg = config or LoopConfig()
-    if stages is not None and stages.chat:
-        step = stages.wrap_step(step)
-    tool_stages = stages if stages is not None and stages.tool else None
-    obs = _Observers(observers)
-    gate = approval or PermissionService()  # the one path: hard denials, then ask (denied: no prompter)
-    ctx = LoopContext(session_id=session_id, turn=turn, messages=messages)
-    specs = tools.specs()
-    steps = 0
-    free = 0
-    final_text = ""
-    try:
-        if obs.start:
-            await _notify(obs.start, "on_loop_start", ctx)
-        while True:
-            if aborted():
-                yield await _end(obs, ctx, Complete(outcome="aborted", stop_reason="aborted", text=final_text))
-                return
-            if steps >= cfg.max_steps:
-                yield await _end(obs, ctx, Complete(outcome="failed", stop_reason="max_turns", text=final_text))
-                return
-            steps += 1
-            ctx.step = steps
-            request = ModelRequest(
-                messages=messages,
-                tools=specs,
-                model=model,
-                session_id=session_id,
-                turn=turn,
-                step=steps,
-                params=cfg.params,
-            )
-            if obs.attempt:
-                await _notify(obs.attempt, "on_model_attempt", ctx, steps, None)
-            texts: list[str] = []
-            deltas: list[str] = []
-            reasoning: list[str] = []
-            calls: list[ToolCall] = []
-            try:
-                async for event in step(request):
-                    if type(event) is TextDelta:
-                        deltas.append(event.text)
-                        if obs.delta:
-                            await _notify(obs.delta, "on_delta", ctx, event)
-                    elif type(event) is Text:
-                        texts.append(event.text)
-                        deltas.clear()
-                    elif type(event) is ToolCall:
-                        if event.source == "host":
-                            # The provider cannot know where a tool comes from; the tool set does.
-                            known = tools.get(event.name)
-                            if known is not None and known.source != "host":
-                                origin = f"{known.source}:{known.server}" if known.server else known.source
-                                event = ToolCall(
-                                    call_id=event.call_id, name=event.name, arguments=event.arguments, source=origin
-                                )
-                        calls.append(event)
-                    elif type(event) is Reasoning:
-                        reasoning.append(event.text)
-                    elif type(event) is ReasoningDelta and obs.delta:
-                        await _notify(obs.delta, "on_delta", ctx, event)
-                    elif type(event) is Complete:
-                        continue  # the loop, not the step, ends the turn
-                    yield event
-                    if aborted():
-                        break
-            except SeamlineError as exc:
+    return _Turn(
+        step=step,
+        messages=messages,
+        tools=tools,
+        context=LoopContext(session_id=session_id, turn=turn, messages=messages),
+        model=model,
+        observers=observers,
+        approval=approval,
+        config=config,
+        aborted=aborted,
+        stages=stages,
+    ).events()
+
+
+class _Next(enum.Enum):
+    AGAIN = "again"  # call the model again: an observer's retry or free continue
+
+
+class _Answer:
+    """What one model call said, as it streamed: text, reasoning and tool calls."""
+
+    __slots__ = ("calls", "deltas", "message", "reasoning", "texts")
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+        self.deltas: list[str] = []
+        self.reasoning: list[str] = []
+        self.calls: list[ToolCall] = []
+        self.message: Message | None = None
+
+    def close_text(self) -> Text:
+        """A step that streamed deltas without closing them into a text block."""
+        joined = "".join(self.deltas)
+        self.texts.append(joined)
+        return Text(text=joined)
+
+    def add_call(self, event: ToolCall, tools: Toolset) -> ToolCall:
+        if event.source == "host":
+            # The provider cannot know where a tool comes from; the tool set does.
+            known = tools.get(event.name)
+            if known is not None and known.source != "host":
+                origin = f"{known.source}:{known.server}" if known.server else known.source
+                event = ToolCall(call_id=event.call_id, name=event.name, arguments=event.arguments, source=origin)
+        self.calls.append(event)
+        return event
+
+
+class _Turn:
+    """One turn of the loop: its state between model calls, and each decision in it."""
+
+    __slots__ = (
+        "aborted",
+        "approval",
+        "cfg",
+        "config",
+        "ctx",
+        "free",
+        "gate",
+        "messages",
+        "model",
+        "obs",
+        "observers",
+        "specs",
+        "stages",
+        "step",
+        "steps",
+        "text",
+        "tool_stages",
+        "tools",
+    )
+
+    def __init__(
+        self,
+        *,
+        step: StepFunction,
+        messages: list[Message],
+        tools: Toolset,
+        context: LoopContext,
+        model: str | None,
+        observers: Sequence[Observer],
+        approval: Approval | None,
+        config: LoopConfig | None,
+        aborted: Callable[[], bool],
+        stages: LoopStages | None,
+    ) -> None:
+        self.step, self.messages, self.tools, self.ctx, self.model = step, messages, tools, context, model
+        self.observers, self.approval, self.config, self.aborted = observers, approval, config, aborted
+        self.stages = stages
+        self.steps = 0
+        self.free = 0
+        self.text = ""
+
+    def _prepare(self) -> None:
+        # Done on the first event, not when the turn is made: a turn never iterated costs nothing.
+        self.cfg = self.config or LoopConfig()
+        stages = self.stages
+        if stages is not None and stages.chat:
+            self.step = stages.wrap_step(self.step)
+        self.tool_stages = stages if stages is not None and stages.tool else None
+        self.obs = ObserverGroups(self.observers)
+        self.gate = self.approval or PermissionService()  # the one path: hard denials, then ask
+        self.specs: list[ToolSpec] = self.tools.specs()
+
+    async def events(self) -> AsyncIterator[Event]:
+        """The turn's events; the last one is its only ``complete``."""
+        self._prepare()
+        obs, ctx, aborted = self.obs, self.ctx, self.aborted
+        try:
+            await self._start()
+            while True:
+                request = self._next_request()
+                if isinstance(request, Complete):
+                    yield await self._end(request)
+                    return
                 if obs.attempt:
-                    await _notify(obs.attempt, "on_model_attempt", ctx, steps, exc)
-                yield exc.to_event()
-                yield await _end(obs, ctx, Complete(outcome="failed", stop_reason=exc.kind, text=final_text))
-                return
-            if deltas:
-                # A step that streamed deltas without closing them into a text block.
-                joined = "".join(deltas)
-                texts.append(joined)
-                yield Text(text=joined)
-            if aborted():
-                yield await _end(obs, ctx, Complete(outcome="aborted", stop_reason="aborted", text=final_text))
-                return
-            message = Message(role="assistant", content="".join(texts), tool_calls=calls, reasoning="".join(reasoning))
-            if obs.response:
-                iv = await _notify(obs.response, "on_response", ctx, message)
-                if iv is not None:
-                    if iv.action == "stop":
-                        yield await _end(
-                            obs,
-                            ctx,
-                            Complete(outcome=iv.outcome, stop_reason=iv.reason or "observer", text=message.content),
-                        )
-                        return
-                    if iv.action == "retry":
-                        continue
-                    if iv.action == "replace" and iv.content is not None:
-                        message.content = iv.content
-                        yield Text(text=iv.content)
-            messages.append(message)
-            final_text = message.content
-            if not calls:
-                if obs.turn_end:
-                    iv = await _notify(obs.turn_end, "on_turn_end", ctx, message)
-                    if iv is not None and iv.action == "continue_free" and free < cfg.max_free_continues:
-                        free += 1
-                        steps -= 1
-                        messages.append(Message(role="user", content=iv.content or ""))
-                        continue
-                    if iv is not None and iv.action == "retry":
-                        messages.pop()
-                        continue
-                    if iv is not None and iv.action == "stop":
-                        yield await _end(
-                            obs, ctx, Complete(outcome=iv.outcome, stop_reason=iv.reason or "observer", text=final_text)
-                        )
-                        return
-                yield await _end(obs, ctx, Complete(outcome="completed", stop_reason="end_turn", text=final_text))
-                return
-            async for event in _run_tools(calls, tools, gate, obs, ctx, messages, tool_stages):
-                yield event
-    except PermissionDenied as exc:
-        yield exc.to_event()
-        yield await _end(obs, ctx, Complete(outcome="failed", stop_reason="permission", text=final_text))
-    except asyncio.CancelledError:
-        if obs.cancelled:
-            await _notify(obs.cancelled, "on_loop_cancelled", ctx)
-        raise
-
-
-async def _end(obs: _Observers, ctx: LoopContext, complete: Complete) -> Complete:
-    if obs.end:
-        await _notify(obs.end, "on_loop_end", ctx, complete.outcome)
-    return complete
-
-
-async def _run_tools(
-    calls: list[ToolCall],
-    tools: Toolset,
-    gate: Approval,
-    obs: _Observers,
-    ctx: LoopContext,
-    messages: list[Message],
-    stages: StageChain | None = None,
-) -> AsyncIterator[Event]:
-    """Approve every call, run the allowed ones concurrently, report in call order.
-
-    Only approved calls reach the tool stages."""
-    before: list[list[Event]] = [[] for _ in calls]
-    jobs: list[Awaitable[str] | None] = []
-    results: list[ToolResult | None] = [None] * len(calls)
-    buffers: list[list[Event]] = [[] for _ in calls]
-    for i, call in enumerate(calls):
-        arguments = call.arguments
-        if obs.tool_call:
-            iv = await _notify(obs.tool_call, "on_tool_call", ctx, call)
-            if iv is not None:
-                if iv.action == "stop":
-                    results[i] = ToolResult(
-                        call_id=call.call_id, output=f"stopped: {iv.reason}", is_error=True, name=call.name
-                    )
-                    jobs.append(None)
+                    await notify(obs.attempt, "on_model_attempt", ctx, self.steps, None)
+                answer = _Answer()
+                try:
+                    async for event in self.step(request):
+                        if type(event) is TextDelta:  # the hot path of a stream
+                            answer.deltas.append(event.text)
+                            if obs.delta:
+                                await notify(obs.delta, "on_delta", ctx, event)
+                        elif type(event) is ReasoningDelta and obs.delta:
+                            await notify(obs.delta, "on_delta", ctx, event)
+                        elif (taken := self._take(event, answer)) is None:
+                            continue
+                        else:
+                            event = taken
+                        yield event
+                        if aborted():
+                            break
+                except SeamlineError as exc:
+                    failed = await self._model_failed(exc)
+                    yield exc.to_event()
+                    yield await self._end(failed)
+                    return
+                if answer.deltas:
+                    yield answer.close_text()
+                verdict = await self._respond(answer) if obs.response else self._review(answer)
+                if verdict is _Next.AGAIN:
                     continue
-                if iv.action == "replace":
-                    if iv.arguments is not None:
-                        arguments = iv.arguments
-                    elif iv.content is not None:
-                        results[i] = ToolResult(call_id=call.call_id, output=iv.content, name=call.name)
-                        jobs.append(None)
-                        continue
-        found = tools.get(call.name)
-        if found is None:
-            known = ", ".join(tools.names()) or "none"
-            results[i] = ToolResult(
-                call_id=call.call_id,
-                output=f"unknown tool {call.name!r}; available: {known}",
-                is_error=True,
-                name=call.name,
-            )
-            jobs.append(None)
-            continue
-        decision = await gate.decide(found, call)
-        # A gate that reports its own permission events (request, decision) is trusted to.
-        before[i].extend(decision.events)
-        if not decision.allow:
-            if not decision.events:
-                before[i].append(PermissionDecision(request_id=call.call_id, decision="deny", reason=decision.reason))
-            before[i].append(Error(kind="permission", message=decision.reason))
-            results[i] = ToolResult(
-                call_id=call.call_id, output=f"permission denied: {decision.reason}", is_error=True, name=call.name
-            )
-            jobs.append(None)
-            continue
-        tctx = ToolContext(
-            call_id=call.call_id,
+                if isinstance(verdict, Complete):
+                    yield await self._end(verdict)
+                    return
+                if verdict is not None:
+                    yield verdict  # an observer's replacement text
+                message = self._accept(answer)
+                if answer.calls:
+                    async for event in self._tool_calls(answer.calls):
+                        yield event
+                    continue
+                ending = await self._turn_end(message)
+                if ending is not _Next.AGAIN:
+                    yield await self._end(ending)
+                    return
+        except PermissionDenied as exc:
+            yield exc.to_event()
+            yield await self._end(Complete(outcome="failed", stop_reason="permission", text=self.text))
+        except asyncio.CancelledError:
+            if obs.cancelled:
+                await notify(obs.cancelled, "on_loop_cancelled", ctx)
+            raise
+
+    async def _start(self) -> None:
+        if self.obs.start:
+            await notify(self.obs.start, "on_loop_start", self.ctx)
+
+    def _next_request(self) -> ModelRequest | Complete:
+        """The next model call, or the ``complete`` that comes first (aborted, out of steps)."""
+        if self.aborted():
+            return Complete(outcome="aborted", stop_reason="aborted", text=self.text)
+        if self.steps >= self.cfg.max_steps:
+            return Complete(outcome="failed", stop_reason="max_turns", text=self.text)
+        self.steps += 1
+        ctx = self.ctx
+        ctx.step = self.steps
+        return ModelRequest(
+            messages=self.messages,
+            tools=self.specs,
+            model=self.model,
             session_id=ctx.session_id,
-            turn_id=ctx.turn,
-            emit=buffers[i].append,
-            workspace=tools.workspace,
-        )
-        if stages is None:
-            jobs.append(found.invoke(arguments, tctx))
-        else:
-            invocation = ToolInvocation(
-                tool=found,
-                call=call,
-                arguments=dict(arguments),
-                tool_class=found.tool_class,
-                session_id=ctx.session_id,
-                turn_id=ctx.turn,
-                context=tctx,
-            )
-            jobs.append(stages.invoke_tool(invocation))
-    outcomes = await _settle(jobs)
-    for i, call in enumerate(calls):
-        yield_events = before[i] + buffers[i]
-        outcome = outcomes[i]
-        result = results[i]
-        if outcome is not None:
-            value, exc = outcome
-            if exc is None:
-                result = ToolResult(call_id=call.call_id, output=value, name=call.name)
-            elif isinstance(exc, SeamlineError):
-                if exc.kind in ("sandbox", "permission", "timeout"):
-                    yield_events.append(exc.to_event())
-                result = ToolResult(
-                    call_id=call.call_id, output=f"{exc.kind} error: {exc.message}", is_error=True, name=call.name
-                )
-            else:
-                result = ToolResult(
-                    call_id=call.call_id,
-                    output=f"tool failed: {type(exc).__name__}: {exc}",
-                    is_error=True,
-                    name=call.name,
-                )
-        assert result is not None
-        if obs.tool_result:
-            iv = await _notify(obs.tool_result, "on_tool_result", ctx, call, result)
-            if iv is not None and iv.action == "replace" and iv.content is not None:
-                result = ToolResult(
-                    call_id=result.call_id, output=iv.content, is_error=result.is_error, name=result.name
-                )
-        for event in yield_events:
-            yield event
-        yield result
-        messages.append(
-            Message(role="tool", content=result.output, call_id=call.call_id, name=call.name, is_error=result.is_error)
+            turn=ctx.turn,
+            step=self.steps,
+            params=self.cfg.params,
         )
 
+    def _take(self, event: Event, answer: _Answer) -> Event | None:
+        """Note an event of the model call (other than a delta); ``None`` drops it."""
+        if type(event) is Text:
+            answer.texts.append(event.text)
+            answer.deltas.clear()
+        elif type(event) is ToolCall:
+            return answer.add_call(event, self.tools)
+        elif type(event) is Reasoning:
+            answer.reasoning.append(event.text)
+        elif type(event) is Complete:
+            return None  # the loop, not the step, ends the turn
+        return event
 
-async def _settle(jobs: list[Awaitable[str] | None]) -> list[tuple[str, BaseException | None] | None]:
-    """Run the tool coroutines concurrently and collect each one's value or exception.
+    async def _model_failed(self, exc: SeamlineError) -> Complete:
+        if self.obs.attempt:
+            await notify(self.obs.attempt, "on_model_attempt", self.ctx, self.steps, exc)
+        return Complete(outcome="failed", stop_reason=exc.kind, text=self.text)
 
-    A single call is awaited in place: no task, no wait set (the common case, and the
-    hot path of a tool loop).
-    """
-    live = [j for j in jobs if j is not None]
-    if len(live) == 1:
-        only = live[0]
-        try:
-            single: tuple[str, BaseException | None] = (await only, None)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - a tool's failure is reported to the model
-            single = ("", exc)
-        return [single if j is not None else None for j in jobs]
-    tasks = [asyncio.ensure_future(j) if j is not None else None for j in jobs]
-    running = [t for t in tasks if t is not None]
-    if running:
-        try:
-            await asyncio.wait(running)
-        except asyncio.CancelledError:
-            for t in running:
-                t.cancel()
-            raise
-    out: list[tuple[str, BaseException | None] | None] = []
-    for task in tasks:
-        if task is None:
-            out.append(None)
-        elif task.exception() is not None:
-            out.append(("", task.exception()))
-        else:
-            out.append((task.result(), None))
-    return out
+    def _review(self, answer: _Answer) -> Complete | None:
+        """The model call is over: its message, unless the turn was aborted meanwhile."""
+        if self.aborted():
+            return Complete(outcome="aborted", stop_reason="aborted", text=self.text)
+        answer.message = Message(
+            role="assistant",
+            content="".join(answer.texts),
+            tool_calls=answer.calls,
+            reasoning="".join(answer.reasoning),
+        )
+        return None
+
+    async def _respond(self, answer: _Answer) -> Complete | Text | _Next | None:
+        """As :meth:`_review`, then ``on_response`` observers may stop the turn, ask again, or
+        replace the text (the replacement is returned)."""
+        aborted = self._review(answer)
+        message = answer.message
+        if aborted is not None or message is None:
+            return aborted
+        iv = await notify(self.obs.response, "on_response", self.ctx, message)
+        if iv is None:
+            return None
+        if iv.action == "stop":
+            return Complete(outcome=iv.outcome, stop_reason=iv.reason or "observer", text=message.content)
+        if iv.action == "retry":
+            return _Next.AGAIN
+        if iv.action == "replace" and iv.content is not None:
+            message.content = iv.content
+            return Text(text=iv.content)
+        return None
+
+    def _accept(self, answer: _Answer) -> Message:
+        message = answer.message
+        assert message is not None
+        self.messages.append(message)
+        self.text = message.content
+        return message
+
+    def _tool_calls(self, calls: list[ToolCall]) -> AsyncIterator[Event]:
+        return run_tools(calls, self.tools, self.gate, self.obs, self.ctx, self.messages, self.tool_stages)
+
+    async def _turn_end(self, message: Message) -> Complete | _Next:
+        """The model asked for no tool: the turn ends, unless an ``on_turn_end`` observer
+        continues it for free, retries the call, or stops it its own way."""
+        iv = await notify(self.obs.turn_end, "on_turn_end", self.ctx, message) if self.obs.turn_end else None
+        if iv is not None and iv.action == "continue_free" and self.free < self.cfg.max_free_continues:
+            self.free += 1
+            self.steps -= 1
+            self.messages.append(Message(role="user", content=iv.content or ""))
+            return _Next.AGAIN
+        if iv is not None and iv.action == "retry":
+            self.messages.pop()
+            return _Next.AGAIN
+        if iv is not None and iv.action == "stop":
+            return Complete(outcome=iv.outcome, stop_reason=iv.reason or "observer", text=self.text)
+        return Complete(outcome="completed", stop_reason="end_turn", text=self.text)
+
+    async def _end(self, complete: Complete) -> Complete:
+        if self.obs.end:
+            await notify(self.obs.end, "on_loop_end", self.ctx, complete.outcome)
+        return complete

@@ -35,6 +35,7 @@ from typing import Any, Final
 
 import msgspec
 
+from seamline._version import __version__
 from seamline.errors import SeamlineError
 from seamline.events import Complete, Error, Event, Raw, ReasoningDelta, TextDelta, ToolCall, ToolResult, Usage
 from seamline.pipeline.agents import AgentKey, Agents, prompt_hash
@@ -109,6 +110,27 @@ class _Stop(Exception):
 _DONE: Final = object()
 
 
+@dataclass
+class _RunState:
+    """Where a run stands between phases."""
+
+    phase: PhaseSpec
+    round_no: int = 1
+    history: list[Judgement] = field(default_factory=list)
+    evidence: dict[str, RoleOutput] = field(default_factory=dict)
+    subject: RoleOutput | None = None
+    feedback: str | None = None
+    visits: int = 0
+    final_phase: str = ABORT_PHASE
+    stop: _Stop | None = None
+
+    def advance(self, target: str, definition: PipelineDefinition) -> None:
+        self.visits += 1
+        if self.visits > _MAX_PHASE_VISITS:
+            raise _Stop("exhausted", f"more than {_MAX_PHASE_VISITS} phase visits")
+        self.phase = definition.phase(target)
+
+
 class PipelineController:
     """Runs one pipeline definition once. Create, then iterate :meth:`run`.
 
@@ -156,6 +178,65 @@ class PipelineController:
     # -- the run --------------------------------------------------------------------------
     async def run(self, task: str) -> AsyncIterator[Event]:
         """Drive the run to one terminal phase, streaming its events; the last is ``complete``."""
+        yield self._start(task)
+        run = _RunState(phase=self.definition.phases[0])
+        w = self.writer
+        try:
+            while True:
+                phase, round_no = run.phase, run.round_no
+                w.append("phase_start", {"phase": phase.name, "round": round_no, "roles": list(phase.bound_roles())})
+                outputs: dict[str, RoleOutput] = {}
+                failure: tuple[str, RoleFailure] | None = None
+                try:
+                    async for item in self._run_phase(phase, round_no, task, run.feedback, run.subject, run.evidence):
+                        if not isinstance(item, tuple):
+                            yield item
+                        elif isinstance(item[1], RoleFailure):
+                            failure = failure or (item[0], item[1])
+                        else:
+                            outputs[item[0]] = item[1]
+                except SeamlineError as exc:  # the spawn guard refused a task
+                    self.bus.cancel_all()
+                    w.append("phase_end", {"phase": phase.name, "round": round_no, "status": "stopped"})
+                    raise _Stop("budget" if exc.kind == "budget" else "failed", exc.message) from None
+                self._check_not_stopped(phase, round_no)
+                if failure is not None:
+                    decided, stop = self._phase_failed(phase, run, failure)
+                    if decided is not None:
+                        yield decided
+                    raise stop
+                w.append("phase_end", {"phase": phase.name, "round": round_no, "status": "ok"})
+                for role_name in phase.bound_roles():
+                    run.evidence[role_name] = outputs[role_name]
+                decided, target = (
+                    self._judge(phase, run, outputs) if phase.judge else (None, self._follow(phase, run, outputs))
+                )
+                if decided is not None:
+                    yield decided
+                if isinstance(target, _Stop):
+                    raise target
+                yield self._transition(phase, target)
+                self.report.transitions.append((phase.name, target))
+                if target in self.definition.terminal_phases:
+                    run.final_phase = target
+                    break
+                run.advance(target, self.definition)
+        except _Stop as exc:
+            run.stop = exc
+            w.append(
+                "transition", {"from": run.phase.name, "to": ABORT_PHASE, "reason": exc.reason, "detail": exc.detail}
+            )
+            self.report.transitions.append((run.phase.name, ABORT_PHASE))
+            yield self._controller_event("transition", source=run.phase.name, target=ABORT_PHASE, reason=exc.reason)
+        except BaseException:
+            # Cancelled from outside: what is recorded stays on disk, marked unfinished.
+            w.flush()
+            raise
+        for event in self._finish(run):
+            yield event
+
+    def _start(self, task: str) -> Raw:
+        """Write the header and ``run_start``; the run's first event."""
         d = self.definition
         providers = {r: self.agents.identity(r) for r, role in self.roles.items() if role.uses_agent}
         header = {
@@ -169,147 +250,116 @@ class PipelineController:
             "config_hash": config_hash(self.config),
             "providers": providers,
             "roles": {name: role.identity() for name, role in self.roles.items()},
-            "seamline_version": _version(),
+            "seamline_version": __version__,
         }
         w = self.writer
         w.append("header", header, {"run_id": self.run_id})
         w.append("run_start", {"pipeline": d.name, "first_phase": d.phases[0].name}, {"run_id": self.run_id})
         w.flush()
-        yield Raw(
+        return Raw(
             source="run",
             payload={"run_id": self.run_id, "pipeline": d.name, "definition_hash": header["definition_hash"]},
         )
 
-        phase = d.phases[0]
-        round_no = 1
-        history: list[Judgement] = []
-        evidence: dict[str, RoleOutput] = {}
-        subject: RoleOutput | None = None
-        feedback: str | None = None
-        visits = 0
-        stop: _Stop | None = None
-        final_phase = ABORT_PHASE
-        try:
-            while True:
-                w.append("phase_start", {"phase": phase.name, "round": round_no, "roles": list(phase.bound_roles())})
-                outputs: dict[str, RoleOutput] = {}
-                failure: tuple[str, RoleFailure] | None = None
-                try:
-                    async for item in self._run_phase(phase, round_no, task, feedback, subject, evidence):
-                        if isinstance(item, tuple):
-                            role_name, result = item
-                            if isinstance(result, RoleFailure):
-                                failure = failure or (role_name, result)
-                            else:
-                                outputs[role_name] = result
-                        else:
-                            yield item
-                except SeamlineError as exc:  # the spawn guard refused a task
-                    self.bus.cancel_all()
-                    w.append("phase_end", {"phase": phase.name, "round": round_no, "status": "stopped"})
-                    raise _Stop("budget" if exc.kind == "budget" else "failed", exc.message) from None
-                if self.guard.stopped is not None:
-                    w.append("phase_end", {"phase": phase.name, "round": round_no, "status": "stopped"})
-                    raise _Stop("budget", self.guard.stopped.message)
-                if self._cancelled:
-                    w.append("phase_end", {"phase": phase.name, "round": round_no, "status": "stopped"})
-                    raise _Stop("cancelled", "the run was cancelled")
-                if failure is not None:
-                    w.append("phase_end", {"phase": phase.name, "round": round_no, "status": "failed"})
-                    role_name, fail = failure
-                    if fail.kind == "budget":
-                        raise _Stop("budget", f"{role_name}: {fail.message}")
-                    if phase.judge:
-                        decision = failed_decision(f"{role_name} failed: {fail.message}", history, d.convergence)
-                        self._record_decision(phase, round_no, decision)
-                        yield self._controller_event("decision", decision=msgspec.to_builtins(decision))
-                    raise _Stop("failed", f"{role_name} failed ({fail.kind}): {fail.message}")
-                w.append("phase_end", {"phase": phase.name, "round": round_no, "status": "ok"})
-                for role_name in phase.bound_roles():
-                    evidence[role_name] = outputs[role_name]
-                if phase.judge:
-                    verdicts = [outputs[r] for r in phase.bound_roles()]
-                    judged = verdicts[-1]
-                    if judged.verdict is None:
-                        raise _Stop("failed", f"judge phase {phase.name!r} got no verdict")
-                    subject_hash = hashlib.sha256((subject.text if subject else "").encode()).hexdigest()
-                    history.append(Judgement(judged.verdict, judged.confidence, subject_hash))
-                    decision = decide(history, d.convergence)
-                    self._record_decision(phase, round_no, decision)
-                    yield self._controller_event("decision", decision=msgspec.to_builtins(decision))
-                    if decision.status == "continue":
-                        target = phase.on_continue or d.next_of(phase)
-                        feedback = judged.feedback
-                        round_no += 1
-                    elif decision.status == "converged":
-                        target = d.next_of(phase)
-                    else:
-                        raise _Stop(decision.status, decision.reason)
-                else:
-                    subject = outputs[phase.bound_roles()[-1]]
-                    target = d.next_of(phase)
-                    if subject.skip is not None and target not in d.terminal_phases:
-                        target = self._skip(phase, target, subject.skip)
-                if not d.allowed(phase.name, target):
-                    raise _Stop("invalid_transition", f"{phase.name} -> {target} is not an allowed transition")
-                w.append("transition", {"from": phase.name, "to": target, "reason": "next"})
-                w.flush()
-                yield self._controller_event("transition", source=phase.name, target=target)
-                self.report.transitions.append((phase.name, target))
-                if target in d.terminal_phases:
-                    final_phase = target
-                    break
-                visits += 1
-                if visits > _MAX_PHASE_VISITS:
-                    raise _Stop("exhausted", f"more than {_MAX_PHASE_VISITS} phase visits")
-                phase = d.phase(target)
-        except _Stop as exc:
-            stop = exc
-            w.append("transition", {"from": phase.name, "to": ABORT_PHASE, "reason": exc.reason, "detail": exc.detail})
-            self.report.transitions.append((phase.name, ABORT_PHASE))
-            yield self._controller_event("transition", source=phase.name, target=ABORT_PHASE, reason=exc.reason)
-        except BaseException:
-            # Cancelled from outside: what is recorded stays on disk, marked unfinished.
-            w.flush()
-            raise
+    def _check_not_stopped(self, phase: PhaseSpec, round_no: int) -> None:
+        """After a phase: the spawn guard's budget or a cancel stops the run here."""
+        stopped: _Stop | None = None
+        if self.guard.stopped is not None:
+            stopped = _Stop("budget", self.guard.stopped.message)
+        elif self._cancelled:
+            stopped = _Stop("cancelled", "the run was cancelled")
+        if stopped is not None:
+            self.writer.append("phase_end", {"phase": phase.name, "round": round_no, "status": "stopped"})
+            raise stopped
+
+    def _phase_failed(
+        self, phase: PhaseSpec, run: _RunState, failure: tuple[str, RoleFailure]
+    ) -> tuple[Raw | None, _Stop]:
+        """A role failed: the phase ends ``failed``; a judge phase records a failed decision."""
+        self.writer.append("phase_end", {"phase": phase.name, "round": run.round_no, "status": "failed"})
+        role_name, fail = failure
+        if fail.kind == "budget":
+            return None, _Stop("budget", f"{role_name}: {fail.message}")
+        decided = None
+        if phase.judge:
+            decision = failed_decision(f"{role_name} failed: {fail.message}", run.history, self.definition.convergence)
+            self._record_decision(phase, run.round_no, decision)
+            decided = self._controller_event("decision", decision=msgspec.to_builtins(decision))
+        return decided, _Stop("failed", f"{role_name} failed ({fail.kind}): {fail.message}")
+
+    def _judge(
+        self, phase: PhaseSpec, run: _RunState, outputs: dict[str, RoleOutput]
+    ) -> tuple[Raw | None, str | _Stop]:
+        """A judge phase: the convergence decision, and where it leads (or why the run stops)."""
+        d = self.definition
+        judged = [outputs[r] for r in phase.bound_roles()][-1]
+        if judged.verdict is None:
+            return None, _Stop("failed", f"judge phase {phase.name!r} got no verdict")
+        subject_hash = hashlib.sha256((run.subject.text if run.subject else "").encode()).hexdigest()
+        run.history.append(Judgement(judged.verdict, judged.confidence, subject_hash))
+        decision = decide(run.history, d.convergence)
+        self._record_decision(phase, run.round_no, decision)
+        decided = self._controller_event("decision", decision=msgspec.to_builtins(decision))
+        if decision.status == "continue":
+            run.feedback = judged.feedback
+            run.round_no += 1
+            return decided, phase.on_continue or d.next_of(phase)
+        if decision.status == "converged":
+            return decided, d.next_of(phase)
+        return decided, _Stop(decision.status, decision.reason)
+
+    def _follow(self, phase: PhaseSpec, run: _RunState, outputs: dict[str, RoleOutput]) -> str:
+        """A working phase: its output is the new subject; it goes on, or skips as it asks."""
+        d = self.definition
+        run.subject = outputs[phase.bound_roles()[-1]]
+        target = d.next_of(phase)
+        if run.subject.skip is not None and target not in d.terminal_phases:
+            target = self._skip(phase, target, run.subject.skip)
+        return target
+
+    def _transition(self, phase: PhaseSpec, target: str) -> Raw:
+        if not self.definition.allowed(phase.name, target):
+            raise _Stop("invalid_transition", f"{phase.name} -> {target} is not an allowed transition")
+        self.writer.append("transition", {"from": phase.name, "to": target, "reason": "next"})
+        self.writer.flush()
+        return self._controller_event("transition", source=phase.name, target=target)
+
+    def _finish(self, run: _RunState) -> tuple[Event, ...]:
+        """Write ``run_end``, fill in the report; the run's last two events."""
+        stop = run.stop
         if stop is None:
             converged = any(dec.status == "converged" for dec in self.report.decisions)
             stop_reason = "converged" if converged else "completed"
-            if final_phase == ABORT_PHASE:
+            if run.final_phase == ABORT_PHASE:
                 stop_reason = "vetoed"
         else:
             stop_reason = stop.reason
         outcome = STOP_OUTCOMES.get(stop_reason, "failed")
-        text = subject.text if subject is not None else ""
+        text = run.subject.text if run.subject is not None else ""
         usage = {
             "by_role": {k: v.data() for k, v in sorted(self._usage_by_role.items())},
             "by_phase": {k: v.data() for k, v in sorted(self._usage_by_phase.items())},
             "total": self._total().data(),
         }
         detail = {"detail": stop.detail} if stop is not None else {}
-        w.append(
-            "run_end",
-            {"outcome": outcome, "stop_reason": stop_reason, "text": text, "usage": usage, **detail},
-            {"run_id": self.run_id},
-        )
+        w = self.writer
+        end = {"outcome": outcome, "stop_reason": stop_reason, "text": text, "usage": usage, **detail}
+        w.append("run_end", end, {"run_id": self.run_id})
         w.flush()
         r = self.report
         r.outcome, r.stop_reason, r.text = outcome, stop_reason, text
         r.head_hash, r.fingerprint = w.head_hash, w.fingerprint.hex
-        yield Raw(
-            source="run",
-            payload={
-                "run_id": self.run_id,
-                "outcome": outcome,
-                "stop_reason": stop_reason,
-                "definition_hash": r.definition_hash,
-                "head_hash": r.head_hash,
-                "fingerprint": r.fingerprint,
-                "trace": str(w.path) if w.path is not None else None,
-                "usage": usage["total"],
-            },
-        )
-        yield Complete(outcome=outcome, stop_reason=stop_reason, text=text)  # type: ignore[arg-type]
+        summary = {
+            "run_id": self.run_id,
+            "outcome": outcome,
+            "stop_reason": stop_reason,
+            "definition_hash": r.definition_hash,
+            "head_hash": r.head_hash,
+            "fingerprint": r.fingerprint,
+            "trace": str(w.path) if w.path is not None else None,
+            "usage": usage["total"],
+        }
+        return Raw(source="run", payload=summary), Complete(outcome=outcome, stop_reason=stop_reason, text=text)  # type: ignore[arg-type]
 
     async def cancel(self) -> None:
         """Stop the run: in-flight turns are aborted, the run ends ``aborted`` / ``cancelled``."""
@@ -506,9 +556,3 @@ class PipelineController:
         for item in self._usage_by_role.values():
             total.merge(item)
         return total
-
-
-def _version() -> str:
-    from seamline import __version__
-
-    return __version__

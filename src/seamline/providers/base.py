@@ -6,7 +6,7 @@ verbs (``preflight``, ``open``, ``resume``, ``fork``, ``ProviderSession.send``, 
 emit events and keep the settle invariants; a subclass implements only the ``_`` hooks
 and declares its capabilities as class attributes.
 
-Settle invariants, enforced here whatever a hook does:
+Settle invariants, enforced by ``send`` (with :mod:`seamline.providers.settle`) whatever a hook does:
 
 - every turn starts with a ``session`` event and ends with exactly one ``complete``;
 - nothing is emitted after ``complete``;
@@ -31,26 +31,22 @@ import msgspec
 from seamline.errors import InvalidRequest, PermissionDenied, ProviderFailure, SeamlineError
 from seamline.events import (
     Complete,
-    Error,
     Event,
-    Raw,
-    ReasoningDelta,
-    Session,
     TextDelta,
     ToolCall,
     Usage,
-    encode_event,
 )
 from seamline.loop.kernel import LoopConfig, run_agent_loop
 from seamline.loop.messages import Message, ModelRequest
 from seamline.loop.observers import Observer
 from seamline.providers.option_kinds import OptionKind, option_problem
+from seamline.providers.settle import TurnSettler
 from seamline.sessions.records import SessionRecord, TranscriptEntry
 from seamline.sessions.store import StoreCore as SessionStore
 from seamline.stages.chain import StageChain
 from seamline.tools.approval import Approval
 from seamline.tools.base import Toolset
-from seamline.usage import Rates, UsageTotals, price_usage, priced_usage
+from seamline.usage import Rates, UsageTotals, price_usage
 
 __all__ = [
     "BLOCK_ENV",
@@ -486,49 +482,10 @@ class ProviderSession:
         params: Mapping[str, Any] | None = None,
     ) -> AsyncIterator[Event]:
         """Run one turn and stream its events; the last one is the only ``complete``."""
-        provider = self.provider
-        provider._check_allowed()
-        self.turn += 1
-        self.aborted = False
-        turn = self.turn
-        totals = TurnTotals()
-        self.totals = totals
-        log = _RawLog(self.store, self.session_id, turn)
-        if self.store is not None and (turn > 1 or self.resumed or self.forked_from):
-            self.store.set_status(self.session_id, "open")  # claim it again; a new record starts open
-        log.record_input("prompt", prompt)
-        seen_usage: set[str] = set()
-        first = Session(
-            session_id=self.session_id,
-            provider=provider.name,
-            model=provider.model,
-            provider_session_id=self.provider_session_id,
-        )
-        log.record(first)
-        yield first
-        if provider.runs_own_tools:
-            wire_prompt = prompt
-            if self.resumed == "emulated" and not self.state.get("history_sent") and self.history:
-                # No native resume: the earlier conversation travels as context.
-                wire_prompt = f"Earlier conversation:\n{self.history_as_context()}\n\nContinue from there. {prompt}"
-                self.state["history_sent"] = True
-            source = provider._turn(self, wire_prompt)
-        else:
-            self.messages.append(Message(role="user", content=prompt))
-            source = run_agent_loop(
-                step=provider._step,
-                messages=self.messages,
-                tools=self.tools,
-                session_id=self.session_id,
-                turn=turn,
-                model=provider.model,
-                observers=self.observers,
-                approval=self.approval,
-                config=LoopConfig(max_steps=max_steps, params=dict(params or {})),
-                aborted=lambda: self.aborted,
-                stages=self.stages,
-            )
-        final: Complete | None = None
+        settler = self._start_turn(prompt, budget_usd)
+        log = settler.log
+        yield settler.opening()
+        source = self._turn_source(prompt, max_steps, params)
         try:
             async for event in source:
                 if type(event) is TextDelta:  # the hot path of a stream: no other checks
@@ -536,181 +493,77 @@ class ProviderSession:
                     yield event
                     continue
                 if isinstance(event, Complete):
-                    final = event
+                    settler.final = event
                     break
-                if isinstance(event, Session):
-                    psid = event.provider_session_id
-                    if not psid or psid == self.provider_session_id:
-                        continue
-                    out: Event
-                    if self.capture_provider_session_id(psid):
-                        out = Session(
-                            session_id=self.session_id,
-                            provider=provider.name,
-                            model=event.model or provider.model,
-                            provider_session_id=psid,
-                        )
-                    else:
-                        out = Error(
-                            kind="provider",
-                            message=f"provider reported a second session id {psid!r};"
-                            f" keeping {self.provider_session_id!r}",
-                        )
-                    log.record(out)
-                    yield out
+                if type(event) is not Usage:
+                    if (out := settler.take(event)) is not None:
+                        yield out
                     continue
-                if isinstance(event, Usage):
-                    if event.usage_id is not None:
-                        if event.usage_id in seen_usage:
-                            log.record(Raw(source="seamline", payload={"dropped_duplicate_usage": event.usage_id}))
-                            continue
-                        seen_usage.add(event.usage_id)
-                    usage = event
-                    if not usage.priced:
-                        model = usage.model or provider.model
-                        usage = priced_usage(usage, model=model, rates=provider.rates(model))
-                    totals.add(usage)
-                    log.record(usage)
-                    await log.record_usage(usage)
-                    yield usage
-                    if budget_usd is not None and totals.cost_usd > budget_usd:
-                        message = f"cost {totals.cost_usd:.6f} USD passed the budget of {budget_usd:.6f} USD"
-                        err = Error(kind="budget", message=message)
-                        log.record(err)
-                        yield err
-                        final = Complete(outcome="budget", stop_reason="budget", text="")
-                        self.aborted = True
-                        break
-                    continue
-                log.record(event)
-                yield event
+                if (usage := settler.count(event)) is None:
+                    continue  # a usage figure already counted
+                await log.record_usage(usage)
+                yield usage
+                if (over := settler.over_budget()) is not None:
+                    yield over
+                    break
         except SeamlineError as exc:
-            err = exc.to_event()
-            log.record(err)
-            yield err
-            final = Complete(outcome="failed", stop_reason=exc.kind)
+            yield settler.fail(exc.to_event(), Complete(outcome="failed", stop_reason=exc.kind))
         except Exception as exc:  # noqa: BLE001 - a provider's bug becomes a classified error
-            failure = ProviderFailure(f"provider {provider.name} failed mid-stream: {type(exc).__name__}: {exc}")
-            err = failure.to_event()
-            log.record(err)
-            yield err
-            final = Complete(outcome="failed", stop_reason="provider_error")
+            failure = ProviderFailure(f"provider {self.provider.name} failed mid-stream: {type(exc).__name__}: {exc}")
+            yield settler.fail(failure.to_event(), Complete(outcome="failed", stop_reason="provider_error"))
         except BaseException:
-            # Cancelled from outside: what was recorded stays, the session is marked.
-            log.record(Complete(outcome="aborted", stop_reason="cancelled"))
-            log.flush(quiet=True)
-            self._set_status("aborted")
+            settler.cancelled()
             raise
         finally:
-            closer = getattr(source, "aclose", None)
-            if closer is not None:
-                try:
-                    await closer()
-                except Exception:  # noqa: BLE001 - closing a broken source must not mask the turn
-                    pass
-        if final is None:
-            err = Error(kind="provider", message=f"provider {provider.name} ended the turn without a result")
-            log.record(err)
-            yield err
-            final = Complete(outcome="failed", stop_reason="no_result")
-        log.record(final)
+            await _close_quietly(source)
+        if (missing := settler.unfinished()) is not None:
+            yield missing
+        async for out in settler.finish():
+            yield out
+
+    def _start_turn(self, prompt: str, budget_usd: float | None) -> TurnSettler:
+        self.provider._check_allowed()
+        self.turn += 1
+        self.aborted = False
+        settler = TurnSettler(self, budget_usd)
+        if self.store is not None and (self.turn > 1 or self.resumed or self.forked_from):
+            self.store.set_status(self.session_id, "open")  # claim it again; a new record starts open
+        settler.log.record_input("prompt", prompt)
+        return settler
+
+    def _turn_source(self, prompt: str, max_steps: int, params: Mapping[str, Any] | None) -> AsyncIterator[Event]:
+        """The provider's own turn (an agent CLI), or the loop over the provider's steps."""
+        provider = self.provider
+        if provider.runs_own_tools:
+            wire_prompt = prompt
+            if self.resumed == "emulated" and not self.state.get("history_sent") and self.history:
+                # No native resume: the earlier conversation travels as context.
+                wire_prompt = f"Earlier conversation:\n{self.history_as_context()}\n\nContinue from there. {prompt}"
+                self.state["history_sent"] = True
+            return provider._turn(self, wire_prompt)
+        self.messages.append(Message(role="user", content=prompt))
+        return run_agent_loop(
+            step=provider._step,
+            messages=self.messages,
+            tools=self.tools,
+            session_id=self.session_id,
+            turn=self.turn,
+            model=provider.model,
+            observers=self.observers,
+            approval=self.approval,
+            config=LoopConfig(max_steps=max_steps, params=dict(params or {})),
+            aborted=lambda: self.aborted,
+            stages=self.stages,
+        )
+
+
+async def _close_quietly(source: AsyncIterator[Event]) -> None:
+    closer = getattr(source, "aclose", None)
+    if closer is not None:
         try:
-            await log.finish(_STATUS[final.outcome])
-        except SeamlineError as exc:
-            err = exc.to_event()
-            yield err
-            final = Complete(outcome="failed", stop_reason=exc.kind, text=final.text)
-            self._set_status("failed")
-        yield final
-
-    def _set_status(self, status: Literal["open", "completed", "failed", "aborted", "budget"]) -> None:
-        if self.store is not None:
-            try:
-                self.store.set_status(self.session_id, status)
-            except SeamlineError:
-                pass
-
-
-_STATUS: Final[dict[str, Literal["completed", "failed", "aborted", "budget"]]] = {
-    "completed": "completed",
-    "failed": "failed",
-    "aborted": "aborted",
-    "budget": "budget",
-}
-
-
-class _RawLog:
-    """Buffers raw-log rows of one turn; consecutive deltas are coalesced into one row."""
-
-    __slots__ = ("_delta", "_delta_kind", "_session_id", "_store", "_turn")
-
-    def __init__(self, store: SessionStore | None, session_id: str, turn: int) -> None:
-        self._store = store
-        self._session_id = session_id
-        self._turn = turn
-        self._delta_kind: type[TextDelta] | type[ReasoningDelta] | None = None
-        self._delta: list[str] = []
-
-    def record_input(self, source: str, payload: str) -> None:
-        if self._store is not None:
-            self._store.append_raw(self._session_id, self._turn, "in", source, msgspec.json.encode(payload).decode())
-
-    def delta(self, event: TextDelta) -> None:
-        if self._store is None:
-            return
-        if self._delta_kind is not TextDelta:
-            self._flush_delta()
-            self._delta_kind = TextDelta
-        self._delta.append(event.text)
-
-    def record(self, event: Event) -> None:
-        store = self._store
-        if store is None:
-            return
-        if isinstance(event, TextDelta | ReasoningDelta):
-            kind = type(event)
-            if self._delta_kind is not kind:
-                self._flush_delta()
-                self._delta_kind = kind
-            self._delta.append(event.text)
-            return
-        if self._delta:
-            self._flush_delta()
-        if isinstance(event, Raw):
-            payload = msgspec.json.encode(event.payload).decode()
-            store.append_raw(self._session_id, self._turn, "out", event.source, payload)
-        else:
-            store.append_raw(self._session_id, self._turn, "out", "event", encode_event(event).decode())
-
-    async def record_usage(self, usage: Usage) -> None:
-        """Write the usage figure and every row before it now: a crash keeps what was spent.
-        Concurrent sessions on one store share the commit."""
-        if self._store is not None:
-            self._flush_delta()
-            await self._store.record_usage_grouped(self._session_id, self._turn, usage)
-
-    def _flush_delta(self) -> None:
-        if self._delta and self._store is not None and self._delta_kind is not None:
-            merged = self._delta_kind(text="".join(self._delta))
-            self._store.append_raw(self._session_id, self._turn, "out", "event", encode_event(merged).decode())
-        self._delta = []
-        self._delta_kind = None
-
-    async def finish(self, status: Literal["completed", "failed", "aborted", "budget"]) -> None:
-        """Write what is queued and the session's final status together (group commit)."""
-        if self._store is not None:
-            self._flush_delta()
-            await self._store.finish_turn_grouped(self._session_id, status)
-
-    def flush(self, *, quiet: bool = False) -> None:
-        self._flush_delta()
-        if self._store is None:
-            return
-        try:
-            self._store.flush()
-        except SeamlineError:
-            if not quiet:
-                raise
+            await closer()
+        except Exception:  # noqa: BLE001 - closing a broken source must not mask the turn
+            pass
 
 
 def messages_from_transcript(entries: Sequence[TranscriptEntry]) -> list[Message]:

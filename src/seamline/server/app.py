@@ -165,7 +165,7 @@ def create_app(
     async def info(request: Request) -> Response:
         from ag_ui.core import PROTOCOL_VERSION
 
-        from seamline import __version__
+        from seamline._version import __version__
 
         return JSONResponse(
             {

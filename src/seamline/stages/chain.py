@@ -31,13 +31,15 @@ without stages pays nothing.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+# The loop declares what it asks of stages (and the invocation it hands them); this chain
+# implements it, so stages know the loop and never the other way round.
+from seamline.loop.stage_protocol import ToolInvocation, ToolInvoker
+
 if TYPE_CHECKING:
-    from seamline.events import Event, ToolCall
+    from seamline.events import Event
     from seamline.loop.messages import ModelRequest
-    from seamline.tools.base import Tool, ToolClass, ToolContext
 
 __all__ = [
     "ChatStage",
@@ -53,27 +55,6 @@ ChatStep = Callable[["ModelRequest"], AsyncIterator["Event"]]
 
 ChatStage = Callable[[ChatStep], ChatStep]
 """A chat stage: given the next step, return the step that wraps it."""
-
-
-@dataclass(slots=True)
-class ToolInvocation:
-    """One approved tool call on its way through the tool stages.
-
-    ``arguments`` is what the tool will get; a stage may replace or change it (a masking
-    stage puts the real values back here). ``call`` stays as the model sent it.
-    """
-
-    tool: Tool
-    call: ToolCall
-    arguments: dict[str, Any]
-    tool_class: ToolClass
-    session_id: str
-    turn_id: int
-    context: ToolContext
-
-
-ToolInvoker = Callable[[ToolInvocation], Awaitable[str]]
-"""The rest of the chain: the next stages and finally the tool; returns the tool's output."""
 
 
 class ToolStage(Protocol):

@@ -17,6 +17,7 @@ from typing import Any, Final
 
 import msgspec
 
+from seamline.definitions import definition_from_data
 from seamline.errors import InvalidRequest
 from seamline.trace.fingerprint import fingerprint_of
 from seamline.trace.records import (
@@ -387,8 +388,6 @@ class _Grammar:
         if d["schema_version"] != SCHEMA_VERSION:
             self.fail(line, f"trace schema {d['schema_version']} is not {SCHEMA_VERSION}", "completeness")
             return False
-        from seamline.pipeline.definition import definition_from_data
-
         try:
             definition = definition_from_data(d["definition"], origin="recorded definition")
         except InvalidRequest as exc:

@@ -1,0 +1,48 @@
+"""How the loop calls its observers: grouped per callback, first intervention wins."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from seamline.errors import PermissionDenied
+from seamline.loop.observers import Intervention, Observer
+
+__all__ = ["ObserverGroups", "notify"]
+
+
+def _overrides(observers: Sequence[Observer], name: str) -> list[Observer]:
+    base = getattr(Observer, name)
+    return [o for o in observers if getattr(type(o), name, base) is not base]
+
+
+class ObserverGroups:
+    """Observers grouped per callback, so a run without observers pays nothing."""
+
+    __slots__ = ("attempt", "cancelled", "delta", "end", "response", "start", "tool_call", "tool_result", "turn_end")
+
+    def __init__(self, observers: Sequence[Observer]) -> None:
+        self.start = _overrides(observers, "on_loop_start")
+        self.attempt = _overrides(observers, "on_model_attempt")
+        self.delta = _overrides(observers, "on_delta")
+        self.response = _overrides(observers, "on_response")
+        self.tool_call = _overrides(observers, "on_tool_call")
+        self.tool_result = _overrides(observers, "on_tool_result")
+        self.turn_end = _overrides(observers, "on_turn_end")
+        self.end = _overrides(observers, "on_loop_end")
+        self.cancelled = _overrides(observers, "on_loop_cancelled")
+
+
+async def notify(observers: list[Observer], name: str, *args: Any) -> Intervention | None:
+    """Call ``name`` on each observer; first intervention wins. Authorizers fail closed."""
+    chosen: Intervention | None = None
+    for obs in observers:
+        try:
+            result = await getattr(obs, name)(*args)
+        except Exception as exc:  # noqa: BLE001 - observer code is foreign; classify it
+            if obs.authorizes:
+                raise PermissionDenied(f"authorizing observer {type(obs).__name__}.{name} failed: {exc}") from None
+            continue
+        if chosen is None and isinstance(result, Intervention):
+            chosen = result
+    return chosen

@@ -1,0 +1,187 @@
+"""The tool calls of one step: approve each, run the allowed ones concurrently, report in
+call order. Only approved calls reach the tool stages."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable
+from typing import Any
+
+from seamline.errors import SeamlineError
+from seamline.events import Error, Event, PermissionDecision, ToolCall, ToolResult
+from seamline.loop.messages import Message
+from seamline.loop.observer_calls import ObserverGroups, notify
+from seamline.loop.observers import LoopContext
+from seamline.loop.stage_protocol import LoopStages, ToolInvocation
+from seamline.tools.approval import Approval
+from seamline.tools.base import Tool, ToolContext, Toolset
+
+__all__ = ["run_tools", "settle"]
+
+Settled = tuple[str, BaseException | None]
+
+
+class _Planned:
+    """One call on its way: the events before it, what the tool emits, and either the job
+    that will give its output or, for a call that never runs, its result already."""
+
+    __slots__ = ("before", "call", "emitted", "job", "result")
+
+    def __init__(self, call: ToolCall) -> None:
+        self.call = call
+        self.before: list[Event] = []
+        self.emitted: list[Event] = []
+        self.job: Awaitable[str] | None = None
+        self.result: ToolResult | None = None
+
+    def refuse(self, output: str, *, is_error: bool = True) -> _Planned:
+        self.result = ToolResult(call_id=self.call.call_id, output=output, is_error=is_error, name=self.call.name)
+        return self
+
+
+async def run_tools(
+    calls: list[ToolCall],
+    tools: Toolset,
+    gate: Approval,
+    obs: ObserverGroups,
+    ctx: LoopContext,
+    messages: list[Message],
+    stages: LoopStages | None = None,
+) -> AsyncIterator[Event]:
+    """Approve every call, run the allowed ones concurrently, report in call order."""
+    planned: list[_Planned] = []
+    for call in calls:  # one by one: approval may ask, in call order
+        planned.append(await _plan(call, tools, gate, obs, ctx, stages))
+    outcomes = await settle([p.job for p in planned])
+    for plan, outcome in zip(planned, outcomes, strict=True):
+        events = plan.before + plan.emitted
+        result = plan.result if outcome is None else _result_of(plan.call, outcome, events)
+        assert result is not None
+        if obs.tool_result:
+            iv = await notify(obs.tool_result, "on_tool_result", ctx, plan.call, result)
+            if iv is not None and iv.action == "replace" and iv.content is not None:
+                result = ToolResult(
+                    call_id=result.call_id, output=iv.content, is_error=result.is_error, name=result.name
+                )
+        for event in events:
+            yield event
+        yield result
+        call = plan.call
+        messages.append(
+            Message(role="tool", content=result.output, call_id=call.call_id, name=call.name, is_error=result.is_error)
+        )
+
+
+async def _plan(
+    call: ToolCall,
+    tools: Toolset,
+    gate: Approval,
+    obs: ObserverGroups,
+    ctx: LoopContext,
+    stages: LoopStages | None,
+) -> _Planned:
+    plan = _Planned(call)
+    arguments = call.arguments
+    if obs.tool_call:
+        iv = await notify(obs.tool_call, "on_tool_call", ctx, call)
+        if iv is not None and iv.action == "stop":
+            return plan.refuse(f"stopped: {iv.reason}")
+        if iv is not None and iv.action == "replace":
+            if iv.arguments is not None:
+                arguments = iv.arguments
+            elif iv.content is not None:
+                return plan.refuse(iv.content, is_error=False)
+    found = tools.get(call.name)
+    if found is None:
+        known = ", ".join(tools.names()) or "none"
+        return plan.refuse(f"unknown tool {call.name!r}; available: {known}")
+    decision = await gate.decide(found, call)
+    # A gate that reports its own permission events (request, decision) is trusted to.
+    plan.before.extend(decision.events)
+    if not decision.allow:
+        if not decision.events:
+            plan.before.append(PermissionDecision(request_id=call.call_id, decision="deny", reason=decision.reason))
+        plan.before.append(Error(kind="permission", message=decision.reason))
+        return plan.refuse(f"permission denied: {decision.reason}")
+    plan.job = _job(found, call, arguments, plan.emitted, tools, ctx, stages)
+    return plan
+
+
+def _job(
+    found: Tool,
+    call: ToolCall,
+    arguments: dict[str, Any],
+    emitted: list[Event],
+    tools: Toolset,
+    ctx: LoopContext,
+    stages: LoopStages | None,
+) -> Awaitable[str]:
+    tctx = ToolContext(
+        call_id=call.call_id,
+        session_id=ctx.session_id,
+        turn_id=ctx.turn,
+        emit=emitted.append,
+        workspace=tools.workspace,
+    )
+    if stages is None:
+        return found.invoke(arguments, tctx)
+    invocation = ToolInvocation(
+        tool=found,
+        call=call,
+        arguments=dict(arguments),
+        tool_class=found.tool_class,
+        session_id=ctx.session_id,
+        turn_id=ctx.turn,
+        context=tctx,
+    )
+    return stages.invoke_tool(invocation)
+
+
+def _result_of(call: ToolCall, outcome: Settled, events: list[Event]) -> ToolResult:
+    """The result the model gets for a call that ran; a sandbox, permission or timeout
+    failure is also reported as an event (added to ``events``)."""
+    value, exc = outcome
+    if exc is None:
+        return ToolResult(call_id=call.call_id, output=value, name=call.name)
+    if isinstance(exc, SeamlineError):
+        if exc.kind in ("sandbox", "permission", "timeout"):
+            events.append(exc.to_event())
+        return ToolResult(
+            call_id=call.call_id, output=f"{exc.kind} error: {exc.message}", is_error=True, name=call.name
+        )
+    return ToolResult(
+        call_id=call.call_id, output=f"tool failed: {type(exc).__name__}: {exc}", is_error=True, name=call.name
+    )
+
+
+async def settle(jobs: list[Awaitable[str] | None]) -> list[Settled | None]:
+    """Run the tool coroutines concurrently and collect each one's value or exception.
+
+    A single call is awaited in place: no task, no wait set (the common case, and the
+    hot path of a tool loop).
+    """
+    live = [j for j in jobs if j is not None]
+    if len(live) == 1:
+        only = live[0]
+        try:
+            single: Settled = (await only, None)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a tool's failure is reported to the model
+            single = ("", exc)
+        return [single if j is not None else None for j in jobs]
+    tasks = [asyncio.ensure_future(j) if j is not None else None for j in jobs]
+    running = [t for t in tasks if t is not None]
+    if running:
+        try:
+            await asyncio.wait(running)
+        except asyncio.CancelledError:
+            for t in running:
+                t.cancel()
+            raise
+    return [None if task is None else _outcome(task) for task in tasks]
+
+
+def _outcome(task: asyncio.Future[str]) -> Settled:
+    exc = task.exception()
+    return ("", exc) if exc is not None else (task.result(), None)

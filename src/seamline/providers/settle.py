@@ -1,0 +1,235 @@
+"""The settle invariants of one turn, kept for :meth:`ProviderSession.send`.
+
+Whatever a provider's hooks do, the turn starts with a ``session`` event and ends with
+exactly one ``complete``; the provider's session id is captured once; a usage figure is
+counted once (a repeated ``usage_id`` is dropped) and priced if it came unpriced; the
+budget stops the turn once passed; and the raw log holds every input and output, written
+before ``complete`` is emitted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Final, Literal
+
+import msgspec
+
+from seamline.errors import SeamlineError
+from seamline.events import Complete, Error, Event, Raw, ReasoningDelta, Session, TextDelta, Usage, encode_event
+from seamline.sessions.store import StoreCore as SessionStore
+from seamline.usage import UsageTotals, priced_usage
+
+if TYPE_CHECKING:
+    from seamline.providers.base import ProviderSession
+
+__all__ = ["RawLog", "TurnSettler", "set_status_quietly"]
+
+_STATUS: Final[dict[str, Literal["completed", "failed", "aborted", "budget"]]] = {
+    "completed": "completed",
+    "failed": "failed",
+    "aborted": "aborted",
+    "budget": "budget",
+}
+
+
+class RawLog:
+    """Buffers raw-log rows of one turn; consecutive deltas are coalesced into one row."""
+
+    __slots__ = ("_delta", "_delta_kind", "_session_id", "_store", "_turn")
+
+    def __init__(self, store: SessionStore | None, session_id: str, turn: int) -> None:
+        self._store = store
+        self._session_id = session_id
+        self._turn = turn
+        self._delta_kind: type[TextDelta] | type[ReasoningDelta] | None = None
+        self._delta: list[str] = []
+
+    def record_input(self, source: str, payload: str) -> None:
+        if self._store is not None:
+            self._store.append_raw(self._session_id, self._turn, "in", source, msgspec.json.encode(payload).decode())
+
+    def delta(self, event: TextDelta) -> None:
+        if self._store is None:
+            return
+        if self._delta_kind is not TextDelta:
+            self._flush_delta()
+            self._delta_kind = TextDelta
+        self._delta.append(event.text)
+
+    def record(self, event: Event) -> None:
+        store = self._store
+        if store is None:
+            return
+        if isinstance(event, TextDelta | ReasoningDelta):
+            kind = type(event)
+            if self._delta_kind is not kind:
+                self._flush_delta()
+                self._delta_kind = kind
+            self._delta.append(event.text)
+            return
+        if self._delta:
+            self._flush_delta()
+        if isinstance(event, Raw):
+            payload = msgspec.json.encode(event.payload).decode()
+            store.append_raw(self._session_id, self._turn, "out", event.source, payload)
+        else:
+            store.append_raw(self._session_id, self._turn, "out", "event", encode_event(event).decode())
+
+    async def record_usage(self, usage: Usage) -> None:
+        """Write the usage figure and every row before it now: a crash keeps what was spent.
+        Concurrent sessions on one store share the commit."""
+        if self._store is not None:
+            self._flush_delta()
+            await self._store.record_usage_grouped(self._session_id, self._turn, usage)
+
+    def _flush_delta(self) -> None:
+        if self._delta and self._store is not None and self._delta_kind is not None:
+            merged = self._delta_kind(text="".join(self._delta))
+            self._store.append_raw(self._session_id, self._turn, "out", "event", encode_event(merged).decode())
+        self._delta = []
+        self._delta_kind = None
+
+    async def finish(self, status: Literal["completed", "failed", "aborted", "budget"]) -> None:
+        """Write what is queued and the session's final status together (group commit)."""
+        if self._store is not None:
+            self._flush_delta()
+            await self._store.finish_turn_grouped(self._session_id, status)
+
+    def flush(self, *, quiet: bool = False) -> None:
+        self._flush_delta()
+        if self._store is None:
+            return
+        try:
+            self._store.flush()
+        except SeamlineError:
+            if not quiet:
+                raise
+
+
+class TurnSettler:
+    """One turn of a session on its way to its one ``complete``: what each event the
+    provider sends turns into, and how the turn ends."""
+
+    __slots__ = ("budget_usd", "final", "log", "seen_usage", "session", "totals")
+
+    def __init__(self, session: ProviderSession, budget_usd: float | None) -> None:
+        self.session = session
+        self.budget_usd = budget_usd
+        self.log = RawLog(session.store, session.session_id, session.turn)
+        self.totals = session.totals = UsageTotals()
+        self.seen_usage: set[str] = set()
+        self.final: Complete | None = None
+
+    def opening(self) -> Session:
+        """The turn's first event: which session, provider and model."""
+        session = self.session
+        first = Session(
+            session_id=session.session_id,
+            provider=session.provider.name,
+            model=session.provider.model,
+            provider_session_id=session.provider_session_id,
+        )
+        self.log.record(first)
+        return first
+
+    def take(self, event: Event) -> Event | None:
+        """What the consumer sees of an event the provider sent (not a delta, usage or the end)."""
+        if isinstance(event, Session):
+            return self._session_id(event)
+        self.log.record(event)
+        return event
+
+    def _session_id(self, event: Session) -> Event | None:
+        session = self.session
+        psid = event.provider_session_id
+        if not psid or psid == session.provider_session_id:
+            return None
+        out: Event
+        if session.capture_provider_session_id(psid):
+            provider = session.provider
+            out = Session(
+                session_id=session.session_id,
+                provider=provider.name,
+                model=event.model or provider.model,
+                provider_session_id=psid,
+            )
+        else:
+            out = Error(
+                kind="provider",
+                message=f"provider reported a second session id {psid!r}; keeping {session.provider_session_id!r}",
+            )
+        self.log.record(out)
+        return out
+
+    def count(self, event: Usage) -> Usage | None:
+        """A usage figure, priced if it came unpriced, added to the turn's totals and logged;
+        ``None`` for one already counted (its ``usage_id`` seen before). The caller writes it
+        (:meth:`RawLog.record_usage`) before passing it on: a crash keeps what was spent."""
+        if event.usage_id is not None:
+            if event.usage_id in self.seen_usage:
+                self.log.record(Raw(source="seamline", payload={"dropped_duplicate_usage": event.usage_id}))
+                return None
+            self.seen_usage.add(event.usage_id)
+        usage = event
+        if not usage.priced:
+            provider = self.session.provider
+            model = usage.model or provider.model
+            usage = priced_usage(usage, model=model, rates=provider.rates(model))
+        self.totals.add(usage)
+        self.log.record(usage)
+        return usage
+
+    def over_budget(self) -> Error | None:
+        """After a usage: the ``budget`` error that ends the turn, once the budget is passed."""
+        budget_usd = self.budget_usd
+        if budget_usd is None or self.totals.cost_usd <= budget_usd:
+            return None
+        message = f"cost {self.totals.cost_usd:.6f} USD passed the budget of {budget_usd:.6f} USD"
+        err = Error(kind="budget", message=message)
+        self.log.record(err)
+        self.final = Complete(outcome="budget", stop_reason="budget", text="")
+        self.session.aborted = True
+        return err
+
+    def fail(self, err: Error, final: Complete) -> Error:
+        """The provider's stream broke: the error is logged, the turn will end ``final``."""
+        self.log.record(err)
+        self.final = final
+        return err
+
+    def cancelled(self) -> None:
+        """Cancelled from outside: what was recorded stays, the session is marked."""
+        self.log.record(Complete(outcome="aborted", stop_reason="cancelled"))
+        self.log.flush(quiet=True)
+        set_status_quietly(self.session, "aborted")
+
+    def unfinished(self) -> Error | None:
+        """The error of a provider that ended the turn without a result, if it did."""
+        if self.final is not None:
+            return None
+        message = f"provider {self.session.provider.name} ended the turn without a result"
+        return self.fail(Error(kind="provider", message=message), Complete(outcome="failed", stop_reason="no_result"))
+
+    async def finish(self) -> AsyncIterator[Event]:
+        """Write what is queued and the final status together, then end the turn."""
+        final = self.final
+        assert final is not None
+        self.log.record(final)
+        try:
+            await self.log.finish(_STATUS[final.outcome])
+        except SeamlineError as exc:
+            yield exc.to_event()
+            final = Complete(outcome="failed", stop_reason=exc.kind, text=final.text)
+            set_status_quietly(self.session, "failed")
+        yield final
+
+
+def set_status_quietly(
+    session: ProviderSession, status: Literal["open", "completed", "failed", "aborted", "budget"]
+) -> None:
+    """Mark the session; a store that cannot be written now must not hide the turn's end."""
+    if session.store is not None:
+        try:
+            session.store.set_status(session.session_id, status)
+        except SeamlineError:
+            pass
