@@ -15,7 +15,7 @@ from typing import Any, Final
 
 from seamline.errors import InvalidRequest
 from seamline.sessions.schema import SCHEMA_VERSION, migration_sql
-from seamline.sessions.store import StoreCore
+from seamline.sessions.core import StoreCore
 
 __all__ = ["PostgresStore"]
 

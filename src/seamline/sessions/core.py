@@ -1,0 +1,533 @@
+"""The store's engine, whatever the database: sessions, raw log, usage, transcript.
+
+:class:`StoreCore` holds every query in portable SQL; :class:`~seamline.sessions.store.SessionStore`
+(SQLite) and :class:`~seamline.sessions.postgres.PostgresStore` add their connection. It lives
+apart from both so that neither imports the other.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
+from typing import Any, Final
+
+from seamline.errors import InvalidRequest
+from seamline.events import Usage
+from seamline.sessions.records import (
+    Direction,
+    FileTouch,
+    RawRow,
+    SessionRecord,
+    SessionStatus,
+    Totals,
+    TranscriptEntry,
+    UsageRow,
+)
+from seamline.sessions.schema import Dialect
+from seamline.sessions.transcript import derive_transcript, parser_versions
+
+__all__ = ["StoreCore"]
+
+_SESSION_COLUMNS: Final = (
+    "id, provider, model, provider_session_id, parent_id, workspace, mode, status, metadata, created_at, updated_at,"
+    " run_options"
+)
+_HOST: Final = socket.gethostname()
+
+
+class _SharedCommit(asyncio.Future[None]):
+    """The future every run of one group commit awaits. A cancelled run must not cancel it
+    for the others (nor lose the commit): cancelling a task that awaits it takes effect
+    once the commit is written, which costs no per-waiter future as ``asyncio.shield`` did."""
+
+    def cancel(self, msg: Any = None) -> bool:
+        return False
+
+
+class StoreCore:
+    """The store's logic over a small set of SQL primitives; subclasses bring a database."""
+
+    dialect: Dialect = "sqlite"
+    location: str = ""
+
+    def __init__(self) -> None:
+        self._pending: list[tuple[str, int, int, str, str, str, float]] = []
+        self._pending_usage: list[tuple[Any, ...]] = []
+        self._pending_statements: list[tuple[str, tuple[Any, ...]]] = []
+        self._next_seq: dict[str, int] = {}
+        self._next_usage: dict[str, int] = {}
+        self._group_commit: asyncio.Future[None] | None = None
+        self._group_waiters = 0  # runs waiting on the group commit being gathered
+
+    # -- primitives (per database) ------------------------------------------------------
+    def _execute(self, sql: str, params: Sequence[Any] = ()) -> None:
+        raise NotImplementedError
+
+    def _executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        raise NotImplementedError
+
+    def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        raise NotImplementedError
+
+    def _transaction(self) -> AbstractContextManager[None]:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    # -- sessions ---------------------------------------------------------------------------
+    def create_session(
+        self,
+        session_id: str,
+        *,
+        provider: str,
+        model: str | None,
+        parent_id: str | None = None,
+        workspace: str | None = None,
+        mode: str = "agent",
+        metadata: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Write a new session record (status ``open``, owned by this process)."""
+        self._execute(*self._session_insert(session_id, provider, model, parent_id, workspace, mode, metadata))
+        self._fresh(session_id)
+
+    async def create_session_grouped(
+        self,
+        session_id: str,
+        *,
+        provider: str,
+        model: str | None,
+        parent_id: str | None = None,
+        workspace: str | None = None,
+        mode: str = "agent",
+        metadata: Mapping[str, Any] | None = None,
+    ) -> None:
+        """:meth:`create_session` sharing one commit with every session opened in the same
+        turn of the event loop. Returns once the record is written."""
+        self._pending_statements.append(
+            self._session_insert(session_id, provider, model, parent_id, workspace, mode, metadata)
+        )
+        self._fresh(session_id)
+        await self.commit_soon()
+
+    @staticmethod
+    def _session_insert(
+        session_id: str,
+        provider: str,
+        model: str | None,
+        parent_id: str | None,
+        workspace: str | None,
+        mode: str,
+        metadata: Mapping[str, Any] | None,
+    ) -> tuple[str, tuple[Any, ...]]:
+        now = time.time()
+        return (
+            "INSERT INTO sessions (id, provider, model, parent_id, workspace, mode, status, metadata,"
+            " created_at, updated_at, owner_pid, owner_host) VALUES (?, ?, ?, ?, ?, ?, 'open', ?, ?, ?, ?, ?)",
+            (
+                session_id,
+                provider,
+                model,
+                parent_id,
+                workspace,
+                mode,
+                json.dumps(dict(metadata or {})),
+                now,
+                now,
+                os.getpid(),
+                _HOST,
+            ),
+        )
+
+    def _fresh(self, session_id: str) -> None:
+        """A session this store just created has nothing logged yet: no need to ask."""
+        self._next_seq.setdefault(session_id, 1)
+        self._next_usage.setdefault(session_id, 1)
+
+    async def commit_soon(self) -> None:
+        """Commit everything queued together with what other tasks queue in this turn of the
+        event loop (group commit); returns once it is written."""
+        waiter = self._group_commit
+        if waiter is None:
+            loop = asyncio.get_running_loop()
+            waiter = self._group_commit = _SharedCommit(loop=loop)
+            loop.call_soon(self._commit_group)
+        self._group_waiters += 1
+        await waiter
+
+    def set_provider_session_id(self, session_id: str, provider_session_id: str) -> None:
+        self._execute(
+            "UPDATE sessions SET provider_session_id = ?, updated_at = ? WHERE id = ?",
+            (provider_session_id, time.time(), session_id),
+        )
+
+    def set_status(self, session_id: str, status: SessionStatus) -> None:
+        """Set the status; ``open`` also claims the session for this process."""
+        self._execute(
+            "UPDATE sessions SET status = ?, updated_at = ?, owner_pid = ?, owner_host = ? WHERE id = ?",
+            (
+                status,
+                time.time(),
+                os.getpid() if status == "open" else None,
+                _HOST if status == "open" else None,
+                session_id,
+            ),
+        )
+
+    async def finish_turn_grouped(self, session_id: str, status: SessionStatus) -> None:
+        """Write everything queued and the session's final status; the commit is shared with
+        other sessions of this turn of the event loop (group commit)."""
+        self._pending_statements.append(
+            (
+                "UPDATE sessions SET status = ?, updated_at = ?, owner_pid = NULL, owner_host = NULL WHERE id = ?",
+                (status, time.time(), session_id),
+            )
+        )
+        await self.commit_soon()
+
+    def update_metadata(self, session_id: str, changes: Mapping[str, Any]) -> None:
+        with self._transaction():
+            rows = self._query("SELECT metadata FROM sessions WHERE id = ?", (session_id,))
+            if not rows:
+                raise InvalidRequest(f"no session {session_id}")
+            merged = {**json.loads(rows[0][0]), **changes}
+            self._execute(
+                "UPDATE sessions SET metadata = ?, updated_at = ? WHERE id = ?",
+                (json.dumps(merged), time.time(), session_id),
+            )
+
+    def set_run_options(self, session_id: str, options: Mapping[str, Any]) -> None:
+        """Record what the session runs with (merged over what it had; ``None`` drops a key).
+        Never pass secrets: these are shown by ``sessions show``."""
+        with self._transaction():
+            rows = self._query("SELECT run_options FROM sessions WHERE id = ?", (session_id,))
+            if not rows:
+                raise InvalidRequest(f"no session {session_id}")
+            merged = {**json.loads(rows[0][0] or "{}"), **options}
+            kept = {k: v for k, v in merged.items() if v is not None}
+            self._execute(
+                "UPDATE sessions SET run_options = ?, updated_at = ? WHERE id = ?",
+                (json.dumps(kept, sort_keys=True), time.time(), session_id),
+            )
+
+    # -- permission rules ---------------------------------------------------------------------
+    def add_permission_rule(
+        self,
+        effect: str,
+        tool: str | None,
+        tool_class: str | None,
+        pattern: str | None,
+        workspace: str | None,
+    ) -> tuple[int, float]:
+        """Store one rule (see :class:`seamline.tools.permissions.PermissionRules`): its id and time."""
+        now = time.time()
+        with self._transaction():
+            rows = self._query(
+                "INSERT INTO permission_rules (effect, tool, tool_class, pattern, workspace, created_at)"
+                " VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
+                (effect, tool, tool_class, pattern, workspace, now),
+            )
+        return int(rows[0][0]), now
+
+    def remove_permission_rule(self, rule_id: int) -> bool:
+        with self._transaction():
+            rows = self._query("DELETE FROM permission_rules WHERE id = ? RETURNING id", (rule_id,))
+        return bool(rows)
+
+    def permission_rule_rows(self) -> list[tuple[Any, ...]]:
+        """Every rule, oldest first: (id, effect, tool, tool_class, pattern, workspace, created_at)."""
+        return self._query(
+            "SELECT id, effect, tool, tool_class, pattern, workspace, created_at FROM permission_rules ORDER BY id"
+        )
+
+    def get(self, session_id: str) -> SessionRecord | None:
+        rows = self._query(f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE id = ?", (session_id,))
+        return _record(rows[0]) if rows else None
+
+    def require(self, session_id: str) -> SessionRecord:
+        """The session ``session_id`` (a unique prefix is enough), or :class:`InvalidRequest`."""
+        found = self.get(session_id)
+        if found is not None:
+            return found
+        rows = self._query(f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE id LIKE ? LIMIT 2", (session_id + "%",))
+        if len(rows) == 1 and len(session_id) >= 4:
+            return _record(rows[0])
+        if len(rows) > 1:
+            raise InvalidRequest(f"session id {session_id!r} is ambiguous; give more of it")
+        raise InvalidRequest(f"no session {session_id!r} in the store {self.location}")
+
+    def list_sessions(self, *, limit: int = 100, parent_id: str | None = None) -> list[SessionRecord]:
+        if parent_id is None:
+            rows = self._query(f"SELECT {_SESSION_COLUMNS} FROM sessions ORDER BY created_at DESC LIMIT ?", (limit,))
+        else:
+            rows = self._query(
+                f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE parent_id = ? ORDER BY created_at LIMIT ?",
+                (parent_id, limit),
+            )
+        return [_record(r) for r in rows]
+
+    def descendants(self, session_id: str) -> list[str]:
+        """Every fork and child below ``session_id``, breadth first."""
+        found: list[str] = []
+        frontier = [session_id]
+        while frontier:
+            marks = ", ".join("?" for _ in frontier)
+            rows = self._query(f"SELECT id FROM sessions WHERE parent_id IN ({marks}) ORDER BY created_at", frontier)
+            frontier = [r[0] for r in rows if r[0] not in found]
+            found.extend(frontier)
+        return found
+
+    def delete_session(self, session_id: str) -> None:
+        """Remove a session and everything recorded of it; its children keep a dangling parent."""
+        with self._transaction():
+            for table in ("transcript", "transcript_state", "usage_ledger", "raw_log"):
+                self._execute(f"DELETE FROM {table} WHERE session_id = ?", (session_id,))
+            self._execute("DELETE FROM sessions WHERE id = ?", (session_id,))
+        self._next_seq.pop(session_id, None)
+        self._next_usage.pop(session_id, None)
+
+    def recover_interrupted(self) -> list[str]:
+        """Mark ``open`` sessions whose process on this host is gone as ``interrupted``."""
+        rows = self._query("SELECT id, owner_pid FROM sessions WHERE status = 'open' AND owner_host = ?", (_HOST,))
+        dead = [sid for sid, pid in rows if pid is not None and not _alive(int(pid))]
+        if dead:
+            with self._transaction():
+                for sid in dead:
+                    self._execute(
+                        "UPDATE sessions SET status = 'interrupted', updated_at = ?, owner_pid = NULL WHERE id = ?"
+                        " AND status = 'open'",
+                        (time.time(), sid),
+                    )
+        return dead
+
+    # -- raw log ----------------------------------------------------------------------------
+    def append_raw(self, session_id: str, turn: int, direction: Direction, source: str, payload: str) -> None:
+        """Queue one raw row; :meth:`flush` writes the queue in one transaction."""
+        seq = self._next_seq.get(session_id)
+        if seq is None:
+            seq = self._last("raw_log", "seq", session_id) + 1
+        self._next_seq[session_id] = seq + 1
+        self._pending.append((session_id, seq, turn, direction, source, payload, time.time()))
+
+    def _last(self, table: str, column: str, session_id: str) -> int:
+        return int(
+            self._query(f"SELECT COALESCE(MAX({column}), 0) FROM {table} WHERE session_id = ?", (session_id,))[0][0]
+        )
+
+    def flush(self) -> None:
+        """Write every queued statement, raw row and usage figure in one transaction."""
+        if not self._pending and not self._pending_usage and not self._pending_statements:
+            return
+        statements, self._pending_statements = self._pending_statements, []
+        rows, self._pending = self._pending, []
+        usage, self._pending_usage = self._pending_usage, []
+        try:
+            with self._transaction():
+                self._run_statements(statements, before_rows=True)
+                self._write_pending(rows, usage)
+                self._run_statements(statements, before_rows=False)
+        except InvalidRequest:
+            self._pending_statements[:0] = statements  # keep them: a later flush may succeed
+            self._pending[:0] = rows
+            self._pending_usage[:0] = usage
+            raise
+
+    def _run_statements(self, statements: Sequence[tuple[str, tuple[Any, ...]]], *, before_rows: bool) -> None:
+        # New session records go in before the rows that point at them; status updates after.
+        for sql, params in statements:
+            if sql.startswith("INSERT") == before_rows:
+                self._execute(sql, params)
+
+    def _write_pending(
+        self, rows: Sequence[tuple[str, int, int, str, str, str, float]], usage: Sequence[tuple[Any, ...]] = ()
+    ) -> None:
+        if rows:
+            self._executemany(
+                "INSERT INTO raw_log (session_id, seq, turn, direction, source, payload, created_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                rows,
+            )
+        if usage:
+            self._executemany(
+                "INSERT INTO usage_ledger (session_id, n, turn, input_tokens, output_tokens, cache_read_tokens,"
+                " cache_write_tokens, cost_usd, priced, model, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                usage,
+            )
+
+    def raw_rows(self, session_id: str) -> Iterator[RawRow]:
+        rows = self._query(
+            "SELECT seq, session_id, turn, direction, source, payload, created_at FROM raw_log"
+            " WHERE session_id = ? ORDER BY seq",
+            (session_id,),
+        )
+        for row in rows:
+            yield RawRow(*row)
+
+    # -- cost ledger ------------------------------------------------------------------------
+    def record_usage(self, session_id: str, turn: int, usage: Usage) -> None:
+        """Write one usage figure now, with every row queued before it."""
+        self._queue_usage(session_id, turn, usage)
+        self.flush()
+
+    async def record_usage_grouped(self, session_id: str, turn: int, usage: Usage) -> None:
+        """:meth:`record_usage` for many sessions at once: figures that arrive in the same
+        turn of the event loop share one transaction (group commit). Returns once written."""
+        self._queue_usage(session_id, turn, usage)
+        await self.commit_soon()
+
+    def _commit_group(self) -> None:
+        waiter, self._group_commit = self._group_commit, None
+        self._group_waiters = 0
+        try:
+            self.flush()
+        except InvalidRequest as exc:
+            if waiter is not None and not waiter.done():
+                waiter.set_exception(exc)
+            return
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def _queue_usage(self, session_id: str, turn: int, usage: Usage) -> None:
+        n = self._next_usage.get(session_id)
+        if n is None:
+            n = self._last("usage_ledger", "n", session_id) + 1
+        self._next_usage[session_id] = n + 1
+        self._pending_usage.append(
+            (
+                session_id,
+                n,
+                turn,
+                usage.input_tokens,
+                usage.output_tokens,
+                usage.cache_read_tokens,
+                usage.cache_write_tokens,
+                usage.cost_usd if usage.priced else None,
+                int(usage.priced),
+                usage.model,
+                time.time(),
+            )
+        )
+
+    def usage_rows(self, session_id: str) -> list[UsageRow]:
+        rows = self._query(
+            "SELECT session_id, turn, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost_usd,"
+            " priced, model FROM usage_ledger WHERE session_id = ? ORDER BY n",
+            (session_id,),
+        )
+        return [UsageRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], bool(r[7]), r[8]) for r in rows]
+
+    def totals(self, session_id: str, *, include_descendants: bool = True) -> Totals:
+        """Sums over the session (and its forks and children): computed, never stored."""
+        ids = [session_id, *(self.descendants(session_id) if include_descendants else [])]
+        marks = ", ".join("?" for _ in ids)
+        row = self._query(
+            "SELECT COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0),"
+            " COALESCE(SUM(cache_read_tokens), 0), COALESCE(SUM(cache_write_tokens), 0),"
+            " COALESCE(SUM(CASE WHEN priced = 1 THEN cost_usd ELSE 0 END), 0),"
+            " COALESCE(SUM(CASE WHEN priced = 1 THEN 1 ELSE 0 END), 0),"
+            f" COALESCE(SUM(CASE WHEN priced = 1 THEN 0 ELSE 1 END), 0) FROM usage_ledger WHERE session_id IN ({marks})",
+            ids,
+        )[0]
+        return Totals(
+            len(ids), int(row[0]), int(row[1]), int(row[2]), int(row[3]), float(row[4]), int(row[5]), int(row[6])
+        )
+
+    # -- transcript ---------------------------------------------------------------------------
+    def transcript(self, session_id: str) -> list[TranscriptEntry]:
+        """The canonical transcript; derived again when the raw log grew or a parser changed."""
+        versions = json.dumps(parser_versions(), sort_keys=True)
+        last = self._query("SELECT COALESCE(MAX(seq), 0) FROM raw_log WHERE session_id = ?", (session_id,))[0][0]
+        state = self._query("SELECT last_raw_seq, versions FROM transcript_state WHERE session_id = ?", (session_id,))
+        if state and state[0][0] == last and state[0][1] == versions:
+            rows = self._query(
+                "SELECT idx, turn, kind, role, content, call_id, data, raw_seq, parser, parser_version"
+                " FROM transcript WHERE session_id = ? ORDER BY idx",
+                (session_id,),
+            )
+            return [
+                TranscriptEntry(r[0], r[1], r[2], r[3], r[4], r[5], json.loads(r[6]), r[7], r[8], r[9]) for r in rows
+            ]
+        entries = derive_transcript(self.raw_rows(session_id))
+        with self._transaction():
+            self._execute("DELETE FROM transcript WHERE session_id = ?", (session_id,))
+            self._execute("DELETE FROM transcript_state WHERE session_id = ?", (session_id,))
+            self._executemany(
+                "INSERT INTO transcript (session_id, idx, turn, kind, role, content, call_id, data, raw_seq, parser,"
+                " parser_version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (
+                        session_id,
+                        e.index,
+                        e.turn,
+                        e.kind,
+                        e.role,
+                        e.content,
+                        e.call_id,
+                        json.dumps(e.data),
+                        e.raw_seq,
+                        e.parser,
+                        e.parser_version,
+                    )
+                    for e in entries
+                ],
+            )
+            self._execute(
+                "INSERT INTO transcript_state (session_id, last_raw_seq, versions) VALUES (?, ?, ?)",
+                (session_id, last, versions),
+            )
+        return entries
+
+    def files_touched(self, session_id: str) -> list[FileTouch]:
+        """Files the session read, edited, created or deleted, from its events and tool calls."""
+        touched: dict[str, tuple[list[str], list[str]]] = {}
+        for entry in self.transcript(session_id):
+            path: object = None
+            kind = ""
+            if entry.kind == "file_change":
+                path, kind = entry.data.get("path"), str(entry.data.get("change"))
+            elif entry.kind == "tool_call" and entry.data.get("name") in _PATH_TOOLS:
+                path = (entry.data.get("arguments") or {}).get("path")
+                kind = _PATH_TOOLS[str(entry.data.get("name"))]
+            if not isinstance(path, str):
+                continue
+            kinds, calls = touched.setdefault(path, ([], []))
+            if kind not in kinds:
+                kinds.append(kind)
+            if entry.call_id and entry.call_id not in calls:
+                calls.append(entry.call_id)
+        return [FileTouch(p, tuple(k), tuple(c)) for p, (k, c) in sorted(touched.items())]
+
+
+_PATH_TOOLS: Final = {"read_file": "read", "write_file": "edited", "edit_file": "edited"}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _record(row: Sequence[Any]) -> SessionRecord:
+    return SessionRecord(
+        id=row[0],
+        provider=row[1],
+        model=row[2],
+        provider_session_id=row[3],
+        parent_id=row[4],
+        workspace=row[5],
+        mode=row[6],
+        status=row[7],
+        metadata=json.loads(row[8]),
+        created_at=row[9],
+        updated_at=row[10],
+        run_options=json.loads(row[11] or "{}"),
+    )
