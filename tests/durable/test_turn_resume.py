@@ -139,3 +139,51 @@ def test_a_retried_model_api_turn_resumes_from_the_store(tmp_path: Path) -> None
     assert {e["session_id"] for e in _session_events(store, "rm")} == {sid}
     with opened_ledger(store) as ledger:
         assert ledger.turns("rm")[key]["starts"] == 2
+
+
+@pytest.mark.real
+def test_a_retried_claude_code_turn_resumes_the_cli_session(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.providers.agent_cli_support import AgentAnthropic, cli_path, make_world
+
+    world = make_world(tmp_path, monkeypatch)
+    script = [{"text": "First answer."}, {"text": "Second answer."}]
+    with AgentAnthropic(script, fallback={"text": "side"}) as fake:
+        options = {"executable": cli_path("claude"), "base_url": fake.root_url, "max_retries": "0"}
+        definition = {
+            "name": "one-cli",
+            "phases": [{"name": "work", "role": "coder", "next": "done"}],
+            "transitions": {"work": ["done"]},
+            "roles": {"coder": {"kind": "agent", "provider": "claude-code", "model": "claude-sonnet-4-5",
+                                "options": options}},
+        }  # fmt: skip
+        store = world.workspace.parent / "s.db"
+        spec = RunSpec(run_id="rc", definition=definition, task="Remember zeppelin.", store=str(store),
+                       workspace=str(world.workspace))  # fmt: skip
+        kept = open_store(store)
+        try:
+            RunLedger(kept).register("rc", msgspec.to_builtins(spec))
+        finally:
+            kept.close()
+        key = asyncio.run(advance(str(store), "rc"))["needed"][0]
+
+        # The CLI answers in full, then the worker dies before the turn is recorded as finished.
+        def killed(self: RunLedger, *args: Any, **kwargs: Any) -> bool:
+            raise WorkerKilled
+
+        with monkeypatch.context() as patch:
+            patch.setattr(RunLedger, "finish", killed)
+            with pytest.raises(WorkerKilled):
+                asyncio.run(run_turn(str(store), "rc", key))
+        summary = asyncio.run(run_turn(str(store), "rc", key))
+        requests = fake.turn_requests()
+    assert (summary["outcome"], summary["reused"]) == ("completed", False)
+    assert len(requests) == 2
+    # The second start continued the CLI's own conversation: the first exchange went with it.
+    last = json.dumps(requests[-1].body["messages"])
+    assert "First answer." in last
+    kept = open_store(store)
+    try:
+        record = kept.require(turn_session_id("rc", key))
+        assert record.metadata["last_resume"] == "native" and record.provider_session_id
+    finally:
+        kept.close()
