@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
+import threading
+import time
 from pathlib import Path
 
 import msgspec
@@ -14,7 +16,7 @@ import pytest
 from seamline.durable import RunLedger
 from seamline.durable.wakeup import open_wakeup
 from seamline.events import Text
-from seamline.sessions.store import open_store
+from seamline.sessions.store import StoreCore, open_store
 from tests.durable.conftest import DevServer, Processes
 from tests.durable.pipelines import USAGE, fan_out_pipeline
 from tests.sessions.conftest import fresh_database, postgres_url
@@ -106,3 +108,36 @@ def test_a_sqlite_store_is_polled(tmp_path: Path) -> None:
             store.close()
 
     assert asyncio.run(scenario()) == ("polling", False)
+
+
+def test_event_ids_of_a_run_grow_in_commit_order_on_postgresql(pg_store: str) -> None:
+    # PostgreSQL hands out ids at insert: a write that commits later must not carry a
+    # smaller id than one a reader has already seen, or the reader would skip it.
+    first, second, reader = open_store(pg_store), open_store(pg_store), open_store(pg_store)
+    # Ledgers first: making one creates its tables and index, which waits for open writes.
+    writing, racing, reading = RunLedger(first), RunLedger(second), RunLedger(reader)
+    try:
+        with first._transaction():
+            writing.publish("r", "fan/a/1/1", 1, Text(text="one"))  # not committed yet
+            later = threading.Thread(target=racing.publish, args=("r", "fan/b/1/1", 1, Text(text="two")), daemon=True)
+            later.start()
+            deadline = time.monotonic() + 60
+            while not _waiting_on_a_lock(reader):  # the second writer waits for the first to commit
+                assert later.is_alive(), "the second write did not wait for the first"
+                assert time.monotonic() < deadline, "the second write never waited"
+                time.sleep(0.02)  # polling the server's view of its sessions, not waiting for a result
+            assert reading.events_after("r", 0) == []
+        later.join(timeout=60)
+        rows = reading.events_after("r", 0)
+        assert [msgspec.json.decode(e)["text"] for _, _, e in rows] == ["one", "two"]
+        assert rows[0][0] < rows[1][0]
+    finally:
+        for store in (first, second, reader):
+            store.close()
+
+
+def _waiting_on_a_lock(store: StoreCore) -> bool:
+    rows = store._query(
+        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()"
+    )
+    return int(rows[0][0]) > 0
