@@ -141,3 +141,20 @@ def _waiting_on_a_lock(store: StoreCore) -> bool:
         "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()"
     )
     return int(rows[0][0]) > 0
+
+
+def test_opening_a_ledger_does_not_wait_for_a_write_in_progress(pg_store: str) -> None:
+    writer, other = open_store(pg_store), open_store(pg_store)
+    try:
+        RunLedger(writer)  # the tables exist from here on
+        with writer._transaction():
+            RunLedger(writer).publish("r", "fan/a/1/1", 1, Text(text="one"))  # a worker mid-write
+            opening = threading.Thread(target=RunLedger, args=(other,), daemon=True)
+            opening.start()
+            opening.join(timeout=30)
+            blocked = opening.is_alive()
+        opening.join(timeout=60)
+        assert not blocked, "opening a ledger waited for another connection's write to commit"
+    finally:
+        writer.close()
+        other.close()

@@ -53,6 +53,8 @@ class RunLedger:
     def __init__(self, store: StoreCore) -> None:
         self.store = store
         self._notify = notify_sql(store)
+        if store.dialect == "postgres" and store._query("SELECT to_regclass('durable_events_run')")[0][0]:
+            return  # made already: CREATE INDEX IF NOT EXISTS would wait for every open write of events
         ident = _POSTGRES_EVENTS_ID if store.dialect == "postgres" else _SQLITE_EVENTS_ID
         for sql in (
             "CREATE TABLE IF NOT EXISTS durable_runs (run_id TEXT PRIMARY KEY, spec TEXT NOT NULL, "
