@@ -166,3 +166,39 @@ def test_without_the_extra_otel_is_a_one_line_error(cli_env: dict[str, str]) -> 
     assert done.stderr.strip().splitlines() == [
         "seamline: invalid_request error: OpenTelemetry export needs the otel extra: pip install 'seamline[otel]'"
     ]
+
+
+def test_run_session_otel_sends_the_continued_turn_as_spans_of_that_conversation(
+    seamline_cmd: list[str], cli_env: dict[str, str], receiver: Receiver, tmp_path: Path
+) -> None:
+    store = tmp_path / "s.db"
+    quiet = {k: v for k, v in cli_env.items() if not k.startswith("OTEL_")}
+    otel = quiet | {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint, "OTEL_METRICS_EXPORTER": "none"}
+    first = subprocess.run(
+        [*seamline_cmd, "run", "--otel", "--json", "--store", str(store), "--workspace", str(DOCS), "events"],
+        env=otel,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert first.returncode == 0, first.stderr
+    session_id = first.stdout.split('"session_id":"', 1)[1].split('"', 1)[0]
+    first_spans = receiver.spans()
+    assert [s.name for s in first_spans].count("invoke_agent offline") == 1
+    receiver.traces.clear()
+    again = subprocess.run(
+        [*seamline_cmd, "run", "--otel", "--session", session_id, "--store", str(store), "providers"],
+        env=otel,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert again.returncode == 0, again.stderr
+    spans = receiver.spans()
+    turns = [s for s in spans if s.name == "invoke_agent offline"]
+    assert len(turns) == 1
+    assert attrs(turns[0])["gen_ai.conversation.id"] == session_id  # the continued conversation
+    assert any(s.name.startswith("chat ") for s in spans)
+    # A trace and span ids of its own: the first turn's spans are not overwritten.
+    assert {s.trace_id for s in spans}.isdisjoint({s.trace_id for s in first_spans})
+    assert {s.span_id for s in spans}.isdisjoint({s.span_id for s in first_spans})

@@ -130,6 +130,17 @@ def test_phoenix_shows_a_pipeline_run(
     assert names["chat extractive"] >= 1
     tools = [s for s in spans if s["name"].startswith("execute_tool ")]
     assert tools and all(s["attributes"]["gen_ai.tool.call.id"] for s in tools)
+    # Phoenix reads the kinds from openinference.span.kind (UNKNOWN without it).
+    kinds = Counter((s["name"].split(" ")[0], s["span_kind"]) for s in spans)
+    assert set(kinds) == {
+        ("invoke_agent", "CHAIN"),
+        ("invoke_agent", "AGENT"),
+        ("chat", "LLM"),
+        ("execute_tool", "TOOL"),
+    }
+    assert (
+        kinds[("invoke_agent", "CHAIN")] == 1 and kinds[("invoke_agent", "AGENT")] == 2
+    )  # the writer's and the reviewer's turns
 
     # The tree: one root, roles under it, model and tool calls under the writer's turn.
     by_id = {s["context"]["span_id"]: s for s in spans}

@@ -93,3 +93,20 @@ def test_a_cut_trace_still_gives_closed_spans(tmp_path: Path) -> None:
     root = [s for s in spans if s.parent_id is None]
     assert len(root) == 1 and root[0].attributes["error.type"] == "incomplete"
     assert all(s.end_ns >= s.start_ns for s in spans)
+
+
+def test_spans_carry_openinference_kinds_beside_the_genai_operation(tmp_path: Path) -> None:
+    _, sink, trace = live_run(tmp_path, run_id="run-kinds")
+    for spans in (sink.spans(), exported(trace).spans()):  # live and rebuilt alike
+        kinds = {
+            (s.name.split(" ")[0], dict(s.attributes or {})["gen_ai.operation.name"]): dict(s.attributes or {}).get(
+                "openinference.span.kind"
+            )
+            for s in spans
+        }
+        assert kinds == {
+            ("invoke_agent", "invoke_workflow"): "CHAIN",
+            ("invoke_agent", "invoke_agent"): "AGENT",
+            ("chat", "chat"): "LLM",
+            ("execute_tool", "execute_tool"): "TOOL",
+        }

@@ -82,9 +82,10 @@ def test_turn_chat_and_tool_spans_carry_every_attribute(tmp_path: Path, monkeypa
         "seamline.priced": True,
         "seamline.outcome": "completed",
         "seamline.stop_reason": "end_turn",
+        "openinference.span.kind": "AGENT",
     }
     first = dict(chats[0].attributes or {})
-    assert first["gen_ai.operation.name"] == "chat"
+    assert first["gen_ai.operation.name"] == "chat" and first["openinference.span.kind"] == "LLM"
     assert first["gen_ai.provider.name"] == "scripted" and first["gen_ai.request.model"] == "script-model"
     assert first["gen_ai.response.model"] == "script-model" and first["gen_ai.conversation.id"] == session_id
     assert first["gen_ai.usage.input_tokens"] == 100 and first["gen_ai.usage.output_tokens"] == 20
@@ -97,6 +98,7 @@ def test_turn_chat_and_tool_spans_carry_every_attribute(tmp_path: Path, monkeypa
         "gen_ai.tool.call.id": "call-1",
         "gen_ai.tool.type": "function",
         "seamline.tool.source": "host",
+        "openinference.span.kind": "TOOL",
     }
     assert all(s.status.status_code == StatusCode.UNSET for s in spans)
     # No message content unless asked for.

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from seamline.pipeline.controller import PipelineController
     from seamline.telemetry.otel import OtelSink
 
-__all__ = ["add_otel_flag", "export_trace", "otel_events", "otel_wanted"]
+__all__ = ["add_otel_flag", "export_trace", "otel_events", "otel_wanted", "turn_run_id"]
 
 ENDPOINT_ENV: Final = "OTEL_EXPORTER_OTLP_ENDPOINT"
 
@@ -49,8 +49,11 @@ def otel_events(
     *,
     prompt: str = "",
     controller: PipelineController | None = None,
+    run_id: str | None = None,
 ) -> AsyncIterator[Event]:
-    """``events`` as they are, or with their spans sent when ``--otel`` (or the env) asks."""
+    """``events`` as they are, or with their spans sent when ``--otel`` (or the env) asks.
+
+    ``run_id`` names a plain turn's spans (default: its session id; see :func:`turn_run_id`)."""
     if not otel_wanted(args):
         return events
     from seamline.telemetry.live import tap_pipeline, tap_turn
@@ -58,7 +61,14 @@ def otel_events(
     sink = _sink()
     if controller is not None:
         return tap_pipeline(controller, events, sink)
-    return tap_turn(events, sink, prompt=prompt)
+    return tap_turn(events, sink, prompt=prompt, run_id=run_id)
+
+
+def turn_run_id(session_id: str, turn: int) -> str | None:
+    """What names the spans of turn ``turn`` of a session: the session id for its first
+    turn (as a plain ``run``), ``SESSION.tN`` for a later one (``run --session``), so each
+    turn keeps a trace and span ids of its own."""
+    return None if turn <= 1 else f"{session_id}.t{turn}"
 
 
 def export_trace(path: Path) -> int:

@@ -264,8 +264,12 @@ async def _turn(
 
     install_abort_handler(asyncio.get_running_loop(), abort)
     final: Complete | None = None
+    from seamline.cli.otel_command import otel_events, turn_run_id  # the turn's spans (--otel or the env)
+
+    run_id = turn_run_id(session.session_id, session.turn + 1)
+    events = session.send(prompt, max_steps=args.max_steps, budget_usd=budget_usd)
     try:
-        async for event in session.send(prompt, max_steps=args.max_steps, budget_usd=budget_usd):
+        async for event in otel_events(args, events, prompt=prompt, run_id=run_id):
             display.show(event)
             if isinstance(event, Complete):
                 final = event

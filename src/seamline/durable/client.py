@@ -1,9 +1,9 @@
 """Submit a durable run to Temporal and stream its events back from the store.
 
 The client keeps the run's spec in the store, starts the workflow (history holds only
-the run id and the store's location) and polls the store for the events workers write,
-until the run's own ``complete`` arrives. Polling suits SQLite; a PostgreSQL store is
-polled the same way (LISTEN/NOTIFY is not wired yet).
+the run id and the store's location) and reads the events workers write from the store,
+until the run's own ``complete`` arrives: woken by LISTEN/NOTIFY on a PostgreSQL store,
+polling a SQLite one (:mod:`seamline.durable.wakeup`).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from temporalio.client import Client, WorkflowFailureError
 
 from seamline.durable.ledger import RUN_EVENTS, RunLedger
 from seamline.durable.steps import RunSpec
+from seamline.durable.wakeup import StoreWakeup, open_wakeup
 from seamline.durable.workflow import WORKFLOW
 from seamline.errors import ProviderFailure, TransportFailure
 from seamline.events import Complete, Event, decode_event
@@ -58,37 +59,55 @@ async def stream_run(
     try:
         ledger = RunLedger(store)
         ledger.register(spec.run_id, msgspec.to_builtins(spec))
-        client = await connect(target, namespace=namespace)
-        job: dict[str, Any] = {
-            "run_id": spec.run_id,
-            "store": spec.store,
-            "heartbeat_s": heartbeat_s,
-            "turn_timeout_s": turn_timeout_s,
-        }
-        handle = await client.start_workflow(WORKFLOW, job, id=workflow_id(spec.run_id), task_queue=task_queue)
-        result = asyncio.ensure_future(handle.result())
+        wakeup = await open_wakeup(store, spec.store, spec.run_id, poll_s=poll_s)  # before any event is written
         try:
-            after = 0
-            while True:
-                rows = ledger.events_after(spec.run_id, after)
-                for row_id, key, data in rows:
-                    after = row_id
-                    event = decode_event(data)
-                    yield key, event
-                    if key == RUN_EVENTS and isinstance(event, Complete):
-                        return
-                if rows:
-                    continue
-                if result.done():
-                    raise _failure(spec.run_id, result.exception())
-                await asyncio.wait({result}, timeout=poll_s)
+            async for item in _follow(spec, ledger, wakeup, target, task_queue, namespace, heartbeat_s, turn_timeout_s):
+                yield item
         finally:
-            if not result.done():
-                result.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await result
+            await wakeup.close()
     finally:
         store.close()
+
+
+async def _follow(
+    spec: RunSpec,
+    ledger: RunLedger,
+    wakeup: StoreWakeup,
+    target: str,
+    task_queue: str,
+    namespace: str,
+    heartbeat_s: float,
+    turn_timeout_s: float,
+) -> AsyncIterator[tuple[str, Event]]:
+    client = await connect(target, namespace=namespace)
+    job: dict[str, Any] = {
+        "run_id": spec.run_id,
+        "store": spec.store,
+        "heartbeat_s": heartbeat_s,
+        "turn_timeout_s": turn_timeout_s,
+    }
+    handle = await client.start_workflow(WORKFLOW, job, id=workflow_id(spec.run_id), task_queue=task_queue)
+    result = asyncio.ensure_future(handle.result())
+    try:
+        after = 0
+        while True:
+            rows = ledger.events_after(spec.run_id, after)
+            for row_id, key, data in rows:
+                after = row_id
+                event = decode_event(data)
+                yield key, event
+                if key == RUN_EVENTS and isinstance(event, Complete):
+                    return
+            if rows:
+                continue
+            if result.done():
+                raise _failure(spec.run_id, result.exception())
+            await wakeup.wait(result)
+    finally:
+        if not result.done():
+            result.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await result
 
 
 def _failure(run_id: str, exc: BaseException | None) -> Exception:

@@ -10,17 +10,20 @@ PostgreSQL):
   (deltas left out) and usage. A finished turn is never run again: a retried activity
   finds the row and returns it, so no usage is counted twice.
 - ``durable_events``: every event a worker saw, in order, for the submitting client to
-  stream (polling; the id grows with each commit because SQLite has one writer at a time).
+  stream. The id grows with each commit on SQLite (one writer at a time); on PostgreSQL
+  each write also NOTIFYs the run's listeners (:mod:`seamline.durable.wakeup`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from typing import Any, Final
 
 import msgspec
 
+from seamline.durable.wakeup import notify_sql
 from seamline.events import Event, encode_event
 from seamline.sessions.store import StoreCore
 
@@ -49,6 +52,9 @@ class RunLedger:
 
     def __init__(self, store: StoreCore) -> None:
         self.store = store
+        self._notify = notify_sql(store)
+        if store.dialect == "postgres" and store._query("SELECT to_regclass('durable_events_run')")[0][0]:
+            return  # made already: CREATE INDEX IF NOT EXISTS would wait for every open write of events
         ident = _POSTGRES_EVENTS_ID if store.dialect == "postgres" else _SQLITE_EVENTS_ID
         for sql in (
             "CREATE TABLE IF NOT EXISTS durable_runs (run_id TEXT PRIMARY KEY, spec TEXT NOT NULL, "
@@ -213,10 +219,19 @@ class RunLedger:
         self._insert_events(run_id, key, start_no, [event])
 
     def _insert_events(self, run_id: str, key: str, start_no: int, events: list[Event]) -> None:
-        self.store._executemany(
-            "INSERT INTO durable_events (run_id, turn_key, start_no, event) VALUES (?, ?, ?, ?)",
-            [(run_id, key, start_no, encode_event(e).decode()) for e in events],
-        )
+        if not events:
+            return
+        rows = [(run_id, key, start_no, encode_event(e).decode()) for e in events]
+        sql = "INSERT INTO durable_events (run_id, turn_key, start_no, event) VALUES (?, ?, ?, ?)"
+        if self._notify is None:
+            self.store._executemany(sql, rows)
+            return
+        with self.store._transaction():
+            # PostgreSQL hands out ids at insert, not at commit: writers of one run take
+            # turns, so its ids grow in commit order and a reader never skips one.
+            self.store._execute("SELECT pg_advisory_xact_lock(?)", (_run_lock(run_id),))
+            self.store._executemany(sql, rows)
+            self.store._execute(self._notify, (run_id,))  # delivered at commit
 
     def events_after(self, run_id: str, after: int, *, limit: int = 1000) -> list[tuple[int, str, bytes]]:
         """Events of the run with an id above ``after``: (id, turn key, the event's JSON)."""
@@ -225,6 +240,11 @@ class RunLedger:
             (run_id, after, limit),
         )
         return [(int(i), str(k), str(e).encode()) for i, k, e in rows]
+
+
+def _run_lock(run_id: str) -> int:
+    """A stable advisory-lock key per run (a signed 64-bit number)."""
+    return int.from_bytes(hashlib.sha256(f"durable_events:{run_id}".encode()).digest()[:8], "big", signed=True)
 
 
 def event_data(event: Event) -> dict[str, Any]:

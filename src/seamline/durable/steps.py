@@ -20,6 +20,7 @@ import contextlib
 import functools
 import os
 import tempfile
+import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,18 +31,19 @@ import msgspec
 from seamline.durable.ledger import RunLedger, turn_key
 from seamline.errors import InvalidRequest, SeamlineError
 from seamline.events import Complete, Error, ErrorKind, Event, Raw, ReasoningDelta, TextDelta, Usage
-from seamline.pipeline.agents import AgentKey, LiveAgents, provider_identity
+from seamline.pipeline.agents import AgentKey, provider_identity
 from seamline.pipeline.controller import PipelineController, exit_code_for
 from seamline.pipeline.definition import PipelineDefinition, definition_from_data
-from seamline.providers.base import Provider
+from seamline.providers.base import Provider, ProviderSession
 from seamline.providers.registry import create_provider
 from seamline.sessions.store import StoreCore, open_store
 from seamline.sessions.trace_heads import anchor_head
 from seamline.tools.base import Toolset
+from seamline.tools.permissions import permission_service
 from seamline.tools.workspace import Workspace, workspace_tools
 from seamline.trace.writer import TraceWriter, trace_path
 
-__all__ = ["RunSpec", "TurnNeeded", "UnknownRun", "advance", "run_turn"]
+__all__ = ["RunSpec", "TurnNeeded", "UnknownRun", "advance", "run_turn", "turn_session_id"]
 
 _event_type: Any = Event
 
@@ -232,6 +234,13 @@ async def run_turn(
         store.close()
 
 
+def turn_session_id(run_id: str, key: str) -> str:
+    """The session id of a role turn: the same on every start of the turn, whichever worker
+    runs it, so a retried start finds the session the first one opened (and the provider
+    session id the seam recorded for it) in the store."""
+    return uuid.uuid5(uuid.NAMESPACE_URL, f"seamline:durable:{run_id}/{key}").hex
+
+
 async def _guarded(
     spec: RunSpec,
     definition: PipelineDefinition,
@@ -244,18 +253,7 @@ async def _guarded(
     ``failed`` with a classified ``error``, as in a local run (the controller turns it into
     a role failure), instead of failing the activity over and over."""
     try:
-        ws = Workspace(spec.workspace)
-        agents = LiveAgents(
-            default=spec.provider_for(key.role, definition),
-            workspace=ws.root,
-            store=store,
-            tools=_workspace_tools(str(ws.root)),
-            yes=spec.yes,
-            max_steps=spec.max_steps,
-            params=spec.params,
-            run_id=spec.run_id,
-        )
-        async for event in agents.turn(key, prompt, budget_usd=budget):
+        async for event in _role_turn(spec, definition, key, prompt, budget, store):
             yield event
     except SeamlineError as exc:
         failure: tuple[ErrorKind, str, bool] = (exc.kind, exc.message, exc.retryable)
@@ -265,6 +263,41 @@ async def _guarded(
         return
     yield Error(kind=failure[0], message=failure[1], retryable=failure[2])
     yield Complete(outcome="failed", stop_reason="error")
+
+
+async def _role_turn(
+    spec: RunSpec,
+    definition: PipelineDefinition,
+    key: AgentKey,
+    prompt: str,
+    budget: float | None,
+    store: StoreCore,
+) -> AsyncGenerator[Event, None]:
+    """Open the turn's session, or resume it where an earlier start of the same turn opened
+    it (a worker killed mid-turn, a timed-out activity): natively with the provider session
+    id the store kept (agent CLIs, ACP), else from the store's transcript (model APIs)."""
+    ws = Workspace(spec.workspace)
+    provider = spec.provider_for(key.role, definition)
+    tools = _workspace_tools(str(ws.root))
+    approval = permission_service(store=store, workspace=ws.root, yes=spec.yes)
+    sid = turn_session_id(spec.run_id, turn_key(key.phase, key.role, key.round, key.attempt))
+    session: ProviderSession
+    if store.get(sid) is not None:
+        session = await provider.resume(sid, store=store, tools=tools, approval=approval)
+    else:
+        session = await provider.open(
+            workspace=ws.root,
+            store=store,
+            tools=tools,
+            approval=approval,
+            session_id=sid,
+            metadata={"run_id": spec.run_id, "phase": key.phase, "role": key.role, "round": key.round},
+        )
+    try:
+        async for event in session.send(prompt, max_steps=spec.max_steps, budget_usd=budget, params=spec.params):
+            yield event
+    finally:
+        await provider.close(session)
 
 
 @functools.lru_cache(maxsize=64)

@@ -109,9 +109,15 @@ async def tap_pipeline(
         sink.close()
 
 
-async def tap_turn(events: AsyncIterator[Event], sink: OtelSink, *, prompt: str) -> AsyncIterator[Event]:
-    """Pass ``events`` on unchanged; send the turn's spans to ``sink`` as they end."""
-    builder = SpanBuilder(capture_content=capture_content_from_env())
+async def tap_turn(
+    events: AsyncIterator[Event], sink: OtelSink, *, prompt: str, run_id: str | None = None
+) -> AsyncIterator[Event]:
+    """Pass ``events`` on unchanged; send the turn's spans to ``sink`` as they end.
+
+    The spans' ids derive from ``run_id``, by default the turn's session id: a later turn
+    of the same session (``run --session``) needs an id of its own, or its spans would
+    take the ids of the first turn's."""
+    builder = SpanBuilder(run_id=run_id, capture_content=capture_content_from_env())
     seq = 0
     builder.add(seq, "prompt", time.time(), {"prompt": prompt}, {})
     try:

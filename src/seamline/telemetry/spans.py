@@ -14,6 +14,9 @@ The shape follows the OpenTelemetry GenAI semantic conventions:
   ``invoke_agent {provider}``: CLIENT for out-of-process agents, INTERNAL for seamline's loop;
 - each model call (one ``usage`` event) is ``chat {model}``;
 - each tool call is ``execute_tool {tool}``, from its ``tool_call`` to its ``tool_result``.
+
+Each span also carries OpenInference's ``openinference.span.kind`` (CHAIN for the pipeline,
+AGENT for a turn, LLM for a model call, TOOL for a tool call), so Phoenix shows the kinds.
 """
 
 from __future__ import annotations
@@ -38,6 +41,14 @@ AttributeValue: TypeAlias = str | int | float | bool
 SpanKind: TypeAlias = Literal["internal", "client"]
 
 CAPTURE_CONTENT_ENV: Final = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+# OpenInference's span kinds (what Phoenix and Arize group and draw spans by), beside
+# the GenAI operation each span already names.
+_OPENINFERENCE_KINDS: Final = {
+    "invoke_workflow": "CHAIN",
+    "invoke_agent": "AGENT",
+    "chat": "LLM",
+    "execute_tool": "TOOL",
+}
 # Agents that run in their own process (they run their own tools): their turn is a CLIENT call.
 _OUT_OF_PROCESS: Final = frozenset({"claude-code", "codex", "gemini-cli", "acp", "opencode"})
 # Providers whose "model" runs inside seamline: their model calls are INTERNAL.
@@ -323,6 +334,9 @@ class SpanBuilder:
     def _span(self, opened: _Open, name: str, kind: SpanKind, end: float) -> SpanRecord:
         run_id = self.run_id or "run"
         attributes = dict(opened.attributes)
+        kind_name = _OPENINFERENCE_KINDS.get(str(attributes.get("gen_ai.operation.name")))
+        if kind_name is not None:
+            attributes["openinference.span.kind"] = kind_name
         if opened.error_type:
             attributes["error.type"] = opened.error_type
         return SpanRecord(
