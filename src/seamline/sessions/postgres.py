@@ -14,8 +14,8 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import Any, Final
 
 from seamline.errors import InvalidRequest
-from seamline.sessions.schema import SCHEMA_VERSION, migration_sql
 from seamline.sessions.core import StoreCore
+from seamline.sessions.schema import SCHEMA_VERSION, migration_sql
 
 __all__ = ["PostgresStore"]
 
