@@ -28,11 +28,14 @@ _EMPTY: Final = b"{}"
 
 
 def traces_dir(store_path: str | os.PathLike[str] | None = None) -> Path:
-    """``$SEAMLINE_TRACES``, else ``traces/`` beside the store file."""
+    """``$SEAMLINE_TRACES``, else ``traces/`` beside the store file (or the default store's
+    file, for a store on a server)."""
     env = os.environ.get(TRACES_ENV)
     if env:
         return Path(env).expanduser()
-    if store_path is None:
+    if store_path is None or "://" in str(store_path):
+        # A server store (postgresql://...) has no folder: its traces go where the default
+        # store's would, never into a folder named after the URL.
         from seamline.sessions.store import default_store_path
 
         store_path = default_store_path()
