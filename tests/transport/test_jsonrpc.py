@@ -4,6 +4,7 @@ against a small scripted peer program. Every test checks that the process group 
 from __future__ import annotations
 
 import asyncio
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -120,6 +121,23 @@ def test_the_stderr_tail_names_why_the_peer_died(tmp_path: Path) -> None:
         await rpc.close(grace=0.5)
 
     run(body())
+
+
+def test_an_agent_that_outlives_its_input_takes_sigint_even_when_this_process_ignores_it() -> None:
+    # Ignored signals stay ignored across exec; closing must not wait out a grace period.
+    async def body() -> str:
+        rpc = await JsonRpcProcess.spawn([sys.executable, "-c", "import time; time.sleep(60)"])
+        await rpc.close(grace=5)
+        ended = rpc.process.ended_by
+        assert ended is not None
+        return ended.signal
+
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        used = run(body())
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert used == "SIGINT"
 
 
 def test_a_missing_program_is_an_invalid_request() -> None:

@@ -35,7 +35,7 @@ from seamline.errors import (
     TimeoutFailure,
     TransportFailure,
 )
-from seamline.transport.subprocess import LineProcess
+from seamline.transport.subprocess import LineProcess, child_argv
 
 __all__ = [
     "JsonRpcError",
@@ -140,7 +140,7 @@ class JsonRpcProcess:
             raise InvalidRequest("empty command line")
         try:
             proc = await asyncio.create_subprocess_exec(
-                *argv,
+                *child_argv(argv, env=env, cwd=cwd),
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,

@@ -3,7 +3,9 @@ line by line, keep the tail of its stderr, and end the whole group on request.
 
 Ending goes SIGINT, then SIGTERM, then SIGKILL, each to the process group and each after a
 grace period, because agent CLIs relaunch themselves as children (signals to the first PID
-alone are lost) and some ignore the gentler signals.
+alone are lost) and some ignore the gentler signals. A signal this process ignores stays
+ignored in its children across exec (a program started with ``&`` from a script ignores
+SIGINT), so then a child is started behind ``env --default-signal=INT``: it takes SIGINT.
 
 >>> import asyncio
 >>> async def demo() -> list[bytes]:
@@ -20,8 +22,11 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import functools
 import os
+import shutil
 import signal
+import subprocess
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +34,7 @@ from typing import Final, Literal
 
 from seamline.errors import InvalidRequest, TransportFailure
 
-__all__ = ["EndResult", "LineProcess", "group_members"]
+__all__ = ["EndResult", "LineProcess", "child_argv", "group_members"]
 
 _CHUNK: Final = 1 << 16
 _STDERR_TAIL: Final = 200
@@ -70,6 +75,54 @@ def group_members(pgid: int) -> list[int]:
     return members
 
 
+@functools.cache
+def _sigint_resetter() -> str | None:
+    """An ``env`` that can reset SIGINT to its default (GNU coreutils 8.31+), or None."""
+    path = shutil.which("env")
+    if path is None:  # pragma: no cover - every POSIX system has one
+        return None
+    try:
+        done = subprocess.run(
+            [path, "--default-signal=INT", "true"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):  # pragma: no cover - a broken env
+        return None
+    return path if done.returncode == 0 else None
+
+
+def _runnable(program: str, env: Mapping[str, str] | None, cwd: str | os.PathLike[str] | None) -> bool:
+    if "/" in program:
+        where = program if os.path.isabs(program) else os.path.join(os.fspath(cwd or "."), program)
+        return os.path.isfile(where) and os.access(where, os.X_OK)
+    search = (env if env is not None else os.environ).get("PATH", os.defpath)
+    return shutil.which(program, path=search) is not None
+
+
+def child_argv(
+    argv: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: str | os.PathLike[str] | None = None
+) -> list[str]:
+    """``argv`` as it is started: unchanged, or behind ``env --default-signal=INT`` when this
+    process ignores SIGINT (the child would inherit that and sit out the first signal of
+    :meth:`LineProcess.end`). ``env`` execs the program, so the PID stays the program's.
+
+    A program that cannot be found or run, or whose name ``env`` would take for a setting
+    or an option, is left as it is so that starting it fails as it always did.
+    """
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN or not argv:
+        return list(argv)
+    if "=" in argv[0] or argv[0].startswith("-"):
+        return list(argv)
+    resetter = _sigint_resetter()
+    if resetter is None or not _runnable(argv[0], env, cwd):
+        return list(argv)
+    return [resetter, "--default-signal=INT", *argv]
+
+
 class LineProcess:
     """A spawned program in its own process group, with its stdout as a line stream."""
 
@@ -97,7 +150,7 @@ class LineProcess:
             raise InvalidRequest("empty command line")
         try:
             proc = await asyncio.create_subprocess_exec(
-                *argv,
+                *child_argv(argv, env=env, cwd=cwd),
                 stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
