@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -146,6 +147,32 @@ def test_without_a_server_the_client_and_the_worker_say_so_in_one_line(
     assert client.returncode == 1
     assert "seamline: transport error: cannot reach Temporal" in client.stderr
     assert "Traceback" not in client.stderr
+
+
+def test_an_unreachable_temporal_ends_the_worker_without_interpreter_teardown(
+    processes: Processes, tmp_path: Path, seamline_cmd: list[str]
+) -> None:
+    # The Temporal client's native threads can crash a finalizing interpreter (the worker
+    # above died with -11 about one run in ten), so the worker, like `run --on temporal`,
+    # leaves with os._exit once its one line is out. A handler registered at start-up runs
+    # last at a normal exit; here it must never run.
+    marker = tmp_path / "finalized"
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(
+        f"import atexit, pathlib\natexit.register(lambda: pathlib.Path({str(marker)!r}).write_text('yes'))\n"
+    )
+    env = {**processes.env, "PYTHONPATH": os.pathsep.join([str(hook), processes.env.get("PYTHONPATH", "")])}
+    worker = subprocess.run(
+        [*seamline_cmd, "worker", "--temporal", "127.0.0.1:9", "--task-queue", "q"],
+        capture_output=True, text=True, env=env, timeout=120,
+    )  # fmt: skip
+    assert worker.returncode == 1, worker.stderr
+    assert worker.stderr.startswith("seamline: transport error: cannot reach Temporal at 127.0.0.1:9")
+    assert not marker.exists()
+    # The hook itself works: a command that ends normally runs it.
+    subprocess.run([*seamline_cmd, "--version"], capture_output=True, env=env, timeout=60, check=True)
+    assert marker.read_text() == "yes"
 
 
 def test_a_worker_on_another_store_fails_the_workflow_instead_of_retrying_forever(

@@ -111,7 +111,11 @@ def run(args: argparse.Namespace) -> int:
 
     from seamline.durable.client import connect
 
-    asyncio.run(connect(target, namespace=args.namespace))  # one clear line when unreachable
+    try:
+        asyncio.run(connect(target, namespace=args.namespace))  # one clear line when unreachable
+    except SeamlineError as exc:  # main() prints it; leave with the code it returns, guarded
+        _exit_guard(2 if exc.kind == "invalid_request" else 1)
+        raise
     try:
         asyncio.run(main())
     except asyncio.CancelledError:
