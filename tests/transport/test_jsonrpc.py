@@ -4,7 +4,6 @@ against a small scripted peer program. Every test checks that the process group 
 from __future__ import annotations
 
 import asyncio
-import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -123,7 +122,7 @@ def test_the_stderr_tail_names_why_the_peer_died(tmp_path: Path) -> None:
     run(body())
 
 
-def test_an_agent_that_outlives_its_input_takes_sigint_even_when_this_process_ignores_it() -> None:
+def test_an_agent_that_outlives_its_input_takes_sigint_even_when_this_process_ignores_it(sigint_ignored: None) -> None:
     # Ignored signals stay ignored across exec; closing must not wait out a grace period.
     async def body() -> str:
         rpc = await JsonRpcProcess.spawn([sys.executable, "-c", "import time; time.sleep(60)"])
@@ -132,12 +131,7 @@ def test_an_agent_that_outlives_its_input_takes_sigint_even_when_this_process_ig
         assert ended is not None
         return ended.signal
 
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        used = run(body())
-    finally:
-        signal.signal(signal.SIGINT, previous)
-    assert used == "SIGINT"
+    assert run(body()) == "SIGINT"
 
 
 def test_a_missing_program_is_an_invalid_request() -> None:

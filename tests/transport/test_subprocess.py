@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import signal
 import sys
 from pathlib import Path
 
@@ -96,7 +95,7 @@ def test_end_stops_at_sigint_when_that_suffices() -> None:
 
 
 @pytest.mark.parametrize("program", ["python", "path"])
-def test_a_child_takes_sigint_even_when_this_process_ignores_it(program: str) -> None:
+def test_a_child_takes_sigint_even_when_this_process_ignores_it(program: str, sigint_ignored: None) -> None:
     # A process started in the background by a non-interactive shell (`cmd &`, nohup) has
     # SIGINT ignored, and an ignored signal stays ignored across exec: the child would sit
     # out SIGINT and cost a whole grace period before SIGTERM.
@@ -110,23 +109,14 @@ def test_a_child_takes_sigint_even_when_this_process_ignores_it(program: str) ->
             break
         return (await proc.end(grace=5)).signal
 
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        used = run(go())
-    finally:
-        signal.signal(signal.SIGINT, previous)
-    assert used == "SIGINT"
+    assert run(go()) == "SIGINT"
 
 
-def test_a_missing_executable_is_still_not_found_when_sigint_is_ignored(tmp_path: Path) -> None:
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        with pytest.raises(InvalidRequest, match="not found"):
-            run(LineProcess.spawn([str(tmp_path / "no-such-program")]))
-        with pytest.raises(InvalidRequest, match="not found"):
-            run(LineProcess.spawn(["no-such-program-anywhere"], env={"PATH": str(tmp_path)}))
-    finally:
-        signal.signal(signal.SIGINT, previous)
+def test_a_missing_executable_is_still_not_found_when_sigint_is_ignored(tmp_path: Path, sigint_ignored: None) -> None:
+    with pytest.raises(InvalidRequest, match="not found"):
+        run(LineProcess.spawn([str(tmp_path / "no-such-program")]))
+    with pytest.raises(InvalidRequest, match="not found"):
+        run(LineProcess.spawn(["no-such-program-anywhere"], env={"PATH": str(tmp_path)}))
 
 
 def test_missing_executable_is_a_classified_error(tmp_path: Path) -> None:
