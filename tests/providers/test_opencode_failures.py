@@ -30,6 +30,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 MODE = os.environ.get("MODE", "ok")
 if MODE == "exit":
     sys.stderr.write("opencode: cannot open its database\n"); sys.exit(3)
+if MODE == "exit_child_says":
+    # As a launcher whose child prints the reason: the leader's exit is seen before the line.
+    if os.fork() == 0:
+        time.sleep(0.5); sys.stderr.write("opencode: port already bound by the child\n"); os._exit(0)
+    os._exit(3)
 port = int(sys.argv[sys.argv.index("--port") + 1])
 if MODE == "never_up":
     time.sleep(120); sys.exit(0)
@@ -113,6 +118,18 @@ async def test_a_server_that_exits_at_start_is_a_transport_failure(
     with pytest.raises(TransportFailure, match=r"exited with code 3 before it came up.*cannot open its database"):
         await provider(standin, startup_timeout="10").open(workspace=tmp_path / "ws")
     assert running_servers() == []
+
+
+@run_async
+async def test_the_reason_is_kept_when_it_arrives_after_the_exit(
+    standin: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The exit code is known before the stderr line is read: the failure waits for stderr's end.
+    monkeypatch.setenv("MODE", "exit_child_says")
+    with pytest.raises(TransportFailure, match=r"exited with code 3 before it came up.*port already bound"):
+        await provider(standin, startup_timeout="10").open(workspace=tmp_path / "ws")
+    assert running_servers() == []
+    assert not _standins_alive(standin)
 
 
 @run_async

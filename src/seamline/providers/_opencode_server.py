@@ -110,6 +110,8 @@ class OpenCodeServer:
         last = ""
         while True:
             if self.process.returncode is not None:
+                # The exit can be seen before its stderr is read: wait for stderr's end (capped).
+                await self.process.wait()
                 raise TransportFailure(
                     f"opencode serve exited with code {self.process.returncode} before it came up{self._tail()}"
                 )
