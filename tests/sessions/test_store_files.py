@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from seamline.errors import SandboxViolation
+from seamline.errors import InvalidRequest, SandboxViolation
+from seamline.sessions import sqlite_file
 from seamline.sessions.sqlite_file import is_store_file
 from seamline.sessions.store import SessionStore
 from seamline.tools.base import ToolContext
@@ -53,3 +56,47 @@ def test_workspace_tools_never_open_the_store(tmp_path: Path) -> None:
         assert "notes.txt" in found and "s.db" not in found
     finally:
         store.close()
+
+
+class _LockedAtFirst(sqlite3.Connection):
+    """A connection whose first switches to WAL find the file locked, as a store opened by
+    many processes at once can (SQLite answers SQLITE_BUSY there without its busy handler)."""
+
+    refusals = 0
+
+    def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
+        if "journal_mode" in sql and _LockedAtFirst.refusals > 0:
+            _LockedAtFirst.refusals -= 1
+            raise sqlite3.OperationalError("database is locked")
+        return super().execute(sql, *args)
+
+
+def test_a_store_locked_for_a_moment_at_open_is_opened(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real_connect = sqlite3.connect
+    opened: list[sqlite3.Connection] = []
+
+    def connect(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        conn = real_connect(*args, factory=_LockedAtFirst, **kwargs)
+        opened.append(conn)
+        return conn
+
+    monkeypatch.setattr(sqlite_file.sqlite3, "connect", connect)
+    monkeypatch.setattr(_LockedAtFirst, "refusals", 3)
+    store = SessionStore(tmp_path / "s.db")
+    try:
+        store.create_session("s1", provider="offline", model=None)
+        store.flush()
+        assert [s.id for s in store.list_sessions()] == ["s1"]
+    finally:
+        store.close()
+    assert _LockedAtFirst.refusals == 0 and len(opened) == 1  # refused three times, then switched
+
+
+def test_a_store_that_stays_locked_is_a_classified_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real_connect = sqlite3.connect
+    monkeypatch.setattr(sqlite_file.sqlite3, "connect", lambda *a, **k: real_connect(*a, factory=_LockedAtFirst, **k))
+    monkeypatch.setattr(_LockedAtFirst, "refusals", 10**6)
+    monkeypatch.setattr(sqlite_file, "_OPEN_RETRY_S", 0.3)
+    with pytest.raises(InvalidRequest, match=r"cannot open the store .*s\.db: database is locked"):
+        SessionStore(tmp_path / "s.db")
+    assert not is_store_file(tmp_path / "s.db")

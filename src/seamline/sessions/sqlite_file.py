@@ -10,7 +10,9 @@ journal leave them alone (:func:`is_store_file`).
 from __future__ import annotations
 
 import os
+import random
 import sqlite3
+import time
 from pathlib import Path
 from typing import Any, Final
 
@@ -26,6 +28,8 @@ APP_ID: Final = 0x53454D4C  # "SEML": marks a file as ours, so a foreign one is 
 _LIVE_PATHS: dict[str, int] = {}
 _LIVE_INODES: dict[tuple[int, int], int] = {}
 _STORE_SUFFIXES: Final = ("", "-wal", "-shm", "-journal")
+# How long opening waits on a store another process holds locked while it switches to WAL.
+_OPEN_RETRY_S = 30.0
 
 
 def is_store_file(path: str | os.PathLike[str]) -> bool:
@@ -85,7 +89,7 @@ def connect(path: str, *, create_folder: bool) -> sqlite3.Connection:
         conn.execute("PRAGMA busy_timeout = 60000")
         _check_ours(conn, path)  # before anything is written to the file
         if path != ":memory:":
-            conn.execute("PRAGMA journal_mode = WAL")
+            _switch_to_wal(conn)
         conn.execute("PRAGMA synchronous = NORMAL")
     except sqlite3.DatabaseError as exc:
         conn.close()
@@ -94,6 +98,28 @@ def connect(path: str, *, create_folder: bool) -> sqlite3.Connection:
         conn.close()
         raise
     return conn
+
+
+def _switch_to_wal(conn: sqlite3.Connection) -> None:
+    """``PRAGMA journal_mode = WAL``, again while the file is locked for a moment.
+
+    Many processes opening one store at once can find it locked here (one of them is
+    converting a new file to WAL) and SQLite answers SQLITE_BUSY at once, without waiting
+    on its busy handler; so wait here, up to ``_OPEN_RETRY_S``, then fail as before."""
+    deadline = time.monotonic() + _OPEN_RETRY_S
+    pause = 0.005
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            busy = getattr(exc, "sqlite_errorcode", None)
+            if not ((busy is not None and busy & 0xFF == sqlite3.SQLITE_BUSY) or "database is locked" in str(exc)):
+                raise
+            if time.monotonic() >= deadline:
+                raise
+        time.sleep(pause * (0.5 + random.random()))
+        pause = min(pause * 2, 0.2)
 
 
 def _check_ours(conn: sqlite3.Connection, path: str) -> None:
