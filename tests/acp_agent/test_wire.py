@@ -4,11 +4,13 @@ and a client that never reads stops the writer instead of growing memory."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import os
 import signal
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -135,6 +137,32 @@ async def test_a_client_that_never_reads_blocks_the_writer_with_bounded_memory()
         os.close(in_w)
         os.close(out_r)
         reader_file.close()
+
+
+def test_closing_the_writer_closes_the_read_pipe_too() -> None:
+    # A read pipe left open is finalized by whichever later gc.collect() reaches it, and its
+    # "unclosed transport" ResourceWarning then fails an unrelated test.
+    in_r, in_w = os.pipe()
+    out_r, out_w = os.pipe()
+    reader_file, writer_file = os.fdopen(in_r, "rb", buffering=0), os.fdopen(out_w, "wb", buffering=0)
+
+    async def go() -> bool:
+        reader, writer = await pipe_streams(reader_file, writer_file, limit=1 << 16)
+        writer.close()
+        await asyncio.sleep(0)
+        return reader.at_eof()
+
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", ResourceWarning)
+            at_eof = asyncio.run(go())
+            gc.collect()
+    finally:
+        os.close(in_w)
+        os.close(out_r)
+        reader_file.close()
+    assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []
+    assert at_eof
 
 
 def test_the_cli_answers_garbage_and_unknown_methods_and_keeps_serving(tmp_path: Path) -> None:

@@ -165,6 +165,7 @@ def test_typed_settings_and_sessions_close_their_clients(tmp_path: Path) -> None
     with FakeOpenAI(script) as fake:
         settings = OpenAISettings(base_url=fake.base_url, route="responses", max_retries=0)
         agent = seamline.Agent(provider=settings, model="gpt-4o", workspace=tmp_path)
+        gc.collect()  # what earlier tests left behind is theirs, not this test's
         with warnings.catch_warnings():
             warnings.simplefilter("error")  # an unclosed client or "Event loop is closed" fails here
             assert agent.run_sync("one").text == "answer 0"

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import gc
+import os
+import signal
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -92,6 +96,34 @@ def test_end_stops_at_sigint_when_that_suffices() -> None:
 
     signal_used, code = run(go())  # type: ignore[misc]
     assert signal_used == "SIGINT" and code is not None and code != 0
+
+
+def test_end_closes_the_pipes_a_process_outside_the_group_still_holds() -> None:
+    # The pipe never reaches its end, so asyncio never closes it: left open, it is found by
+    # a later gc.collect(), whose "unclosed transport" ResourceWarning fails whatever test runs then.
+    outsider: list[int] = []
+
+    async def go() -> None:
+        # Popen returns once the child runs `sleep` in a session of its own, holding stdout.
+        code = (
+            "import subprocess as sp; print(sp.Popen(['sleep', '60'], start_new_session=True, stderr=sp.DEVNULL).pid)"
+        )
+        proc = await LineProcess.spawn([PY, "-c", code])
+        async for line in proc.lines():
+            outsider.append(int(line))
+            break
+        await proc.end(grace=0.3)
+        await proc.wait()
+
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", ResourceWarning)
+            run(go())
+            gc.collect()
+    finally:
+        for pid in outsider:
+            os.kill(pid, signal.SIGKILL)
+    assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []
 
 
 @pytest.mark.parametrize("program", ["python", "path"])

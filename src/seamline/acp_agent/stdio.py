@@ -45,16 +45,42 @@ class _WriteProtocol(asyncio.Protocol):
             await waiter
 
 
+class _PipeWriter(asyncio.StreamWriter):
+    """The writing end of a pair of pipes; closing it closes the reading end too, as
+    closing a socket's writer does (a read pipe left open warns "unclosed transport"
+    whenever the garbage collector gets to it)."""
+
+    def __init__(
+        self,
+        transport: asyncio.WriteTransport,
+        protocol: _WriteProtocol,
+        loop: asyncio.AbstractEventLoop,
+        read_transport: asyncio.ReadTransport,
+    ) -> None:
+        super().__init__(transport, protocol, None, loop)
+        self._read_transport = read_transport
+
+    def close(self) -> None:
+        self._read_transport.close()
+        super().close()
+
+
 async def pipe_streams(
     read_from: BinaryIO, write_to: BinaryIO, *, limit: int
 ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    """asyncio streams over two pipes (the writer's ``drain`` waits for the reader)."""
+    """asyncio streams over two pipes (the writer's ``drain`` waits for the reader).
+
+    ``writer.close()`` closes both pipes."""
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=limit)
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), read_from)
+    read_transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), read_from)
     protocol = _WriteProtocol()
-    transport, _ = await loop.connect_write_pipe(lambda: protocol, write_to)
-    return reader, asyncio.StreamWriter(transport, protocol, None, loop)
+    try:
+        transport, _ = await loop.connect_write_pipe(lambda: protocol, write_to)
+    except BaseException:
+        read_transport.close()
+        raise
+    return reader, _PipeWriter(transport, protocol, loop, read_transport)
 
 
 async def serve_stdio(settings: AcpAgentSettings, *, max_line: int = DEFAULT_MAX_LINE) -> None:

@@ -252,8 +252,24 @@ class LineProcess:
                     break
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self._proc.wait(), timeout=max(grace, 1.0))
+        if self._proc.returncode is not None and not self.group_alive():
+            await self._close_pipes()
         self.ended_by = EndResult(signal=used, returncode=self._proc.returncode)
         return self.ended_by
+
+    async def _close_pipes(self) -> None:
+        """Close the pipes of a group that is gone, once the tail of stderr is in.
+
+        asyncio closes a pipe only at its end of file, which never comes while a process
+        outside the group holds it open or while its reader stopped early (a full buffer
+        pauses reading); left open, the transport is found by the garbage collector later,
+        which warns "unclosed transport" in whatever runs then.
+        """
+        with contextlib.suppress(Exception):  # TimeoutError: someone outside the group holds stderr
+            await asyncio.wait_for(asyncio.shield(self._stderr_task), timeout=2.0)
+        transport = getattr(self._proc, "_transport", None)  # asyncio has no public way to close them
+        if isinstance(transport, asyncio.SubprocessTransport):
+            transport.close()
 
 
 async def _split_lines(stream: asyncio.StreamReader) -> AsyncIterator[bytes]:
