@@ -100,3 +100,42 @@ def test_a_store_that_stays_locked_is_a_classified_error(tmp_path: Path, monkeyp
     with pytest.raises(InvalidRequest, match=r"cannot open the store .*s\.db: database is locked"):
         SessionStore(tmp_path / "s.db")
     assert not is_store_file(tmp_path / "s.db")
+
+
+class _MigratedMidCheck(sqlite3.Connection):
+    """A connection that lets another process's first migration commit right after its
+    first read of the file's header, as 40 runs starting on one new store can."""
+
+    other: sqlite3.Connection | None = None
+
+    def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
+        cursor = super().execute(sql, *args)
+        other, _MigratedMidCheck.other = _MigratedMidCheck.other, None
+        if other is not None and sql == "PRAGMA application_id":
+            other.executescript(
+                f"BEGIN; CREATE TABLE sessions (id TEXT); CREATE TABLE raw_log (id TEXT);"
+                f" PRAGMA application_id = {sqlite_file.APP_ID}; PRAGMA user_version = 1; COMMIT;"
+            )
+        elif other is not None:
+            _MigratedMidCheck.other = other
+        return cursor
+
+
+def test_a_store_migrated_by_another_process_mid_check_is_ours(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "s.db"
+    other = sqlite3.connect(path, isolation_level=None)
+    try:
+        assert other.execute("PRAGMA journal_mode = WAL").fetchone()[0] == "wal"  # readers never block it
+        real_connect = sqlite3.connect
+        monkeypatch.setattr(
+            sqlite_file.sqlite3, "connect", lambda *a, **k: real_connect(*a, factory=_MigratedMidCheck, **k)
+        )
+        monkeypatch.setattr(_MigratedMidCheck, "other", other)
+        conn = sqlite_file.connect(str(path), create_folder=False)
+        try:
+            assert _MigratedMidCheck.other is None  # the other migration did land mid-check
+            assert conn.execute("PRAGMA user_version").fetchone()[0] == 1
+        finally:
+            conn.close()
+    finally:
+        other.close()

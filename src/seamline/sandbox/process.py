@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from seamline.transport.subprocess import group_gone, kill_group
+
 __all__ = ["CommandOutcome", "run_bounded"]
 
 _CHUNK: Final = 65536
@@ -60,7 +62,12 @@ async def run_bounded(
     assert proc.stdout is not None
     stdout = proc.stdout
     buf = bytearray()
-    flooded = False
+    flooded = killed = False
+
+    def kill() -> None:
+        nonlocal killed
+        killed = True
+        kill_group(proc.pid)
 
     async def pump() -> None:
         nonlocal flooded
@@ -74,7 +81,7 @@ async def run_bounded(
             if len(chunk) > room:
                 buf.extend(chunk[: max(room, 0)])
                 flooded = True
-                _kill_group(proc.pid)
+                kill()
                 continue
             buf.extend(chunk)
 
@@ -85,26 +92,29 @@ async def run_bounded(
             await asyncio.wait_for(asyncio.shield(proc.wait()), timeout=max(wall_s, 0.01))
         except TimeoutError:
             timed_out = not flooded
-            _kill_group(proc.pid)
+            kill()
         try:
             await asyncio.wait_for(asyncio.shield(reader), timeout=_DRAIN_GRACE_S)
         except TimeoutError:
             # A child still holds the pipe open after the main process ended.
-            _kill_group(proc.pid)
+            kill()
             reader.cancel()
     except asyncio.CancelledError:
-        _kill_group(proc.pid)
+        kill_group(proc.pid)
         reader.cancel()
         await proc.wait()
+        await group_gone(proc.pid)
         raise
     finally:
         if proc.returncode is None:
-            _kill_group(proc.pid)
+            kill()
             await proc.wait()
     if not reader.done():
         reader.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await reader
+    if killed:
+        await group_gone(proc.pid)
     returncode = proc.returncode if proc.returncode is not None else -signal.SIGKILL
     return CommandOutcome(
         returncode=returncode,

@@ -124,11 +124,18 @@ def _switch_to_wal(conn: sqlite3.Connection) -> None:
 
 def _check_ours(conn: sqlite3.Connection, path: str) -> None:
     """Refuse a file that is not a seamline store; never write into a foreign file. Reads
-    through the store's own connection only."""
+    through the store's own connection only, in one read transaction: another process's
+    first migration sets all three at once, and reads on either side of its commit would
+    take a store being created for another program's file."""
     try:
-        app_id = conn.execute("PRAGMA application_id").fetchone()[0]
-        user_version = conn.execute("PRAGMA user_version").fetchone()[0]
-        names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        conn.execute("BEGIN")
+        try:
+            app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+            user_version = conn.execute("PRAGMA user_version").fetchone()[0]
+            names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        finally:
+            if conn.in_transaction:
+                conn.execute("COMMIT")
     except sqlite3.DatabaseError as exc:
         if "not a database" in str(exc) or "malformed" in str(exc):
             raise InvalidRequest(

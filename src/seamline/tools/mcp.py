@@ -35,6 +35,7 @@ from seamline.errors import InvalidRequest, ProviderFailure, SeamlineError, Time
 from seamline.tools.base import Tool, ToolClass
 from seamline.tools.mcp_config import McpServerConfig, load_mcp_config
 from seamline.tools.sources import ToolSourceContext
+from seamline.transport.subprocess import pids_gone
 
 if TYPE_CHECKING:
     import mcp_types
@@ -208,7 +209,8 @@ class McpServerLink:
 
 
 def end_marked_processes(name: str, value: str) -> list[int]:
-    """SIGKILL every process whose environment holds ``name=value``; the pids signalled.
+    """SIGKILL every process whose environment holds ``name=value``, and wait (bounded)
+    until they are gone; the pids signalled.
 
     The marker is unique to one server of one run, so nothing else is touched; a process
     that cleared its environment is beyond reach (as one that left its group would be).
@@ -232,6 +234,7 @@ def end_marked_processes(name: str, value: str) -> list[int]:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
                 killed.append(pid)
+    pids_gone(killed)  # a SIGKILL lands when the process is next scheduled
     return killed
 
 

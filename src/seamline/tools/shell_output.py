@@ -8,12 +8,12 @@ kilobytes of memory. The answer says how much was left out.
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 from pathlib import Path
 from typing import Final
 
 from seamline.errors import TimeoutFailure
+from seamline.transport.subprocess import group_gone, kill_group
 
 __all__ = ["HeadTail", "run_unsandboxed"]
 
@@ -84,16 +84,10 @@ async def run_unsandboxed(command: str, *, cwd: Path, timeout: float, cap: int) 
     try:
         await asyncio.wait_for(pump(), timeout=max(timeout, 0.1))
     except (TimeoutError, asyncio.CancelledError) as exc:
-        _kill_group(proc.pid)
+        kill_group(proc.pid)
         await proc.wait()
+        await group_gone(proc.pid)
         if isinstance(exc, asyncio.CancelledError):
             raise
         raise TimeoutFailure(f"shell command ran past {timeout:g}s and was killed") from None
     return proc.returncode if proc.returncode is not None else -signal.SIGKILL, kept.text()
-
-
-def _kill_group(pid: int) -> None:
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass

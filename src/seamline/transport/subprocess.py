@@ -27,6 +27,7 @@ import os
 import shutil
 import signal
 import subprocess
+import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,10 +35,12 @@ from typing import Final, Literal
 
 from seamline.errors import InvalidRequest, TransportFailure
 
-__all__ = ["EndResult", "LineProcess", "child_argv", "group_members"]
+__all__ = ["EndResult", "LineProcess", "child_argv", "group_gone", "group_members", "kill_group", "pids_gone"]
 
 _CHUNK: Final = 1 << 16
 _STDERR_TAIL: Final = 200
+_GONE_S: Final = 2.0  # how long ending waits for a killed group's last process to be gone
+_GONE_POLL_S: Final = 0.01
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +76,45 @@ def group_members(pgid: int) -> list[int]:
         if len(fields) > 2 and fields[2] == str(pgid) and fields[0] != "Z":
             members.append(int(entry.name))
     return members
+
+
+def _live(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    fields = stat[stat.rfind(")") + 2 :].split()
+    return bool(fields) and fields[0] != "Z"
+
+
+def kill_group(pgid: int) -> None:
+    """SIGKILL every process of group ``pgid``; a group already gone is no error."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+async def group_gone(pgid: int, timeout: float = _GONE_S) -> bool:
+    """Wait, up to ``timeout``, until no live process is left in group ``pgid``; whether
+    none is. A SIGKILL takes effect only when its process is next scheduled, so a child
+    can outlive its reaped leader for a moment on a loaded machine."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while group_members(pgid):
+        if loop.time() >= deadline:
+            return False
+        await asyncio.sleep(_GONE_POLL_S)
+    return True
+
+
+def pids_gone(pids: Sequence[int], timeout: float = _GONE_S) -> list[int]:
+    """Block, up to ``timeout``, until each of ``pids`` has ended (a zombie has); the
+    pids still alive then. For processes this one signalled but is not the parent of."""
+    deadline = time.monotonic() + timeout
+    left = [pid for pid in pids if _live(pid)]
+    while left and time.monotonic() < deadline:
+        time.sleep(_GONE_POLL_S)
+        left = [pid for pid in left if _live(pid)]
+    return left
 
 
 @functools.cache

@@ -1,0 +1,145 @@
+"""What ends a process group returns only once every process of it is gone.
+
+A SIGKILL takes effect when its process is next scheduled, so on a loaded machine a
+killed child can still be alive a moment after its group's leader was reaped; a CLI that
+exits then leaves it behind for a moment (seen as a random failure of
+``tests/sandbox/test_cli_signals.py``). Here the moment is made long and certain: the
+leader dies at once, the rest of the group only ``_LATE_S`` later.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from seamline.sandbox.process import run_bounded
+from seamline.tools.mcp import end_marked_processes
+from seamline.tools.shell_output import run_unsandboxed
+
+_LATE_S = 0.5
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"  # a zombie has ended; only its exit status is left
+
+
+class _LateSignals:
+    """``os.kill``/``os.killpg`` whose signal reaches the named process at once and the
+    rest of its group (or, for ``os.kill``, the process itself) ``_LATE_S`` later."""
+
+    def __init__(self) -> None:
+        self.real_kill, self.real_killpg = os.kill, os.killpg
+        self.timers: list[threading.Timer] = []
+
+    def _later(self, send: object, target: int, sig: int) -> None:
+        def late() -> None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                send(target, sig)  # type: ignore[operator]
+
+        timer = threading.Timer(_LATE_S, late)
+        timer.start()
+        self.timers.append(timer)
+
+    def killpg(self, pgid: int, sig: int) -> None:
+        self._later(self.real_killpg, pgid, sig)
+        self.real_kill(pgid, sig)  # the leader at once
+
+    def kill(self, pid: int, sig: int) -> None:
+        if sig == signal.SIGKILL:
+            os.stat(f"/proc/{pid}")  # a gone process is still ProcessLookupError at once
+            self._later(self.real_kill, pid, sig)
+        else:
+            self.real_kill(pid, sig)
+
+
+@pytest.fixture
+def late(monkeypatch: pytest.MonkeyPatch) -> Iterator[_LateSignals]:
+    signals = _LateSignals()
+    monkeypatch.setattr(os, "killpg", signals.killpg)
+    monkeypatch.setattr(os, "kill", signals.kill)
+    yield signals
+    monkeypatch.undo()
+    for timer in signals.timers:
+        timer.join()
+
+
+def _end(pid_file: Path) -> None:
+    if pid_file.exists() and (text := pid_file.read_text().strip()).isdigit() and _alive(int(text)):
+        os.kill(int(text), signal.SIGKILL)
+
+
+async def _pid_in(path: Path) -> int:
+    for _ in range(2000):
+        if path.exists() and (text := path.read_text().strip()).isdigit():
+            return int(text)
+        await asyncio.sleep(0.005)
+    raise AssertionError(f"no pid in {path}")
+
+
+def test_a_cancelled_shell_command_returns_once_its_children_are_gone(tmp_path: Path, late: _LateSignals) -> None:
+    bg = tmp_path / "bg.pid"
+
+    async def scenario() -> int:
+        task = asyncio.ensure_future(
+            run_unsandboxed("sleep 1000 >/dev/null 2>&1 & echo $! > bg.pid; wait", cwd=tmp_path, timeout=600, cap=1000)
+        )
+        pid = await _pid_in(bg)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return pid
+
+    try:
+        pid = asyncio.run(scenario())
+        assert not _alive(pid)
+        assert late.timers  # the group was signalled, late
+    finally:
+        _end(bg)
+
+
+def test_a_bounded_command_past_its_time_returns_once_its_children_are_gone(tmp_path: Path, late: _LateSignals) -> None:
+    bg = tmp_path / "bg.pid"
+    try:
+        outcome = asyncio.run(
+            run_bounded(
+                ["/bin/sh", "-c", "sleep 1000 >/dev/null 2>&1 & echo $! > bg.pid; wait"],
+                env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+                cwd=tmp_path,
+                wall_s=0.5,
+                output_bytes=1000,
+            )
+        )
+        assert outcome.timed_out
+        assert not _alive(int(bg.read_text()))
+    finally:
+        _end(bg)
+
+
+def test_ending_marked_processes_returns_once_they_are_gone(late: _LateSignals) -> None:
+    marker = uuid.uuid4().hex
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(1000)"],
+        env=dict(os.environ, SEAMLINE_TEST_MARK=marker),
+        start_new_session=True,
+    )
+    try:
+        assert end_marked_processes("SEAMLINE_TEST_MARK", marker) == [proc.pid]
+        assert not _alive(proc.pid)  # dead: a zombie until this test reaps it
+    finally:
+        if proc.poll() is None:
+            late.real_killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
