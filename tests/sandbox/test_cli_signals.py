@@ -13,19 +13,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.fixtures.processes import alive
+
 pytestmark = pytest.mark.real
 
 SERVERS = Path(__file__).resolve().parents[1] / "tools" / "mcp_servers"
 # An MCP server that starts, says who it is, and never answers (start-up hangs).
 _SILENT_SERVER = "import os, sys, time\nopen(sys.argv[1], 'w').write(str(os.getpid()))\ntime.sleep(3600)\n"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"  # a zombie has ended; only its exit status is left
 
 
 def _wait_for_pids(files: list[Path], proc: subprocess.Popen[str], deadline_s: float = 60) -> list[int]:
@@ -49,7 +43,7 @@ def started() -> Iterator[list[subprocess.Popen[str] | int]]:
     yield things
     for thing in things:
         if isinstance(thing, int):
-            if _alive(thing):
+            if alive(thing):
                 os.kill(thing, signal.SIGKILL)
         elif thing.poll() is None:
             os.killpg(thing.pid, signal.SIGKILL)
@@ -96,12 +90,12 @@ def test_sigterm_ends_shell_children_and_mcp_servers(
     )  # fmt: skip
     pids = _wait_for_pids([mcp_pid, mcp_child, ws / "sh.pid", ws / "bg.pid"], proc)
     started.extend(pids)
-    assert all(_alive(p) for p in pids)
+    assert all(alive(p) for p in pids)
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 143, err
     assert "terminated" in err and "Traceback" not in err
-    assert [p for p in pids if _alive(p)] == []
+    assert [p for p in pids if alive(p)] == []
     events = [json.loads(line) for line in out.splitlines()]
     assert events[-1]["type"] == "complete" and events[-1]["outcome"] == "aborted"
 
@@ -134,4 +128,4 @@ def test_ctrl_c_during_mcp_start_up_aborts_the_run(
     assert "should not run" not in out
     events = [json.loads(line) for line in out.splitlines()]
     assert events and events[-1]["type"] == "complete" and events[-1]["outcome"] == "aborted"
-    assert not _alive(server_pid)
+    assert not alive(server_pid)

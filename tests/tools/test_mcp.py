@@ -25,6 +25,7 @@ from seamline.tools import Toolset
 from seamline.tools.mcp import McpModule, McpToolSource
 from seamline.tools.mcp_config import McpServerConfig
 from seamline.tools.sources import ToolSourceContext
+from tests.fixtures.processes import alive
 
 ROOT = Path(__file__).resolve().parents[2]
 EVERYTHING = ROOT / ".tools/mcp-servers/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
@@ -43,18 +44,6 @@ def everything() -> McpServerConfig:
 
 def _py_stdio(name: str = "py", **kw: object) -> McpServerConfig:
     return McpServerConfig(name=name, transport="stdio", command=sys.executable, args=(str(PY_SERVER), "stdio"), **kw)  # type: ignore[arg-type]
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # A zombie is gone for our purposes; it has no /proc status "R|S".
-    try:
-        return "State:\tZ" not in Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return False
 
 
 def _run(
@@ -118,9 +107,9 @@ def test_one_session_per_server_per_run_and_the_process_ends_with_the_run(tmp_pa
     assert outputs[0] == outputs[2]  # both steps talked to the same server process
     pid = int(outputs[0])
     deadline = time.monotonic() + 10
-    while _alive(pid) and time.monotonic() < deadline:
+    while alive(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not _alive(pid), "the server outlived its run"
+    assert not alive(pid), "the server outlived its run"
 
 
 @pytest.fixture

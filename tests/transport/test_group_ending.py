@@ -25,16 +25,9 @@ import pytest
 from seamline.sandbox.process import run_bounded
 from seamline.tools.mcp import end_marked_processes
 from seamline.tools.shell_output import run_unsandboxed
+from tests.fixtures.processes import alive
 
 _LATE_S = 0.5
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"  # a zombie has ended; only its exit status is left
 
 
 class _LateSignals:
@@ -78,7 +71,7 @@ def late(monkeypatch: pytest.MonkeyPatch) -> Iterator[_LateSignals]:
 
 
 def _end(pid_file: Path) -> None:
-    if pid_file.exists() and (text := pid_file.read_text().strip()).isdigit() and _alive(int(text)):
+    if pid_file.exists() and (text := pid_file.read_text().strip()).isdigit() and alive(int(text)):
         os.kill(int(text), signal.SIGKILL)
 
 
@@ -105,7 +98,7 @@ def test_a_cancelled_shell_command_returns_once_its_children_are_gone(tmp_path: 
 
     try:
         pid = asyncio.run(scenario())
-        assert not _alive(pid)
+        assert not alive(pid)
         assert late.timers  # the group was signalled, late
     finally:
         _end(bg)
@@ -124,7 +117,7 @@ def test_a_bounded_command_past_its_time_returns_once_its_children_are_gone(tmp_
             )
         )
         assert outcome.timed_out
-        assert not _alive(int(bg.read_text()))
+        assert not alive(int(bg.read_text()))
     finally:
         _end(bg)
 
@@ -138,7 +131,7 @@ def test_ending_marked_processes_returns_once_they_are_gone(late: _LateSignals) 
     )
     try:
         assert end_marked_processes("SEAMLINE_TEST_MARK", marker) == [proc.pid]
-        assert not _alive(proc.pid)  # dead: a zombie until this test reaps it
+        assert not alive(proc.pid)  # dead: a zombie until this test reaps it
     finally:
         if proc.poll() is None:
             late.real_killpg(proc.pid, signal.SIGKILL)
