@@ -17,7 +17,7 @@ import subprocess
 import sys
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -38,10 +38,10 @@ class _LateSignals:
         self.real_kill, self.real_killpg = os.kill, os.killpg
         self.timers: list[threading.Timer] = []
 
-    def _later(self, send: object, target: int, sig: int) -> None:
+    def _later(self, send: Callable[[int, int], None], target: int, sig: int) -> None:
         def late() -> None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
-                send(target, sig)  # type: ignore[operator]
+                send(target, sig)
 
         timer = threading.Timer(_LATE_S, late)
         timer.start()

@@ -65,25 +65,26 @@ def group_members(pgid: int) -> list[int]:
         return [pgid]
     members: list[int] = []
     for entry in proc.iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        # The command name may hold spaces and parentheses; the fields start after the last ')'.
-        fields = stat[stat.rfind(")") + 2 :].split()
-        if len(fields) > 2 and fields[2] == str(pgid) and fields[0] != "Z":
-            members.append(int(entry.name))
+        if entry.name.isdigit():
+            fields = _stat_fields(entry / "stat")
+            if len(fields) > 2 and fields[2] == str(pgid) and fields[0] != "Z":
+                members.append(int(entry.name))
     return members
 
 
-def _live(pid: int) -> bool:
+def _stat_fields(stat_file: Path) -> list[str]:
+    """The fields of a ``/proc/PID/stat`` after the command name (state, ppid, pgrp, …);
+    none for a process that is gone."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        stat = stat_file.read_text()
     except OSError:
-        return False
-    fields = stat[stat.rfind(")") + 2 :].split()
+        return []
+    # The command name may hold spaces and parentheses; the fields start after the last ')'.
+    return stat[stat.rfind(")") + 2 :].split()
+
+
+def _live(pid: int) -> bool:
+    fields = _stat_fields(Path(f"/proc/{pid}/stat"))
     return bool(fields) and fields[0] != "Z"
 
 
