@@ -5,11 +5,15 @@ killed child can still be alive a moment after its group's leader was reaped; a 
 exits then leaves it behind for a moment (seen as a random failure of
 ``tests/sandbox/test_cli_signals.py``). Here the moment is made long and certain: the
 leader dies at once, the rest of the group only ``_LATE_S`` later.
+
+A process also runs from its fork on, before asyncio hands it over: a cancel that lands
+while its pipes are being connected must still end its whole group.
 """
 
 from __future__ import annotations
 
 import asyncio
+import asyncio.base_subprocess
 import contextlib
 import os
 import signal
@@ -17,14 +21,16 @@ import subprocess
 import sys
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from seamline.sandbox.process import run_bounded
 from seamline.tools.mcp import end_marked_processes
 from seamline.tools.shell_output import run_unsandboxed
+from seamline.transport.subprocess import LineProcess
 from tests.fixtures.processes import alive
 
 _LATE_S = 0.5
@@ -136,3 +142,53 @@ def test_ending_marked_processes_returns_once_they_are_gone(late: _LateSignals) 
         if proc.poll() is None:
             late.real_killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+
+
+_STARTS: dict[str, Callable[[Path], Awaitable[Any]]] = {
+    "shell": lambda ws: run_unsandboxed(
+        "sleep 1000 >/dev/null 2>&1 & echo $! > bg.pid; wait", cwd=ws, timeout=600, cap=1000
+    ),
+    "bounded": lambda ws: run_bounded(
+        ["/bin/sh", "-c", "sleep 1000 >/dev/null 2>&1 & echo $! > bg.pid; wait"],
+        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+        cwd=ws,
+        wall_s=600,
+        output_bytes=1000,
+    ),
+    "line process": lambda ws: LineProcess.spawn(
+        ["/bin/sh", "-c", "sleep 1000 >/dev/null 2>&1 & echo $! > bg.pid; wait"], cwd=ws
+    ),
+}
+
+
+@pytest.mark.parametrize("start", sorted(_STARTS))
+def test_a_command_cancelled_while_it_starts_leaves_no_child(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, start: str
+) -> None:
+    """Held between the fork and the pipes' connection (a loaded machine's moment, made
+    certain): the command has started a child when the cancel lands."""
+    bg = tmp_path / "bg.pid"
+    release = asyncio.Event()
+    connect = asyncio.base_subprocess.BaseSubprocessTransport._connect_pipes
+
+    async def held(transport: asyncio.base_subprocess.BaseSubprocessTransport, waiter: Any) -> None:
+        await release.wait()
+        await connect(transport, waiter)
+
+    monkeypatch.setattr(asyncio.base_subprocess.BaseSubprocessTransport, "_connect_pipes", held)
+
+    async def scenario() -> int:
+        task = asyncio.ensure_future(_STARTS[start](tmp_path))
+        pid = await _pid_in(bg)
+        task.cancel()
+        await asyncio.sleep(0.05)  # the cancel lands while the pipes are still held
+        release.set()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return pid
+
+    try:
+        pid = asyncio.run(scenario())
+        assert not alive(pid)
+    finally:
+        _end(bg)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import signal
 import time
 from collections.abc import Mapping, Sequence
@@ -17,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from seamline.transport.subprocess import group_gone, kill_group
+from seamline.transport.subprocess import group_gone, kill_group, spawn_group
 
 __all__ = ["CommandOutcome", "run_bounded"]
 
@@ -49,14 +48,13 @@ async def run_bounded(
 ) -> CommandOutcome:
     """Run ``argv`` (stdin closed, stderr merged into stdout) within the limits."""
     started = time.perf_counter()
-    proc = await asyncio.create_subprocess_exec(
+    proc = await spawn_group(
         *argv,
         env=dict(env),
         cwd=cwd,
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
-        start_new_session=True,
         pass_fds=tuple(pass_fds),
     )
     assert proc.stdout is not None
@@ -123,10 +121,3 @@ async def run_bounded(
         flooded=flooded,
         wall_s=time.perf_counter() - started,
     )
-
-
-def _kill_group(pid: int) -> None:
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass

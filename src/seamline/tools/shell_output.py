@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Final
 
 from seamline.errors import TimeoutFailure
-from seamline.transport.subprocess import group_gone, kill_group
+from seamline.transport.subprocess import group_gone, kill_group, spawn_group
 
 __all__ = ["HeadTail", "run_unsandboxed"]
 
@@ -62,7 +62,7 @@ async def run_unsandboxed(command: str, *, cwd: Path, timeout: float, cap: int) 
 
     The command leads its own process group; past ``timeout`` or on cancel the whole
     group is killed and reaped before this returns."""
-    proc = await asyncio.create_subprocess_exec(
+    proc = await spawn_group(
         "/bin/sh",
         "-c",
         command,
@@ -70,7 +70,6 @@ async def run_unsandboxed(command: str, *, cwd: Path, timeout: float, cap: int) 
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
-        start_new_session=True,
     )
     assert proc.stdout is not None
     stdout = proc.stdout

@@ -35,7 +35,7 @@ from seamline.errors import (
     TimeoutFailure,
     TransportFailure,
 )
-from seamline.transport.subprocess import LineProcess, child_argv
+from seamline.transport.subprocess import LineProcess, child_argv, spawn_group
 
 __all__ = [
     "JsonRpcError",
@@ -139,14 +139,13 @@ class JsonRpcProcess:
         if not argv:
             raise InvalidRequest("empty command line")
         try:
-            proc = await asyncio.create_subprocess_exec(
+            proc = await spawn_group(
                 *child_argv(argv, env=env, cwd=cwd),
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
                 env=dict(env) if env is not None else None,
                 cwd=cwd,
-                start_new_session=True,
                 limit=1 << 24,
             )
         except FileNotFoundError:

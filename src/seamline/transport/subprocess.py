@@ -31,11 +31,20 @@ import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 from seamline.errors import InvalidRequest, TransportFailure
 
-__all__ = ["EndResult", "LineProcess", "child_argv", "group_gone", "group_members", "kill_group", "pids_gone"]
+__all__ = [
+    "EndResult",
+    "LineProcess",
+    "child_argv",
+    "group_gone",
+    "group_members",
+    "kill_group",
+    "pids_gone",
+    "spawn_group",
+]
 
 _CHUNK: Final = 1 << 16
 _STDERR_TAIL: Final = 200
@@ -105,6 +114,34 @@ async def group_gone(pgid: int, timeout: float = _GONE_S) -> bool:
             return False
         await asyncio.sleep(_GONE_POLL_S)
     return True
+
+
+async def spawn_group(*argv: str, **kwargs: Any) -> asyncio.subprocess.Process:
+    """``asyncio.create_subprocess_exec`` as the leader of a new process group, which is
+    ended whole if the caller is cancelled while the process starts.
+
+    The process runs from the fork on, but asyncio returns it only once its pipes are
+    connected, a few loop turns later. Cancelled in between, asyncio kills the leader's
+    pid alone, so a child the leader already started would live on. Here the start runs
+    to its end, then the whole group is killed and waited for, then the cancel goes on.
+    """
+    spawn = asyncio.ensure_future(asyncio.create_subprocess_exec(*argv, start_new_session=True, **kwargs))
+    try:
+        return await asyncio.shield(spawn)
+    except asyncio.CancelledError:
+        spawn.add_done_callback(_end_spawned)  # also when this wait is cancelled again
+        try:
+            proc = await asyncio.shield(spawn)
+        except OSError:
+            raise asyncio.CancelledError from None  # nothing started
+        await proc.wait()
+        await group_gone(proc.pid)
+        raise
+
+
+def _end_spawned(spawn: asyncio.Future[asyncio.subprocess.Process]) -> None:
+    if not spawn.cancelled() and spawn.exception() is None:
+        kill_group(spawn.result().pid)
 
 
 def pids_gone(pids: Sequence[int], timeout: float = _GONE_S) -> list[int]:
@@ -192,14 +229,13 @@ class LineProcess:
         if not argv:
             raise InvalidRequest("empty command line")
         try:
-            proc = await asyncio.create_subprocess_exec(
+            proc = await spawn_group(
                 *child_argv(argv, env=env, cwd=cwd),
                 stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
                 env=dict(env) if env is not None else None,
                 cwd=cwd,
-                start_new_session=True,
             )
         except FileNotFoundError:
             raise InvalidRequest(f"executable not found: {argv[0]}") from None
