@@ -178,6 +178,8 @@ async def settle(jobs: list[Awaitable[str] | None]) -> list[Settled | None]:
         except asyncio.CancelledError:
             for t in running:
                 t.cancel()
+            # Each call ends what it started (a shell's process group) before the cancel goes on.
+            await asyncio.wait(running)
             raise
     return [None if task is None else _outcome(task) for task in tasks]
 
