@@ -192,3 +192,40 @@ def test_a_command_cancelled_while_it_starts_leaves_no_child(
         assert not alive(pid)
     finally:
         _end(bg)
+
+
+def test_a_line_process_cancelled_while_its_input_is_written_is_ended(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The command never reads its input, so writing more than a pipe holds waits; a
+    cancel then must not leave a group that nobody was handed."""
+    bg = tmp_path / "bg.pid"
+    writing = asyncio.Event()
+    drain = asyncio.StreamWriter.drain
+
+    async def watched(writer: asyncio.StreamWriter) -> None:
+        writing.set()
+        await drain(writer)
+
+    monkeypatch.setattr(asyncio.StreamWriter, "drain", watched)
+
+    async def scenario() -> int:
+        task = asyncio.ensure_future(
+            LineProcess.spawn(
+                ["/bin/sh", "-c", "sleep 1000 >/dev/null 2>&1 & echo $! > bg.pid; wait"],
+                cwd=tmp_path,
+                stdin=b"x" * (4 << 20),
+            )
+        )
+        pid = await _pid_in(bg)
+        await writing.wait()  # started and handed over: the cancel lands in the write
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return pid
+
+    try:
+        pid = asyncio.run(scenario())
+        assert not alive(pid)
+    finally:
+        _end(bg)

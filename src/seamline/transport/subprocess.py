@@ -250,6 +250,11 @@ class LineProcess:
                 await proc.stdin.drain()
             except (BrokenPipeError, ConnectionResetError):
                 pass
+            except asyncio.CancelledError:
+                # Not handed over yet, so no caller can end it: its group is ended here.
+                kill_group(line_process.pgid)
+                await line_process.end(grace=0)
+                raise
             finally:
                 proc.stdin.close()
         return line_process
