@@ -4,6 +4,7 @@ against a small scripted peer program. Every test checks that the process group 
 from __future__ import annotations
 
 import asyncio
+import gc
 import sys
 from pathlib import Path
 from typing import Any
@@ -155,3 +156,32 @@ def test_random_lines_decode_or_give_a_classified_failure(line: bytes) -> None:
         assert "malformed JSON-RPC" in exc.message
     else:
         assert message["jsonrpc"] == "2.0"
+
+
+def test_a_write_that_fails_after_the_output_was_malformed_reports_the_first_failure(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The program prints a line that is not JSON-RPC and exits; the request's write comes
+    after (a loaded machine's order, made certain). The reason is the malformed line, not
+    the broken pipe it left, and no failure is left unretrieved."""
+    write = JsonRpcProcess._write
+
+    async def late(rpc: JsonRpcProcess, message: Any) -> None:
+        while rpc.failure is None or rpc.process.returncode is None:
+            await asyncio.sleep(0.01)
+        await write(rpc, message)
+
+    monkeypatch.setattr(JsonRpcProcess, "_write", late)
+
+    async def body() -> None:
+        rpc = await JsonRpcProcess.spawn([sys.executable, "-c", "print(1)"])
+        pgid = rpc.process.pgid
+        with pytest.raises(ProviderFailure, match=r"malformed JSON-RPC from the program: not a JSON-RPC 2\.0 message"):
+            await rpc.request("initialize", {}, timeout=30)
+        await rpc.close(grace=0.5)
+        assert group_members(pgid) == []
+
+    with caplog.at_level("ERROR", logger="asyncio"):
+        run(body())
+        gc.collect()
+    assert [r.getMessage() for r in caplog.records if "never retrieved" in r.getMessage()] == []

@@ -184,6 +184,8 @@ class JsonRpcProcess:
             self._pending.pop(request_id, None)
             if not future.done():
                 future.cancel()
+            elif not future.cancelled():
+                future.exception()  # retrieved: the failure was raised another way
 
     async def notify(self, method: str, params: Any = None) -> None:
         """Send a notification (no answer expected)."""
@@ -201,9 +203,11 @@ class JsonRpcProcess:
             self._stdin.write(encode_message(message))
             await self._stdin.drain()
         except (BrokenPipeError, ConnectionResetError, RuntimeError) as exc:
-            failure = self._exit_failure(f"cannot write to it ({type(exc).__name__})")
-            self._fail(failure)
-            raise failure from None
+            # A failure the reader found first (a malformed line, then the exit that broke
+            # this pipe) is the reason; the broken pipe is only its consequence.
+            self._fail(self._exit_failure(f"cannot write to it ({type(exc).__name__})"))
+            assert self.failure is not None
+            raise self.failure from None
 
     # -- receiving -------------------------------------------------------------------------
     async def _read(self) -> None:
