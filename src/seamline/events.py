@@ -294,7 +294,10 @@ def encode_event(event: Event) -> bytes:
 
 def decode_event(data: bytes | str) -> Event:
     """Parse one JSON event; raises ``msgspec.ValidationError`` or ``DecodeError``."""
-    event: Event = _decoder.decode(data)
+    try:
+        event: Event = _decoder.decode(data)
+    except UnicodeDecodeError as exc:  # msgspec's error for such bytes inside a string
+        raise msgspec.DecodeError(f"not UTF-8: {exc}") from None
     return event
 
 

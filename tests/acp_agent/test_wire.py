@@ -14,7 +14,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from seamline.acp_agent.connection import AgentConnection
@@ -97,8 +97,20 @@ async def test_a_line_over_the_limit_is_dropped_whole_with_one_error() -> None:
     assert error["error"]["code"] == -32600 and "longer than 1000 bytes" in error["error"]["message"]
 
 
+@run_async
+async def test_a_line_that_is_not_utf8_is_a_parse_error_and_the_connection_goes_on() -> None:
+    # msgspec raises UnicodeDecodeError, not DecodeError, for such bytes inside a string.
+    bad = [b'"\x80"', b'{"jsonrpc": "2.0", "id": 4, "method": "ok", "params": "\xff"}', b'{"\xc3": 1}']
+    out = await serve(b"\n".join([*bad, b'{"jsonrpc": "2.0", "id": 5, "method": "ok"}']) + b"\n")
+    errors = [m["error"] for m in out if "error" in m]
+    assert [e["code"] for e in errors] == [-32700, -32700, -32700]
+    assert all("not UTF-8" in e["message"] for e in errors)
+    assert [m["id"] for m in out if "result" in m] == [5]
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.binary(max_size=80).filter(lambda b: b"\n" not in b), max_size=8))
+@example([b'"\x80"'])
 def test_random_input_never_breaks_the_connection(lines: list[bytes]) -> None:
     probe = b'{"jsonrpc": "2.0", "id": "probe", "method": "ok"}'
     out = asyncio.run(serve(b"\n".join([*lines, probe]) + b"\n", max_line=64))

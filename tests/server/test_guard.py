@@ -33,6 +33,8 @@ def test_bad_input_is_a_clear_error_and_loses_nothing(tmp_path: Path) -> None:
         headers = {"content-type": "application/json"}
         message = _error(client.post("/v1/sessions", content=b"{not json", headers=headers), 400, "invalid_request")
         assert "malformed JSON" in message
+        not_utf8 = client.post("/v1/sessions", content=b'{"provider": "\x80"}', headers=headers)
+        assert "not UTF-8" in _error(not_utf8, 400, "invalid_request")
         _error(client.post("/v1/sessions", json={"provider": 7}), 400, "invalid_request")
         _error(client.post("/v1/sessions", json={"bogus": True}), 400, "invalid_request")
         assert "unknown provider" in _error(

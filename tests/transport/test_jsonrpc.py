@@ -36,6 +36,8 @@ for line in sys.stdin:
         send({"jsonrpc": "2.0", "id": m["id"], "error": {"code": -32001, "message": "no way", "data": {"why": 1}}})
     elif method == "garbage":
         sys.stdout.write("{not json\n"); sys.stdout.flush()
+    elif method == "not_utf8":
+        sys.stdout.buffer.write(b'{"jsonrpc": "2.0", "id": %d, "result": "\x80"}\n' % m["id"]); sys.stdout.flush()
     elif method == "not_rpc":
         send({"hello": "world"})
     elif method == "die":
@@ -93,6 +95,7 @@ def test_requests_notifications_and_requests_from_the_peer(tmp_path: Path) -> No
     [
         ("garbage", ProviderFailure, "malformed JSON-RPC from the program: not JSON"),
         ("not_rpc", ProviderFailure, "not a JSON-RPC 2.0 message"),
+        ("not_utf8", ProviderFailure, "malformed JSON-RPC from the program: not UTF-8"),
         ("die", TransportFailure, "exited with code 4"),
         ("hang", TimeoutFailure, "hang: no answer from python"),
     ],

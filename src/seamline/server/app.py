@@ -117,6 +117,8 @@ async def _body(request: Request, kind: type[T]) -> T:
         raise InvalidRequest(f"invalid body: {exc}") from None
     except msgspec.DecodeError as exc:
         raise InvalidRequest(f"malformed JSON: {exc}") from None
+    except UnicodeDecodeError as exc:  # msgspec's error for such bytes inside a string
+        raise InvalidRequest(f"malformed JSON: not UTF-8: {exc}") from None
 
 
 def _session_row(store: StoreCore, hub: RunHub, record: SessionRecord) -> dict[str, Any]:

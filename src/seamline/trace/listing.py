@@ -117,7 +117,7 @@ def _record(line: bytes) -> dict[str, object]:
         return {}
     try:
         value = msgspec.json.decode(parts[1])
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, UnicodeDecodeError):  # the latter: such bytes inside a string
         return {}
     return value if isinstance(value, dict) else {}
 

@@ -112,7 +112,10 @@ _record_decoder: Final = msgspec.json.Decoder(TraceRecord)
 
 def decode_body(body: bytes) -> TraceRecord:
     """Decode one body; raises ``msgspec.DecodeError`` / ``ValidationError`` when bad."""
-    record: TraceRecord = _record_decoder.decode(body)
+    try:
+        record: TraceRecord = _record_decoder.decode(body)
+    except UnicodeDecodeError as exc:  # msgspec's error for such bytes inside a string
+        raise msgspec.DecodeError(f"not UTF-8: {exc}") from None
     return record
 
 

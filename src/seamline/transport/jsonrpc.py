@@ -84,6 +84,8 @@ def decode_message(line: bytes) -> JsonObject:
         message = _decoder.decode(line)
     except msgspec.DecodeError as exc:
         raise ProviderFailure(f"malformed JSON-RPC from the program: not JSON ({exc}): {_clip(line)}") from None
+    except UnicodeDecodeError as exc:  # msgspec's error for such bytes inside a string
+        raise ProviderFailure(f"malformed JSON-RPC from the program: not UTF-8 ({exc}): {_clip(line)}") from None
     if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
         raise ProviderFailure(f"malformed JSON-RPC from the program: not a JSON-RPC 2.0 message: {_clip(line)}")
     has_id = "id" in message
