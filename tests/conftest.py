@@ -8,6 +8,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# The suite is the same on every run: each property test draws its examples from a seed fixed
+# for that test, so a failure is never a matter of luck and always shows the same example, and
+# no check depends on how busy the machine is. To look for new failing examples, run
+# `pytest --hypothesis-profile explore`, and pin what it finds with @example.
+settings.register_profile(
+    "repeatable", derandomize=True, database=None, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.register_profile("explore", deadline=None, max_examples=500)
+settings.load_profile("repeatable")
 
 ROOT = Path(__file__).resolve().parents[1]
 
