@@ -114,7 +114,7 @@ class AgUiTranslator:
         self.streamed = False
         self.reasoning_streamed = False
         self.reasoning_id: str | None = None
-        self.last_message_id: str | None = None
+        self.last_message_id: str | None = None  # the text a tool call of this step belongs to
         self.messages = 0
         self.usage: dict[tuple[str | None, str | None], dict[str, int]] = {}
         self.cost: float | None = 0.0
@@ -173,6 +173,7 @@ class AgUiTranslator:
                 yield from self._close_reasoning()
                 self.provider = self.provider or event.provider
                 self.subagents.append(event.session_id)
+                self.last_message_id = None  # a subagent's tool call never belongs to another's text
                 yield SubagentStartedEvent(
                     subagent_run_id=event.session_id,
                     name=self.phase,
@@ -183,6 +184,7 @@ class AgUiTranslator:
                 yield from self._close_text()
                 yield from self._close_reasoning()
                 yield self._subagent_end(self.subagents.pop(0), event)  # the oldest open one
+                self.last_message_id = None
                 return
             if isinstance(event, Raw) and isinstance(event.payload, dict):
                 if event.payload.get("what") == "transition" and isinstance(event.payload.get("target"), str):
@@ -231,18 +233,23 @@ class AgUiTranslator:
         elif isinstance(event, ToolCall):
             yield from self._close_text()
             yield from self._close_reasoning()
+            call_id = self._call_id(event.call_id)
             yield ToolCallStartEvent(
-                tool_call_id=event.call_id,
+                tool_call_id=call_id,
                 tool_call_name=event.name,
                 parent_message_id=self.last_message_id,
-                metadata={"seamline.source": event.source},
+                metadata={"seamline.source": event.source, "seamline.call_id": event.call_id},
             )
-            yield ToolCallArgsEvent(tool_call_id=event.call_id, delta=json.dumps(event.arguments))
-            yield ToolCallEndEvent(tool_call_id=event.call_id)
+            yield ToolCallArgsEvent(tool_call_id=call_id, delta=json.dumps(event.arguments))
+            yield ToolCallEndEvent(tool_call_id=call_id)
         elif isinstance(event, ToolResult):
+            # The model's next step starts after a result: its tool calls belong to its own
+            # text, or (none) to a message of their own, never to this step's.
+            self.last_message_id = None
+            call_id = self._call_id(event.call_id)
             yield ToolCallResultEvent(
-                message_id=f"{self.run_id}-result-{event.call_id}",
-                tool_call_id=event.call_id,
+                message_id=f"{self.run_id}-result-{call_id}",
+                tool_call_id=call_id,
                 content=event.output,
                 role="tool",
                 metadata={"seamline.is_error": event.is_error},
@@ -288,13 +295,20 @@ class AgUiTranslator:
                         id=event.request_id,
                         reason="tool_approval",
                         message=f"allow {event.tool}? {event.reason}".strip(),
-                        tool_call_id=event.call_id,
+                        tool_call_id=self._call_id(event.call_id),
                         response_schema=PERMISSION_RESPONSE_SCHEMA,
                         metadata={"seamline.respond": respond, "seamline.arguments": event.arguments},
                     )
                 ]
             ),
         )
+
+    def _call_id(self, call_id: str) -> str:
+        """The AG-UI id of a tool call: in a pipeline, a role's calls are named after its
+        subagent, since each role's agent numbers its calls from the start (``c1`` twice)."""
+        if self.pipeline is not None and len(self.subagents) == 1:
+            return f"{self.subagents[0]}.{call_id}"
+        return call_id
 
     def _subagent_end(self, subagent: str, event: Complete) -> BaseEvent:
         if event.outcome == "completed":
