@@ -295,7 +295,7 @@ class AgUiTranslator:
                         id=event.request_id,
                         reason="tool_approval",
                         message=f"allow {event.tool}? {event.reason}".strip(),
-                        tool_call_id=self._call_id(event.call_id),
+                        tool_call_id=None if event.call_id is None else self._call_id(event.call_id),
                         response_schema=PERMISSION_RESPONSE_SCHEMA,
                         metadata={"seamline.respond": respond, "seamline.arguments": event.arguments},
                     )
