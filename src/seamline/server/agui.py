@@ -88,6 +88,11 @@ class AgUiTranslator:
     ``interrupts``: a permission request ends the AG-UI run with an interrupt outcome
     (the seamline run goes on waiting for the answer); the events after it open a new
     AG-UI run whose ``parentRunId`` is the interrupted one.
+
+    ``thread_id`` and ``run_ids`` name the AG-UI thread and the run of each segment the
+    way a client chose them (``POST /v1/agui``); by default the thread is the session (the
+    run, for a pipeline) and the runs are ``RUN``, ``RUN.1``, ...; ``run_ids`` is read as
+    segments open, so a caller may append to it while a run goes on.
     """
 
     def __init__(
@@ -98,15 +103,19 @@ class AgUiTranslator:
         interrupts: bool = False,
         pipeline: str | None = None,
         first_phase: str | None = None,
+        thread_id: str | None = None,
+        run_ids: list[str] | None = None,
     ) -> None:
         self.run_id = run_id
+        self.fixed_thread_id = thread_id
+        self.run_ids = run_ids if run_ids is not None else []  # the AG-UI run id of each segment
         self.pipeline = pipeline
         self.phase = first_phase or "agent"
         self.subagents: list[str] = []
         self.base_url = base_url
         self.interrupts = interrupts
         self.thread_id = ""
-        self.agui_run_id = run_id
+        self.agui_run_id = self._segment_id(0)
         self.segment = 0
         self.started = False
         self.finished = False
@@ -120,6 +129,13 @@ class AgUiTranslator:
         self.cost: float | None = 0.0
         self.last_error: Error | None = None
         self.provider: str | None = None
+
+    def _segment_id(self, segment: int) -> str:
+        """The AG-UI run id of a segment: the one a client named (``run_ids``), else
+        ``RUN`` for the first and ``RUN.K`` for the K-th after an interrupt."""
+        if segment < len(self.run_ids):
+            return self.run_ids[segment]
+        return self.run_id if segment == 0 else f"{self.run_id}.{segment}"
 
     def _id(self, kind: str) -> str:
         self.messages += 1
@@ -140,7 +156,7 @@ class AgUiTranslator:
         if not self.started:
             self.started = True
             if self.pipeline is None and isinstance(event, Session):
-                self.thread_id = event.session_id
+                self.thread_id = self.fixed_thread_id or event.session_id
                 self.provider = event.provider
                 yield RunStartedEvent(
                     thread_id=self.thread_id,
@@ -149,7 +165,7 @@ class AgUiTranslator:
                     metadata={"seamline.provider": event.provider, "seamline.model": event.model},
                 )
                 return
-            self.thread_id = self.run_id
+            self.thread_id = self.fixed_thread_id or self.run_id
             yield RunStartedEvent(
                 thread_id=self.thread_id,
                 run_id=self.agui_run_id,
@@ -160,11 +176,11 @@ class AgUiTranslator:
             # The run goes on after an interrupt: a new AG-UI run continues it.
             self.segment += 1
             self.finished = False
-            self.agui_run_id = f"{self.run_id}.{self.segment}"
+            parent, self.agui_run_id = self.agui_run_id, self._segment_id(self.segment)
             yield RunStartedEvent(
                 thread_id=self.thread_id,
                 run_id=self.agui_run_id,
-                parent_run_id=f"{self.run_id}.{self.segment - 1}" if self.segment > 1 else self.run_id,
+                parent_run_id=parent,
                 protocol_version=PROTOCOL_VERSION,
             )
         if self.pipeline is not None:

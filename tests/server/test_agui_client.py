@@ -1,0 +1,222 @@
+"""The official AG-UI client against ``seamline serve``: ``@ag-ui/client``'s ``HttpAgent``,
+unmodified and without an adapter, runs a tool-calling agent through ``POST /v1/agui`` and
+answers its interrupt with ``resume``; the client's ``verifyEvents`` accepts every stream,
+a pipeline with several subagents included. The client is the pinned npm package that
+``scripts/system/47-agui-client.sh`` installs; ``agui_client_driver.cjs`` drives it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("ag_ui")
+pytest.importorskip("uvicorn")
+
+from tests.server.harness import TOOL_TURN, Served, serve, sse_frames
+
+pytestmark = pytest.mark.real
+
+ROOT = Path(__file__).resolve().parents[2]
+DRIVER = Path(__file__).with_name("agui_client_driver.cjs")
+
+
+def agui_client_dir() -> Path:
+    """The installed client; missing is a failure that names the set-up step, never a skip."""
+    home = ROOT / ".tools" / "agui-client"
+    if not (home / "node_modules" / "@ag-ui" / "client" / "package.json").is_file():
+        pytest.fail("the AG-UI client is not installed; run: bash scripts/system/47-agui-client.sh")
+    return home
+
+
+def drive(request: dict[str, Any]) -> dict[str, Any]:
+    """One request to the node driver; its process ends (or is killed) before this returns."""
+    done = subprocess.run(
+        ["node", str(DRIVER)],
+        input=json.dumps(request),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"AGUI_CLIENT_DIR": str(agui_client_dir()), "PATH": "/usr/local/bin:/usr/bin:/bin"},
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    answer: dict[str, Any] = json.loads(done.stdout)
+    return answer
+
+
+def verify(events: list[dict[str, Any]]) -> dict[str, Any]:
+    return drive({"mode": "verify", "events": events})
+
+
+def seamline(served: Served, name: str, script: list[dict[str, Any]], **more: Any) -> dict[str, Any]:
+    """``forwardedProps`` that open the thread's session on the scripted provider."""
+    return {"seamline": {"provider": "scripted", "options": {"script": served.script(name, script)}, **more}}
+
+
+def types(step: dict[str, Any]) -> list[str]:
+    return [e["type"] for e in step["events"]]
+
+
+def test_http_agent_runs_a_tool_turn_and_resumes_its_interrupt(tmp_path: Path) -> None:
+    with serve(tmp_path) as served:
+        props = seamline(served, "turn", [*TOOL_TURN, {"text": "Second answer."}])
+        answer = drive(
+            {
+                "mode": "run",
+                "url": f"{served.base}/v1/agui",
+                "threadId": "thread-1",
+                "steps": [
+                    {"message": "write hello.txt", "runId": "run-a", "forwardedProps": props},
+                    {"resume": "allow", "runId": "run-b"},
+                    {"message": "and again", "runId": "run-c", "forwardedProps": props},
+                ],
+            }
+        )
+        first, resumed, again = answer["steps"]
+        for step in answer["steps"]:
+            assert step["error"] is None and step["verified"] == {"ok": True, "error": None}, step
+        # The first POST: the text, the tool call, then the interrupt ends the AG-UI run.
+        assert types(first)[0] == "RUN_STARTED" and types(first)[-1] == "RUN_FINISHED"
+        assert first["events"][0]["threadId"] == "thread-1" and first["events"][0]["runId"] == "run-a"
+        assert first["events"][-1]["runId"] == "run-a" and first["events"][-1]["outcome"]["type"] == "interrupt"
+        (interrupt,) = first["interrupts"]
+        assert interrupt["toolCallId"] == "call-w" and interrupt["reason"] == "tool_approval"
+        # The resume: the rest of the same seamline run under the new run id.
+        assert resumed["events"][0]["runId"] == "run-b" and resumed["events"][0]["parentRunId"] == "run-a"
+        decision = next(e for e in resumed["events"] if e.get("name") == "seamline.permission_decision")
+        assert decision["value"]["decision"] == "allow"  # the resume was the answer
+        assert "TOOL_CALL_RESULT" in types(resumed)
+        assert resumed["events"][-1]["outcome"]["type"] == "success" and resumed["result"] == "Wrote hello.txt."
+        assert resumed["interrupts"] == []
+        assert (served.workspace / "hello.txt").read_text() == "hi\n"
+        # A later message on the thread is a new run on the same session.
+        assert again["result"] == "Second answer." and again["events"][-1]["runId"] == "run-c"
+        threads = [s for s in served.store.list_sessions() if s.metadata.get("agui_thread_id") == "thread-1"]
+        assert len(threads) == 1
+        prompts = [e.content for e in served.store.transcript(threads[0].id) if e.kind == "user"]
+        assert prompts == ["write hello.txt", "and again"]
+        # The client's own view of the conversation.
+        messages = answer["messages"]
+        assert [m["role"] for m in messages] == ["user", "assistant", "tool", "assistant", "user", "assistant"]
+        assert [c["id"] for c in messages[1]["toolCalls"]] == ["call-w"]
+        assert messages[1]["content"] == "Let me write it." and messages[3]["content"] == "Wrote hello.txt."
+
+
+def test_http_agent_files_each_steps_tool_call_under_its_own_message(tmp_path: Path) -> None:
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / "a.txt").write_text("alpha\n")
+    script = [
+        {"text": "Let me look.", "tool_calls": [{"id": "c1", "name": "list_files", "arguments": {}}]},
+        {"tool_calls": [{"id": "c2", "name": "read_file", "arguments": {"path": "a.txt"}}]},  # no text
+        {"text": "It says alpha."},
+    ]
+    with serve(tmp_path) as served:
+        answer = drive(
+            {
+                "mode": "run",
+                "url": f"{served.base}/v1/agui",
+                "threadId": "thread-2",
+                "steps": [{"message": "what is in a.txt?", "forwardedProps": seamline(served, "steps", script)}],
+            }
+        )
+        (step,) = answer["steps"]
+        assert step["error"] is None and step["verified"]["ok"], step
+        assert step["result"] == "It says alpha."
+        holders = {c["id"]: m["id"] for m in answer["messages"] for c in m.get("toolCalls") or []}
+        assert set(holders) == {"c1", "c2"}
+        assert holders["c1"] != holders["c2"]  # the second step's call is not filed under the first text
+        first = next(m for m in answer["messages"] if m["id"] == holders["c1"])
+        assert first["content"] == "Let me look."
+
+
+def test_verify_events_accepts_a_pipeline_with_several_subagents(tmp_path: Path) -> None:
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / "a.txt").write_text("alpha\n")
+    read = {"text": "Reading.", "tool_calls": [{"id": "c1", "name": "read_file", "arguments": {"path": "a.txt"}}]}
+    quiet = {"tool_calls": [{"id": "c1", "name": "read_file", "arguments": {"path": "a.txt"}}]}  # no text first
+    script = [read, {"text": "It says alpha."}, quiet, {"text": "Still alpha."}, read, {"text": "Alpha."}]
+    with serve(tmp_path) as served, served.client() as client:
+        reply = client.post(
+            "/v1/pipelines/answer-review/runs",
+            json={
+                "prompt": "what is in a.txt?",
+                "provider": "scripted",
+                "options": {"script": served.script("p", script)},
+            },
+        )
+        assert reply.status_code == 201, reply.text
+        run_id = reply.json()["id"]
+        with client.stream("GET", f"/v1/runs/{run_id}/events", params={"interrupts": "true"}) as response:
+            events = [json.loads(f["data"]) for f in sse_frames(response.iter_lines())]
+    started = [e["subagentRunId"] for e in events if e["type"] == "SUBAGENT_STARTED"]
+    assert len(started) == 3, [e["type"] for e in events]  # the writer, three rounds
+    assert verify(events) == {"ok": True, "error": None}
+    calls = [e for e in events if e["type"] == "TOOL_CALL_START"]
+    assert len(calls) == 3 and len({c["toolCallId"] for c in calls}) == 3
+
+
+def _post(
+    client: Any, body: dict[str, Any], *, last: str | None = None, stop: int | None = None
+) -> list[dict[str, str]]:
+    headers = {"Accept": "text/event-stream", **({"Last-Event-ID": last} if last is not None else {})}
+    frames: list[dict[str, str]] = []
+    with client.stream("POST", "/v1/agui", json=body, headers=headers) as response:
+        assert response.status_code == 200, response.read()
+        assert response.headers["x-seamline-run-id"]
+        for frame in sse_frames(response.iter_lines()):
+            frames.append(frame)
+            if stop is not None and len(frames) == stop:
+                break
+    return frames
+
+
+def test_last_event_id_reads_a_dropped_post_on(tmp_path: Path) -> None:
+    script = [{"text": "One two three.", "stream": True}, {"text": "x"}]
+    with serve(tmp_path) as served, served.client() as client:
+        body = {
+            "threadId": "thread-3",
+            "runId": "run-1",
+            "messages": [{"id": "u1", "role": "user", "content": "count"}],
+            "tools": [],
+            "context": [],
+            "state": {},
+            "forwardedProps": seamline(served, "count", script),
+        }
+        head = _post(client, body, stop=2)  # a client that drops after two frames
+        rest = _post(client, body, last=head[-1]["id"])
+        whole = _post(client, body, last="0")
+        assert [f["id"] for f in head + rest] == [f["id"] for f in whole]
+        assert [f["data"] for f in head + rest] == [f["data"] for f in whole]
+        assert json.loads(whole[-1]["data"])["type"] == "RUN_FINISHED"
+        assert verify([json.loads(f["data"]) for f in whole]) == {"ok": True, "error": None}
+        assert len(served.store.list_sessions()) == 1  # reading on started nothing new
+
+
+def test_bad_agui_requests_are_classified(tmp_path: Path) -> None:
+    base = {"threadId": "t", "runId": "r", "tools": [], "context": [], "state": {}, "forwardedProps": {}}
+    with serve(tmp_path) as served, served.client() as client:
+
+        def error(path: str, body: Any, status: int, **kwargs: Any) -> str:
+            reply = client.post(path, json=body, **kwargs)
+            assert reply.status_code == status, reply.text
+            message: str = reply.json()["error"]["message"]
+            return message
+
+        assert "RunAgentInput" in error("/v1/agui", {"threadId": 3}, 400)
+        assert "user message" in error("/v1/agui", {**base, "messages": []}, 400)
+        assert "no run waiting" in error(
+            "/v1/agui", {**base, "messages": [], "resume": [{"interruptId": "p", "status": "resolved"}]}, 400
+        )
+        bad_props = {
+            **base,
+            "messages": [{"id": "u", "role": "user", "content": "hi"}],
+            "forwardedProps": {"seamline": {"x": 1}},
+        }
+        assert "forwardedProps.seamline" in error("/v1/agui", bad_props, 400)
+        assert "Last-Event-ID" in error("/v1/agui", bad_props, 400, headers={"Last-Event-ID": "x.y"})
+        assert "no agent 'helper'" in error("/v1/agents/helper/agui", base, 404)
+        assert client.get("/v1/agui").status_code == 405
