@@ -220,3 +220,20 @@ def test_bad_agui_requests_are_classified(tmp_path: Path) -> None:
         assert "Last-Event-ID" in error("/v1/agui", bad_props, 400, headers={"Last-Event-ID": "x.y"})
         assert "no agent 'helper'" in error("/v1/agents/helper/agui", base, 404)
         assert client.get("/v1/agui").status_code == 405
+
+
+def test_a_thread_finds_its_session_again_after_a_restart(tmp_path: Path) -> None:
+    def body(served: Served, run_id: str, text: str) -> dict[str, Any]:
+        props = seamline(served, run_id, [{"text": text}])
+        messages = [{"id": run_id, "role": "user", "content": f"say {text}"}]
+        return {"threadId": "thread-4", "runId": run_id, "messages": messages, "forwardedProps": props}
+
+    sessions = []
+    for run_id, text in (("run-1", "one"), ("run-2", "two")):  # two server processes, one store
+        with serve(tmp_path) as served, served.client() as client:
+            with client.stream("POST", "/v1/agui", json=body(served, run_id, text)) as response:
+                assert response.status_code == 200, response.read()
+                sessions.append(response.headers["x-seamline-session-id"])
+                last = json.loads(list(sse_frames(response.iter_lines()))[-1]["data"])
+            assert last["type"] == "RUN_FINISHED" and last["result"] == text
+    assert sessions[0] == sessions[1]
