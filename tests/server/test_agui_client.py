@@ -237,3 +237,34 @@ def test_a_thread_finds_its_session_again_after_a_restart(tmp_path: Path) -> Non
                 last = json.loads(list(sse_frames(response.iter_lines()))[-1]["data"])
             assert last["type"] == "RUN_FINISHED" and last["result"] == text
     assert sessions[0] == sessions[1]
+
+
+def test_a_resume_is_taken_whole_and_a_waiting_thread_is_busy(tmp_path: Path) -> None:
+    with serve(tmp_path) as served, served.client() as client:
+        first = {
+            "threadId": "thread-5",
+            "runId": "run-1",
+            "messages": [{"id": "u1", "role": "user", "content": "write hello.txt"}],
+            "forwardedProps": seamline(served, "turn", TOOL_TURN),
+        }
+        frames = _post(client, first)  # ends at the interrupt
+        ended = json.loads(frames[-1]["data"])
+        assert ended["outcome"]["type"] == "interrupt"
+        (interrupt,) = ended["outcome"]["interrupts"]
+        run_id = client.get("/v1/runs").json()["runs"][0]["id"]
+
+        def resume(*entries: dict[str, Any]) -> Any:
+            return client.post("/v1/agui", json={**first, "runId": "run-2", "resume": list(entries)})
+
+        allow = {"interruptId": interrupt["id"], "status": "resolved", "payload": {"decision": "allow"}}
+        unknown = resume(allow, {"interruptId": "nope", "status": "cancelled"})
+        assert unknown.status_code == 404 and "nope" in unknown.json()["error"]["message"]
+        bad = resume({**allow, "payload": {"decision": "maybe"}})
+        assert bad.status_code == 400 and "decision" in bad.json()["error"]["message"]
+        busy = client.post("/v1/agui", json={**first, "runId": "run-3"})
+        assert busy.status_code == 409 and "resume" in busy.json()["error"]["message"]
+        # Nothing was answered by the refused resumes: the run still waits.
+        waiting = client.get(f"/v1/runs/{run_id}").json()
+        assert [p["request_id"] for p in waiting["pending_permissions"]] == [interrupt["id"]]
+        rest = [json.loads(f["data"]) for f in _post(client, {**first, "runId": "run-2", "resume": [allow]})]
+        assert rest[0]["runId"] == "run-2" and rest[-1]["outcome"]["type"] == "success"

@@ -18,6 +18,7 @@ declared agent NAME (:func:`resolve_agent`).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -76,6 +77,7 @@ class AgUiThreads:
     sessions: dict[str, str] = field(default_factory=dict)  # thread key -> session id
     current: dict[str, ThreadRun] = field(default_factory=dict)  # thread key -> its newest run
     by_run_id: dict[tuple[str, str], tuple[ThreadRun, int]] = field(default_factory=dict)
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
 def agui_routes(hub: RunHub) -> dict[str, dict[str, Callable[[Request], Awaitable[Response]]]]:
@@ -202,6 +204,9 @@ async def _serve(hub: RunHub, threads: AgUiThreads, request: Request, *, agent: 
             raise InvalidRequest(f"thread {body.thread_id!r} has no run waiting on an interrupt")
         streamed = streamed_or_none
         answers = [(entry.interrupt_id, _answer(entry)) for entry in body.resume]
+        unknown = [i for i, _ in answers if i not in streamed.run.pending]
+        if unknown:  # checked before any is answered: a resume is taken whole or not at all
+            raise NotFound(f"thread {body.thread_id!r} has no pending interrupt {unknown[0]!r}")
         for interrupt_id, answer in answers:
             hub.answer(streamed.run.id, interrupt_id, answer)
         segment = len(streamed.run_ids)
@@ -210,21 +215,24 @@ async def _serve(hub: RunHub, threads: AgUiThreads, request: Request, *, agent: 
         return _response(streamed, segment, base=base)
     prompt = _prompt(body)
     choice = _choice(body, agent)
-    waiting = threads.current.get(key)
-    if waiting is not None and not waiting.run.done:
-        raise Busy(f"thread {body.thread_id!r} is running {waiting.run_ids[-1]!r}; answer its interrupt with resume")
-    session_id = await _session_for(hub, threads, key, body.thread_id, agent, choice)
-    run = await hub.start_run(
-        session_id,
-        prompt,
-        max_steps=choice.max_steps,
-        budget_usd=choice.budget_usd,
-        options=choice.options,
-        yes=choice.yes,
-    )
-    streamed = ThreadRun(thread_id=body.thread_id, run=run, run_ids=[body.run_id])
-    threads.current[key] = streamed
-    threads.by_run_id[(key, body.run_id)] = (streamed, 0)
+    async with threads.lock:  # two first POSTs on one thread open one session
+        waiting = threads.current.get(key)
+        if waiting is not None and not waiting.run.done:
+            raise Busy(
+                f"thread {body.thread_id!r} is running {waiting.run_ids[-1]!r}; answer its interrupt with resume"
+            )
+        session_id = await _session_for(hub, threads, key, body.thread_id, agent, choice)
+        run = await hub.start_run(
+            session_id,
+            prompt,
+            max_steps=choice.max_steps,
+            budget_usd=choice.budget_usd,
+            options=choice.options,
+            yes=choice.yes,
+        )
+        streamed = ThreadRun(thread_id=body.thread_id, run=run, run_ids=[body.run_id])
+        threads.current[key] = streamed
+        threads.by_run_id[(key, body.run_id)] = (streamed, 0)
     return _response(streamed, 0, base=base)
 
 
