@@ -268,3 +268,40 @@ def test_a_resume_is_taken_whole_and_a_waiting_thread_is_busy(tmp_path: Path) ->
         assert [p["request_id"] for p in waiting["pending_permissions"]] == [interrupt["id"]]
         rest = [json.loads(f["data"]) for f in _post(client, {**first, "runId": "run-2", "resume": [allow]})]
         assert rest[0]["runId"] == "run-2" and rest[-1]["outcome"]["type"] == "success"
+
+
+def test_verify_events_accepts_a_run_stream_with_a_permission_answered_over_http(tmp_path: Path) -> None:
+    with serve(tmp_path) as served, served.client() as client:
+        path = served.script("turn", TOOL_TURN)
+        session_id = client.post("/v1/sessions", json={"provider": "scripted", "options": {"script": path}}).json()[
+            "id"
+        ]
+        run_id = client.post(f"/v1/sessions/{session_id}/runs", json={"prompt": "write hello.txt"}).json()["id"]
+        events: list[dict[str, Any]] = []
+        with client.stream("GET", f"/v1/runs/{run_id}/events") as response:
+            for frame in sse_frames(response.iter_lines()):
+                events.append(json.loads(frame["data"]))
+                if events[-1].get("name") == "seamline.permission_request":
+                    client.post(events[-1]["value"]["respond"], json={"decision": "allow"})
+    assert events[-1]["type"] == "RUN_FINISHED" and events[-1]["outcome"]["type"] == "success"
+    assert verify(events) == {"ok": True, "error": None}
+
+
+def test_http_agent_on_a_yes_thread_gets_no_interrupt(tmp_path: Path) -> None:
+    # With yes, the write is allowed unasked: the run's permission_request is decided at
+    # once, so it is no interrupt (one would name a request nothing waits on).
+    with serve(tmp_path) as served:
+        props = seamline(served, "turn", TOOL_TURN, yes=True)
+        answer = drive(
+            {
+                "mode": "run",
+                "url": f"{served.base}/v1/agui",
+                "threadId": "thread-6",
+                "steps": [{"message": "write hello.txt", "forwardedProps": props}],
+            }
+        )
+        (step,) = answer["steps"]
+        assert step["error"] is None and step["verified"]["ok"], step
+        assert step["interrupts"] == [] and step["result"] == "Wrote hello.txt."
+        assert types(step).count("RUN_STARTED") == 1
+        assert (served.workspace / "hello.txt").read_text() == "hi\n"

@@ -18,7 +18,7 @@ The translation is a pure function of the event sequence, so a stream can be res
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, Final
 
 from ag_ui.core import (
@@ -92,7 +92,9 @@ class AgUiTranslator:
     ``thread_id`` and ``run_ids`` name the AG-UI thread and the run of each segment the
     way a client chose them (``POST /v1/agui``); by default the thread is the session (the
     run, for a pipeline) and the runs are ``RUN``, ``RUN.1``, ...; ``run_ids`` is read as
-    segments open, so a caller may append to it while a run goes on.
+    segments open, so a caller may append to it while a run goes on. ``asked`` tells a
+    request that waited for an answer from one decided at once (``yes``, a rule): only the
+    first is an interrupt; the events do not say which, so without it every one is.
     """
 
     def __init__(
@@ -105,8 +107,10 @@ class AgUiTranslator:
         first_phase: str | None = None,
         thread_id: str | None = None,
         run_ids: list[str] | None = None,
+        asked: Callable[[PermissionRequest], bool] | None = None,
     ) -> None:
         self.run_id = run_id
+        self.asked = asked
         self.fixed_thread_id = thread_id
         self.run_ids = run_ids if run_ids is not None else []  # the AG-UI run id of each segment
         self.pipeline = pipeline
@@ -293,7 +297,7 @@ class AgUiTranslator:
 
     def _permission(self, event: PermissionRequest) -> Iterator[BaseEvent]:
         respond = f"{self.base_url}/v1/runs/{self.run_id}/permissions/{event.request_id}"
-        if not self.interrupts:
+        if not self.interrupts or (self.asked is not None and not self.asked(event)):
             yield CustomEvent(
                 name="seamline.permission_request",
                 value={**_plain(event), "respond": respond, "response_schema": PERMISSION_RESPONSE_SCHEMA},

@@ -30,6 +30,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from seamline.errors import InvalidRequest
+from seamline.events import PermissionRequest
 from seamline.server.agui import AgUiTranslator
 from seamline.server.runs import Busy, NotFound, Run, RunHub
 from seamline.tools.permissions import PermissionAnswer
@@ -68,6 +69,12 @@ class ThreadRun:
     thread_id: str
     run: Run
     run_ids: list[str] = field(default_factory=list)
+    answered: set[str] = field(default_factory=set)  # the interrupts answered by resume
+
+    def asked(self, request: PermissionRequest) -> bool:
+        """Whether the request waited for an answer (an interrupt), rather than being
+        decided at once by ``yes`` or a rule: it waits now, or a resume answered it."""
+        return request.request_id in self.run.pending or request.request_id in self.answered
 
 
 @dataclass(eq=False)
@@ -208,6 +215,7 @@ async def _serve(hub: RunHub, threads: AgUiThreads, request: Request, *, agent: 
         if unknown:  # checked before any is answered: a resume is taken whole or not at all
             raise NotFound(f"thread {body.thread_id!r} has no pending interrupt {unknown[0]!r}")
         for interrupt_id, answer in answers:
+            streamed.answered.add(interrupt_id)
             hub.answer(streamed.run.id, interrupt_id, answer)
         segment = len(streamed.run_ids)
         streamed.run_ids.append(body.run_id)
@@ -254,7 +262,12 @@ async def _frames(streamed: ThreadRun, segment: int, *, base: str, after: tuple[
     the stream ends at the segment's interrupt or the run's end."""
     run = streamed.run
     translator = AgUiTranslator(
-        run.id, base_url=base, interrupts=True, thread_id=streamed.thread_id, run_ids=streamed.run_ids
+        run.id,
+        base_url=base,
+        interrupts=True,
+        thread_id=streamed.thread_id,
+        run_ids=streamed.run_ids,
+        asked=streamed.asked,
     )
     yield b"retry: 1000\n\n"
     async for first, batch in run.follow(0, heartbeat=HEARTBEAT):
