@@ -192,6 +192,8 @@ def test_last_event_id_reads_a_dropped_post_on(tmp_path: Path) -> None:
         assert [f["id"] for f in head + rest] == [f["id"] for f in whole]
         assert [f["data"] for f in head + rest] == [f["data"] for f in whole]
         assert json.loads(whole[-1]["data"])["type"] == "RUN_FINISHED"
+        after_first = _post(client, body, last="1")  # N alone: all of event N was read
+        assert [f["id"] for f in after_first] == [f["id"] for f in whole if not f["id"].startswith("1.")]
         assert verify([json.loads(f["data"]) for f in whole]) == {"ok": True, "error": None}
         assert len(served.store.list_sessions()) == 1  # reading on started nothing new
 
@@ -305,3 +307,23 @@ def test_http_agent_on_a_yes_thread_gets_no_interrupt(tmp_path: Path) -> None:
         assert step["interrupts"] == [] and step["result"] == "Wrote hello.txt."
         assert types(step).count("RUN_STARTED") == 1
         assert (served.workspace / "hello.txt").read_text() == "hi\n"
+
+
+def test_runs_the_server_forgot_are_forgotten_by_their_threads(tmp_path: Path) -> None:
+    with serve(tmp_path, keep_finished=1) as served, served.client() as client:
+
+        def body(thread: str) -> dict[str, Any]:
+            props = seamline(served, thread, [{"text": thread}])
+            return {
+                "threadId": thread,
+                "runId": "r",
+                "messages": [{"id": "u", "role": "user", "content": "hi"}],
+                "forwardedProps": props,
+            }
+
+        _post(client, body("a"))
+        assert _post(client, body("a"), last="0")  # still held: it can be read again
+        _post(client, body("b"))  # the server keeps one finished run: a's is forgotten
+        gone = client.post("/v1/agui", json=body("a"), headers={"Last-Event-ID": "0"})
+        assert gone.status_code == 404 and "no run 'r'" in gone.json()["error"]["message"]
+        assert _post(client, body("b"), last="0")

@@ -40,6 +40,7 @@ __all__ = ["AgentChoice", "AgUiThreads", "agui_routes", "resolve_agent"]
 HEARTBEAT: Final = 15.0
 THREAD_KEY: Final = "agui_thread_id"
 AGENT_KEY: Final = "agui_agent"
+_WHOLE: Final = 2**62
 _SCAN: Final = 10_000  # stored sessions looked through for a thread this process does not know
 
 
@@ -85,6 +86,13 @@ class AgUiThreads:
     current: dict[str, ThreadRun] = field(default_factory=dict)  # thread key -> its newest run
     by_run_id: dict[tuple[str, str], tuple[ThreadRun, int]] = field(default_factory=dict)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    def forget(self, hub: RunHub) -> None:
+        """Drop the runs the hub has forgotten (it keeps the newest finished ones)."""
+        gone = {id(t) for t, _ in self.by_run_id.values() if t.run.done and t.run.id not in hub.runs}
+        if gone:
+            self.by_run_id = {k: v for k, v in self.by_run_id.items() if id(v[0]) not in gone}
+            self.current = {k: t for k, t in self.current.items() if id(t) not in gone}
 
 
 def agui_routes(hub: RunHub) -> dict[str, dict[str, Callable[[Request], Awaitable[Response]]]]:
@@ -146,7 +154,7 @@ def _prompt(body: RunAgentInput) -> str:
 def _parse_last(value: str) -> tuple[int, int]:
     seq, _, part = value.partition(".")
     try:
-        numbers = int(seq), int(part) if part else -1
+        numbers = int(seq), int(part) if part else _WHOLE  # N alone: all of event N was read
     except ValueError:
         raise InvalidRequest(f"Last-Event-ID is N or N.K, not {value[:40]!r}") from None
     if numbers[0] < 0 or numbers[1] < -1:
@@ -200,6 +208,7 @@ async def _serve(hub: RunHub, threads: AgUiThreads, request: Request, *, agent: 
     last = request.headers.get("last-event-id")
     if last is not None:
         after = _parse_last(last)
+        threads.forget(hub)
         seen = threads.by_run_id.get((key, body.run_id))
         if seen is None:
             raise NotFound(f"thread {body.thread_id!r} has no run {body.run_id!r} in this server to read on")
@@ -239,6 +248,7 @@ async def _serve(hub: RunHub, threads: AgUiThreads, request: Request, *, agent: 
             yes=choice.yes,
         )
         streamed = ThreadRun(thread_id=body.thread_id, run=run, run_ids=[body.run_id])
+        threads.forget(hub)
         threads.current[key] = streamed
         threads.by_run_id[(key, body.run_id)] = (streamed, 0)
     return _response(streamed, 0, base=base)
