@@ -177,9 +177,11 @@ async def test_cancel_of_a_provider_that_does_not_settle(tmp_path: Path, ws: Pat
 @run_async
 async def test_load_replays_a_stored_session_and_list_finds_it(tmp_path: Path, ws: Path) -> None:
     store = tmp_path / "s.db"
-    script = write_script(tmp_path, "more", [*WRITE_NOTE, {"text": "Again."}])
+    thinking = {**WRITE_NOTE[0], "reasoning": "A note, then."}
+    script = write_script(tmp_path, "more", [thinking, *WRITE_NOTE[1:], {"text": "Again."}])
     argv = agent_argv(script, store)
-    async with connected(RecordingClient(), argv, tmp_path) as conn:
+    live = RecordingClient()
+    async with connected(live, argv, tmp_path) as conn:
         session = await conn.new_session(cwd=str(ws), mcp_servers=[])
         await conn.prompt(session_id=session.session_id, prompt=[text_block("write a note")])
     client = RecordingClient()
@@ -192,6 +194,10 @@ async def test_load_replays_a_stored_session_and_list_finds_it(tmp_path: Path, w
     assert [u.content.text for u in replayed if isinstance(u, UserMessageChunk)] == ["write a note"]
     assert "Writing it." in [u.content.text for u in replayed if isinstance(u, AgentMessageChunk)]
     assert [u.tool_call_id for u in replayed if isinstance(u, ToolCallStart)] == ["call-w"]
+    # Reasoning is replayed, and a tool call has the kind it had live (write_file: edit).
+    assert [u.content.text for u in replayed if isinstance(u, AgentThoughtChunk)] == ["A note, then."]
+    assert [u.kind for u in replayed if isinstance(u, ToolCallStart)] == ["edit"]
+    assert [u.kind for u in live.of(ToolCallStart)] == ["edit"]
     located = [u for u in replayed if isinstance(u, ToolCallProgress) and u.locations]
     assert [str(loc.path) for u in located for loc in u.locations or []] == [str(ws / "note.txt")]
     assert again.stop_reason == "end_turn"

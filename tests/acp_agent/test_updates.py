@@ -111,22 +111,29 @@ def test_history_replay(tmp_path: Path) -> None:
     updates = history_updates(
         [
             entry(0, "user", "hi"),
-            entry(1, "assistant", "hello"),
-            entry(2, "tool_call", call_id="c", name="write_file", arguments={"path": "a"}),
-            entry(3, "file_change", call_id="c", path="a", change="created"),
-            entry(4, "tool_result", "ok", call_id="c", is_error=False),
+            entry(1, "reasoning", "plan"),
+            entry(2, "assistant", "hello"),
+            entry(3, "tool_call", call_id="c", name="write_file", arguments={"path": "a"}),
+            entry(4, "file_change", call_id="c", path="a", change="created"),
+            entry(5, "tool_result", "ok", call_id="c", is_error=False),
+            entry(6, "tool_call", call_id="d", name="Edit", arguments={}),  # not a tool of ours
         ],
         workspace=tmp_path,
+        tools=workspace_tools(Workspace(tmp_path)),
     )
     assert kinds(updates) == [
         "user_message_chunk",
+        "agent_thought_chunk",
         "agent_message_chunk",
         "tool_call",
         "tool_call_update",
         "tool_call_update",
+        "tool_call",
     ]
-    assert updates[3]["locations"] == [{"path": str(tmp_path / "a")}]
-    assert updates[4]["status"] == "completed"
+    assert updates[1]["content"] == {"type": "text", "text": "plan"}
+    assert updates[3]["kind"] == "edit" and updates[6]["kind"] == "other"
+    assert updates[4]["locations"] == [{"path": str(tmp_path / "a")}]
+    assert updates[5]["status"] == "completed"
 
 
 def test_permission_answers_and_prompt_blocks() -> None:

@@ -104,8 +104,16 @@ def test_any_run_translates_to_a_valid_agui_stream(
     running = False
     text_open: str | None = None
     reasoning_open: str | None = None
+    owner: dict[object, object] = {}  # message id -> the subagent that wrote it
+    calls_of: dict[object, set[object]] = {}  # subagent -> its tool call ids
     for event in out:
         kind = event["type"]
+        if kind == "TEXT_MESSAGE_START":
+            owner[event["messageId"]] = event.get("subagentRunId")
+        if kind == "TOOL_CALL_START":
+            if event.get("parentMessageId") is not None:  # a call belongs to its own agent's text
+                assert owner[event["parentMessageId"]] == event.get("subagentRunId")
+            calls_of.setdefault(event.get("subagentRunId"), set()).add(event["toolCallId"])
         if kind == "RUN_STARTED":
             assert not running
             running = True
@@ -131,6 +139,8 @@ def test_any_run_translates_to_a_valid_agui_stream(
         elif kind.startswith("TOOL_CALL_") and kind != "TOOL_CALL_RESULT":
             assert text_open is None and reasoning_open is None
     assert not running
+    for a, ids in calls_of.items():  # no two subagents share a tool call id
+        assert all(not ids & other for b, other in calls_of.items() if a != b)
     if not interrupts:
         assert kinds.count("RUN_STARTED") == 1
 
@@ -201,3 +211,46 @@ def test_permission_request_is_an_interrupt_when_asked() -> None:
     assert item["responseSchema"]["properties"]["decision"]["enum"] == ["allow", "deny"]
     assert out[2]["type"] == "RUN_STARTED" and out[2]["parentRunId"] == "run1" and out[2]["runId"] == "run1.1"
     assert out[-1]["type"] == "RUN_FINISHED" and out[-1]["runId"] == "run1.1"
+
+
+def test_a_later_steps_tool_call_is_not_filed_under_the_first_steps_message() -> None:
+    out = translate(
+        [
+            START,
+            Text(text="Let me look."),
+            ToolCall(call_id="c1", name="ls", arguments={}),
+            ToolResult(call_id="c1", output="a"),
+            ToolCall(call_id="c2", name="read_file", arguments={"path": "a"}),  # step 2, no text
+            ToolResult(call_id="c2", output="x"),
+            Text(text="Done."),
+            Complete(outcome="completed", stop_reason="end_turn", text="Done."),
+        ]
+    )
+    parents = {e["toolCallId"]: e.get("parentMessageId") for e in out if e["type"] == "TOOL_CALL_START"}
+    first_message = next(e for e in out if e["type"] == "TEXT_MESSAGE_START")["messageId"]
+    assert parents == {"c1": first_message, "c2": None}
+
+
+def test_pipeline_subagents_own_their_tool_calls() -> None:
+    def role(i: int, *, text: bool) -> list[Event]:
+        said: list[Event] = [Text(text=f"role {i} reads")] if text else []
+        return [
+            Raw(source="controller", payload={"what": "transition", "target": f"p{i}"}),
+            Session(session_id=f"role{i}", provider="scripted", model=None),
+            *said,
+            ToolCall(call_id="c1", name="ls", arguments={}),  # every role numbers its calls from 1
+            ToolResult(call_id="c1", output="a"),
+            *([Text(text=f"role {i} done")] if text else []),
+            Complete(outcome="completed", stop_reason="end_turn", text=f"r{i}"),
+        ]
+
+    events = [*role(0, text=True), *role(1, text=False), *role(2, text=True)]
+    out = translate([*events, Complete(outcome="completed", stop_reason="end_turn")], pipeline="answer-review")
+    starts = [e for e in out if e["type"] == "TOOL_CALL_START"]
+    assert [e["toolCallId"] for e in starts] == ["role0.c1", "role1.c1", "role2.c1"]
+    assert [e["metadata"]["seamline.call_id"] for e in starts] == ["c1"] * 3
+    owner = {e["messageId"]: e["subagentRunId"] for e in out if e["type"] == "TEXT_MESSAGE_START"}
+    assert starts[1].get("parentMessageId") is None  # not role 0's text
+    assert owner[starts[2]["parentMessageId"]] == starts[2]["subagentRunId"] == "role2"
+    results = [(e["toolCallId"], e["subagentRunId"]) for e in out if e["type"] == "TOOL_CALL_RESULT"]
+    assert results == [("role0.c1", "role0"), ("role1.c1", "role1"), ("role2.c1", "role2")]

@@ -121,7 +121,8 @@ def test_transcript_with_stable_tool_call_ids_and_files(make_store: StoreFactory
     calls = {e.call_id for e in entries if e.kind == "tool_call"}
     results = {e.call_id for e in entries if e.kind == "tool_result"}
     assert calls == results == {"c1", "c2"}
-    assert all(e.parser == "events" and e.parser_version == 1 for e in entries)
+    current = transcript_module.EventsTranscriptParser.version
+    assert all(e.parser == "events" and e.parser_version == current for e in entries)
     touched = {f.path: f.kinds for f in store.files_touched(sid)}
     assert touched == {"a.txt": ("read",), "b.txt": ("edited", "created")}
 
@@ -135,10 +136,11 @@ def test_parser_version_bump_rederives_lazily(make_store: StoreFactory, monkeypa
         return session.session_id
 
     sid = asyncio.run(go())
-    assert {e.parser_version for e in store.transcript(sid)} == {1}
-    monkeypatch.setattr(transcript_module.EventsTranscriptParser, "version", 2)
-    assert {e.parser_version for e in store.transcript(sid)} == {2}
-    assert {e.parser_version for e in make_store().transcript(sid)} == {2}
+    current = transcript_module.EventsTranscriptParser.version
+    assert {e.parser_version for e in store.transcript(sid)} == {current}
+    monkeypatch.setattr(transcript_module.EventsTranscriptParser, "version", current + 1)
+    assert {e.parser_version for e in store.transcript(sid)} == {current + 1}
+    assert {e.parser_version for e in make_store().transcript(sid)} == {current + 1}
 
 
 class Recording(Provider):

@@ -212,7 +212,7 @@ class SeamlineAcpAgent:
         session = opened.session
         entries = self.settings.store.transcript(session.session_id) if self.settings.store is not None else []
         assert self.connection is not None
-        for update in history_updates(entries, workspace=session.workspace or Path.cwd()):
+        for update in history_updates(entries, workspace=session.workspace or Path.cwd(), tools=session.tools):
             await self.connection.notify("session/update", {"sessionId": session.session_id, "update": update})
         return self._session_state(session.session_id)
 

@@ -236,8 +236,11 @@ def error_for(exc: SeamlineError) -> JsonRpcError:
     return JsonRpcError(code, f"{exc.kind} error: {exc.message}", {"kind": exc.kind, "message": exc.message})
 
 
-def history_updates(entries: Sequence[TranscriptEntry], *, workspace: Path) -> list[dict[str, Any]]:
-    """A stored conversation replayed as updates (``session/load``)."""
+def history_updates(
+    entries: Sequence[TranscriptEntry], *, workspace: Path, tools: Toolset | None = None
+) -> list[dict[str, Any]]:
+    """A stored conversation replayed as updates (``session/load``); a tool call's kind
+    comes from ``tools`` (the session's), as it did live."""
     out: list[dict[str, Any]] = []
     locations: dict[str, list[dict[str, str]]] = {}
     for entry in entries:
@@ -255,12 +258,13 @@ def history_updates(entries: Sequence[TranscriptEntry], *, workspace: Path) -> l
         elif entry.kind == "tool_call" and entry.call_id:
             name = str(entry.data.get("name") or "tool")
             arguments = entry.data.get("arguments")
+            tool = tools.get(name) if tools is not None else None
             out.append(
                 {
                     "sessionUpdate": "tool_call",
                     "toolCallId": entry.call_id,
                     "title": name,
-                    "kind": "other",
+                    "kind": tool_kind(tool.tool_class if tool is not None else None),
                     "status": "pending",
                     "rawInput": arguments if isinstance(arguments, dict) else {},
                 }

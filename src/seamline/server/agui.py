@@ -18,7 +18,7 @@ The translation is a pure function of the event sequence, so a stream can be res
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, Final
 
 from ag_ui.core import (
@@ -88,6 +88,13 @@ class AgUiTranslator:
     ``interrupts``: a permission request ends the AG-UI run with an interrupt outcome
     (the seamline run goes on waiting for the answer); the events after it open a new
     AG-UI run whose ``parentRunId`` is the interrupted one.
+
+    ``thread_id`` and ``run_ids`` name the AG-UI thread and the run of each segment the
+    way a client chose them (``POST /v1/agui``); by default the thread is the session (the
+    run, for a pipeline) and the runs are ``RUN``, ``RUN.1``, ...; ``run_ids`` is read as
+    segments open, so a caller may append to it while a run goes on. ``asked`` tells a
+    request that waited for an answer from one decided at once (``yes``, a rule): only the
+    first is an interrupt; the events do not say which, so without it every one is.
     """
 
     def __init__(
@@ -98,15 +105,21 @@ class AgUiTranslator:
         interrupts: bool = False,
         pipeline: str | None = None,
         first_phase: str | None = None,
+        thread_id: str | None = None,
+        run_ids: list[str] | None = None,
+        asked: Callable[[PermissionRequest], bool] | None = None,
     ) -> None:
         self.run_id = run_id
+        self.asked = asked
+        self.fixed_thread_id = thread_id
+        self.run_ids = run_ids if run_ids is not None else []  # the AG-UI run id of each segment
         self.pipeline = pipeline
         self.phase = first_phase or "agent"
         self.subagents: list[str] = []
         self.base_url = base_url
         self.interrupts = interrupts
         self.thread_id = ""
-        self.agui_run_id = run_id
+        self.agui_run_id = self._segment_id(0)
         self.segment = 0
         self.started = False
         self.finished = False
@@ -114,12 +127,19 @@ class AgUiTranslator:
         self.streamed = False
         self.reasoning_streamed = False
         self.reasoning_id: str | None = None
-        self.last_message_id: str | None = None
+        self.last_message_id: str | None = None  # the text a tool call of this step belongs to
         self.messages = 0
         self.usage: dict[tuple[str | None, str | None], dict[str, int]] = {}
         self.cost: float | None = 0.0
         self.last_error: Error | None = None
         self.provider: str | None = None
+
+    def _segment_id(self, segment: int) -> str:
+        """The AG-UI run id of a segment: the one a client named (``run_ids``), else
+        ``RUN`` for the first and ``RUN.K`` for the K-th after an interrupt."""
+        if segment < len(self.run_ids):
+            return self.run_ids[segment]
+        return self.run_id if segment == 0 else f"{self.run_id}.{segment}"
 
     def _id(self, kind: str) -> str:
         self.messages += 1
@@ -140,7 +160,7 @@ class AgUiTranslator:
         if not self.started:
             self.started = True
             if self.pipeline is None and isinstance(event, Session):
-                self.thread_id = event.session_id
+                self.thread_id = self.fixed_thread_id or event.session_id
                 self.provider = event.provider
                 yield RunStartedEvent(
                     thread_id=self.thread_id,
@@ -149,7 +169,7 @@ class AgUiTranslator:
                     metadata={"seamline.provider": event.provider, "seamline.model": event.model},
                 )
                 return
-            self.thread_id = self.run_id
+            self.thread_id = self.fixed_thread_id or self.run_id
             yield RunStartedEvent(
                 thread_id=self.thread_id,
                 run_id=self.agui_run_id,
@@ -160,11 +180,11 @@ class AgUiTranslator:
             # The run goes on after an interrupt: a new AG-UI run continues it.
             self.segment += 1
             self.finished = False
-            self.agui_run_id = f"{self.run_id}.{self.segment}"
+            parent, self.agui_run_id = self.agui_run_id, self._segment_id(self.segment)
             yield RunStartedEvent(
                 thread_id=self.thread_id,
                 run_id=self.agui_run_id,
-                parent_run_id=f"{self.run_id}.{self.segment - 1}" if self.segment > 1 else self.run_id,
+                parent_run_id=parent,
                 protocol_version=PROTOCOL_VERSION,
             )
         if self.pipeline is not None:
@@ -173,6 +193,7 @@ class AgUiTranslator:
                 yield from self._close_reasoning()
                 self.provider = self.provider or event.provider
                 self.subagents.append(event.session_id)
+                self.last_message_id = None  # a subagent's tool call never belongs to another's text
                 yield SubagentStartedEvent(
                     subagent_run_id=event.session_id,
                     name=self.phase,
@@ -183,6 +204,7 @@ class AgUiTranslator:
                 yield from self._close_text()
                 yield from self._close_reasoning()
                 yield self._subagent_end(self.subagents.pop(0), event)  # the oldest open one
+                self.last_message_id = None
                 return
             if isinstance(event, Raw) and isinstance(event.payload, dict):
                 if event.payload.get("what") == "transition" and isinstance(event.payload.get("target"), str):
@@ -231,18 +253,23 @@ class AgUiTranslator:
         elif isinstance(event, ToolCall):
             yield from self._close_text()
             yield from self._close_reasoning()
+            call_id = self._call_id(event.call_id)
             yield ToolCallStartEvent(
-                tool_call_id=event.call_id,
+                tool_call_id=call_id,
                 tool_call_name=event.name,
                 parent_message_id=self.last_message_id,
-                metadata={"seamline.source": event.source},
+                metadata={"seamline.source": event.source, "seamline.call_id": event.call_id},
             )
-            yield ToolCallArgsEvent(tool_call_id=event.call_id, delta=json.dumps(event.arguments))
-            yield ToolCallEndEvent(tool_call_id=event.call_id)
+            yield ToolCallArgsEvent(tool_call_id=call_id, delta=json.dumps(event.arguments))
+            yield ToolCallEndEvent(tool_call_id=call_id)
         elif isinstance(event, ToolResult):
+            # The model's next step starts after a result: its tool calls belong to its own
+            # text, or (none) to a message of their own, never to this step's.
+            self.last_message_id = None
+            call_id = self._call_id(event.call_id)
             yield ToolCallResultEvent(
-                message_id=f"{self.run_id}-result-{event.call_id}",
-                tool_call_id=event.call_id,
+                message_id=f"{self.run_id}-result-{call_id}",
+                tool_call_id=call_id,
                 content=event.output,
                 role="tool",
                 metadata={"seamline.is_error": event.is_error},
@@ -270,7 +297,7 @@ class AgUiTranslator:
 
     def _permission(self, event: PermissionRequest) -> Iterator[BaseEvent]:
         respond = f"{self.base_url}/v1/runs/{self.run_id}/permissions/{event.request_id}"
-        if not self.interrupts:
+        if not self.interrupts or (self.asked is not None and not self.asked(event)):
             yield CustomEvent(
                 name="seamline.permission_request",
                 value={**_plain(event), "respond": respond, "response_schema": PERMISSION_RESPONSE_SCHEMA},
@@ -288,13 +315,20 @@ class AgUiTranslator:
                         id=event.request_id,
                         reason="tool_approval",
                         message=f"allow {event.tool}? {event.reason}".strip(),
-                        tool_call_id=event.call_id,
+                        tool_call_id=None if event.call_id is None else self._call_id(event.call_id),
                         response_schema=PERMISSION_RESPONSE_SCHEMA,
                         metadata={"seamline.respond": respond, "seamline.arguments": event.arguments},
                     )
                 ]
             ),
         )
+
+    def _call_id(self, call_id: str) -> str:
+        """The AG-UI id of a tool call: in a pipeline, a role's calls are named after its
+        subagent, since each role's agent numbers its calls from the start (``c1`` twice)."""
+        if self.pipeline is not None and len(self.subagents) == 1:
+            return f"{self.subagents[0]}.{call_id}"
+        return call_id
 
     def _subagent_end(self, subagent: str, event: Complete) -> BaseEvent:
         if event.outcome == "completed":

@@ -26,6 +26,7 @@ from seamline.errors import InvalidRequest, SeamlineError
 from seamline.events import encode_event
 from seamline.providers.registry import create_provider, provider_class, provider_names
 from seamline.server.agui import AgUiTranslator
+from seamline.server.agui_route import agui_routes
 from seamline.server.guard import BodyTooLarge, Guard
 from seamline.server.openapi import openapi_document
 from seamline.server.runs import Busy, LiveSession, NotFound, Run, RunHub
@@ -372,6 +373,7 @@ def create_app(
         "/v1/pipelines/{name}/runs": {"POST": start_pipeline},
         "/v1/traces/{run_id}": {"GET": traces},
         "/v1/traces/{run_id}/verify": {"GET": traces},
+        **agui_routes(hub),
     }
     # One route per path, so a 405 names every method the path has (Allow).
     routes = [Route(path, _guarded(_by_method(handlers)), methods=list(handlers)) for path, handlers in table.items()]

@@ -332,6 +332,7 @@ def openapi_document() -> dict[str, Any]:
             ),
         },
     }
+    paths.update(_agui_paths())
     responses = {
         f"E{code}": _json(text, _ERROR)
         for code, text in (
@@ -357,6 +358,85 @@ def openapi_document() -> dict[str, Any]:
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
         },
         "security": [{}, {"bearer": []}],
+    }
+
+
+def _agui_paths() -> dict[str, Any]:
+    """``POST /v1/agui`` and ``POST /v1/agents/{name}/agui``: one AG-UI agent URL each."""
+    seamline = {
+        "type": "object",
+        "additionalProperties": False,
+        "description": "how the thread's session is opened (not taken on a declared agent)",
+        "properties": {
+            "provider": {"type": "string", "default": "offline"},
+            "model": {"type": ["string", "null"]},
+            "options": _OPTIONS,
+            "workspace": {"type": ["string", "null"]},
+            "yes": {"type": "boolean", "default": False},
+            "max_steps": {"type": "integer", "minimum": 1, "default": 50},
+            "budget_usd": {"type": ["number", "null"]},
+        },
+    }
+    run_agent_input = {
+        "type": "object",
+        "description": "AG-UI RunAgentInput",
+        "required": ["threadId", "runId", "messages"],
+        "properties": {
+            "threadId": {"type": "string", "description": "names the session (opened on first use)"},
+            "runId": {"type": "string", "description": "echoed in RUN_STARTED and RUN_FINISHED"},
+            "parentRunId": {"type": ["string", "null"]},
+            "messages": {
+                "type": "array",
+                "description": "the last user message is the prompt",
+                "items": {"type": "object", "required": ["id", "role"]},
+            },
+            "tools": {"type": "array", "items": {"type": "object"}},
+            "context": {"type": "array", "items": {"type": "object"}},
+            "state": {},
+            "forwardedProps": {"type": "object", "properties": {"seamline": seamline}},
+            "resume": {
+                "type": ["array", "null"],
+                "description": "answers to the thread's pending interrupts: payload {decision, scope}",
+                "items": {
+                    "type": "object",
+                    "required": ["interruptId", "status"],
+                    "properties": {
+                        "interruptId": {"type": "string"},
+                        "status": {"type": "string", "enum": ["resolved", "cancelled"]},
+                        "payload": {},
+                    },
+                },
+            },
+        },
+    }
+    stream = {
+        "200": {
+            "description": "the run's AG-UI stream over SSE (ids N.K), until the run ends or an interrupt",
+            "content": {"text/event-stream": {"schema": {"type": "string"}}},
+        }
+    }
+    last = [{"name": "Last-Event-ID", "in": "header", "schema": {"type": "string"}}]
+    return {
+        "/v1/agui": {
+            "post": _op(
+                "run the agent for an AG-UI client (HttpAgent): a new run on the thread's session, "
+                "or, with resume, the rest of the interrupted one; Last-Event-ID reads a run on",
+                stream,
+                errors=(400, 404, 409, 413),
+                requestBody=_body(run_agent_input),
+                parameters=last,
+            )
+        },
+        "/v1/agents/{name}/agui": {
+            "parameters": [{"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}],
+            "post": _op(
+                "the same for the declared agent NAME",
+                stream,
+                errors=(400, 404, 409, 413),
+                requestBody=_body(run_agent_input),
+                parameters=last,
+            ),
+        },
     }
 
 

@@ -45,10 +45,14 @@ class TranscriptParser(Protocol):
 
 
 class EventsTranscriptParser:
-    """Prompts, copied history and seamline events into messages."""
+    """Prompts, copied history and seamline events into messages.
+
+    Version 2 records reasoning (``reasoning`` entries, role assistant): a turn's closed
+    ``reasoning`` blocks, or, in a turn that has none (model APIs stream reasoning only as
+    deltas), its coalesced ``reasoning_delta`` rows."""
 
     name: ClassVar[str] = "events"
-    version: ClassVar[int] = 1
+    version: ClassVar[int] = 2
     sources: ClassVar[tuple[str, ...]] = ("prompt", "history", "event")
     replaces_events: ClassVar[bool] = False
 
@@ -77,6 +81,8 @@ class EventsTranscriptParser:
         kind = payload.get("type")
         if kind == "text":
             return [Draft(row.turn, "assistant", "assistant", str(payload.get("text", "")), None, {}, row.seq)]
+        if kind in ("reasoning", "reasoning_delta") and payload.get("text"):
+            return [Draft(row.turn, str(kind), "assistant", str(payload["text"]), None, {}, row.seq)]
         if kind == "tool_call":
             data = {"name": payload.get("name"), "arguments": payload.get("arguments") or {}}
             return [Draft(row.turn, "tool_call", "assistant", "", payload.get("call_id"), data, row.seq)]
@@ -119,6 +125,10 @@ def parser_versions() -> dict[str, int]:
     return {p.name: p.version for p in _PARSERS.values()}
 
 
+# Drafts kept only where the turn lacks the closed kind, and what they stand for then.
+_STANDS_FOR: Final = {"final_text": "assistant", "reasoning_delta": "reasoning"}
+
+
 def derive_transcript(rows: Iterable[RawRow]) -> list[TranscriptEntry]:
     """Derive the transcript of one session from its raw rows (in log order)."""
     rows = list(rows)
@@ -132,12 +142,13 @@ def derive_transcript(rows: Iterable[RawRow]) -> list[TranscriptEntry]:
             continue
         drafts.extend((draft, parser) for draft in parser.parse(row))
     spoke = {d.turn for d, _ in drafts if d.kind == "assistant"}
+    thought = {d.turn for d, _ in drafts if d.kind == "reasoning"}
     drafts = [
-        (Draft(d.turn, "assistant", d.role, d.content, d.call_id, d.data, d.raw_seq), p)
-        if d.kind == "final_text"
+        (Draft(d.turn, _STANDS_FOR[d.kind], d.role, d.content, d.call_id, d.data, d.raw_seq), p)
+        if d.kind in _STANDS_FOR
         else (d, p)
         for d, p in drafts
-        if d.kind != "final_text" or d.turn not in spoke
+        if (d.kind != "final_text" or d.turn not in spoke) and (d.kind != "reasoning_delta" or d.turn not in thought)
     ]
     return [
         TranscriptEntry(
