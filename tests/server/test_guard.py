@@ -125,3 +125,46 @@ def test_a_refused_provider_is_403_not_a_server_error(tmp_path: Path) -> None:
     with serve(tmp_path) as served, served.client() as client:
         reply = client.post("/v1/sessions", json={"provider": "anthropic"})
         assert "would call a real backend" in _error(reply, 403, "permission")
+
+
+REBOUND_NAMES = (
+    "127.0.0.1.evil.example",
+    "127.evil.example",
+    "127.0.0.1.nip.io",
+    "[::1].evil.example",
+    "[::1]evil",
+    "localhost.evil.example",
+    "evil.example",
+)
+
+
+@pytest.mark.parametrize("name", REBOUND_NAMES)
+def test_a_rebound_dns_name_is_refused_as_host_and_as_origin(tmp_path: Path, name: str) -> None:
+    # A page on a name the attacker points at 127.0.0.1 is same-origin for the browser:
+    # only comparing parsed addresses and exact names keeps it out (no token needed here).
+    with serve(tmp_path) as served, served.client() as client:
+        port = served.base.rsplit(":", 1)[1]
+        reply = client.post("/v1/sessions", json={}, headers={"host": f"{name}:{port}"})
+        assert "DNS rebinding" in _error(reply, 403, "permission")
+        reply = client.post("/v1/sessions", json={}, headers={"origin": f"http://{name}:{port}"})
+        assert "cross-site" in _error(reply, 403, "permission")
+        assert client.get("/v1/sessions").json()["sessions"] == []
+
+
+def test_loopback_addresses_and_allowed_names_are_served(tmp_path: Path) -> None:
+    with serve(tmp_path, hosts=("box.lan",)) as served, served.client() as client:
+        port = served.base.rsplit(":", 1)[1]
+        for host in ("127.0.0.1", "127.0.0.2", "localhost", "[::1]", "[0:0:0:0:0:0:0:1]", "box.lan", "BOX.lan"):
+            assert client.get("/v1/info", headers={"host": f"{host}:{port}"}).status_code == 200, host
+            assert client.get("/v1/info", headers={"origin": f"http://{host}:{port}"}).status_code == 200, host
+        for bad in ("", ":80", "127.0.0.1:x", "[::1", "[::1]:", "box.lan.evil.example"):
+            assert client.get("/v1/info", headers={"host": bad}).status_code == 403, bad
+
+
+def test_is_loopback_parses_addresses() -> None:
+    from seamline.server.guard import is_loopback
+
+    for host in ("127.evil.example", "127.0.0.1.evil.example", "[::1].evil", "0.0.0.0", "::", "10.0.0.1", "box"):
+        assert not is_loopback(host), host
+    for host in ("127.0.0.1", "127.1.2.3", "::1", "[::1]", "localhost", "LOCALHOST"):
+        assert is_loopback(host), host

@@ -7,6 +7,7 @@ A plain ASGI middleware, so it also guards what the routes never see (404s, the 
 from __future__ import annotations
 
 import hmac
+import ipaddress
 import json
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Any, Final
@@ -20,19 +21,52 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-LOOPBACK_HOSTS: Final = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
+LOOPBACK_HOSTS: Final = frozenset({"127.0.0.1", "localhost", "::1"})
 COOKIE: Final = "seamline_token"
 
 
 def is_loopback(host: str) -> bool:
-    return host in LOOPBACK_HOSTS or host.startswith("127.")
+    """Whether ``host`` (a bind address or a Host name, IPv6 with or without brackets) is
+    this machine: the exact name ``localhost`` or an address in 127.0.0.0/8 or ``::1``.
+    Parsed, never a prefix test: ``127.0.0.1.evil.example`` is a DNS name anyone can point
+    anywhere (DNS rebinding)."""
+    name = host.strip().lower()
+    if name.startswith("[") and name.endswith("]"):
+        name = name[1:-1]
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
 
 
-def _hostname(value: str) -> str:
+def _canonical(name: str) -> str:
+    """A host name as the guard compares it: lower case, an IPv6 address without brackets
+    and in its compressed form."""
+    name = name.strip().lower()
+    if name.startswith("[") and name.endswith("]"):
+        name = name[1:-1]
+    try:
+        return ipaddress.ip_address(name).compressed
+    except ValueError:
+        return name
+
+
+def _hostname(value: str) -> str | None:
+    """The host of a Host header (``name``, ``name:port``, ``[v6]`` or ``[v6]:port``), or
+    None when it is none of these."""
     value = value.strip().lower()
     if value.startswith("["):
-        return value[: value.find("]") + 1] if "]" in value else value
-    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+        end = value.find("]")
+        rest = value[end + 1 :] if end > 0 else ""
+        if end < 0 or (rest and not (rest.startswith(":") and rest[1:].isdigit())):
+            return None
+        return _canonical(value[: end + 1])
+    name, colon, port = value.partition(":")
+    if not name or (colon and not port.isdigit()):
+        return None
+    return _canonical(name)
 
 
 class Guard:
@@ -43,7 +77,7 @@ class Guard:
     def __init__(self, app: ASGIApp, *, hosts: Iterable[str] = (), token: str | None = None, max_body: int) -> None:
         self.app = app
         self.hub: Any = None  # the app's RunHub, for the serve command's shutdown
-        self.hosts = frozenset({*LOOPBACK_HOSTS, *(h.lower() for h in hosts)})
+        self.hosts = frozenset({*LOOPBACK_HOSTS, *(_canonical(h) for h in hosts)})
         self.token = token
         self.max_body = max_body
 
@@ -53,13 +87,13 @@ class Guard:
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         host = _hostname(headers.get("host", ""))
-        if host not in self.hosts and not host.startswith("127."):
-            await _reply(send, 403, "permission", f"host {host!r} is not served here (DNS rebinding guard)")
+        if host is None or not self._serves(host):
+            shown = headers.get("host", "")[:100]
+            await _reply(send, 403, "permission", f"host {shown!r} is not served here (DNS rebinding guard)")
             return
         origin = headers.get("origin")
         if origin and origin != "null":
-            origin_host = (urlsplit(origin).hostname or "").lower()
-            if origin_host not in self.hosts and not origin_host.startswith("127."):
+            if not self._serves(_origin_host(origin)):
                 await _reply(send, 403, "permission", f"cross-site request from {origin!r} refused")
                 return
         if self.token is not None:
@@ -79,6 +113,10 @@ class Guard:
             await _reply(send, 413, "invalid_request", f"request body over {self.max_body} bytes")
             return
         await self.app(scope, self._limited(receive, send), send)
+
+    def _serves(self, host: str) -> bool:
+        """An exact name given to serve, or a loopback address (parsed, not a prefix)."""
+        return host in self.hosts or is_loopback(host)
 
     def _matches(self, given: str) -> bool:
         assert self.token is not None
@@ -106,6 +144,16 @@ class BodyTooLarge(Exception):
     def __init__(self, limit: int) -> None:
         super().__init__(f"request body over {limit} bytes")
         self.limit = limit
+
+
+def _origin_host(origin: str) -> str:
+    """The host of an Origin header (``scheme://host[:port]``), parsed as strictly as Host;
+    "" when it is malformed (``http://[::1].evil.example`` is, and refused)."""
+    try:
+        netloc = urlsplit(origin).netloc
+    except ValueError:  # a malformed IPv6 literal
+        return ""
+    return "" if "@" in netloc else _hostname(netloc) or ""
 
 
 def _bearer(value: str) -> str | None:
