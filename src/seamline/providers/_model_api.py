@@ -30,8 +30,10 @@ from seamline.providers.base import BLOCK_ENV, OptionSpec, PreflightCheck, Provi
 __all__ = ["COMMON_OPTIONS", "ModelAPIProvider", "StepState", "parse_arguments", "sha256_json"]
 
 COMMON_OPTIONS: dict[str, OptionSpec] = {
-    "base_url": OptionSpec("endpoint URL (default: the vendor's, or the *_BASE_URL environment variable)", kind="url"),
-    "api_key_env": OptionSpec("name of the environment variable that holds the API key"),
+    "base_url": OptionSpec(
+        "endpoint URL (default: the vendor's, or the *_BASE_URL environment variable)", kind="url", operator_only=True
+    ),
+    "api_key_env": OptionSpec("name of the environment variable that holds the API key", operator_only=True),
     "temperature": OptionSpec("sampling temperature, e.g. 0.2", kind="number"),
     "max_tokens": OptionSpec("most tokens the model may write per call", kind="positive_count"),
     "reasoning_effort": OptionSpec("reasoning effort for models that take it", choices=("low", "medium", "high")),

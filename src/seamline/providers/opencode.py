@@ -102,9 +102,13 @@ class OpenCodeProvider(Provider):
     name = "opencode"
     description = "the OpenCode agent through `opencode serve` (HTTP + server-sent events)"
     options: ClassVar[Mapping[str, OptionSpec]] = {
-        "executable": OptionSpec("path of the opencode program (default: found on PATH)"),
-        "base_url": OptionSpec("OpenAI-compatible base URL for the model (default: $OPENAI_BASE_URL)", kind="url"),
-        "api_key_env": OptionSpec("environment variable holding the API key", default="OPENAI_API_KEY"),
+        "executable": OptionSpec("path of the opencode program (default: found on PATH)", operator_only=True),
+        "base_url": OptionSpec(
+            "OpenAI-compatible base URL for the model (default: $OPENAI_BASE_URL)", kind="url", operator_only=True
+        ),
+        "api_key_env": OptionSpec(
+            "environment variable holding the API key", default="OPENAI_API_KEY", operator_only=True
+        ),
         "startup_timeout": OptionSpec("seconds `opencode serve` may take to come up", default="60", kind="number"),
         "turn_timeout": OptionSpec("seconds a turn may take before it is aborted", default="600", kind="number"),
         "request_timeout": OptionSpec("seconds one HTTP call to the server may take", default="30", kind="number"),

@@ -10,10 +10,11 @@ docs/serve.md describes each route; docs/openapi.json is the pinned document (bu
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import asdict
 from importlib import resources
+from pathlib import Path
 from typing import Any, Final, Literal, TypeVar
 
 import msgspec
@@ -25,6 +26,7 @@ from starlette.routing import Route
 from seamline.errors import InvalidRequest, SeamlineError
 from seamline.events import encode_event
 from seamline.providers.registry import create_provider, provider_class, provider_names
+from seamline.server.agents_file import AgentSpec, ServePolicy
 from seamline.server.agui import AgUiTranslator
 from seamline.server.guard import BodyTooLarge, Guard
 from seamline.server.openapi import openapi_document
@@ -41,7 +43,8 @@ T = TypeVar("T")
 
 
 class NewSession(msgspec.Struct, forbid_unknown_fields=True):
-    provider: str = "offline"
+    provider: str | None = None  # the safe defaults' "offline" unless an agent is named
+    agent: str | None = None
     model: str | None = None
     options: dict[str, str] = {}
     workspace: str | None = None
@@ -60,7 +63,8 @@ class NewRun(msgspec.Struct, forbid_unknown_fields=True):
 
 class NewPipelineRun(msgspec.Struct, forbid_unknown_fields=True):
     prompt: str
-    provider: str = "offline"
+    provider: str | None = None
+    agent: str | None = None
     model: str | None = None
     options: dict[str, str] = {}
     workspace: str | None = None
@@ -145,15 +149,18 @@ def create_app(
     cancel_grace: float = 2.0,
     keep_finished: int = 1000,
     close_store: bool = False,
+    agents: Mapping[str, AgentSpec] | None = None,
 ) -> Guard:
     """The ASGI application of ``seamline serve`` over ``store``. The newest
     ``keep_finished`` finished runs stay readable; older ones are forgotten (their events
-    stay in the store's raw log).
+    stay in the store's raw log). ``agents``: the operator's declared agents (see
+    :mod:`seamline.server.agents_file`); clients get the safe defaults besides them.
 
     >>> from seamline.sessions.store import SessionStore
     >>> app = create_app(SessionStore(":memory:"))
     """
-    hub = RunHub(store, workspace=workspace, cancel_grace=cancel_grace, keep_finished=keep_finished)
+    policy = ServePolicy(Path(workspace), agents)
+    hub = RunHub(store, workspace=workspace, cancel_grace=cancel_grace, keep_finished=keep_finished, policy=policy)
 
     @asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
@@ -216,6 +223,7 @@ def create_app(
             workspace=body.workspace,
             yes=body.yes,
             metadata=body.metadata,
+            agent=body.agent,
         )
         return JSONResponse(_live_row(slot), status_code=201)
 
@@ -338,8 +346,12 @@ def create_app(
             yes=body.yes,
             max_steps=body.max_steps,
             budget_usd=body.budget_usd,
+            agent=body.agent,
         )
         return JSONResponse(run.summary(), status_code=201, headers={"location": f"/v1/runs/{run.id}"})
+
+    async def list_agents(request: Request) -> Response:
+        return JSONResponse({"agents": [spec.public() for spec in policy.agents.values()]})
 
     async def openapi(request: Request) -> Response:
         return JSONResponse(openapi_document())
@@ -357,6 +369,7 @@ def create_app(
         "/v1/openapi.json": {"GET": openapi},
         "/v1/info": {"GET": info},
         "/v1/providers": {"GET": providers},
+        "/v1/agents": {"GET": list_agents},
         "/v1/sessions": {"GET": list_sessions, "POST": create_session},
         "/v1/sessions/{session_id}": {"GET": get_session, "DELETE": delete_session},
         "/v1/sessions/{session_id}/fork": {"POST": fork_session},
