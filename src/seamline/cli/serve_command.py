@@ -62,6 +62,13 @@ def add_parser(commands: Any) -> str:
         help="a Host header name to serve besides loopback; repeatable",
     )
     serve.add_argument(
+        "--allow-origin",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="an origin (scheme://host[:port]) whose web pages may call the API (CORS); repeatable, none by default",
+    )
+    serve.add_argument(
         "--agents",
         metavar="FILE",
         help="TOML file of the agents clients may start by name (provider, model, options, sandbox, "
@@ -98,6 +105,12 @@ def run(args: argparse.Namespace) -> int:
             agents = load_agents(args.agents, default_workspace=Path(args.workspace).resolve())
         except AgentsFileError as exc:
             raise SeamlineUsage(str(exc)) from None
+    from seamline.server.guard import normalize_origin
+
+    try:
+        origins = tuple(normalize_origin(o) for o in args.allow_origin)
+    except ValueError as exc:
+        raise SeamlineUsage(f"--allow-origin {exc}") from None
     hosts = list(args.allow_host)
     if not is_loopback(args.host) and args.host not in ("0.0.0.0", "::"):
         hosts.append(args.host)
@@ -110,6 +123,7 @@ def run(args: argparse.Namespace) -> int:
         max_body=args.max_body,
         close_store=True,
         agents=agents,
+        allow_origins=origins,
     )
     family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)

@@ -150,11 +150,13 @@ def create_app(
     keep_finished: int = 1000,
     close_store: bool = False,
     agents: Mapping[str, AgentSpec] | None = None,
+    allow_origins: tuple[str, ...] = (),
 ) -> Guard:
     """The ASGI application of ``seamline serve`` over ``store``. The newest
     ``keep_finished`` finished runs stay readable; older ones are forgotten (their events
     stay in the store's raw log). ``agents``: the operator's declared agents (see
     :mod:`seamline.server.agents_file`); clients get the safe defaults besides them.
+    ``allow_origins``: exact origins (``scheme://host[:port]``) whose pages may call the API.
 
     >>> from seamline.sessions.store import SessionStore
     >>> app = create_app(SessionStore(":memory:"))
@@ -361,7 +363,7 @@ def create_app(
         if name not in _PAGE_FILES:
             raise NotFound(f"no file {name!r}")
         data = resources.files("seamline.server").joinpath("page", name).read_bytes()
-        return Response(data, media_type=_PAGE_FILES[name], headers={"cache-control": "no-cache"})
+        return Response(data, media_type=_PAGE_FILES[name], headers=_PAGE_HEADERS)
 
     table: dict[str, dict[str, Callable[[Request], Awaitable[Response]]]] = {
         "/": {"GET": page},
@@ -399,13 +401,21 @@ def create_app(
 
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={404: not_found, 405: not_allowed})
     app.state.hub = hub
-    guard = Guard(app, hosts=hosts, token=token, max_body=max_body)
+    guard = Guard(app, hosts=hosts, token=token, max_body=max_body, allow_origins=allow_origins)
     guard.hub = hub
     return guard
 
 
 # A classified error's HTTP status: the client's mistake, a refusal, or the backend's trouble.
 _STATUS_OF_KIND: Final = {"invalid_request": 400, "permission": 403, "sandbox": 403, "budget": 400, "timeout": 504}
+
+# The page loads only its own files and is framed by no one (clickjacking).
+_PAGE_HEADERS: Final = {
+    "cache-control": "no-cache",
+    "content-security-policy": "default-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
+    "x-frame-options": "DENY",
+    "x-content-type-options": "nosniff",
+}
 
 _PAGE_FILES: Final = {
     "index.html": "text/html; charset=utf-8",
