@@ -169,3 +169,24 @@ def test_is_loopback_parses_addresses() -> None:
         assert not is_loopback(host), host
     for host in ("127.0.0.1", "127.1.2.3", "::1", "[::1]", "localhost", "LOCALHOST"):
         assert is_loopback(host), host
+
+
+def test_a_bad_last_event_id_is_400_in_both_formats(tmp_path: Path) -> None:
+    with serve(tmp_path) as served, served.client() as client:
+        session_id = client.post("/v1/sessions", json={"provider": "offline"}).json()["id"]
+        run_id = client.post(f"/v1/sessions/{session_id}/runs", json={"prompt": "hi"}).json()["id"]
+        for fmt, bads in (("agui", ("abc", "1.x", "-1", "1.-1", "9" * 30)), ("seamline", ("abc", "-1", "9" * 30))):
+            for bad in bads:
+                reply = client.get(f"/v1/runs/{run_id}/events", params={"format": fmt}, headers={"last-event-id": bad})
+                assert "Last-Event-ID" in _error(reply, 400, "invalid_request"), (fmt, bad)
+        assert client.get("/v1/info").status_code == 200
+
+
+def test_a_negative_budget_is_400(tmp_path: Path) -> None:
+    with serve(tmp_path) as served, served.client() as client:
+        session_id = client.post("/v1/sessions", json={"provider": "offline"}).json()["id"]
+        reply = client.post(f"/v1/sessions/{session_id}/runs", json={"prompt": "hi", "budget_usd": -1})
+        assert "budget_usd" in _error(reply, 400, "invalid_request")
+        reply = client.post("/v1/pipelines/single/runs", json={"prompt": "hi", "budget_usd": -0.5})
+        assert "budget_usd" in _error(reply, 400, "invalid_request")
+        assert client.get("/v1/runs").json()["runs"] == []

@@ -310,7 +310,11 @@ def create_app(
             stream = _ndjson(run, after) if ndjson else _seamline_sse(run, after)
             media = "application/x-ndjson" if ndjson else "text/event-stream"
         else:
-            stream = _agui_sse(run, last, base=base, interrupts=interrupts)
+            # Checked here, before the 200 goes out: a bad id is a 400, not a cut stream.
+            seq_text, _, part_text = last.partition(".")
+            after = _int(seq_text, "Last-Event-ID")
+            skip = _int(part_text, "Last-Event-ID") + 1 if part_text else 0
+            stream = _agui_sse(run, after, skip, base=base, interrupts=interrupts)
             media = "text/event-stream"
         return StreamingResponse(
             stream, media_type=media, headers={"cache-control": "no-cache", "x-accel-buffering": "no"}
@@ -472,10 +476,7 @@ async def _ndjson(run: Run, after: int) -> AsyncIterator[bytes]:
         yield b"".join(b'{"id":%d,"event":%s}\n' % (start + i, encode_event(event)) for i, event in enumerate(batch, 1))
 
 
-async def _agui_sse(run: Run, last: str, *, base: str, interrupts: bool) -> AsyncIterator[bytes]:
-    seq_text, _, part_text = last.partition(".")
-    after = _int(seq_text, "Last-Event-ID")
-    skip = _int(part_text, "Last-Event-ID") + 1 if part_text else 0
+async def _agui_sse(run: Run, after: int, skip: int, *, base: str, interrupts: bool) -> AsyncIterator[bytes]:
     translator = AgUiTranslator(
         run.id, base_url=base, interrupts=interrupts, pipeline=run.pipeline, first_phase=run.first_phase
     )
