@@ -190,3 +190,60 @@ def test_a_negative_budget_is_400(tmp_path: Path) -> None:
         reply = client.post("/v1/pipelines/single/runs", json={"prompt": "hi", "budget_usd": -0.5})
         assert "budget_usd" in _error(reply, 400, "invalid_request")
         assert client.get("/v1/runs").json()["runs"] == []
+
+
+def test_metadata_too_deep_or_too_big_is_400_and_not_stored(tmp_path: Path) -> None:
+    headers = {"content-type": "application/json"}
+    with serve(tmp_path, max_body=4_000_000) as served, served.client() as client:
+        for depth in (33, 500, 200_000):
+            body = '{"provider": "offline", "metadata": ' + '{"a": ' * depth + "1" + "}" * depth + "}"
+            reply = client.post("/v1/sessions", content=body, headers=headers)
+            assert reply.status_code == 400, (depth, reply.status_code)
+        big = {"provider": "offline", "metadata": {"pad": "x" * 70_000}}
+        assert "metadata" in _error(client.post("/v1/sessions", json=big), 400, "invalid_request")
+        fine = {"provider": "offline", "metadata": {"nested": [[{"a": 1}]] * 3}}
+        assert client.post("/v1/sessions", json=fine).status_code == 201
+        listed = client.get("/v1/sessions")
+        assert listed.status_code == 200 and len(listed.json()["sessions"]) == 1
+
+
+def test_a_listing_survives_a_row_it_cannot_read(
+    tmp_path: Path, seamline_cmd: list[str], cli_env: dict[str, str]
+) -> None:
+    import sqlite3
+    import subprocess
+
+    with serve(tmp_path) as served, served.client() as client:
+        good = client.post("/v1/sessions", json={"provider": "offline"}).json()["id"]
+        served.store.flush()
+        deep = '{"a": ' * 600 + "1" + "}" * 600
+        with sqlite3.connect(tmp_path / "store.db") as db:
+            db.execute(
+                "INSERT INTO sessions (id, provider, model, workspace, mode, status, metadata, created_at, updated_at)"
+                " SELECT 'bad0000000000001', provider, model, workspace, mode, status, '{not json', created_at,"
+                " updated_at FROM sessions WHERE id = ?",
+                (good,),
+            )
+            db.execute(
+                "INSERT INTO sessions (id, provider, model, workspace, mode, status, metadata, created_at, updated_at)"
+                " SELECT 'bad0000000000002', provider, model, workspace, mode, status, ?, created_at,"
+                " updated_at FROM sessions WHERE id = ?",
+                (deep, good),
+            )
+        listed = client.get("/v1/sessions")
+        assert listed.status_code == 200, listed.text
+        rows = {row["id"]: row for row in listed.json()["sessions"]}
+        assert set(rows) == {good, "bad0000000000001", "bad0000000000002"}
+        assert "unreadable" in rows["bad0000000000001"]["metadata"]
+        assert "unreadable" in rows["bad0000000000002"]["metadata"]
+        assert rows[good]["metadata"] == {"surface": "serve"}
+    for extra in ([], ["--json"]):
+        done = subprocess.run(
+            [*seamline_cmd, "sessions", "list", "--store", str(tmp_path / "store.db"), *extra],
+            env=cli_env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        assert "bad0000000000001"[:12] in done.stdout and good[:12] in done.stdout

@@ -123,6 +123,8 @@ async def _body(request: Request, kind: type[T]) -> T:
         raise InvalidRequest(f"malformed JSON: {exc}") from None
     except UnicodeDecodeError as exc:  # msgspec's error for such bytes inside a string
         raise InvalidRequest(f"malformed JSON: not UTF-8: {exc}") from None
+    except RecursionError:  # msgspec's error for arrays and objects nested too deep
+        raise InvalidRequest("malformed JSON: nested too deep") from None
 
 
 def _session_row(store: StoreCore, hub: RunHub, record: SessionRecord) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from seamline.events import Complete, Event, PermissionRequest, Usage
 from seamline.providers.base import Provider, ProviderSession
 from seamline.providers.registry import create_provider
 from seamline.server.agents_file import AGENT_KEY, Plan, ServePolicy
-from seamline.sessions.records import SessionRecord
+from seamline.sessions.records import SessionRecord, metadata_problem
 from seamline.sessions.store import SessionStore, StoreCore
 from seamline.tools.base import Toolset
 from seamline.tools.permissions import PermissionAnswer, PermissionRules, PermissionService
@@ -280,6 +280,9 @@ class RunHub:
     ) -> LiveSession:
         """Open a session as the server's policy allows: a declared ``agent`` with the
         operator's settings, or a provider of the safe defaults."""
+        problem = metadata_problem(dict(metadata or {}))
+        if problem is not None:
+            raise InvalidRequest(problem)  # before anything is stored: a listing must stay readable
         if metadata and AGENT_KEY in metadata:
             raise InvalidRequest(f"metadata key {AGENT_KEY!r} is the server's; start a declared agent with 'agent'")
         plan = self.policy.plan(
