@@ -17,7 +17,6 @@ import os
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
-from urllib.parse import urlsplit
 
 import msgspec
 
@@ -26,6 +25,7 @@ from seamline.events import Error, Event, Raw, ReasoningDelta, TextDelta, ToolCa
 from seamline.loop.messages import ModelRequest
 from seamline.providers._retry import RetryPolicy, classify_failure, scrub
 from seamline.providers.base import BLOCK_ENV, OptionSpec, PreflightCheck, Provider, ProviderSession
+from seamline.redact import url_host
 
 __all__ = ["COMMON_OPTIONS", "ModelAPIProvider", "StepState", "parse_arguments", "sha256_json"]
 
@@ -289,7 +289,7 @@ class ModelAPIProvider(Provider):
         return {
             "provider": self.name,
             "route": self.route,
-            "base_url_host": urlsplit(self.base_url).netloc,
+            "base_url_host": url_host(self.base_url),
             "model_requested": params.get("model"),
             "model_answered": None,
             "parameters": sent,
@@ -325,7 +325,7 @@ class ModelAPIProvider(Provider):
         return checks
 
     async def _probe_endpoint(self) -> list[PreflightCheck]:
-        host = urlsplit(self.base_url).netloc
+        host = url_host(self.base_url)
         # Its own client with a short timeout: a probe must not wait minutes, nor close a live client.
         client = self._new_client(min(self.timeout, 10.0))
         try:

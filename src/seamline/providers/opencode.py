@@ -55,6 +55,7 @@ from seamline.events import (
 from seamline.providers._opencode_server import OpenCodeServer, ServerChannel, acquire_server, release_server
 from seamline.providers.base import OptionSpec, PreflightCheck, Provider, ProviderSession
 from seamline.providers.program_lookup import find_program
+from seamline.redact import redact_url
 from seamline.sessions.records import SessionRecord
 from seamline.tools.approval import ApprovalDecision
 from seamline.tools.base import Tool, ToolClass
@@ -189,7 +190,7 @@ class OpenCodeProvider(Provider):
             PreflightCheck(
                 name="model",
                 ok=True,
-                detail=f"OpenAI-compatible endpoint {base}" if base else "OpenCode's own configuration",
+                detail=f"OpenAI-compatible endpoint {redact_url(base)}" if base else "OpenCode's own configuration",
             )
         )
         return checks
