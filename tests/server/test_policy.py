@@ -112,6 +112,8 @@ def test_a_workspace_outside_the_servers_folder_is_refused(tmp_path: Path) -> No
         # A stored session whose folder is elsewhere is not revived there.
         served.store.create_session("e15e000000000001", provider="offline", model=None, workspace="/")
         _refused(client.post("/v1/sessions/e15e000000000001/runs", json={"prompt": "hi"}), "outside")
+        _refused(client.post("/v1/sessions/e15e000000000001/revert", json={}), "outside")
+        _refused(client.post("/v1/sessions/e15e000000000001/fork", json={}), "outside")
 
 
 def test_a_declared_agent_runs_with_the_operators_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -353,6 +353,7 @@ class RunHub:
 
     def revert(self, session_id: str, *, to_step: int = 0, force: bool = False) -> dict[str, Any]:
         record = self.require_session(session_id)
+        self.policy.stored(record, {}, False)  # its folder is one this server offers
         live = self.sessions.get(record.id)
         if live is not None and live.busy:
             raise Busy(f"session {record.id} is running a turn; cancel it first")
