@@ -35,13 +35,26 @@ from seamline.providers.base import Provider
 from seamline.providers.option_kinds import option_problem
 from seamline.providers.registry import provider_class
 
-__all__ = ["AGENT_KEY", "AgentSpec", "AgentsFileError", "Plan", "ServePolicy", "load_agents", "program_options"]
+__all__ = [
+    "AGENT_KEY",
+    "AgentSpec",
+    "AgentsFileError",
+    "Plan",
+    "ServePolicy",
+    "UnknownAgent",
+    "load_agents",
+    "program_options",
+]
 
 AGENT_KEY: Final = "agent"  # the session metadata key that names a session's declared agent
 SANDBOXES: Final = ("bwrap", "auto", "none")
 _KEYS: Final = frozenset(
     {"provider", "model", "options", "sandbox", "budget_usd", "workspaces", "yes", "client_options", "description"}
 )
+
+
+class UnknownAgent(InvalidRequest):
+    """A client named an agent the operator did not declare (404)."""
 
 
 class AgentsFileError(Exception):
@@ -223,10 +236,8 @@ class ServePolicy:
     def require_agent(self, name: str) -> AgentSpec:
         agent = self.agents.get(name)
         if agent is None:
-            from seamline.server.runs import NotFound
-
             known = ", ".join(self.agents) or "none: the server was started without --agents FILE"
-            raise NotFound(f"no agent {name!r} (declared: {known})")
+            raise UnknownAgent(f"no agent {name!r} (declared: {known})")
         return agent
 
     def plan(

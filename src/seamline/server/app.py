@@ -26,7 +26,7 @@ from starlette.routing import Route
 from seamline.errors import InvalidRequest, SeamlineError
 from seamline.events import encode_event
 from seamline.providers.registry import create_provider, provider_class, provider_names
-from seamline.server.agents_file import AgentSpec, ServePolicy
+from seamline.server.agents_file import AgentSpec, ServePolicy, UnknownAgent
 from seamline.server.agui import AgUiTranslator
 from seamline.server.guard import BodyTooLarge, Guard
 from seamline.server.openapi import openapi_document
@@ -99,7 +99,7 @@ def _guarded(handler: Callable[[Request], Awaitable[Response]]) -> Callable[[Req
     async def route(request: Request) -> Response:
         try:
             return await handler(request)
-        except NotFound as exc:
+        except (NotFound, UnknownAgent) as exc:
             return _error(404, "not_found", exc.message)
         except Busy as exc:
             return _error(409, "busy", exc.message)
