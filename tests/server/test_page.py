@@ -4,6 +4,7 @@ and the file change; a screenshot is saved under the test's temp dir."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -13,6 +14,7 @@ pytest.importorskip("ag_ui")
 pytest.importorskip("uvicorn")
 sync_api = pytest.importorskip("playwright.sync_api")
 
+from seamline.server.agents_file import AgentSpec  # noqa: E402
 from tests.server.harness import TOOL_TURN, serve  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
@@ -34,8 +36,10 @@ pytestmark = [
 
 def test_page_runs_a_turn_and_approves_a_permission(tmp_path: Path) -> None:
     expect = sync_api.expect
-    with serve(tmp_path) as served, sync_api.sync_playwright() as playwright:
-        script = served.script("page", TOOL_TURN)
+    script = tmp_path / "page.json"
+    script.write_text(json.dumps(TOOL_TURN))
+    agents = {"page": AgentSpec(name="page", provider="scripted", options={"script": str(script)})}
+    with serve(tmp_path, agents=agents) as served, sync_api.sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
         try:
             page = browser.new_page(viewport={"width": 1200, "height": 800})
@@ -43,8 +47,7 @@ def test_page_runs_a_turn_and_approves_a_permission(tmp_path: Path) -> None:
             page.on("pageerror", lambda exc: problems.append(str(exc)))
             page.goto(served.base + "/")
             expect(page.locator("#server-info")).to_contain_text("API v1")
-            page.select_option("#provider", "scripted")
-            page.fill("#options", f"script={script}")
+            page.select_option("#provider", "agent:page")  # the operator's agent, by name
             page.click("#create-session")
             expect(page.locator("#session-pane")).to_be_visible()
             page.fill("#prompt", "write hello.txt")
@@ -63,6 +66,7 @@ def test_page_runs_a_turn_and_approves_a_permission(tmp_path: Path) -> None:
             expect(page.locator("#sessions tbody tr")).to_have_count(1)
             expect(page.locator("#sessions tbody tr td").nth(2)).to_have_text("completed")
             expect(page.locator("#session-meta")).to_contain_text("completed · $0.0030")
+            assert served.store.list_sessions()[0].metadata["agent"] == "page"
             shot = tmp_path / "page.png"
             page.screenshot(path=str(shot), full_page=True)
             assert shot.stat().st_size > 1000

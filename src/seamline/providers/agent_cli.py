@@ -46,7 +46,7 @@ _STDERR_TICK: Final = 1.0
 _STDERR_LINES: Final = 200
 
 COMMON_OPTIONS: Final[dict[str, OptionSpec]] = {
-    "executable": OptionSpec("path of the CLI program (default: found on PATH)"),
+    "executable": OptionSpec("path of the CLI program (default: found on PATH)", operator_only=True),
     "turn_timeout": OptionSpec(
         "seconds a turn may take before the program is ended", default="600", kind="positive_number"
     ),

@@ -76,6 +76,10 @@ class OptionSpec:
     default: str | None = None
     choices: tuple[str, ...] = ()
     kind: OptionKind = "text"  # checked when the provider is made (see option_kinds)
+    operator_only: bool = False
+    """It names a program or a path to run (or config that can), or where the process's
+    credentials go (an endpoint, a key's variable): ``seamline serve`` takes it from its
+    operator's ``--agents`` file, never from an HTTP client."""
 
 
 @dataclass(frozen=True, slots=True)

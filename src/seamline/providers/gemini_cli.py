@@ -33,13 +33,13 @@ class GeminiCliProvider(AgentCliProvider):
     default_model: ClassVar[str | None] = "gemini-2.5-flash"
     options: ClassVar[dict[str, OptionSpec]] = {
         **COMMON_OPTIONS,
-        "base_url": OptionSpec("Gemini API base URL (sets GOOGLE_GEMINI_BASE_URL)", kind="url"),
+        "base_url": OptionSpec("Gemini API base URL (sets GOOGLE_GEMINI_BASE_URL)", kind="url", operator_only=True),
         "approval_mode": OptionSpec(
             "the CLI's --approval-mode; the default offers no shell or write tools headless",
             default="yolo",
             choices=("default", "auto_edit", "yolo", "plan"),
         ),
-        "gemini_home": OptionSpec("home the CLI keeps .gemini under (sets GEMINI_CLI_HOME)"),
+        "gemini_home": OptionSpec("home the CLI keeps .gemini under (sets GEMINI_CLI_HOME)", operator_only=True),
     }
     forking = "none"
     session_ids = "seamline"

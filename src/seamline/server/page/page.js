@@ -55,6 +55,13 @@ async function loadInfo() {
   $("server-info").textContent = `v${info.version} · API ${info.api} · AG-UI ${info.agui_protocol_version}`;
   const providers = await api("GET", "/v1/providers?preflight=false");
   const select = $("provider");
+  const { agents } = await api("GET", "/v1/agents");
+  for (const a of agents) {  // the operator's declared agents come first
+    const option = el("option", "", `agent: ${a.name}`);
+    option.value = "agent:" + a.name;
+    option.title = `${a.provider} ${a.model || ""} · ${a.description || ""}`;
+    select.appendChild(option);
+  }
   for (const p of providers.providers) {
     const option = el("option", "", p.name);
     option.value = p.name;
@@ -245,7 +252,10 @@ function fileChange(event) {
 
 $("new-session").addEventListener("submit", async (e) => {
   e.preventDefault();
-  const body = { provider: $("provider").value, options: parseOptions($("options").value), yes: $("yes").checked };
+  const chosen = $("provider").value;
+  const body = { options: parseOptions($("options").value), yes: $("yes").checked };
+  if (chosen.startsWith("agent:")) body.agent = chosen.slice("agent:".length);
+  else body.provider = chosen;
   if ($("model").value.trim()) body.model = $("model").value.trim();
   const s = await api("POST", "/v1/sessions", body);
   await selectSession(s.id);
