@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import sys
+from collections.abc import AsyncIterator
 from typing import TextIO
 
 from seamline.events import (
@@ -32,6 +34,25 @@ def one_line(text: str, *, limit: int = _LINE_LIMIT) -> str:
     cut = len(first) > limit or len(lines) > 1
     first = first[:limit]
     return first + " […]" if cut else first
+
+
+def stdout_gone() -> None:
+    """Point stdout at /dev/null once its reader has gone (``| head``), so what is still
+    buffered, and every later write, goes nowhere instead of failing again at exit."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # no stdout file at all: nothing will write to it
+        pass
+
+
+async def aclose_events(events: AsyncIterator[Event]) -> None:
+    """Close an event stream that was left before its end, here and now: left to the
+    garbage collector, nested generators are closed in any order at loop shutdown."""
+    aclose = getattr(events, "aclose", None)
+    if aclose is not None:
+        await aclose()
 
 
 class JsonDisplay:

@@ -26,6 +26,7 @@ EXIT_CODES: Final[dict[str, int]] = {
     "usage": 2,
     "budget": 3,
     "aborted": 130,
+    "stdout_closed": 141,
     "terminated": 143,
 }
 # Controller stop reasons of `seamline run --pipeline` (see seamline.pipeline.controller).
@@ -110,7 +111,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         # SIGTERM cancelled a command's run (see install_abort_handler); its finally blocks ran.
         return EXIT_CODES["terminated"]
     except BrokenPipeError:
-        return EXIT_CODES["failed"]
+        # The reader went away (`| head`): end quietly, as Unix tools do on SIGPIPE.
+        from seamline.cli.display import stdout_gone
+
+        stdout_gone()
+        return EXIT_CODES["stdout_closed"]
     except Exception as exc:
         if os.environ.get("SEAMLINE_DEBUG"):
             raise
