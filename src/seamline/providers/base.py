@@ -36,7 +36,7 @@ from seamline.events import (
     ToolCall,
     Usage,
 )
-from seamline.loop.kernel import LoopConfig, run_agent_loop
+from seamline.loop.kernel import LoopConfig, StepInterrupt, run_agent_loop
 from seamline.loop.messages import Message, ModelRequest
 from seamline.loop.observers import Observer
 from seamline.providers.option_kinds import OptionKind, option_problem
@@ -340,6 +340,8 @@ class Provider:
     async def abort(self, session: ProviderSession) -> None:
         """Ask the running turn to stop; it ends with outcome ``aborted``."""
         session.aborted = True
+        if session.step_interrupt is not None:
+            session.step_interrupt.interrupt()  # a model call that waits ends now, not at its next byte
         await self._abort(session)
 
     async def close(self, session: ProviderSession) -> None:
@@ -447,6 +449,7 @@ class ProviderSession:
     resumed: Literal["native", "emulated"] | None = None
     forked_from: SessionRecord | None = None
     history: list[TranscriptEntry] = field(default_factory=list)
+    step_interrupt: StepInterrupt | None = None
 
     def history_as_context(self) -> str:
         """The earlier conversation as plain text, for providers that resume by emulation."""
@@ -554,7 +557,12 @@ class ProviderSession:
             config=LoopConfig(max_steps=max_steps, params=dict(params or {})),
             aborted=lambda: self.aborted,
             stages=self.stages,
+            interrupt=self._new_interrupt(),
         )
+
+    def _new_interrupt(self) -> StepInterrupt:
+        self.step_interrupt = StepInterrupt()
+        return self.step_interrupt
 
 
 async def _close_quietly(source: AsyncIterator[Event]) -> None:
