@@ -8,6 +8,7 @@ import json
 import sys
 from typing import Any, Final
 
+from seamline.cli.display import one_line
 from seamline.cli.main import install_abort_handler, parse_options
 from seamline.events import Complete, Event, Raw, encode_event
 from seamline.pipeline.builtin import BUILTIN_PIPELINES, open_run, resolve_pipeline, stream_pipeline
@@ -132,6 +133,8 @@ async def _drive(controller: PipelineController, prompt: str, *, json_out: bool,
         sys.stdout.write(final.text if final.text.endswith("\n") or not final.text else final.text + "\n")
         sys.stdout.flush()
         trace = controller.writer.path
+        if report.detail and report.outcome != "completed":
+            print(f"seamline: {one_line(report.detail)}", file=sys.stderr)  # why, as a plain run says it
         print(
             f"seamline: {controller.definition.name} {report.outcome} ({report.stop_reason}) · run {report.run_id}"
             + (f" · trace {trace}" if trace else ""),

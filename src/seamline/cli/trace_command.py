@@ -232,6 +232,8 @@ def _show(verification: Verification, args: argparse.Namespace, *, verify: bool)
             "stop_reason",
         ):
             print(f"{key:<16} {summary[key]}")
+        if summary.get("detail"):
+            print(f"{'why':<16} {summary['detail']}")
         print(f"{'verified':<16} {'ok' if verification.ok else 'FAILED'}")
         print(f"{'replayable':<16} {'yes' if verification.replayable else 'no'}")
         anchored = "yes" if verification.anchored else "no (the store keeps no head for this run)"
