@@ -194,6 +194,7 @@ class Provider:
     ) -> ProviderSession:
         """Start a new session; the record is written before any turn runs."""
         self._check_allowed()
+        self._ready()
         sid = session_id or uuid.uuid4().hex
         session = ProviderSession(
             provider=self,
@@ -237,6 +238,7 @@ class Provider:
         with a classified error rather than silently starting fresh.
         """
         self._check_allowed()
+        self._ready()
         record = store.require(session_id)
         if record.provider != self.name:
             raise InvalidRequest(f"session {record.id} belongs to provider {record.provider}, not {self.name}")
@@ -270,6 +272,7 @@ class Provider:
         otherwise emulated: the history up to ``at`` is copied and the parent recorded.
         """
         self._check_allowed()
+        self._ready()
         record = store.require(session_id)
         if record.provider != self.name:
             raise InvalidRequest(f"session {record.id} belongs to provider {record.provider}, not {self.name}")
@@ -419,6 +422,12 @@ class Provider:
         return None
 
     def _rates(self, model: str | None) -> Rates | None:
+        return None
+
+    def _ready(self) -> None:
+        """Cheap checks (no process, no network) that a session could work at all, made
+        before anything is recorded: a missing key fails here in a moment as ``auth``,
+        with the fix, rather than after a program's own retries. Default: none."""
         return None
 
     def _check_allowed(self) -> None:
