@@ -42,3 +42,14 @@ def test_no_credentials_fails_before_the_program_starts(
     if store.exists():
         with sqlite3.connect(store) as conn:
             assert conn.execute("SELECT count(*) FROM sessions").fetchone() == (0,)  # no 'interrupted' leftover
+
+
+@pytest.mark.parametrize(
+    ("model", "hint"),
+    [("gpt-4o", "--provider openai"), ("claude-sonnet-4-6", "--provider anthropic"), ("x1", "--provider NAME")],
+)
+def test_a_model_without_its_provider_is_a_usage_error(model: str, hint: str, cli_env: dict[str, str]) -> None:
+    argv = [sys.executable, "-m", "seamline", "run", "--model", model, "hi"]
+    done = subprocess.run(argv, env=cli_env, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2 and done.stdout == ""  # it used to answer offline and exit 0
+    assert f"not {model!r}" in done.stderr and hint in done.stderr

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any, Final
 
-from seamline.cli.display import JsonDisplay, TextDisplay, aclose_events, stdout_gone
+from seamline.cli.display import JsonDisplay, TextDisplay, aclose_events, spin_while, stdout_gone, turn_ended
 from seamline.cli.extension_flags import add_extension_flags, run_extensions
 from seamline.cli.main import EXIT_CODES, SeamlineUsage, install_abort_handler, parse_options
 from seamline.cli.otel_command import add_otel_flag, otel_events
@@ -193,7 +193,7 @@ async def _drive(
         **run_extensions(args, workspace, yes=args.yes or bool(getattr(args, "sandbox", None)), store=store),
     )
     reader_gone = False
-    flow = otel_events(args, events, prompt=prompt)
+    flow = spin_while(display, otel_events(args, events, prompt=prompt))
     try:
         try:
             async for event in flow:
@@ -223,6 +223,5 @@ async def _drive(
         return EXIT_CODES["stdout_closed"]
     if final is None:  # pragma: no cover - the seam guarantees a complete
         return EXIT_CODES["failed"]
-    if final.outcome != "completed":
-        print(f"seamline: turn {final.outcome} ({final.stop_reason})", file=sys.stderr)
+    turn_ended(final, max_steps=args.max_steps)
     return EXIT_CODES.get(final.outcome, EXIT_CODES["failed"])

@@ -219,7 +219,12 @@ class Provider:
                 mode=mode,
                 metadata=metadata,
             )
-        await self._open(session)
+        try:
+            await self._open(session)
+        except BaseException:
+            if store is not None:
+                store.delete_session(sid)  # nothing started: no record left to be taken for a dead run
+            raise
         return session
 
     async def resume(
@@ -351,8 +356,12 @@ class Provider:
         try:
             await self._close(session)
         finally:
-            if session.store is not None:
-                session.store.flush()
+            store = session.store
+            if store is not None:
+                if session.turn == 0:
+                    # Opened but never sent a prompt: not a run that died (`interrupted`).
+                    store.set_status(session.session_id, "not_started")
+                store.flush()
 
     def seed(self, node_dir: Path, parent_dir: Path | None = None) -> None:
         """Materialise this provider's configuration in a new node directory."""

@@ -16,7 +16,7 @@ __all__ = [
     "UsageRow",
 ]
 
-SessionStatus = Literal["open", "completed", "failed", "aborted", "interrupted", "budget"]
+SessionStatus = Literal["open", "completed", "failed", "aborted", "interrupted", "budget", "not_started"]
 Direction = Literal["in", "out"]
 
 
