@@ -123,6 +123,11 @@ class GeminiCliProvider(AgentCliProvider):
     def _new_parser(self, *, session: ProviderSession, mode: SessionMode, target: str | None) -> StreamParser:
         return GeminiStreamJsonParser(model=self.model)
 
+    def _ready(self) -> None:
+        # Only a missing key and login stops a session here: seeding selects the key's auth type.
+        if not any(os.environ.get(k) for k in ("GEMINI_API_KEY", "GOOGLE_API_KEY")):
+            super()._ready()
+
     def _credentials_check(self, environ: Mapping[str, str]) -> PreflightCheck:
         for key in ("GEMINI_API_KEY", "GOOGLE_API_KEY"):
             if environ.get(key):

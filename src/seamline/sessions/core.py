@@ -361,6 +361,21 @@ class StoreCore:
                 usage,
             )
 
+    def first_prompt(self, session_id: str) -> str | None:
+        """The session's first prompt as it was given (what ``sessions list`` titles it by)."""
+        rows = self._query(
+            "SELECT payload FROM raw_log WHERE session_id = ? AND source = 'prompt' ORDER BY seq LIMIT 1",
+            (session_id,),
+        )
+        if not rows:
+            return None
+        payload = rows[0][0]
+        try:
+            value = json.loads(payload)
+        except ValueError:
+            return str(payload)
+        return value if isinstance(value, str) else str(payload)
+
     def raw_rows(self, session_id: str) -> Iterator[RawRow]:
         rows = self._query(
             "SELECT seq, session_id, turn, direction, source, payload, created_at FROM raw_log"
