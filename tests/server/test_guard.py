@@ -239,7 +239,8 @@ def test_a_listing_survives_a_row_it_cannot_read(
         assert rows[good]["metadata"] == {"surface": "serve"}
     for extra in ([], ["--json"]):
         done = subprocess.run(
-            [*seamline_cmd, "sessions", "list", "--store", str(tmp_path / "store.db"), *extra],
+            # --all: the good session never ran a turn, so it is not_started once the server closed it
+            [*seamline_cmd, "sessions", "list", "--all", "--store", str(tmp_path / "store.db"), *extra],
             env=cli_env,
             capture_output=True,
             text=True,

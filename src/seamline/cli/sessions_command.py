@@ -19,7 +19,7 @@ from seamline.loop.messages import Message
 from seamline.providers.base import ProviderSession
 from seamline.providers.registry import create_provider
 from seamline.runner import session_run_options
-from seamline.sessions.records import SessionRecord
+from seamline.sessions.records import SessionRecord, session_title
 from seamline.sessions.store import StoreCore, open_store
 from seamline.tools.workspace import Workspace, workspace_tools
 
@@ -133,12 +133,6 @@ def _row(record: SessionRecord, store: StoreCore) -> dict[str, Any]:
         "cost": totals.describe_cost(),
         "title": session_title(store.first_prompt(record.id)),
     }
-
-
-def session_title(prompt: str | None, *, width: int = 48) -> str:
-    """A session's title: the first non-blank line of its first prompt, cut to ``width``."""
-    line = next((ln.strip() for ln in (prompt or "").splitlines() if ln.strip()), "")
-    return line if len(line) <= width else line[: width - 1] + "…"
 
 
 def _short_path(path: str | None) -> str:

@@ -32,7 +32,7 @@ from seamline.server.agui_route import agui_routes
 from seamline.server.guard import BodyTooLarge, Guard
 from seamline.server.openapi import openapi_document
 from seamline.server.runs import Busy, LiveSession, NotFound, Run, RunHub
-from seamline.sessions.records import SessionRecord
+from seamline.sessions.records import SessionRecord, session_title
 from seamline.sessions.store import StoreCore
 from seamline.tools.permissions import PermissionAnswer
 
@@ -139,6 +139,7 @@ def _session_row(store: StoreCore, hub: RunHub, record: SessionRecord) -> dict[s
         "live": live is not None,
         "busy": live.busy if live is not None else False,
         "runs": list(live.runs) if live is not None else [],
+        "title": session_title(store.first_prompt(record.id)),
     }
 
 

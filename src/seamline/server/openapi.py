@@ -47,6 +47,7 @@ _SESSION: Final[dict[str, Any]] = {
         "live": {"type": "boolean", "description": "held open by this server"},
         "busy": {"type": "boolean", "description": "running or queuing a turn"},
         "runs": {"type": "array", "items": {"type": "string"}},
+        "title": {"type": "string", "description": "the first line of the session's first prompt ('' before one)"},
     },
 }
 

@@ -19,6 +19,7 @@ __all__ = [
     "UsageRow",
     "json_depth",
     "metadata_problem",
+    "session_title",
 ]
 
 METADATA_MAX_DEPTH: Final = 32
@@ -161,3 +162,10 @@ def metadata_problem(metadata: Any) -> str | None:
     if size > METADATA_MAX_BYTES:
         return f"metadata is {size} bytes encoded; at most {METADATA_MAX_BYTES}"
     return None
+
+
+def session_title(prompt: str | None, *, width: int = 48) -> str:
+    """A session's title: the first non-blank line of its first prompt, cut to ``width``
+    (``store.first_prompt(id)`` gives the prompt)."""
+    line = next((ln.strip() for ln in (prompt or "").splitlines() if ln.strip()), "")
+    return line if len(line) <= width else line[: width - 1] + "…"
