@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 import seamline
 from seamline.errors import InvalidRequest, PermissionDenied
 from seamline.events import ToolCall
+from seamline.extras import install_hint
 from seamline.loop.messages import Message
 from seamline.providers.anthropic_api import AnthropicProvider, anthropic_messages
 from seamline.providers.registry import create_provider
@@ -249,7 +250,7 @@ def test_preflight(monkeypatch: pytest.MonkeyPatch) -> None:
     assert checks["api_key"].ok is False and checks["api_key"].fix == "export ANTHROPIC_API_KEY=<your key>"
     monkeypatch.setitem(sys.modules, "anthropic", None)
     (sdk,) = asyncio.run(AnthropicProvider(model=MODEL).preflight())
-    assert sdk.ok is False and sdk.fix == "pip install 'seamline[anthropic]'"
+    assert sdk.ok is False and sdk.fix == install_hint("anthropic")
 
 
 def test_fake_tolerates_what_real_clients_send() -> None:

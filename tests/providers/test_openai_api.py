@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import socket
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import msgspec
 import pytest
 
 from seamline.errors import InvalidRequest, PermissionDenied
+from seamline.extras import install_hint
 from seamline.providers.openai_api import OpenAIProvider
 from seamline.providers.registry import create_provider
 from seamline.sessions.store import SessionStore
@@ -340,10 +342,10 @@ def test_missing_extra_names_the_install_command(monkeypatch: pytest.MonkeyPatch
 
     monkeypatch.setitem(sys.modules, "openai", None)  # as if `seamline[openai]` were not installed
     checks = _preflight(OpenAIProvider(model="gpt-4o"))
-    assert checks["sdk"][0] is False and checks["sdk"][2] == "pip install 'seamline[openai]'"
+    assert checks["sdk"][0] is False and checks["sdk"][2] == install_hint("openai")
     import seamline
 
-    with pytest.raises(InvalidRequest, match=r"pip install 'seamline\[openai\]'"):
+    with pytest.raises(InvalidRequest, match=re.escape(install_hint("openai"))):
         seamline.run_sync("hi", provider="openai", store=None)
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from seamline.cli.main import SeamlineUsage
+from seamline.extras import install_hint
 
 __all__ = ["add_parser", "run"]
 
@@ -85,9 +86,7 @@ def run(args: argparse.Namespace) -> int:
         from seamline.server import create_app
         from seamline.server.guard import is_loopback
     except ImportError as exc:
-        raise SeamlineUsage(
-            f"serve needs the server extra: pip install 'seamline[server]' ({exc.name} missing)"
-        ) from None
+        raise SeamlineUsage(f"serve needs the server extra: {install_hint('server')} ({exc.name} missing)") from None
     from seamline.sessions.store import open_store
 
     token = args.token or os.environ.get(TOKEN_ENV) or None

@@ -151,6 +151,7 @@ class _Turn:
         "cfg",
         "config",
         "ctx",
+        "ended",
         "free",
         "gate",
         "interrupt",
@@ -186,6 +187,7 @@ class _Turn:
         self.observers, self.approval, self.config, self.aborted = observers, approval, config, aborted
         self.stages = stages
         self.interrupt = interrupt
+        self.ended = False
         self.steps = 0
         self.free = 0
         self.text = ""
@@ -215,24 +217,21 @@ class _Turn:
                 if obs.attempt:
                     await notify(obs.attempt, "on_model_attempt", ctx, self.steps, None)
                 answer = _Answer()
-                waits = self.interrupt
-                task = asyncio.current_task() if waits is not None else None
+                waits, task = self.interrupt or StepInterrupt(), asyncio.current_task()
                 try:
                     model_events = self.step(request)
                     while True:
-                        if waits is not None:
-                            waits.task = task
+                        waits.task = task
                         try:
                             event = await model_events.__anext__()
                         except StopAsyncIteration:
                             break
                         except asyncio.CancelledError:
-                            if waits is None or not waits.take_back():
+                            if not waits.take_back():
                                 raise
                             break  # aborted while the model call waited: end with what streamed
                         finally:
-                            if waits is not None:
-                                waits.task = None
+                            waits.task = None
                         if type(event) is TextDelta:  # the hot path of a stream
                             answer.deltas.append(event.text)
                             if obs.delta:
@@ -251,24 +250,9 @@ class _Turn:
                     yield exc.to_event()
                     yield await self._end(failed)
                     return
-                if answer.deltas:
-                    yield answer.close_text()
-                verdict = await self._respond(answer) if obs.response else self._review(answer)
-                if verdict is _Next.AGAIN:
-                    continue
-                if isinstance(verdict, Complete):
-                    yield await self._end(verdict)
-                    return
-                if verdict is not None:
-                    yield verdict  # an observer's replacement text
-                message = self._accept(answer)
-                if answer.calls:
-                    async for event in self._tool_calls(answer.calls):
-                        yield event
-                    continue
-                ending = await self._turn_end(message)
-                if ending is not _Next.AGAIN:
-                    yield await self._end(ending)
+                async for event in self._after_answer(answer):
+                    yield event
+                if self.ended:
                     return
         except PermissionDenied as exc:
             yield exc.to_event()
@@ -277,6 +261,30 @@ class _Turn:
             if obs.cancelled:
                 await notify(obs.cancelled, "on_loop_cancelled", ctx)
             raise
+
+    async def _after_answer(self, answer: _Answer) -> AsyncIterator[Event]:
+        """The model call is over: its text, the review, then its tool calls or the turn's
+        end (``self.ended`` then says so)."""
+        if answer.deltas:
+            yield answer.close_text()
+        verdict = await self._respond(answer) if self.obs.response else self._review(answer)
+        if verdict is _Next.AGAIN:
+            return
+        if isinstance(verdict, Complete):
+            yield await self._end(verdict)
+            self.ended = True
+            return
+        if verdict is not None:
+            yield verdict  # an observer's replacement text
+        message = self._accept(answer)
+        if answer.calls:
+            async for event in self._tool_calls(answer.calls):
+                yield event
+            return
+        ending = await self._turn_end(message)
+        if ending is not _Next.AGAIN:
+            yield await self._end(ending)
+            self.ended = True
 
     async def _start(self) -> None:
         if self.obs.start:

@@ -22,6 +22,7 @@ import msgspec
 
 from seamline.errors import AuthFailure, InvalidRequest, SeamlineError, TransportFailure
 from seamline.events import Error, Event, Raw, ReasoningDelta, TextDelta, ToolCall, Usage
+from seamline.extras import install_hint
 from seamline.loop.messages import ModelRequest
 from seamline.providers._retry import RetryPolicy, classify_failure, scrub
 from seamline.providers.base import BLOCK_ENV, OptionSpec, PreflightCheck, Provider, ProviderSession
@@ -150,7 +151,7 @@ class ModelAPIProvider(Provider):
             return importlib.import_module(self.sdk_module)
         except ImportError:
             raise InvalidRequest(
-                f"the {self.name} provider needs the {self.sdk_module} SDK: pip install 'seamline[{self.extra}]'"
+                f"the {self.name} provider needs the {self.sdk_module} SDK: {install_hint(self.extra)}"
             ) from None
 
     def _make_client(self, sdk: Any, api_key: str, timeout: float) -> Any:
@@ -306,7 +307,7 @@ class ModelAPIProvider(Provider):
         try:
             sdk = self._sdk()
         except InvalidRequest as exc:
-            return [PreflightCheck("sdk", False, exc.message, fix=f"pip install 'seamline[{self.extra}]'")]
+            return [PreflightCheck("sdk", False, exc.message, fix=f"{install_hint(self.extra)}")]
         checks.append(PreflightCheck("sdk", True, f"{self.sdk_module} {getattr(sdk, '__version__', '?')}"))
         key = self._api_key()
         if key is None and not self._key_optional():

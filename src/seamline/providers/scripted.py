@@ -64,7 +64,7 @@ def _parse_yaml(text: str, path: str | Path) -> object:
     try:
         import yaml
     except ImportError:
-        raise InvalidRequest("YAML scripts need PyYAML: pip install 'seamline[yaml]'") from None
+        raise InvalidRequest("YAML scripts need PyYAML (pip install PyYAML), or give the script as JSON") from None
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:

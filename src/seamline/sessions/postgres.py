@@ -14,6 +14,7 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import Any, Final
 
 from seamline.errors import InvalidRequest
+from seamline.extras import install_hint
 from seamline.redact import redact_url
 from seamline.sessions.core import StoreCore
 from seamline.sessions.schema import SCHEMA_VERSION, migration_sql
@@ -39,7 +40,7 @@ class PostgresStore(StoreCore):
         try:
             import psycopg
         except ImportError:
-            raise InvalidRequest("a PostgreSQL store needs psycopg: pip install 'seamline[postgres]'") from None
+            raise InvalidRequest(f"a PostgreSQL store needs psycopg: {install_hint('postgres')}") from None
         self._psycopg = psycopg
         try:
             self._conn = psycopg.connect(url, autocommit=True, connect_timeout=10)

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from seamline.errors import InvalidRequest, ProviderFailure, SeamlineError, TimeoutFailure, TransportFailure
+from seamline.extras import install_hint
 from seamline.tools.base import Tool, ToolClass
 from seamline.tools.mcp_config import McpServerConfig, load_mcp_config
 from seamline.tools.sources import ToolSourceContext
@@ -58,7 +59,7 @@ def _require_mcp() -> None:
     try:
         import mcp  # noqa: F401
     except ImportError:
-        raise InvalidRequest("MCP servers need the mcp package: pip install 'seamline[mcp]'") from None
+        raise InvalidRequest(f"MCP servers need the mcp package: {install_hint('mcp')}") from None
 
 
 class McpServerLink:
