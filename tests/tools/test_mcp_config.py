@@ -129,3 +129,15 @@ def test_any_entries_give_configs_or_a_classified_error(entries: dict[str, dict[
     else:
         assert [s.name for s in servers] == list(entries)
         assert all(s.transport in ("stdio", "http") for s in servers)
+
+
+def test_mcp_config_dir_is_the_folder_of_the_declaring_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = tmp_path / "project"
+    folder.mkdir()
+    config = folder / "mcp.json"
+    entry = {"command": "${MCP_CONFIG_DIR}/bin/server", "args": ["${MCP_CONFIG_DIR}/index.js", "stdio"]}
+    config.write_text(json.dumps({"mcpServers": {"local": {**entry, "cwd": "${MCP_CONFIG_DIR}"}}}))
+    monkeypatch.chdir(tmp_path)  # not the file's folder: a relative path would miss
+    (server,) = parse_mcp_servers(read_mcp_file("project/mcp.json"))
+    assert server.command == f"{folder}/bin/server"
+    assert server.args == (f"{folder}/index.js", "stdio") and server.cwd == str(folder)

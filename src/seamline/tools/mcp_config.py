@@ -14,7 +14,8 @@ and no ``type`` is stdio, as agent tools read it. Optional keys: ``required`` (t
 stops when the server fails; default false: the run goes on without it),
 ``startup_timeout`` and ``call_timeout`` (seconds), ``tool_class`` (overrides the class
 read from the server's tool annotations), ``prefix`` (put before every tool name), and
-``disabled``. ``${VAR}`` in strings is replaced from the environment.
+``disabled``. ``${VAR}`` in strings is replaced from the environment; ``${MCP_CONFIG_DIR}``
+in a stdio server's command, args and cwd is the folder of the file that declares it.
 
 Layers merge by server name, later winning: the user's file
 (``$XDG_CONFIG_HOME/seamline/mcp.json``), the workspace's ``.mcp.json``, the profile's
@@ -95,6 +96,9 @@ class McpServerConfig:
     origin: str = ""
 
 
+CONFIG_DIR_VAR = "${MCP_CONFIG_DIR}"
+
+
 def user_mcp_config_path() -> Path:
     """``$XDG_CONFIG_HOME/seamline/mcp.json`` (``~/.config`` when unset)."""
     base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
@@ -123,7 +127,19 @@ def read_mcp_file(path: str | os.PathLike[str], *, missing_ok: bool = False) -> 
         raise InvalidRequest(f"MCP config {path}: no mcpServers object")
     if not isinstance(servers, dict) or not all(isinstance(v, dict) for v in servers.values()):
         raise InvalidRequest(f"MCP config {path}: mcpServers maps names to objects")
-    return {str(k): dict(v) for k, v in servers.items()}
+    folder = str(file.resolve().parent)
+    return {str(k): _with_config_dir(dict(v), folder) for k, v in servers.items()}
+
+
+def _with_config_dir(entry: dict[str, Any], folder: str) -> dict[str, Any]:
+    """``${MCP_CONFIG_DIR}`` in a stdio server's command, args and cwd is the folder of the
+    file that declares it, so a file can name a program beside it from any working folder."""
+    for key in ("command", "cwd"):
+        if isinstance(entry.get(key), str):
+            entry[key] = entry[key].replace(CONFIG_DIR_VAR, folder)
+    if isinstance(entry.get("args"), list):
+        entry["args"] = [a.replace(CONFIG_DIR_VAR, folder) if isinstance(a, str) else a for a in entry["args"]]
+    return entry
 
 
 def merge_mcp_layers(layers: Iterable[Mapping[str, Mapping[str, Any]]]) -> dict[str, dict[str, Any]]:
