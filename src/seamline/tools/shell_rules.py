@@ -185,11 +185,15 @@ class CommandPiece:
 
     ``normalized`` is the command's words (assignments first) joined as a shell would
     quote them; ``plain`` is True only when the words are plain text and every
-    redirection stays in the workspace, which an allow rule requires."""
+    redirection stays in the workspace, which an allow rule requires. ``program`` is the
+    command actually run: wrappers (``env``, ``nice``, ``timeout 5``, ``command``, ``sudo``
+    ...) and assignments dropped, the program's path cut to its name (``/bin/rm`` is
+    ``rm``); deny and ask rules match it too."""
 
     text: str
     normalized: str
     plain: bool
+    program: str = ""
 
 
 def command_pieces(command: str, workspace: Path | None) -> list[CommandPiece]:
@@ -202,7 +206,11 @@ def command_pieces(command: str, workspace: Path | None) -> list[CommandPiece]:
         words = [*cmd.assignments, *cmd.words]
         normalized = " ".join(shlex.quote(w) if w != shlex.quote(w) else w for w in words)
         plain = cmd.plain and bool(cmd.words) and _redirects_inside(cmd, root, workspace is not None)
-        pieces.append(CommandPiece(cmd.text, normalized, plain))
+        argv, _literal, _wrapped = unwrap(cmd.words, cmd.literal)
+        if argv:
+            argv = [posixpath.basename(argv[0]) or argv[0], *argv[1:]]
+        program = " ".join(shlex.quote(w) if w != shlex.quote(w) else w for w in argv)
+        pieces.append(CommandPiece(cmd.text, normalized, plain, program))
     if reading.opaque or not pieces:
         pieces.append(CommandPiece(command, command, False))
     return pieces
