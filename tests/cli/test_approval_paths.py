@@ -12,9 +12,13 @@ import pytest
 
 import seamline
 from seamline.testing import scripted
-from tests.durable.conftest import DevServer, Processes, dev_server, processes  # noqa: F401 - fixtures
+from tests.durable import conftest as durable
+from tests.durable.conftest import DevServer, Processes
 
 RM_OUTSIDE = '[{"tool_calls": [{"name": "shell", "arguments": {"command": "rm -rf ../x"}}]}, {"text": "done"}]'
+# The Temporal dev server and worker fixtures of tests/durable, for the `run --on temporal` test.
+dev_server = durable.dev_server
+processes = durable.processes
 HELLO = '[{"text": "hello"}]'
 
 
