@@ -31,9 +31,16 @@ def main() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     try:
         from seamline.errors import SeamlineError
-        from seamline.tools.read_tools import search_here
+        from seamline.tools.read_tools import Stopped, search_here
 
-        deadline = time.monotonic() + float(request["timeout"])
+        timeout = float(request["timeout"])
+        deadline = time.monotonic() + timeout
+        # The walk looks at the flag between files and lines: past the deadline it ends
+        # even when nobody is left to kill this process.
+        stop = threading.Event()
+        timer = threading.Timer(timeout, stop.set)
+        timer.daemon = True
+        timer.start()
         text = search_here(
             Path(request["root"]),
             list(request["parts"]),
@@ -41,9 +48,12 @@ def main() -> None:
             glob=request["glob"],
             max_results=int(request["max_results"]),
             is_file=bool(request["is_file"]),
-            stop=threading.Event(),
+            stop=stop,
             deadline=deadline,
         )
+    except Stopped:
+        _answer({"kind": "timeout", "message": "grep ran past its time limit and was stopped"})
+        return
     except MemoryError:
         _answer({"kind": "memory", "message": ""})
         return

@@ -50,7 +50,7 @@ _SKIP_DIRS: Final = frozenset(
 _DIR_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-class _Stopped(Exception):
+class Stopped(Exception):
     """The caller gave up (timeout or cancel); the thread ends here."""
 
 
@@ -92,7 +92,7 @@ async def run_bounded_read(work: Callable[[threading.Event, float], str], *, tim
     except asyncio.CancelledError:
         stop.set()
         raise
-    except _Stopped:
+    except Stopped:
         raise TimeoutFailure(f"{what} ran past {timeout:g}s and was stopped") from None
 
 
@@ -135,7 +135,7 @@ def read_lines(root: Path, parts: list[str], rel: str, *, offset: int, limit: in
         cut_at: int | None = None
         for n, raw in enumerate(fh, 1):
             if n % _CHECK_EVERY == 0 and stop.is_set():
-                raise _Stopped
+                raise Stopped
             line = _decode(raw, rel).rstrip("\n").removesuffix("\r")
             if n < start or len(out) >= want or cut_at is not None:
                 continue
@@ -230,7 +230,7 @@ def _run_child(request: bytes, stop: threading.Event, deadline: float) -> dict[s
             except subprocess.TimeoutExpired:
                 first = None
                 if stop.is_set() or time.monotonic() > deadline:
-                    raise _Stopped from None
+                    raise Stopped from None
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -282,7 +282,7 @@ def search_here(
             continue
         for n, line in enumerate(text.splitlines(), 1):
             if n % _CHECK_EVERY == 0 and stop.is_set():
-                raise _Stopped
+                raise Stopped
             try:
                 budget = max(deadline - time.monotonic(), 0.001)
                 found = compiled.search(line, timeout=budget, concurrent=True)
@@ -332,7 +332,7 @@ def _walk(
     dir_fd: int, prefix: str, skipped: dict[str, int], stop: threading.Event, depth: int
 ) -> Iterator[tuple[str, bytes | None]]:
     if stop.is_set():
-        raise _Stopped
+        raise Stopped
     if depth > 64:
         return
     try:
