@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from seamline.sandbox import ResourceLimits, Sandbox, SandboxPolicy, open_sandbox
+from seamline.sandbox.bwrap import host_git_environment
 
 pytestmark = pytest.mark.real
 
@@ -92,3 +93,67 @@ def test_submodule_repositories_are_guarded_too(make_sandbox: Callable[..., Sand
     )
     assert (sub / "config").read_bytes() == before
     assert list((sub / "hooks").iterdir()) == []
+
+
+# Issue 28: the class beyond config and hooks. Each plants, from inside the sandbox, a way
+# for the host's next `git status` to run a program, then runs that git on the host.
+_CLASS_ATTACKS = {
+    # .git/commondir pointed at a writable copy whose config names core.fsmonitor
+    "commondir": "cp -r .git .evil && git --git-dir=.evil config core.fsmonitor 'touch PWNED; false' "
+    "&& echo ../.evil > .git/commondir",
+    # a new .git/modules entry with its own core.fsmonitor, reached through a gitlink
+    "modules": "mkdir -p sub && cd sub && git init -q && git commit -q --allow-empty -m s "
+    "&& git config core.fsmonitor 'touch ../PWNED; false' && cd .. && mkdir -p .git/modules "
+    "&& mv sub/.git .git/modules/sub && echo 'gitdir: ../.git/modules/sub' > sub/.git "
+    "&& git --git-dir=.git/modules/sub config core.worktree ../../../sub && git add sub",
+    # a nested repository in the worktree, added as a gitlink
+    "nested": "mkdir -p sub && cd sub && git init -q && git commit -q --allow-empty -m s "
+    "&& git config core.fsmonitor 'touch ../PWNED; false' && cd .. && git add sub",
+}
+
+
+@pytest.mark.parametrize("name", sorted(_CLASS_ATTACKS))
+def test_the_hosts_git_runs_nothing_planted_through_the_repository(
+    make_sandbox: Callable[..., Sandbox], host: dict[str, Path], name: str
+) -> None:
+    ws = host["ws"]
+    _repo(ws)
+    sandbox = make_sandbox()
+    env = "GIT_AUTHOR_NAME=a GIT_AUTHOR_EMAIL=a@b GIT_COMMITTER_NAME=a GIT_COMMITTER_EMAIL=a@b"
+    asyncio.run(sandbox.execute(f"export {env}; {_CLASS_ATTACKS[name]}"))
+    assert not (ws / "PWNED").exists()  # nothing ran inside either (no host git yet)
+    if name != "nested":  # the mounts alone stop these: the user's own plain git is safe too
+        subprocess.run(["git", "-C", str(ws), "status"], capture_output=True)
+        assert not (ws / "PWNED").exists(), name
+    # The host's git, with the environment seamline gives it (host_git_environment).
+    subprocess.run(["git", "-C", str(ws), "status"], env=host_git_environment(), capture_output=True)
+    assert not (ws / "PWNED").exists(), name
+
+
+def test_the_attacks_work_without_the_guard(bwrap_ready: None, host: dict[str, Path]) -> None:
+    """The attack scripts are real: with the guard lifted, the host's plain git runs them."""
+    ws = host["ws"]
+    _repo(ws)
+    policy = SandboxPolicy(git_config_writable=True, limits=ResourceLimits(wall_s=20))
+    sandbox = open_sandbox("bwrap", workspace=ws, outputs=host["outputs"], policy=policy)
+    env = "GIT_AUTHOR_NAME=a GIT_AUTHOR_EMAIL=a@b GIT_COMMITTER_NAME=a GIT_COMMITTER_EMAIL=a@b"
+    asyncio.run(sandbox.execute(f"export {env}; {_CLASS_ATTACKS['commondir']}"))
+    subprocess.run(["git", "-C", str(ws), "status"], capture_output=True)
+    assert (ws / "PWNED").exists()
+
+
+def test_commits_still_work_inside_with_the_class_guard(
+    make_sandbox: Callable[..., Sandbox], host: dict[str, Path]
+) -> None:
+    ws = host["ws"]
+    _repo(ws)
+    done = asyncio.run(
+        make_sandbox().execute(
+            "git add hello.txt && git -c user.name=a -c user.email=a@b commit -qm first "
+            "&& git checkout -qb side && git -c user.name=a -c user.email=a@b commit -q --allow-empty -m two "
+            "&& git log --oneline"
+        )
+    )
+    assert done.outcome.returncode == 0, done.outcome.output
+    log = subprocess.run(["git", "-C", str(ws), "log", "--oneline"], env=host_git_environment(), capture_output=True)
+    assert b"two" in log.stdout and b"first" in log.stdout

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+import seamline
 from seamline.errors import InvalidRequest, TimeoutFailure
 from seamline.tools import ToolContext, Workspace, workspace_tools
 from seamline.tools.read_tools import MAX_ANSWER_BYTES, MAX_FILE_BYTES
@@ -92,20 +97,92 @@ def test_a_catastrophic_pattern_times_out_as_a_classified_error(ws: Workspace) -
         call(ws, "grep", pattern="(a|aa)+$", path="evil.txt", read_timeout=0.3)
 
 
+def _grep_children() -> list[int]:
+    """This process's children that are grep search processes."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            cmdline = (entry / "cmdline").read_bytes()
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == os.getpid() and b"grep_child" in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+def _until(check: Callable[[], bool], *, bound_s: float = 30.0) -> bool:
+    end = time.monotonic() + bound_s
+    while time.monotonic() < end:
+        if check():
+            return True
+        time.sleep(0.02)
+    return check()
+
+
 def test_grep_is_cancellable(ws: Workspace) -> None:
+    """A cancel ends the search itself (its process), not only the awaiting task: the
+    pattern would otherwise run for the whole 120 s read timeout."""
     (ws.root / "evil.txt").write_text("a" * 64 + "b\n")
-    tool = workspace_tools(ws, read_timeout=60).get("grep")
+    tool = workspace_tools(ws, read_timeout=120).get("grep")
     assert tool is not None
     ctx = ToolContext(call_id="c1", session_id="s", turn_id=1, emit=lambda _e: None)
 
     async def scenario() -> None:
         task = asyncio.ensure_future(tool.invoke({"pattern": "(a|aa)+$", "path": "evil.txt"}, ctx))
-        await asyncio.sleep(0)  # let it start
+        for _ in range(1500):  # until the search process runs
+            if _grep_children():
+                break
+            await asyncio.sleep(0.02)
+        assert _grep_children()
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
+        assert await asyncio.to_thread(_until, lambda: not _grep_children())
 
     asyncio.run(scenario())
+
+
+# Run in a process of its own with its own address-space cap, so that a regression fails
+# the test (MemoryError there) instead of growing the test process to many GB.
+_ATTACK = """
+import asyncio, resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+from seamline.errors import SeamlineError
+from seamline.tools import ToolContext, Workspace, workspace_tools
+tool = workspace_tools(Workspace(sys.argv[1]), read_timeout=60).get("grep")
+ctx = ToolContext(call_id="c1", session_id="s", turn_id=1, emit=lambda _e: None)
+try:
+    print("ok", asyncio.run(tool.invoke({"pattern": sys.argv[2], "path": sys.argv[3]}, ctx))[:200])
+except SeamlineError as exc:
+    print(exc.kind, exc.message)
+except BaseException as exc:
+    print("unclassified", type(exc).__name__, exc)
+"""
+
+
+@pytest.mark.parametrize(
+    ("pattern", "line"),
+    [("x{100000000}", "x" * 100), ("(a|aa)*$", "a" * 15_000_000 + "b")],
+    ids=["huge-repetition", "15MB-line"],
+)
+def test_grep_memory_is_bounded(ws: Workspace, pattern: str, line: str) -> None:
+    (ws.root / "big.txt").write_text(line + "\n")
+    done = subprocess.run(
+        [sys.executable, "-c", _ATTACK, str(ws.root), pattern, "big.txt"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(Path(seamline.__file__).parents[1])},
+    )
+    assert done.stdout.startswith("invalid_request grep ran out of its"), (done.stdout, done.stderr[-2000:])
+
+
+def test_grep_still_finds_on_long_lines(ws: Workspace) -> None:
+    (ws.root / "long.txt").write_text("a" * 2_000_000 + "needle\n")
+    assert call(ws, "grep", pattern="needle$", path="long.txt").startswith("long.txt:1:")
 
 
 def test_a_bad_pattern_is_an_invalid_request(ws: Workspace) -> None:

@@ -265,3 +265,66 @@ def test_text_that_hangs_the_parser_is_refused_not_waited_on() -> None:
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert "cannot be parsed" in done.stdout
+
+
+# Issue 28: wrappers, deleting programs, flags built at run time, links and moves made in
+# the same command. Each was allowed under --yes before.
+ISSUE_28_BYPASSES = [
+    "chroot / rm -rf /etc",
+    "flock /tmp/lock rm -rf ../outside",
+    "prlimit --nofile=100 rm -rf ../outside",
+    "unshare -r rm -rf ../outside",
+    "setpriv --reuid=1000 rm -rf ../outside",
+    "strace -f -o /dev/null rm -rf ../outside",
+    "fakeroot rm -rf ../outside",
+    "somewrapper --opt rm -rf ../outside",
+    "git -C .. clean -fdx",
+    "git --work-tree=.. clean -fd",
+    "git -C .. rm -r -q outside",
+    "git clean -fdx ..",
+    "git -c alias.x='!rm -rf ../outside' x",
+    "git config alias.x '!rm -rf ../outside' && git x",
+    "awk 'BEGIN { system(\"rm -rf ../outside\") }'",
+    "sed '1e rm -rf ../outside' notes.txt",
+    "tar --remove-files -cf /dev/null ../outside",
+    "tar -C .. --remove-files -cf x.tar outside",
+    "zip -rm x.zip ../outside",
+    "zip -r -m x.zip ../outside",
+    "F=-rf; rm $F ../outside",
+    "F='-rf /'; rm $F x",
+    "ln -s .. up && rm -rf up/",
+    "ln -s ../outside l; rm -rf l/*",
+    "mv ../outside inner && rm -rf inner",
+]
+
+
+@pytest.mark.parametrize("command", ISSUE_28_BYPASSES)
+def test_wrappers_deleting_programs_and_run_time_flags_are_denied(command: str, ws: Path) -> None:
+    reason = denied(command, ws)
+    assert reason is not None and reason.startswith("recursive delete outside the workspace"), command
+
+
+ISSUE_28_ALLOWED = [
+    "git clean -fdx",
+    "git rm -r --cached sub/build",
+    "git -C sub clean -fd",
+    "tar -czf out.tgz sub",
+    "tar --remove-files -cf out.tar sub/build",
+    "zip -r out.zip sub",
+    "awk '{print $1}' notes.txt",
+    "sed -i 's/a/b/' notes.txt",
+    "ln -s sub/build b && ls b",
+    "timeout 60 pytest -x",
+    "strace -f ls",
+    "nice -n 5 make",
+    "fakeroot make install",
+    'rm -f -- "$tmp"',
+    "rm -rf sub/build && ln -s x y",
+    "echo rm -rf /",
+    "grep -r rm -r .",
+]
+
+
+@pytest.mark.parametrize("command", ISSUE_28_ALLOWED)
+def test_ordinary_work_with_those_programs_is_allowed(command: str, ws: Path) -> None:
+    assert denied(command, ws) is None, command

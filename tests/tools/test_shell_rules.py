@@ -123,3 +123,34 @@ def test_no_suffix_rides_on_an_allowed_command(head: str, tail: str) -> None:
     svc = PermissionService(rules=rules, workspace=Path("/work/ws"))
     assert svc.evaluate(shell, {"command": head})[0] == "allow"
     assert svc.evaluate(shell, {"command": head + tail})[0] == "ask", head + tail
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "/bin/rm -rf build",
+        "/usr/bin/rm x",
+        "command rm x",
+        "env rm x",
+        "env -i A=1 rm x",
+        "nice rm x",
+        "nice -n 5 rm x",
+        "timeout 5 rm x",
+        "x=1 rm x",
+        "sudo -u root /bin/rm x",
+        "nohup rm x",
+        "\\rm x",
+        "'rm' x",
+        "git status && exec /bin/rm x",
+    ],
+)
+def test_a_deny_rule_matches_the_program_actually_run(command: str, tmp_path: Path) -> None:
+    """Issue 28: `deny command=rm *` is not bypassed by a path, a wrapper or an assignment."""
+    svc = service(tmp_path, "*", deny=("rm *",))
+    assert effect(svc, command) == "deny", command
+
+
+def test_a_deny_rule_on_the_program_leaves_other_programs_alone(tmp_path: Path) -> None:
+    svc = service(tmp_path, "*", deny=("rm *",))
+    for command in ("echo rm x", "ls rm", "grep -r rm .", "git rm --cached x"):
+        assert effect(svc, command) == "allow", command

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
@@ -29,7 +30,15 @@ from seamline.sandbox.layout import (
 from seamline.sandbox.policy import SandboxPolicy
 from seamline.sandbox.seccomp import unix_socket_filter, unix_socket_filter_support
 
-__all__ = ["BWRAP_ENV", "BwrapBackend", "find_bwrap", "find_prlimit", "git_guard_args"]
+__all__ = [
+    "BWRAP_ENV",
+    "HOST_GIT_CONFIG",
+    "BwrapBackend",
+    "find_bwrap",
+    "find_prlimit",
+    "git_guard_args",
+    "host_git_environment",
+]
 
 BWRAP_ENV: Final = "SEAMLINE_BWRAP"
 SANDBOX_UID: Final = 1000
@@ -49,55 +58,69 @@ _ETC_NETWORK: Final = ("/etc/resolv.conf", "/etc/hosts", "/etc/ssl", "/etc/ca-ce
 
 
 def git_guard_args(workspace: Path) -> list[str]:
-    """Mounts that keep ``.git/config`` and ``.git/hooks`` read-only inside the sandbox.
+    """Mounts that keep what names programs for the host's ``git`` read-only inside the sandbox.
 
-    The host's next ``git`` in the workspace runs what they name (``core.fsmonitor``,
-    ``core.pager``, hooks), outside any sandbox. ``.git`` is bound onto itself so that,
-    being a mount point, it cannot be renamed away and replaced; config and hooks (also
-    those of submodule repositories under ``.git/modules``) are read-only mount points,
-    which can be neither written, removed nor renamed. A missing
-    hooks folder is made (empty) first, and a missing config is covered by an empty
-    read-only file, so neither can be planted.
+    The host's next ``git`` in the workspace runs what its repository names
+    (``core.fsmonitor``, ``core.pager``, filters, hooks), outside any sandbox. ``.git`` is
+    bound onto itself so that, being a mount point, it cannot be renamed away and replaced;
+    then everything through which git finds configuration or hooks is a read-only mount
+    point, which can be neither written, removed nor renamed: ``config``, ``hooks``,
+    ``commondir`` (which would send git to another, writable repository's config: a missing
+    one is pinned to ``.``, the repository itself, which git reads as no redirection) and
+    ``modules`` (the submodule repositories, whose config the host's ``git status`` reads
+    when it recurses; a new entry there cannot be planted). Objects, refs, logs, the index
+    and ``HEAD`` stay writable, so commits work. A nested repository in the worktree is
+    reached only through the submodule recursion that :func:`host_git_environment` turns off.
     """
     git = workspace / ".git"
     if git.is_symlink() or not git.is_dir():
         return []  # no repository, or a gitfile/link to a folder outside the sandbox
     inner = f"{INNER_WORKSPACE}/.git"
     args = ["--bind", str(git), inner]
-    # Submodule repositories (.git/modules/NAME, nested) have a config and hooks of their
-    # own, which the host's `git status` reads when it recurses into the submodule.
-    for repo in [git, *_submodule_repos(git / "modules")]:
-        if repo.is_symlink():
-            continue
-        where = inner + "/" + repo.relative_to(git).as_posix() if repo != git else inner
-        hooks = repo / "hooks"
-        if not hooks.exists() and not hooks.is_symlink():
-            hooks.mkdir()
-        args += ["--ro-bind", str(hooks), f"{where}/hooks"]
-        config = repo / "config"
-        if config.exists():
-            args += ["--ro-bind", str(config), f"{where}/config"]
-        else:
-            args += ["--ro-bind", "/dev/null", f"{where}/config"]
+    hooks = git / "hooks"
+    if not hooks.exists() and not hooks.is_symlink():
+        hooks.mkdir()
+    args += ["--ro-bind", str(hooks), f"{inner}/hooks"]
+    config = git / "config"
+    args += ["--ro-bind", str(config) if config.exists() else "/dev/null", f"{inner}/config"]
+    commondir = git / "commondir"
+    if not commondir.exists() and not commondir.is_symlink():
+        commondir.write_text(".\n")  # git reads "." as the repository itself
+    args += ["--ro-bind", str(commondir), f"{inner}/commondir"]
+    modules = git / "modules"
+    if not modules.exists() and not modules.is_symlink():
+        modules.mkdir()
+    args += ["--ro-bind", str(modules), f"{inner}/modules"]
     return args
 
 
-def _submodule_repos(folder: Path, depth: int = 0) -> list[Path]:
-    """Repositories under ``.git/modules``: a folder with ``config`` and ``HEAD`` is one (and
-    its own ``modules`` may hold more); any other folder is part of a name with slashes.
-    Objects and refs are never walked."""
-    if depth > 16 or folder.is_symlink() or not folder.is_dir():
-        return []
-    found: list[Path] = []
-    for child in sorted(folder.iterdir()):
-        if child.is_symlink() or not child.is_dir():
-            continue
-        if (child / "config").is_file() and (child / "HEAD").exists():
-            found.append(child)
-            found += _submodule_repos(child / "modules", depth + 1)
-        else:
-            found += _submodule_repos(child, depth + 1)
-    return found
+#: Configuration the host's ``git`` gets from seamline (``GIT_CONFIG_COUNT``; it outranks the
+#: repository's own and reaches submodules): no fsmonitor program, no recursion into
+#: submodules or nested repositories, whose configuration the sandbox could write.
+HOST_GIT_CONFIG: Final = (
+    ("core.fsmonitor", "false"),
+    ("diff.ignoreSubmodules", "all"),
+    ("submodule.recurse", "false"),
+    ("status.submoduleSummary", "false"),
+    ("fetch.recurseSubmodules", "false"),
+)
+
+
+def host_git_environment(base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``base`` (default: this process's environment) plus :data:`HOST_GIT_CONFIG`, for any
+    ``git`` seamline runs or starts on the host in a workspace a sandbox has written."""
+    env = dict(os.environ if base is None else base)
+    try:
+        count = int(env.get("GIT_CONFIG_COUNT", "0"))
+    except ValueError:
+        count = 0
+    count = max(count, 0)
+    for key, value in HOST_GIT_CONFIG:
+        env[f"GIT_CONFIG_KEY_{count}"] = key
+        env[f"GIT_CONFIG_VALUE_{count}"] = value
+        count += 1
+    env["GIT_CONFIG_COUNT"] = str(count)
+    return env
 
 
 def find_bwrap(explicit: str | None = None, *, path: str | None = None) -> str | None:

@@ -84,7 +84,8 @@ class PermissionRule:
     ) -> bool:
         """Whether the rule covers the call. With ``piece`` (one simple command of a shell
         call), the ``command`` argument is that piece: an allow rule needs a plain piece
-        whose words match; deny and ask rules also match its text as written."""
+        whose words match; deny and ask rules also match its text as written and the
+        program it actually runs (``/bin/rm``, ``env rm``, ``x=1 rm`` all run ``rm``)."""
         if self.workspace is not None and (workspace is None or str(workspace) != self.workspace):
             return False
         if self.tool is not None and not fnmatch.fnmatchcase(tool.name, self.tool):
@@ -129,7 +130,8 @@ def _piece_matches(pattern: str, arguments: dict[str, Any], piece: CommandPiece,
     if strict:
         hit = piece.plain and fnmatch.fnmatchcase(piece.normalized, glob)
     else:
-        hit = any(fnmatch.fnmatchcase(t, glob) for t in (piece.normalized, piece.text, arguments.get("command", "")))
+        said = (piece.normalized, piece.text, piece.program, arguments.get("command", ""))
+        hit = any(fnmatch.fnmatchcase(t, glob) for t in said if t)
     if hit or keyed or strict:
         return hit  # an allow rule never grants a shell call for what another argument says
     others = {k: v for k, v in arguments.items() if k != "command"}

@@ -4,8 +4,10 @@ Both read through descriptors opened beneath the workspace (:mod:`seamline.tools
 so a link never leads them out; both refuse FIFOs, devices and sockets, files over a size
 cap and sparse giants (a huge size on few disk blocks); both cap what they answer and say
 so; both run in a thread with a deadline and a stop flag, so a timeout or a Ctrl-C ends
-them. ``grep`` matches with the ``regex`` module under a timeout, so a catastrophic
-pattern ends as a classified ``timeout`` error instead of a hung run.
+them. ``grep`` compiles and matches in a child process (:mod:`seamline.tools.grep_child`)
+whose address space is capped at :data:`MAX_GREP_MEMORY_BYTES`: a pattern or a line that
+would allocate without bound ends as a classified ``invalid_request`` error, a catastrophic
+pattern as a ``timeout`` one, and a stop ends the child.
 """
 
 from __future__ import annotations
@@ -14,8 +16,11 @@ import asyncio
 import contextlib
 import errno
 import fnmatch
+import json
 import os
 import stat
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -24,11 +29,11 @@ from typing import Final
 
 import regex
 
-from seamline.errors import InvalidRequest, TimeoutFailure
+from seamline.errors import InvalidRequest, PermissionDenied, SandboxViolation, SeamlineError, TimeoutFailure
 from seamline.sessions.sqlite_file import is_store_file
 from seamline.tools.beneath import open_dir_beneath, regular_file
 
-__all__ = ["GrepQuery", "grep_tree", "read_lines", "run_bounded_read"]
+__all__ = ["MAX_GREP_MEMORY_BYTES", "GrepQuery", "grep_tree", "read_lines", "run_bounded_read", "search_here"]
 
 MAX_FILE_BYTES: Final = 64 * 1024 * 1024  # read_file refuses bigger files
 MAX_GREP_FILE_BYTES: Final = 16 * 1024 * 1024  # grep skips bigger files (and says how many)
@@ -37,16 +42,15 @@ MAX_HIT_CHARS: Final = 500  # one matching line, shown at most
 _SPARSE_MIN: Final = 1024 * 1024
 _SPARSE_RATIO: Final = 8  # size over 8x the bytes on disk: a sparse giant
 _CHECK_EVERY: Final = 512
-_LINE_MATCH_S: Final = (
-    2.0  # one line taking longer than this: a catastrophic pattern  # lines between looks at the stop flag
-)
+MAX_GREP_MEMORY_BYTES: Final = 1024 * 1024 * 1024  # the search process's address space
+_POLL_S: Final = 0.05  # how often the waiting thread looks at the stop flag
 _SKIP_DIRS: Final = frozenset(
     {".git", ".venv", "venv", "node_modules", "__pycache__", ".mypy_cache", ".ruff_cache", ".pytest_cache"}
 )
 _DIR_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-class _Stopped(Exception):
+class Stopped(Exception):
     """The caller gave up (timeout or cancel); the thread ends here."""
 
 
@@ -88,7 +92,7 @@ async def run_bounded_read(work: Callable[[threading.Event, float], str], *, tim
     except asyncio.CancelledError:
         stop.set()
         raise
-    except _Stopped:
+    except Stopped:
         raise TimeoutFailure(f"{what} ran past {timeout:g}s and was stopped") from None
 
 
@@ -131,7 +135,7 @@ def read_lines(root: Path, parts: list[str], rel: str, *, offset: int, limit: in
         cut_at: int | None = None
         for n, raw in enumerate(fh, 1):
             if n % _CHECK_EVERY == 0 and stop.is_set():
-                raise _Stopped
+                raise Stopped
             line = _decode(raw, rel).rstrip("\n").removesuffix("\r")
             if n < start or len(out) >= want or cut_at is not None:
                 continue
@@ -150,21 +154,114 @@ def read_lines(root: Path, parts: list[str], rel: str, *, offset: int, limit: in
 
 
 class GrepQuery:
-    """A compiled grep: the pattern, an optional glob and the cap on hits."""
+    """A grep request: the pattern (compiled in the search process), an optional glob, the cap on hits."""
 
     def __init__(self, pattern: str, *, glob: str | None, max_results: int) -> None:
-        try:
-            self.regex = regex.compile(pattern)
-        except (regex.error, TypeError, ValueError, OverflowError) as exc:
-            raise InvalidRequest(f"bad regular expression: {exc}") from None
+        if not isinstance(pattern, str):
+            raise InvalidRequest("bad regular expression: the pattern must be a string")
+        self.pattern = pattern
         self.glob = glob
         self.max_results = max(1, max_results)
 
 
 def grep_tree(
-    root: Path, parts: list[str], query: GrepQuery, *, is_file: bool, stop: threading.Event, deadline: float
+    root: Path,
+    parts: list[str],
+    query: GrepQuery,
+    *,
+    is_file: bool,
+    stop: threading.Event,
+    deadline: float,
+    memory_bytes: int = MAX_GREP_MEMORY_BYTES,
 ) -> str:
-    """Search a file, or every file under a folder (sorted by path), for the pattern."""
+    """Search a file, or every file under a folder (sorted by path), for the pattern, in a
+    child process with ``memory_bytes`` of address space; a stop or the deadline ends it."""
+    request = {
+        "root": str(root),
+        "parts": parts,
+        "pattern": query.pattern,
+        "glob": query.glob,
+        "max_results": query.max_results,
+        "is_file": is_file,
+        "timeout": max(deadline - time.monotonic(), 0.001),
+        "memory_bytes": memory_bytes,
+    }
+    answer = _run_child(json.dumps(request).encode(), stop, deadline)
+    if "ok" in answer:
+        return str(answer["ok"])
+    kind, message = answer.get("kind"), str(answer.get("message", ""))
+    if kind in _CLASSES:
+        raise _CLASSES[str(kind)](message)
+    if kind == "os":
+        number = answer.get("errno")
+        raise OSError(number if isinstance(number, int) else errno.EIO, message)
+    if kind == "memory":
+        raise InvalidRequest(
+            f"grep ran out of its {memory_bytes // (1024 * 1024)} MB memory limit "
+            "(a huge repetition in the pattern, or a very long line); simplify the pattern or narrow the search"
+        )
+    raise InvalidRequest(f"grep failed: {message}")
+
+
+_CLASSES: Final[dict[str, type[SeamlineError]]] = {
+    cls.kind: cls for cls in (TimeoutFailure, InvalidRequest, SandboxViolation, PermissionDenied)
+}
+
+
+_CHILD_BOOT: Final = "import sys; sys.path.insert(0, sys.argv[1]); from seamline.tools.grep_child import main; main()"
+
+
+def _run_child(request: bytes, stop: threading.Event, deadline: float) -> dict[str, object]:
+    source = str(Path(__file__).resolve().parents[2])  # the folder that holds the seamline package
+    proc = subprocess.Popen(
+        [sys.executable, "-I", "-c", _CHILD_BOOT, source],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"},
+        start_new_session=True,
+    )
+    try:
+        first: bytes | None = request
+        while True:
+            try:
+                out, _err = proc.communicate(first, timeout=_POLL_S)
+                break
+            except subprocess.TimeoutExpired:
+                first = None
+                if stop.is_set() or time.monotonic() > deadline:
+                    raise Stopped from None
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    try:
+        answer = json.loads(out)
+    except ValueError:
+        answer = None
+    if not isinstance(answer, dict):
+        # Killed (by the kernel, or a C allocation failing outside Python's reach).
+        return {"kind": "memory" if proc.returncode < 0 else "error", "message": f"exit {proc.returncode}"}
+    return answer
+
+
+def search_here(
+    root: Path,
+    parts: list[str],
+    pattern: str,
+    *,
+    glob: str | None,
+    max_results: int,
+    is_file: bool,
+    stop: threading.Event,
+    deadline: float,
+) -> str:
+    """The search itself, in this process (the child of :func:`grep_tree`): compile, walk, match."""
+    try:
+        compiled = regex.compile(pattern)
+    except (regex.error, TypeError, ValueError, OverflowError) as exc:
+        raise InvalidRequest(f"bad regular expression: {exc}") from None
+    query = GrepQuery(pattern, glob=glob, max_results=max_results)
     hits: list[str] = []
     size = 0
     skipped = {"binary": 0, "too big": 0, "link": 0, "special": 0}
@@ -185,10 +282,10 @@ def grep_tree(
             continue
         for n, line in enumerate(text.splitlines(), 1):
             if n % _CHECK_EVERY == 0 and stop.is_set():
-                raise _Stopped
+                raise Stopped
             try:
-                budget = min(max(deadline - time.monotonic(), 0.001), _LINE_MATCH_S)
-                found = query.regex.search(line, timeout=budget, concurrent=True)
+                budget = max(deadline - time.monotonic(), 0.001)
+                found = compiled.search(line, timeout=budget, concurrent=True)
             except TimeoutError:
                 raise TimeoutFailure(
                     "grep ran past its time limit (the pattern may backtrack catastrophically; simplify it)"
@@ -235,7 +332,7 @@ def _walk(
     dir_fd: int, prefix: str, skipped: dict[str, int], stop: threading.Event, depth: int
 ) -> Iterator[tuple[str, bytes | None]]:
     if stop.is_set():
-        raise _Stopped
+        raise Stopped
     if depth > 64:
         return
     try:

@@ -430,11 +430,32 @@ _WRAPPERS: Final[dict[str, tuple[frozenset[str], int]]] = {
     "unbuffer": (frozenset(), 0),
     "nocache": (frozenset(), 0),
     "busybox": (frozenset(), 0),
+    # Issue 28: more programs that run the command after them.
+    "chroot": (frozenset({"--userspec", "--groups"}), 1),
+    "flock": (frozenset({"-w", "--timeout", "-E", "--conflict-exit-code"}), 1),
+    "prlimit": (frozenset({"-p", "--pid", "-o", "--output"}), 0),
+    "unshare": (frozenset({"-S", "--setuid", "-G", "--setgid", "-R", "--root", "-w", "--wd"}), 0),
+    "setpriv": (
+        frozenset(
+            {"--reuid", "--regid", "--ruid", "--rgid", "--euid", "--egid", "--groups", "--inh-caps"}
+            | {"--ambient-caps", "--bounding-set", "--securebits", "--pdeathsig", "--selinux-label"}
+            | {"--apparmor-profile", "--landlock-access", "--landlock-rule"}
+        ),
+        0,
+    ),
+    "strace": (frozenset({"-o", "-e", "-p", "-u", "-E", "-s", "-a", "-b", "-I", "-O", "-P", "-S", "-X"}), 0),
+    "ltrace": (frozenset({"-o", "-e", "-p", "-u", "-s", "-a", "-n", "-l", "-L", "-x", "-A", "-D"}), 0),
+    "fakeroot": (frozenset({"-l", "--lib", "--faked", "-s", "-i", "-b"}), 0),
+    "faketime": (frozenset({"-m", "-f", "-p"}), 1),
+    "catchsegv": (frozenset(), 0),
     "xargs": (
         frozenset({"-a", "-d", "-E", "-I", "-L", "-n", "-P", "-s", "--arg-file", "--delimiter", "--max-args"}),
         0,
     ),
 }
+
+
+_ROOT_MOVES: Final = frozenset({"-R", "--root", "-w", "--wd"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -458,6 +479,10 @@ def unwrap(words: Sequence[str], literal: Sequence[bool]) -> tuple[list[str], li
         name = posixpath.basename(argv[0])
         if name not in _WRAPPERS or (name == "command" and any(w in ("-v", "-V") for w in argv[1:2])):
             break
+        if name == "flock" and any(w in ("-c", "--command") or w.startswith("--command=") for w in argv[1:]):
+            break  # flock FILE -c TEXT: the text is read as shell text
+        if name == "chroot" or (name == "unshare" and any(w.split("=", 1)[0] in _ROOT_MOVES for w in argv[1:])):
+            cwd_changed = True  # paths are read against another root
         with_arg, operands = _WRAPPERS[name]
         via.append(name)
         i = 1
