@@ -148,6 +148,10 @@ def run_on_temporal(args: argparse.Namespace, prompt: str) -> int:
             create_provider(binding.provider, model=binding.model, options=binding.options).check_budget(
                 args.budget_usd
             )
+    if args.allow:  # an unknown name is refused here, before anything is submitted
+        from seamline.tools.workspace import Workspace, workspace_tools
+
+        workspace_tools(Workspace(args.workspace)).restrict(args.allow)
     store = str(args.store) if args.store else str(default_store_path())
     if not store.startswith(("postgresql://", "postgres://")):
         store = str(Path(store).expanduser().resolve())
@@ -163,6 +167,7 @@ def run_on_temporal(args: argparse.Namespace, prompt: str) -> int:
         max_steps=args.max_steps,
         budget_usd=args.budget_usd,
         yes=args.yes,
+        allow=list(args.allow) if args.allow else None,
     )
     target = args.temporal or _target_default()
     print(f"seamline: run {spec.run_id} submitted to {args.task_queue} at {target}", file=sys.stderr, flush=True)

@@ -66,6 +66,7 @@ class RunSpec(msgspec.Struct, frozen=True, kw_only=True):
     max_steps: int = 50
     budget_usd: float | None = None
     yes: bool = False
+    allow: list[str] | None = None
     params: dict[str, Any] = msgspec.field(default_factory=dict)
     trace_file: str | None = None
 
@@ -279,6 +280,8 @@ async def _role_turn(
     ws = Workspace(spec.workspace)
     provider = spec.provider_for(key.role, definition)
     tools = _workspace_tools(str(ws.root))
+    if spec.allow is not None:  # --allow: only these tools are offered, as in a local run
+        tools = tools.restrict(spec.allow)
     approval = permission_service(store=store, workspace=ws.root, yes=spec.yes)
     sid = turn_session_id(spec.run_id, turn_key(key.phase, key.role, key.round, key.attempt))
     session: ProviderSession
