@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from seamline.pipeline.controller import PipelineController
     from seamline.telemetry.otel import OtelSink
 
-__all__ = ["add_otel_flag", "export_trace", "otel_events", "otel_wanted", "turn_run_id"]
+__all__ = ["add_otel_flag", "export_trace", "otel_events", "otel_sink", "otel_wanted", "turn_run_id"]
 
 ENDPOINT_ENV: Final = "OTEL_EXPORTER_OTLP_ENDPOINT"
 
@@ -34,7 +34,8 @@ def otel_wanted(args: argparse.Namespace) -> bool:
     return bool(getattr(args, "otel", False) or os.environ.get(ENDPOINT_ENV))
 
 
-def _sink() -> OtelSink:
+def otel_sink() -> OtelSink:
+    """The OTLP sink ``--otel`` sends to, or a classified error without the extra."""
     try:
         from seamline.telemetry.otel import OtelSink
     except ImportError:
@@ -58,7 +59,7 @@ def otel_events(
         return events
     from seamline.telemetry.live import tap_pipeline, tap_turn
 
-    sink = _sink()
+    sink = otel_sink()
     if controller is not None:
         return tap_pipeline(controller, events, sink)
     return tap_turn(events, sink, prompt=prompt, run_id=run_id)
@@ -75,7 +76,7 @@ def export_trace(path: Path) -> int:
     """``trace export --otlp``: rebuild the run's spans from its trace and send them; returns the count."""
     from seamline.telemetry.live import spans_of_trace
 
-    sink = _sink()
+    sink = otel_sink()
     spans = spans_of_trace(path)
     try:
         sink.emit(spans)

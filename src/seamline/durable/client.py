@@ -24,7 +24,7 @@ from seamline.errors import ProviderFailure, TransportFailure
 from seamline.events import Complete, Event, decode_event
 from seamline.sessions.store import open_store
 
-__all__ = ["DEFAULT_TARGET", "DEFAULT_TASK_QUEUE", "connect", "stream_run", "workflow_id"]
+__all__ = ["DEFAULT_TARGET", "DEFAULT_TASK_QUEUE", "connect", "run_report", "stream_run", "workflow_id"]
 
 DEFAULT_TARGET: Final = "127.0.0.1:7233"
 DEFAULT_TASK_QUEUE: Final = "seamline"
@@ -32,6 +32,15 @@ DEFAULT_TASK_QUEUE: Final = "seamline"
 
 def workflow_id(run_id: str) -> str:
     return f"seamline-{run_id}"
+
+
+def run_report(store_location: str, run_id: str) -> dict[str, Any] | None:
+    """The report of a finished run (outcome, exit code, trace path), or None."""
+    store = open_store(store_location)
+    try:
+        return RunLedger(store).report(run_id)
+    finally:
+        store.close()
 
 
 async def connect(target: str, *, namespace: str = "default") -> Client:
