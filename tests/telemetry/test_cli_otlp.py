@@ -113,11 +113,11 @@ def test_run_otel_then_export_sends_the_same_spans(
     assert done.returncode == 0, done.stderr
     live = receiver.spans()
     names = [s.name for s in live]
-    assert names.count("invoke_agent answer-review") == 1
-    assert names.count("invoke_agent offline") == 1 and names.count("invoke_agent reviewer") == 1
+    assert names.count("invoke_workflow answer-review") == 1
+    assert names.count("invoke_agent writer") == 1 and names.count("invoke_agent reviewer") == 1
     assert names.count("chat extractive") >= 1 and any(n.startswith("execute_tool ") for n in names)
     assert {"gen_ai.client.token.usage", "gen_ai.client.operation.duration"} <= receiver.metric_names()
-    run_id = next(attrs(s)["seamline.run_id"] for s in live if s.name == "invoke_agent answer-review")
+    run_id = next(attrs(s)["seamline.run_id"] for s in live if s.name == "invoke_workflow answer-review")
 
     receiver.traces.clear()
     export = subprocess.run(
