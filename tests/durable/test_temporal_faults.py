@@ -106,3 +106,45 @@ def test_the_server_killed_mid_turn_and_restarted_on_its_db_finishes_the_run(
     # The slow turn may have finished while the server was away: its retry then finds it
     # recorded and returns it, so it started once.
     _check_run(store, run_id, processes, slow_starts=1)
+
+
+def test_the_client_follows_its_run_through_server_restarts_at_several_points(
+    dev_server: DevServer, processes: Processes, tmp_path: Path
+) -> None:
+    definition = fan_out_pipeline(tmp_path, ["a", "b", "c"], slow="b", delay=3)
+    write_script(tmp_path / "summary.json", "answer of summary", delay=3)
+    store = tmp_path / "runs.db"
+    client = processes.client(
+        ["--temporal", dev_server.target, "--task-queue", "q-restarts", "--store", str(store),
+         "--workspace", str(tmp_path), "--pipeline", str(definition), "--heartbeat-s", "2", "go"]
+    )  # fmt: skip
+    assert client.stderr is not None
+    # 1. The client waits on the server and no worker has taken the run yet.
+    submitted = client.stderr.readline().decode()
+    assert "submitted" in submitted, submitted
+    dev_server.kill()
+    dev_server.start()
+    processes.worker(dev_server.target, "q-restarts")
+    # 2. A role turn runs on the worker while the client streams it.
+    run_id = _wait_for_slow_turn(store, client)
+    dev_server.kill()
+    dev_server.start()
+    # 3. The last turn runs: the client waits for the run's end.
+    deadline = time.monotonic() + _WAIT_S
+    while True:
+        assert client.poll() is None, "the client ended before the last restart"
+        with opened_ledger(store) as ledger:
+            turns = {k.split("/")[1]: t for k, t in ledger.turns(run_id).items()}
+        if turns.get("summary", {}).get("status") == "running":
+            break
+        assert time.monotonic() < deadline, "the summary turn never started"
+        time.sleep(0.05)
+    dev_server.kill()
+    dev_server.start()
+    out, err = client.communicate(timeout=_WAIT_S)
+    assert client.returncode == 0, submitted + err.decode()
+    assert out.decode().strip() == "answer of summary"
+    assert "lost the workflow" not in err.decode()
+    with opened_ledger(store) as ledger:
+        report = ledger.report(run_id)
+    assert report is not None and report["outcome"] == "completed"

@@ -147,6 +147,11 @@ def test_without_a_server_the_client_and_the_worker_say_so_in_one_line(
     assert client.returncode == 1
     assert "seamline: transport error: cannot reach Temporal" in client.stderr
     assert "Traceback" not in client.stderr
+    # Nothing was submitted: nothing says so, and the store keeps no unfinished run.
+    assert "submitted" not in client.stderr
+    if (tmp_path / "s.db").exists():
+        with opened_ledger(tmp_path / "s.db") as ledger:
+            assert ledger.store._query("SELECT run_id FROM durable_runs") == []
 
 
 def test_an_unreachable_temporal_ends_the_worker_without_interpreter_teardown(

@@ -174,14 +174,16 @@ def run_on_temporal(args: argparse.Namespace, prompt: str) -> int:
     from seamline.cli.otel_command import otel_sink, otel_wanted
 
     sink = otel_sink() if otel_wanted(args) else None  # no extra: refused before submitting
-    print(f"seamline: run {spec.run_id} submitted to {args.task_queue} at {target}", file=sys.stderr, flush=True)
+
+    def submitted() -> None:  # once the workflow started: never for a run the server did not take
+        print(f"seamline: run {spec.run_id} submitted to {args.task_queue} at {target}", file=sys.stderr, flush=True)
 
     async def drive() -> Complete | None:
         final: Complete | None = None
         out = sys.stdout.buffer
         tag = b'{"run_id":"' + spec.run_id.encode("ascii") + b'",'  # as a local pipeline run's lines
         async for key, event in stream_run(
-            spec, target=target, task_queue=args.task_queue, heartbeat_s=args.heartbeat_s
+            spec, target=target, task_queue=args.task_queue, heartbeat_s=args.heartbeat_s, on_submitted=submitted
         ):
             if args.json:
                 out.write(tag + encode_event(event)[1:] + b"\n")

@@ -77,6 +77,12 @@ class RunLedger:
             (run_id, json.dumps(spec), time.time()),
         )
 
+    def forget(self, run_id: str) -> None:
+        """Remove a run that was never submitted (its spec and anything written for it)."""
+        with self.store._transaction():
+            for table in ("durable_events", "durable_turns", "durable_runs"):
+                self.store._execute(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))
+
     def spec(self, run_id: str) -> dict[str, Any]:
         rows = self.store._query("SELECT spec FROM durable_runs WHERE run_id = ?", (run_id,))
         if not rows:
