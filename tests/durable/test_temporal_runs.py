@@ -193,7 +193,48 @@ def test_a_worker_on_another_store_fails_the_workflow_instead_of_retrying_foreve
         capture_output=True, text=True, timeout=90,
     )  # fmt: skip
     assert result.returncode != 0
-    assert "no durable run nope in the store" in result.stdout + result.stderr
+    assert "cannot reach the run's store" in result.stdout + result.stderr
+    assert not (tmp_path / "other.db").exists()  # the worker made no store where it found none
+
+
+def test_a_malformed_run_spec_fails_the_workflow_at_once(
+    dev_server: DevServer, processes: Processes, tmp_path: Path
+) -> None:
+    from tests.durable.conftest import temporal_binary
+
+    store = tmp_path / "bad.db"
+    with opened_ledger(store) as ledger:
+        ledger.register("bad", {"run_id": "bad", "definition": "not a mapping", "max_steps": "many"})
+    processes.worker(dev_server.target, "q-bad")
+    job = json.dumps({"run_id": "bad", "store": str(store), "heartbeat_s": 5})
+    result = subprocess.run(
+        [temporal_binary(), "workflow", "execute", "--type", "seamline.pipeline", "--task-queue", "q-bad",
+         "--workflow-id", "seamline-bad", "--input", job, "--address", dev_server.target, "--command-timeout", "30s"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert result.returncode != 0
+    assert "the spec of run bad is malformed" in result.stdout + result.stderr  # not a retry until the timeout
+
+
+def test_a_worker_that_cannot_see_the_store_fails_the_run_as_invalid_request(
+    dev_server: DevServer, processes: Processes, tmp_path: Path
+) -> None:
+    store = tmp_path / "runs.db"
+    client = processes.client(
+        ["--temporal", dev_server.target, "--task-queue", "q-gone", "--store", str(store), "--workspace",
+         str(tmp_path), "hi"]
+    )  # fmt: skip
+    assert client.stderr is not None
+    submitted = client.stderr.readline().decode()
+    assert "submitted" in submitted, submitted
+    for path in tmp_path.glob("runs.db*"):  # the worker's host has no such file (the client keeps its own open)
+        path.unlink()
+    processes.worker(dev_server.target, "q-gone")
+    _out, err = client.communicate(timeout=120)
+    assert client.returncode == 2, err.decode()
+    assert "seamline: invalid_request error: run " in err.decode()
+    assert "cannot reach the run's store" in err.decode()
+    assert not store.exists()
 
 
 def test_a_worker_stops_cleanly_on_sigterm(dev_server: DevServer, processes: Processes, tmp_path: Path) -> None:

@@ -43,7 +43,7 @@ from seamline.tools.permissions import permission_service
 from seamline.tools.workspace import Workspace, workspace_tools
 from seamline.trace.writer import TraceWriter, trace_path
 
-__all__ = ["RunSpec", "TurnNeeded", "UnknownRun", "advance", "run_turn", "turn_session_id"]
+__all__ = ["MalformedRun", "RunSpec", "TurnNeeded", "UnknownRun", "advance", "run_turn", "turn_session_id"]
 
 _event_type: Any = Event
 
@@ -124,18 +124,35 @@ class _StoredAgents:
         return None
 
 
+class MalformedRun(InvalidRequest):
+    """The run's spec in the store cannot be read: no retry can fix it."""
+
+
 def load_spec(store: StoreCore, run_id: str) -> RunSpec:
     try:
         data = RunLedger(store).spec(run_id)
     except LookupError as exc:
         raise UnknownRun(str(exc)) from None
-    return msgspec.convert(data, RunSpec)
+    except ValueError as exc:  # the stored text is not JSON
+        raise MalformedRun(f"the spec of run {run_id} is not JSON: {exc}") from None
+    try:
+        return msgspec.convert(data, RunSpec)
+    except msgspec.ValidationError as exc:
+        raise MalformedRun(f"the spec of run {run_id} is malformed: {exc}") from None
+
+
+def _open_existing(location: str) -> StoreCore:
+    """The store a workflow names; a store file that does not exist is an :class:`UnknownRun`,
+    never a new empty file (a worker on another host or with another folder layout)."""
+    if not location.startswith(("postgresql://", "postgres://")) and not Path(location).is_file():
+        raise UnknownRun(f"no store at {location} on this worker: it cannot reach the run's store")
+    return open_store(location)
 
 
 async def advance(store_location: str, run_id: str) -> dict[str, Any]:
     """One pass of the controller. Returns ``{"done": False, "needed": [keys]}`` or
     ``{"done": True, "report": {...}}`` (small: outcome, stop reason, exit code, trace)."""
-    store = open_store(store_location)
+    store = _open_existing(store_location)
     try:
         ledger = RunLedger(store)
         finished = ledger.report(run_id)
@@ -195,7 +212,7 @@ async def run_turn(
     """Run the role turn ``key`` of ``run_id`` (or return it as recorded when finished).
 
     Returns a small summary: key, outcome, usage, ``reused`` (True: nothing ran)."""
-    store = open_store(store_location)
+    store = _open_existing(store_location)
     try:
         ledger = RunLedger(store)
         found = ledger.turn(run_id, key)

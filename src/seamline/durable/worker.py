@@ -16,8 +16,9 @@ from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
-from seamline.durable.steps import UnknownRun, advance, run_turn
+from seamline.durable.steps import advance, run_turn
 from seamline.durable.workflow import ADVANCE, ROLE_TURN, PipelineWorkflow
+from seamline.errors import InvalidRequest
 
 __all__ = ["advance_activity", "role_turn_activity", "serve"]
 
@@ -26,7 +27,7 @@ __all__ = ["advance_activity", "role_turn_activity", "serve"]
 async def advance_activity(store: str, run_id: str) -> dict[str, Any]:
     try:
         return await advance(store, run_id)
-    except UnknownRun as exc:
+    except InvalidRequest as exc:  # no such run or store, a malformed spec: no retry can help
         raise ApplicationError(exc.message, type="invalid_request", non_retryable=True) from None
 
 
@@ -45,7 +46,7 @@ async def role_turn_activity(store: str, run_id: str, key: str) -> dict[str, Any
     beating = asyncio.create_task(beat())
     try:
         return await run_turn(store, run_id, key, heartbeat=activity.heartbeat)
-    except UnknownRun as exc:
+    except InvalidRequest as exc:
         raise ApplicationError(exc.message, type="invalid_request", non_retryable=True) from None
     finally:
         beating.cancel()
