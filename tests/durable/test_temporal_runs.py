@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.durable.conftest import DevServer, Processes, opened_ledger
-from tests.durable.pipelines import fan_out_pipeline
+from tests.durable.pipelines import fan_out_pipeline, write_script
 
 pytestmark = pytest.mark.real
 
@@ -112,9 +113,11 @@ def test_a_fan_out_spreads_over_two_workers_and_each_turn_runs_once(
 ) -> None:
     roles = [f"r{i}" for i in range(8)]
     definition = fan_out_pipeline(tmp_path, roles)
+    for role in roles:  # each role takes a while, and a worker holds four at most: the other takes the rest
+        write_script(tmp_path / f"{role}.json", f"answer of {role}", delay=2)
     store = tmp_path / "fan.db"
-    processes.worker(dev_server.target, "q-fan", name="w1")
-    processes.worker(dev_server.target, "q-fan", name="w2")
+    w1 = processes.worker(dev_server.target, "q-fan", name="w1", extra=("--max-concurrent", "4"))
+    w2 = processes.worker(dev_server.target, "q-fan", name="w2", extra=("--max-concurrent", "4"))
     client = processes.client(
         ["--temporal", dev_server.target, "--task-queue", "q-fan", "--store", str(store),
          "--workspace", str(tmp_path), "--pipeline", str(definition), "go"]
@@ -127,6 +130,10 @@ def test_a_fan_out_spreads_over_two_workers_and_each_turn_runs_once(
         assert sorted(k.split("/")[1] for k in turns) == sorted([*roles, "summary"])
         assert all(t["status"] == "finished" and t["starts"] == 1 for t in turns.values())
         assert ledger.spent_usd(_run_id(err)) == pytest.approx(0.001 * 9)
+    # Each turn's row names the worker that ran it: the fan-out ran on both.
+    host = socket.gethostname()
+    fan = {t["worker"] for k, t in turns.items() if k.split("/")[1] in roles}
+    assert fan == {f"{w1.pid}@{host}", f"{w2.pid}@{host}"}
 
 
 def test_without_a_server_the_client_and_the_worker_say_so_in_one_line(

@@ -207,9 +207,15 @@ def _write_whole(path: Path, data: bytes) -> None:
 
 
 async def run_turn(
-    store_location: str, run_id: str, key: str, *, heartbeat: Callable[[], None] | None = None
+    store_location: str,
+    run_id: str,
+    key: str,
+    *,
+    heartbeat: Callable[[], None] | None = None,
+    worker: str | None = None,
 ) -> dict[str, Any]:
-    """Run the role turn ``key`` of ``run_id`` (or return it as recorded when finished).
+    """Run the role turn ``key`` of ``run_id`` (or return it as recorded when finished);
+    ``worker`` names who runs it, in the turn's row.
 
     Returns a small summary: key, outcome, usage, ``reused`` (True: nothing ran)."""
     store = _open_existing(store_location)
@@ -227,7 +233,7 @@ async def run_turn(
         if spec.budget_usd is not None:  # the budget is shared through the store, whichever worker spent it
             left = max(spec.budget_usd - ledger.spent_usd(run_id), 0.0)
             budget = left if budget is None else min(budget, left)
-        start_no = ledger.start(run_id, key)
+        start_no = ledger.start(run_id, key, worker)
         kept: list[dict[str, Any]] = []
         cost: float | None = 0.0
         tokens_in = tokens_out = 0
