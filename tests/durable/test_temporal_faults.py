@@ -148,3 +148,60 @@ def test_the_client_follows_its_run_through_server_restarts_at_several_points(
     with opened_ledger(store) as ledger:
         report = ledger.report(run_id)
     assert report is not None and report["outcome"] == "completed"
+
+
+def test_the_spend_of_a_killed_attempt_counts_in_the_run_and_its_budget(
+    dev_server: DevServer, processes: Processes, tmp_path: Path
+) -> None:
+    definition = fan_out_pipeline(tmp_path, ["a", "b", "c"])
+    # b spends on its first model call, runs a tool, then hangs in its second call.
+    (tmp_path / "b.json").write_text(
+        json.dumps(
+            [
+                {"tool_calls": [{"name": "list_dir", "arguments": {"path": "."}}], "usage": USAGE},
+                {"text": "never", "delay": 120, "usage": USAGE},
+            ]
+        )
+    )
+    store = tmp_path / "runs.db"
+    first = processes.worker(dev_server.target, "q-spend", name="w1")
+    client = processes.client(
+        ["--temporal", dev_server.target, "--task-queue", "q-spend", "--store", str(store),
+         "--workspace", str(tmp_path), "--pipeline", str(definition), "--heartbeat-s", "2", "go"]
+    )  # fmt: skip
+    deadline = time.monotonic() + _WAIT_S
+    run_id = ""
+    while True:  # until b's first call is paid for and published
+        assert client.poll() is None, "the client ended before the fault"
+        assert time.monotonic() < deadline, "b never spent"
+        if store.exists():
+            with opened_ledger(store) as ledger:
+                rows = ledger.store._query(
+                    "SELECT run_id FROM durable_events WHERE turn_key LIKE 'fan/b/%' AND event LIKE ?",
+                    ('{"type":"tool_result"%',),
+                )
+            if rows:
+                run_id = str(rows[0][0])
+                break
+        time.sleep(0.05)
+    os.killpg(first.pid, signal.SIGKILL)
+    first.wait(timeout=30)
+    write_script(tmp_path / "b.json", "answer of b")  # the retry answers at once
+    processes.worker(dev_server.target, "q-spend", name="w2")
+    out, err = client.communicate(timeout=_WAIT_S)
+    assert client.returncode == 0, err.decode()
+    assert out.decode().strip() == "answer of summary"
+    with opened_ledger(store) as ledger:
+        turns = {k.split("/")[1]: t for k, t in ledger.turns(run_id).items()}
+        assert turns["b"]["starts"] == 2
+        # b paid for two calls: the killed start's and the retry's.
+        assert turns["b"]["cost_usd"] == pytest.approx(2 * USAGE["cost_usd"])
+        assert (turns["b"]["input_tokens"], turns["b"]["output_tokens"]) == (20, 10)
+        assert ledger.spent_usd(run_id) == pytest.approx(5 * USAGE["cost_usd"])
+        report = ledger.report(run_id)
+        assert report is not None
+    records = [json.loads(line) for line in Path(report["trace"]).read_text().splitlines()]
+    run_end = next(r["r"]["d"] for r in records if r["r"]["kind"] == "run_end")
+    total = run_end["usage"]["total"]
+    assert (total["input_tokens"], total["output_tokens"]) == (50, 25)
+    assert total["cost_usd"] == pytest.approx(5 * USAGE["cost_usd"])

@@ -223,6 +223,16 @@ class RunLedger:
             self.store._executemany(sql, rows)
             self.store._execute(self._notify, (run_id,))  # delivered at commit
 
+    def earlier_usage(self, run_id: str, key: str, start_no: int) -> list[dict[str, Any]]:
+        """The ``usage`` events earlier starts of a turn published (a killed worker's real
+        spend), in order: the turn's record counts them beside its last start's."""
+        rows = self.store._query(
+            "SELECT event FROM durable_events WHERE run_id = ? AND turn_key = ? AND start_no < ? "
+            "AND event LIKE ? ORDER BY id",
+            (run_id, key, start_no, '{"type":"usage"%'),
+        )
+        return [json.loads(str(row[0])) for row in rows]
+
     def events_after(self, run_id: str, after: int, *, limit: int = 1000) -> list[tuple[int, str, bytes]]:
         """Events of the run with an id above ``after``: (id, turn key, the event's JSON)."""
         rows = self.store._query(

@@ -237,6 +237,16 @@ async def run_turn(
         kept: list[dict[str, Any]] = []
         cost: float | None = 0.0
         tokens_in = tokens_out = 0
+        # What earlier starts of this turn spent (a worker killed mid-turn) was spent: it
+        # counts in the turn's usage, so in the run's total and its shared budget.
+        spent_before = ledger.earlier_usage(run_id, key, start_no) if start_no > 1 else []
+        for usage in spent_before:
+            tokens_in += int(usage.get("input_tokens") or 0)
+            tokens_out += int(usage.get("output_tokens") or 0)
+            paid = usage.get("cost_usd")
+            cost = None if cost is None or paid is None else cost + float(paid)
+        if budget is not None and cost:
+            budget = max(budget - cost, 0.0)
         turn = _guarded(
             spec, definition, AgentKey(phase, role, int(round_no), int(attempt)), found["prompt"], budget, store
         )
@@ -252,6 +262,9 @@ async def run_turn(
                     tokens_in += event.input_tokens
                     tokens_out += event.output_tokens
                     cost = None if cost is None or event.cost_usd is None else cost + event.cost_usd
+        if spent_before:  # after the turn's session event, as the spend happened in that session
+            at = 1 if kept and kept[0].get("type") == "session" else 0
+            kept[at:at] = spent_before
         ledger.finish(run_id, key, kept, cost_usd=cost, input_tokens=tokens_in, output_tokens=tokens_out)
         return _summary(key, ledger.turn(run_id, key) or {}, reused=False)
     finally:
