@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any, Final
 
 import msgspec
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.exceptions import ApplicationError
+from temporalio.runtime import LogForwardingConfig, LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
 
 from seamline.durable.ledger import RUN_EVENTS, RunLedger
 from seamline.durable.steps import RunSpec
@@ -48,10 +51,26 @@ def run_report(store_location: str, run_id: str) -> dict[str, Any] | None:
         store.close()
 
 
+@functools.cache
+def _quiet_runtime() -> Runtime:
+    """A Temporal runtime whose core logs go to Python logging, errors only: by default the
+    core prints its retry warnings (a server restarting) on stdout, which is the run's
+    output (``--json`` lines). The client reports what matters itself."""
+    core = logging.getLogger("seamline.durable.temporal")
+    return Runtime(
+        telemetry=TelemetryConfig(
+            logging=LoggingConfig(
+                filter=TelemetryFilter(core_level="ERROR", other_level="ERROR"),
+                forwarding=LogForwardingConfig(logger=core),
+            )
+        )
+    )
+
+
 async def connect(target: str, *, namespace: str = "default") -> Client:
     """A Temporal client, or one classified line when the server cannot be reached."""
     try:
-        return await Client.connect(target, namespace=namespace)
+        return await Client.connect(target, namespace=namespace, runtime=_quiet_runtime())
     except Exception as exc:  # noqa: BLE001 - the SDK raises plain RuntimeErrors for transport failures
         raise TransportFailure(f"cannot reach Temporal at {target}: {_first_line(exc)}") from None
 
