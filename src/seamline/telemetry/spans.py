@@ -149,6 +149,7 @@ class SpanBuilder:
         self._root: _Open | None = None
         self._turns: dict[TurnKey, _Open] = {}  # open turns by (phase, role, round, attempt); None: a plain run
         self._tools: dict[tuple[TurnKey, str], tuple[_Open, str]] = {}
+        self._plain_prompt: str | None = None  # a plain run's prompt, recorded before its turn opens
         self._last_at = 0.0
 
     # -- records in, spans out ---------------------------------------------------------
@@ -215,8 +216,6 @@ class SpanBuilder:
             if isinstance(event, dict):
                 out += self._event(key, seq, at, event, o)
         return out
-
-    _plain_prompt: str | None = None
 
     def finish(self) -> list[SpanRecord]:
         """End whatever is still open (a run cut short), at the last time seen."""
