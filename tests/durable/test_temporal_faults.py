@@ -171,7 +171,7 @@ def test_the_spend_of_a_killed_attempt_counts_in_the_run_and_its_budget(
     )  # fmt: skip
     deadline = time.monotonic() + _WAIT_S
     run_id = ""
-    while True:  # until b's first call is paid for and published
+    while True:  # until b's first call is paid for and published, and a and c are done
         assert client.poll() is None, "the client ended before the fault"
         assert time.monotonic() < deadline, "b never spent"
         if store.exists():
@@ -180,7 +180,9 @@ def test_the_spend_of_a_killed_attempt_counts_in_the_run_and_its_budget(
                     "SELECT run_id FROM durable_events WHERE turn_key LIKE 'fan/b/%' AND event LIKE ?",
                     ('{"type":"tool_result"%',),
                 )
-            if rows:
+                turns = {k.split("/")[1]: t for k, t in ledger.turns(str(rows[0][0])).items()} if rows else {}
+            # Only b may be cut: a start of a or c killed after it spent would rightly count too.
+            if rows and all(turns.get(r, {}).get("status") == "finished" for r in ("a", "c")):
                 run_id = str(rows[0][0])
                 break
         time.sleep(0.05)
