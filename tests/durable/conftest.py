@@ -112,9 +112,11 @@ class Processes:
         self.started: list[subprocess.Popen[bytes]] = []
         self.cli = [sys.executable, "-m", "seamline"]
 
-    def worker(self, target: str, queue: str, name: str = "worker") -> subprocess.Popen[bytes]:
+    def worker(
+        self, target: str, queue: str, name: str = "worker", extra: tuple[str, ...] = ()
+    ) -> subprocess.Popen[bytes]:
         log = self.tmp / f"{name}.log"
-        argv = [sys.executable, "-m", "seamline", "worker", "--temporal", target, "--task-queue", queue]
+        argv = [sys.executable, "-m", "seamline", "worker", "--temporal", target, "--task-queue", queue, *extra]
         with open(log, "wb") as out:
             proc = subprocess.Popen(argv, stdout=out, stderr=out, env=self.env, start_new_session=True)
         self.started.append(proc)

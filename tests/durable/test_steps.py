@@ -113,3 +113,41 @@ def test_a_provider_that_fails_to_start_is_a_failed_turn_on_record_not_a_crash(t
     with opened_ledger(store) as ledger:
         errors = [e for _, k, e in ledger.events_after("r4", 0) if b'"type":"error"' in e]
         assert errors and b"cannot read script" in errors[0]
+
+
+def test_a_store_whose_durable_tables_predate_the_worker_column_is_migrated(tmp_path: Path) -> None:
+    import sqlite3
+
+    from seamline.durable.ledger import RunLedger
+    from seamline.sessions.schema import migration_sql
+    from seamline.sessions.store import open_store
+
+    path = tmp_path / "v5.db"
+    conn = sqlite3.connect(path)
+    for number in range(1, 6):
+        for statement in migration_sql(number, "sqlite"):
+            conn.execute(statement)
+    # The tables as the ledger made them on first use before the column existed.
+    conn.execute(
+        "CREATE TABLE durable_turns (run_id TEXT NOT NULL, turn_key TEXT NOT NULL, prompt TEXT NOT NULL, "
+        "budget_usd REAL, status TEXT NOT NULL, starts INTEGER NOT NULL DEFAULT 0, events TEXT, cost_usd REAL, "
+        "input_tokens INTEGER, output_tokens INTEGER, updated_at REAL NOT NULL, PRIMARY KEY (run_id, turn_key))"
+    )
+    conn.execute(
+        "INSERT INTO durable_turns (run_id, turn_key, prompt, status, updated_at) VALUES ('r', 'k', 'p', 'needed', 1)"
+    )
+    conn.execute("PRAGMA application_id = 1397050700")
+    conn.execute("PRAGMA user_version = 5")
+    conn.commit()
+    conn.close()
+    store = open_store(path)
+    try:
+        ledger = RunLedger(store)
+        assert ledger.turns("r") == {
+            "k": {"status": "needed", "starts": 0, "worker": None, "cost_usd": None, "input_tokens": None,
+                  "output_tokens": None}
+        }  # fmt: skip
+        assert ledger.start("r", "k", "123@host") == 1
+        assert ledger.turns("r")["k"]["worker"] == "123@host"
+    finally:
+        store.close()

@@ -106,3 +106,104 @@ def test_the_server_killed_mid_turn_and_restarted_on_its_db_finishes_the_run(
     # The slow turn may have finished while the server was away: its retry then finds it
     # recorded and returns it, so it started once.
     _check_run(store, run_id, processes, slow_starts=1)
+
+
+def test_the_client_follows_its_run_through_server_restarts_at_several_points(
+    dev_server: DevServer, processes: Processes, tmp_path: Path
+) -> None:
+    definition = fan_out_pipeline(tmp_path, ["a", "b", "c"], slow="b", delay=3)
+    write_script(tmp_path / "summary.json", "answer of summary", delay=3)
+    store = tmp_path / "runs.db"
+    client = processes.client(
+        ["--temporal", dev_server.target, "--task-queue", "q-restarts", "--store", str(store),
+         "--workspace", str(tmp_path), "--pipeline", str(definition), "--heartbeat-s", "2", "go"]
+    )  # fmt: skip
+    assert client.stderr is not None
+    # 1. The client waits on the server and no worker has taken the run yet.
+    submitted = client.stderr.readline().decode()
+    assert "submitted" in submitted, submitted
+    dev_server.kill()
+    dev_server.start()
+    processes.worker(dev_server.target, "q-restarts")
+    # 2. A role turn runs on the worker while the client streams it.
+    run_id = _wait_for_slow_turn(store, client)
+    dev_server.kill()
+    dev_server.start()
+    # 3. The last turn runs: the client waits for the run's end.
+    deadline = time.monotonic() + _WAIT_S
+    while True:
+        assert client.poll() is None, "the client ended before the last restart"
+        with opened_ledger(store) as ledger:
+            turns = {k.split("/")[1]: t for k, t in ledger.turns(run_id).items()}
+        if turns.get("summary", {}).get("status") == "running":
+            break
+        assert time.monotonic() < deadline, "the summary turn never started"
+        time.sleep(0.05)
+    dev_server.kill()
+    dev_server.start()
+    out, err = client.communicate(timeout=_WAIT_S)
+    assert client.returncode == 0, submitted + err.decode()
+    assert out.decode().strip() == "answer of summary"
+    assert "lost the workflow" not in err.decode()
+    with opened_ledger(store) as ledger:
+        report = ledger.report(run_id)
+    assert report is not None and report["outcome"] == "completed"
+
+
+def test_the_spend_of_a_killed_attempt_counts_in_the_run_and_its_budget(
+    dev_server: DevServer, processes: Processes, tmp_path: Path
+) -> None:
+    definition = fan_out_pipeline(tmp_path, ["a", "b", "c"])
+    # b spends on its first model call, runs a tool, then hangs in its second call.
+    (tmp_path / "b.json").write_text(
+        json.dumps(
+            [
+                {"tool_calls": [{"name": "list_dir", "arguments": {"path": "."}}], "usage": USAGE},
+                {"text": "never", "delay": 120, "usage": USAGE},
+            ]
+        )
+    )
+    store = tmp_path / "runs.db"
+    first = processes.worker(dev_server.target, "q-spend", name="w1")
+    client = processes.client(
+        ["--temporal", dev_server.target, "--task-queue", "q-spend", "--store", str(store),
+         "--workspace", str(tmp_path), "--pipeline", str(definition), "--heartbeat-s", "2", "go"]
+    )  # fmt: skip
+    deadline = time.monotonic() + _WAIT_S
+    run_id = ""
+    while True:  # until b's first call is paid for and published, and a and c are done
+        assert client.poll() is None, "the client ended before the fault"
+        assert time.monotonic() < deadline, "b never spent"
+        if store.exists():
+            with opened_ledger(store) as ledger:
+                rows = ledger.store._query(
+                    "SELECT run_id FROM durable_events WHERE turn_key LIKE 'fan/b/%' AND event LIKE ?",
+                    ('{"type":"tool_result"%',),
+                )
+                turns = {k.split("/")[1]: t for k, t in ledger.turns(str(rows[0][0])).items()} if rows else {}
+            # Only b may be cut: a start of a or c killed after it spent would rightly count too.
+            if rows and all(turns.get(r, {}).get("status") == "finished" for r in ("a", "c")):
+                run_id = str(rows[0][0])
+                break
+        time.sleep(0.05)
+    os.killpg(first.pid, signal.SIGKILL)
+    first.wait(timeout=30)
+    write_script(tmp_path / "b.json", "answer of b")  # the retry answers at once
+    processes.worker(dev_server.target, "q-spend", name="w2")
+    out, err = client.communicate(timeout=_WAIT_S)
+    assert client.returncode == 0, err.decode()
+    assert out.decode().strip() == "answer of summary"
+    with opened_ledger(store) as ledger:
+        turns = {k.split("/")[1]: t for k, t in ledger.turns(run_id).items()}
+        assert turns["b"]["starts"] == 2
+        # b paid for two calls: the killed start's and the retry's.
+        assert turns["b"]["cost_usd"] == pytest.approx(2 * USAGE["cost_usd"])
+        assert (turns["b"]["input_tokens"], turns["b"]["output_tokens"]) == (20, 10)
+        assert ledger.spent_usd(run_id) == pytest.approx(5 * USAGE["cost_usd"])
+        report = ledger.report(run_id)
+        assert report is not None
+    records = [json.loads(line) for line in Path(report["trace"]).read_text().splitlines()]
+    run_end = next(r["r"]["d"] for r in records if r["r"]["kind"] == "run_end")
+    total = run_end["usage"]["total"]
+    assert (total["input_tokens"], total["output_tokens"]) == (50, 25)
+    assert total["cost_usd"] == pytest.approx(5 * USAGE["cost_usd"])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.durable.conftest import DevServer, Processes, opened_ledger
-from tests.durable.pipelines import fan_out_pipeline
+from tests.durable.pipelines import fan_out_pipeline, write_script
 
 pytestmark = pytest.mark.real
 
@@ -112,9 +113,11 @@ def test_a_fan_out_spreads_over_two_workers_and_each_turn_runs_once(
 ) -> None:
     roles = [f"r{i}" for i in range(8)]
     definition = fan_out_pipeline(tmp_path, roles)
+    for role in roles:  # each role takes a while, and a worker holds four at most: the other takes the rest
+        write_script(tmp_path / f"{role}.json", f"answer of {role}", delay=2)
     store = tmp_path / "fan.db"
-    processes.worker(dev_server.target, "q-fan", name="w1")
-    processes.worker(dev_server.target, "q-fan", name="w2")
+    w1 = processes.worker(dev_server.target, "q-fan", name="w1", extra=("--max-concurrent", "4"))
+    w2 = processes.worker(dev_server.target, "q-fan", name="w2", extra=("--max-concurrent", "4"))
     client = processes.client(
         ["--temporal", dev_server.target, "--task-queue", "q-fan", "--store", str(store),
          "--workspace", str(tmp_path), "--pipeline", str(definition), "go"]
@@ -127,6 +130,10 @@ def test_a_fan_out_spreads_over_two_workers_and_each_turn_runs_once(
         assert sorted(k.split("/")[1] for k in turns) == sorted([*roles, "summary"])
         assert all(t["status"] == "finished" and t["starts"] == 1 for t in turns.values())
         assert ledger.spent_usd(_run_id(err)) == pytest.approx(0.001 * 9)
+    # Each turn's row names the worker that ran it: the fan-out ran on both.
+    host = socket.gethostname()
+    fan = {t["worker"] for k, t in turns.items() if k.split("/")[1] in roles}
+    assert fan == {f"{w1.pid}@{host}", f"{w2.pid}@{host}"}
 
 
 def test_without_a_server_the_client_and_the_worker_say_so_in_one_line(
@@ -147,6 +154,11 @@ def test_without_a_server_the_client_and_the_worker_say_so_in_one_line(
     assert client.returncode == 1
     assert "seamline: transport error: cannot reach Temporal" in client.stderr
     assert "Traceback" not in client.stderr
+    # Nothing was submitted: nothing says so, and the store keeps no unfinished run.
+    assert "submitted" not in client.stderr
+    if (tmp_path / "s.db").exists():
+        with opened_ledger(tmp_path / "s.db") as ledger:
+            assert ledger.store._query("SELECT run_id FROM durable_runs") == []
 
 
 def test_an_unreachable_temporal_ends_the_worker_without_interpreter_teardown(
@@ -188,7 +200,48 @@ def test_a_worker_on_another_store_fails_the_workflow_instead_of_retrying_foreve
         capture_output=True, text=True, timeout=90,
     )  # fmt: skip
     assert result.returncode != 0
-    assert "no durable run nope in the store" in result.stdout + result.stderr
+    assert "cannot reach the run's store" in result.stdout + result.stderr
+    assert not (tmp_path / "other.db").exists()  # the worker made no store where it found none
+
+
+def test_a_malformed_run_spec_fails_the_workflow_at_once(
+    dev_server: DevServer, processes: Processes, tmp_path: Path
+) -> None:
+    from tests.durable.conftest import temporal_binary
+
+    store = tmp_path / "bad.db"
+    with opened_ledger(store) as ledger:
+        ledger.register("bad", {"run_id": "bad", "definition": "not a mapping", "max_steps": "many"})
+    processes.worker(dev_server.target, "q-bad")
+    job = json.dumps({"run_id": "bad", "store": str(store), "heartbeat_s": 5})
+    result = subprocess.run(
+        [temporal_binary(), "workflow", "execute", "--type", "seamline.pipeline", "--task-queue", "q-bad",
+         "--workflow-id", "seamline-bad", "--input", job, "--address", dev_server.target, "--command-timeout", "30s"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert result.returncode != 0
+    assert "the spec of run bad is malformed" in result.stdout + result.stderr  # not a retry until the timeout
+
+
+def test_a_worker_that_cannot_see_the_store_fails_the_run_as_invalid_request(
+    dev_server: DevServer, processes: Processes, tmp_path: Path
+) -> None:
+    store = tmp_path / "runs.db"
+    client = processes.client(
+        ["--temporal", dev_server.target, "--task-queue", "q-gone", "--store", str(store), "--workspace",
+         str(tmp_path), "hi"]
+    )  # fmt: skip
+    assert client.stderr is not None
+    submitted = client.stderr.readline().decode()
+    assert "submitted" in submitted, submitted
+    for path in tmp_path.glob("runs.db*"):  # the worker's host has no such file (the client keeps its own open)
+        path.unlink()
+    processes.worker(dev_server.target, "q-gone")
+    _out, err = client.communicate(timeout=120)
+    assert client.returncode == 2, err.decode()
+    assert "seamline: invalid_request error: run " in err.decode()
+    assert "cannot reach the run's store" in err.decode()
+    assert not store.exists()
 
 
 def test_a_worker_stops_cleanly_on_sigterm(dev_server: DevServer, processes: Processes, tmp_path: Path) -> None:

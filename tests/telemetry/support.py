@@ -20,9 +20,9 @@ class MemorySink(OtelSink):
         super().__init__(self.exporter, metric_reader=self.reader, batch=False)
         self.metrics: Any = None
 
-    def close(self) -> None:
+    def close(self) -> int:
         self.metrics = self.reader.get_metrics_data()
-        super().close()
+        return super().close()
 
     def spans(self) -> list[ReadableSpan]:
         return list(self.exporter.get_finished_spans())

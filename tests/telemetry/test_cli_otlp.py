@@ -113,11 +113,11 @@ def test_run_otel_then_export_sends_the_same_spans(
     assert done.returncode == 0, done.stderr
     live = receiver.spans()
     names = [s.name for s in live]
-    assert names.count("invoke_agent answer-review") == 1
-    assert names.count("invoke_agent offline") == 1 and names.count("invoke_agent reviewer") == 1
+    assert names.count("invoke_workflow answer-review") == 1
+    assert names.count("invoke_agent writer") == 1 and names.count("invoke_agent reviewer") == 1
     assert names.count("chat extractive") >= 1 and any(n.startswith("execute_tool ") for n in names)
     assert {"gen_ai.client.token.usage", "gen_ai.client.operation.duration"} <= receiver.metric_names()
-    run_id = next(attrs(s)["seamline.run_id"] for s in live if s.name == "invoke_agent answer-review")
+    run_id = next(attrs(s)["seamline.run_id"] for s in live if s.name == "invoke_workflow answer-review")
 
     receiver.traces.clear()
     export = subprocess.run(
@@ -202,3 +202,26 @@ def test_run_session_otel_sends_the_continued_turn_as_spans_of_that_conversation
     # A trace and span ids of its own: the first turn's spans are not overwritten.
     assert {s.trace_id for s in spans}.isdisjoint({s.trace_id for s in first_spans})
     assert {s.span_id for s in spans}.isdisjoint({s.span_id for s in first_spans})
+
+
+def test_export_with_the_collector_down_says_so_once_and_fails(
+    seamline_cmd: list[str], cli_env: dict[str, str], tmp_path: Path
+) -> None:
+    store = tmp_path / "s.db"
+    quiet = {k: v for k, v in cli_env.items() if not k.startswith("OTEL_")}
+    done = subprocess.run(
+        [*seamline_cmd, "run", "--store", str(store), "--workspace", str(DOCS), "--pipeline", "answer-review", "hi"],
+        env=quiet, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    run_id = done.stderr.split("· run ", 1)[1].split()[0]
+    down = quiet | {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9", "OTEL_EXPORTER_OTLP_TIMEOUT": "1"}
+    export = subprocess.run(
+        [*seamline_cmd, "trace", "export", "--otlp", "--store", str(store), run_id],
+        env=down, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert export.returncode == 1
+    lines = export.stderr.strip().splitlines()
+    assert len(lines) == 1, export.stderr
+    assert lines[0].startswith("seamline: transport error: could not send ")
+    assert lines[0].endswith(f"span(s) of {run_id} (to http://127.0.0.1:9)")

@@ -125,21 +125,21 @@ def test_phoenix_shows_a_pipeline_run(
         time.sleep(0.5)
     assert len(spans) == expected
     names = Counter(s["name"] for s in spans)
-    assert names["invoke_agent answer-review"] == 1
-    assert names["invoke_agent offline"] == 1 and names["invoke_agent reviewer"] == 1
+    assert names["invoke_workflow answer-review"] == 1
+    assert names["invoke_agent writer"] == 1 and names["invoke_agent reviewer"] == 1
     assert names["chat extractive"] >= 1
     tools = [s for s in spans if s["name"].startswith("execute_tool ")]
     assert tools and all(s["attributes"]["gen_ai.tool.call.id"] for s in tools)
     # Phoenix reads the kinds from openinference.span.kind (UNKNOWN without it).
     kinds = Counter((s["name"].split(" ")[0], s["span_kind"]) for s in spans)
     assert set(kinds) == {
-        ("invoke_agent", "CHAIN"),
+        ("invoke_workflow", "CHAIN"),
         ("invoke_agent", "AGENT"),
         ("chat", "LLM"),
         ("execute_tool", "TOOL"),
     }
     assert (
-        kinds[("invoke_agent", "CHAIN")] == 1 and kinds[("invoke_agent", "AGENT")] == 2
+        kinds[("invoke_workflow", "CHAIN")] == 1 and kinds[("invoke_agent", "AGENT")] == 2
     )  # the writer's and the reviewer's turns
 
     # The tree: one root, roles under it, model and tool calls under the writer's turn.
@@ -151,7 +151,7 @@ def test_phoenix_shows_a_pipeline_run(
     assert root["attributes"]["gen_ai.operation.name"] == "invoke_workflow"
     turns = [s for s in spans if s["name"].startswith("invoke_agent ") and s is not root]
     assert all(s["parent_id"] == root["context"]["span_id"] for s in turns)
-    writer = next(s for s in turns if s["name"] == "invoke_agent offline")
+    writer = next(s for s in turns if s["name"] == "invoke_agent writer")
     for span in spans:
         if span["name"].startswith(("chat ", "execute_tool ")):
             assert by_id[span["parent_id"]] is writer

@@ -48,7 +48,7 @@ def test_workflow_root_with_roles_as_children(tmp_path: Path) -> None:
     _, sink, trace = live_run(tmp_path, run_id="run-tree")
     spans = sink.spans()
     root = [s for s in spans if s.parent is None]
-    assert [s.name for s in root] == ["invoke_agent answer-review"]
+    assert [s.name for s in root] == ["invoke_workflow answer-review"]
     attributes = dict(root[0].attributes or {})
     assert attributes["gen_ai.operation.name"] == "invoke_workflow"
     assert attributes["seamline.run_id"] == "run-tree" and attributes["seamline.outcome"] == "completed"
@@ -62,7 +62,7 @@ def test_workflow_root_with_roles_as_children(tmp_path: Path) -> None:
         "writer",
         "reviewer",
     ]
-    writer_turns = [s for s in turns if s.name == "invoke_agent scripted"]
+    writer_turns = [s for s in turns if s.name == "invoke_agent writer"]
     assert len(writer_turns) == 2 and all(s.kind == SpanKind.INTERNAL for s in writer_turns)
     session_ids = {dict(s.attributes or {})["gen_ai.conversation.id"] for s in writer_turns}
     recorded = [json.loads(line)["r"] for line in trace.read_text().splitlines()]
@@ -105,8 +105,27 @@ def test_spans_carry_openinference_kinds_beside_the_genai_operation(tmp_path: Pa
             for s in spans
         }
         assert kinds == {
-            ("invoke_agent", "invoke_workflow"): "CHAIN",
+            ("invoke_workflow", "invoke_workflow"): "CHAIN",
             ("invoke_agent", "invoke_agent"): "AGENT",
             ("chat", "chat"): "LLM",
             ("execute_tool", "execute_tool"): "TOOL",
         }
+
+
+def test_semantic_conventions_names_and_provider_on_every_span(tmp_path: Path) -> None:
+    _, sink, trace = live_run(tmp_path, run_id="run-conv")
+    for spans in (sink.spans(), exported(trace).spans()):
+        for span in spans:
+            attributes = dict(span.attributes or {})
+            assert attributes.get("gen_ai.provider.name"), span.name  # the reviewer's turn included
+            operation = attributes["gen_ai.operation.name"]
+            if operation == "invoke_workflow":
+                assert span.name == "invoke_workflow answer-review"
+                assert attributes["gen_ai.workflow.name"] == "answer-review"
+            elif operation == "invoke_agent":
+                assert span.name == f"invoke_agent {attributes['gen_ai.agent.name']}"
+        reviewer = next(s for s in spans if s.name == "invoke_agent reviewer")
+        assert dict(reviewer.attributes or {})["gen_ai.provider.name"] == "seamline"  # decided by seamline
+        writers = [dict(s.attributes or {}) for s in spans if s.name == "invoke_agent writer"]
+        assert writers and all(w["gen_ai.provider.name"] == "scripted" for w in writers)
+        assert all(w["gen_ai.response.finish_reasons"] == ("stop",) for w in writers)

@@ -42,21 +42,32 @@ def test_an_agent_cli_turn_is_a_client_span() -> None:
     assert (turn.start_ns, turn.end_ns) == (100_000_000_000, 104_000_000_000)
 
 
+WHERE: dict[str, Any] = {"role": "writer", "phase": "write", "round": 1, "attempt": 1}
+
+
 def test_a_role_failure_and_a_budget_stop_are_error_types() -> None:
     spans = feed(
         SpanBuilder(),
         [
             ("header", {}, {"run_id": "r9"}),
             ("run_start", {"pipeline": "p"}, {"run_id": "r9"}),
-            ("role_start", {"role": "writer", "phase": "write", "round": 1, "attempt": 1}, {}),
-            ev({"type": "session", "provider": "openai", "model": "gpt"}, session_id="s2"),
-            ev({"type": "error", "kind": "timeout", "message": "slow", "retryable": True}),
-            ("role_end", {"status": "failed", "failure": {"kind": "timeout"}, "usage": {}}, {}),
+            ("role_start", dict(WHERE), {}),
+            (
+                "event",
+                {**WHERE, "event": {"type": "session", "provider": "openai", "model": "gpt"}},
+                {"session_id": "s2"},
+            ),
+            (
+                "event",
+                {**WHERE, "event": {"type": "error", "kind": "timeout", "message": "slow", "retryable": True}},
+                {},
+            ),
+            ("role_end", {**WHERE, "status": "failed", "failure": {"kind": "timeout"}, "usage": {}}, {}),
             ("run_end", {"outcome": "budget", "stop_reason": "budget"}, {}),
         ],
     )
     names = {s.name: s for s in spans}
-    turn, root = names["invoke_agent openai"], names["invoke_agent p"]
+    turn, root = names["invoke_agent writer"], names["invoke_workflow p"]
     assert turn.error and turn.attributes["error.type"] == "timeout" and turn.kind == "internal"
     assert root.error and root.attributes["error.type"] == "budget"
     assert root.attributes["gen_ai.operation.name"] == "invoke_workflow" and root.parent_id is None
@@ -76,3 +87,47 @@ def test_an_error_retried_past_does_not_mark_the_turn() -> None:
     )
     turn = next(s for s in spans if s.name == "invoke_agent anthropic")
     assert not turn.error and "error.type" not in turn.attributes
+
+
+def test_a_failed_model_call_keeps_its_chat_span_with_the_error_type() -> None:
+    spans = feed(
+        SpanBuilder(),
+        [
+            ev({"type": "session", "provider": "openai", "model": "gpt"}, session_id="s4"),
+            ev({"type": "usage", "input_tokens": 3, "output_tokens": 1, "usage_id": "resp-1"}),
+            ev({"type": "error", "kind": "rate_limit", "message": "429", "retryable": False}),
+            ev({"type": "complete", "outcome": "failed", "stop_reason": "error"}),
+        ],
+    )
+    chats = [s for s in spans if s.name == "chat gpt"]
+    assert len(chats) == 2
+    ok, failed = chats
+    assert not ok.error and ok.attributes["gen_ai.response.id"] == "resp-1"  # a model API's response id
+    assert failed.error and failed.attributes["error.type"] == "rate_limit"
+    assert failed.attributes["gen_ai.provider.name"] == "openai"
+    assert failed.attributes["gen_ai.response.finish_reasons"] == ("error",)
+    turn = next(s for s in spans if s.name.startswith("invoke_agent"))
+    assert failed.parent_id == turn.span_id and turn.attributes["gen_ai.response.finish_reasons"] == ("error",)
+
+
+def test_a_role_turn_names_the_server_of_its_base_url() -> None:
+    identity = {"provider": "openai", "model": "gpt", "options": {"base_url": "http://127.0.0.1:8123/v1"}}
+    spans = feed(
+        SpanBuilder(),
+        [
+            ("run_start", {"pipeline": "p"}, {"run_id": "r5"}),
+            ("role_start", dict(WHERE), {}),
+            ("prompt", {**WHERE, "prompt": "hi", "provider": identity}, {}),
+            (
+                "event",
+                {**WHERE, "event": {"type": "session", "provider": "openai", "model": "gpt"}},
+                {"session_id": "s"},
+            ),
+            ("event", {**WHERE, "event": {"type": "usage", "input_tokens": 1, "output_tokens": 1}}, {}),
+            ("role_end", {**WHERE, "status": "ok", "usage": {}}, {}),
+            ("run_end", {"outcome": "completed", "stop_reason": "completed"}, {}),
+        ],
+    )
+    for name in ("invoke_agent writer", "chat gpt"):
+        span = next(s for s in spans if s.name == name)
+        assert (span.attributes["server.address"], span.attributes["server.port"]) == ("127.0.0.1", 8123)

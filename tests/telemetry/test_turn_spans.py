@@ -71,6 +71,7 @@ def test_turn_chat_and_tool_spans_carry_every_attribute(tmp_path: Path, monkeypa
     assert len({s.context.trace_id for s in spans if s.context}) == 1
     assert dict(turn.attributes or {}) == {
         "gen_ai.operation.name": "invoke_agent",
+        "gen_ai.agent.name": "scripted",
         "gen_ai.provider.name": "scripted",
         "gen_ai.request.model": "script-model",
         "gen_ai.conversation.id": session_id,
@@ -82,6 +83,7 @@ def test_turn_chat_and_tool_spans_carry_every_attribute(tmp_path: Path, monkeypa
         "seamline.priced": True,
         "seamline.outcome": "completed",
         "seamline.stop_reason": "end_turn",
+        "gen_ai.response.finish_reasons": ("stop",),
         "openinference.span.kind": "AGENT",
     }
     first = dict(chats[0].attributes or {})
@@ -92,8 +94,12 @@ def test_turn_chat_and_tool_spans_carry_every_attribute(tmp_path: Path, monkeypa
     assert first["gen_ai.usage.cache_read.input_tokens"] == 30
     assert first["gen_ai.usage.cache_creation.input_tokens"] == 5
     assert first["seamline.cost_usd"] == pytest.approx(0.002) and first["seamline.priced"] is True
+    assert first["gen_ai.response.finish_reasons"] == ("tool_call",)  # the call asked for a tool
     assert dict(tool.attributes or {}) == {
         "gen_ai.operation.name": "execute_tool",
+        "gen_ai.provider.name": "scripted",
+        "gen_ai.request.model": "script-model",
+        "gen_ai.conversation.id": session_id,
         "gen_ai.tool.name": "read_file",
         "gen_ai.tool.call.id": "call-1",
         "gen_ai.tool.type": "function",
@@ -117,7 +123,9 @@ def test_message_content_only_when_the_env_asks(tmp_path: Path, monkeypatch: pyt
     assert json.loads(str(turn["gen_ai.input.messages"])) == [
         {"role": "user", "parts": [{"type": "text", "content": "Tell me"}]}
     ]
-    assert json.loads(str(turn["gen_ai.output.messages"]))[0]["parts"][0]["content"] == "A provider is a subclass."
+    output = json.loads(str(turn["gen_ai.output.messages"]))
+    assert output[0]["parts"][0]["content"] == "A provider is a subclass."
+    assert output[0]["finish_reason"] == "stop"
     tool = dict(by_name(spans, "execute_tool")[0].attributes or {})
     assert json.loads(str(tool["gen_ai.tool.call.arguments"])) == {"path": "guide.md"}
     assert "A provider is one subclass" in str(tool["gen_ai.tool.call.result"])

@@ -9,14 +9,14 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from seamline.errors import InvalidRequest
+from seamline.errors import InvalidRequest, TransportFailure
 
 if TYPE_CHECKING:
     from seamline.events import Event
     from seamline.pipeline.controller import PipelineController
     from seamline.telemetry.otel import OtelSink
 
-__all__ = ["add_otel_flag", "export_trace", "otel_events", "otel_wanted", "turn_run_id"]
+__all__ = ["add_otel_flag", "export_trace", "otel_events", "otel_sink", "otel_wanted", "turn_run_id"]
 
 ENDPOINT_ENV: Final = "OTEL_EXPORTER_OTLP_ENDPOINT"
 
@@ -34,12 +34,20 @@ def otel_wanted(args: argparse.Namespace) -> bool:
     return bool(getattr(args, "otel", False) or os.environ.get(ENDPOINT_ENV))
 
 
-def _sink() -> OtelSink:
+def _endpoint() -> str:
+    return os.environ.get(ENDPOINT_ENV) or "http://localhost:4318"
+
+
+def otel_sink(*, quiet: bool = False) -> OtelSink:
+    """The OTLP sink ``--otel`` sends to, or a classified error without the extra.
+    ``quiet``: no notice line when spans are lost (the caller reports it)."""
     try:
         from seamline.telemetry.otel import OtelSink
     except ImportError:
         raise InvalidRequest("OpenTelemetry export needs the otel extra: pip install 'seamline[otel]'") from None
-    endpoint = os.environ.get(ENDPOINT_ENV) or "http://localhost:4318"
+    if quiet:
+        return OtelSink.otlp()
+    endpoint = _endpoint()
     return OtelSink.otlp(notice=lambda line: print(f"seamline: telemetry: {line} (to {endpoint})", file=sys.stderr))
 
 
@@ -58,7 +66,7 @@ def otel_events(
         return events
     from seamline.telemetry.live import tap_pipeline, tap_turn
 
-    sink = _sink()
+    sink = otel_sink()
     if controller is not None:
         return tap_pipeline(controller, events, sink)
     return tap_turn(events, sink, prompt=prompt, run_id=run_id)
@@ -72,13 +80,18 @@ def turn_run_id(session_id: str, turn: int) -> str | None:
 
 
 def export_trace(path: Path) -> int:
-    """``trace export --otlp``: rebuild the run's spans from its trace and send them; returns the count."""
+    """``trace export --otlp``: rebuild the run's spans from its trace and send them; returns
+    the count, or raises a :class:`TransportFailure` when any could not be sent."""
     from seamline.telemetry.live import spans_of_trace
 
-    sink = _sink()
+    sink = otel_sink(quiet=True)
     spans = spans_of_trace(path)
     try:
         sink.emit(spans)
     finally:
-        sink.close()
+        failed = sink.close()
+    if failed:
+        raise TransportFailure(
+            f"could not send {failed} of {len(spans)} span(s) of {path.name.removesuffix('.jsonl')} (to {_endpoint()})"
+        )
     return len(spans)

@@ -132,6 +132,7 @@ def run_on_temporal(args: argparse.Namespace, prompt: str) -> int:
         raise SeamlineUsage("--on temporal keeps the run in the store; drop --no-store")
     if args.session:
         raise SeamlineUsage("--session cannot run --on temporal yet")
+    _refuse_local_only(args)
     from seamline.durable.client import stream_run
     from seamline.durable.steps import RunSpec
     from seamline.pipeline.builtin import resolve_pipeline
@@ -148,6 +149,10 @@ def run_on_temporal(args: argparse.Namespace, prompt: str) -> int:
             create_provider(binding.provider, model=binding.model, options=binding.options).check_budget(
                 args.budget_usd
             )
+    if args.allow:  # an unknown name is refused here, before anything is submitted
+        from seamline.tools.workspace import Workspace, workspace_tools
+
+        workspace_tools(Workspace(args.workspace)).restrict(args.allow)
     store = str(args.store) if args.store else str(default_store_path())
     if not store.startswith(("postgresql://", "postgres://")):
         store = str(Path(store).expanduser().resolve())
@@ -163,18 +168,25 @@ def run_on_temporal(args: argparse.Namespace, prompt: str) -> int:
         max_steps=args.max_steps,
         budget_usd=args.budget_usd,
         yes=args.yes,
+        allow=list(args.allow) if args.allow else None,
     )
     target = args.temporal or _target_default()
-    print(f"seamline: run {spec.run_id} submitted to {args.task_queue} at {target}", file=sys.stderr, flush=True)
+    from seamline.cli.otel_command import otel_sink, otel_wanted
+
+    sink = otel_sink() if otel_wanted(args) else None  # no extra: refused before submitting
+
+    def submitted() -> None:  # once the workflow started: never for a run the server did not take
+        print(f"seamline: run {spec.run_id} submitted to {args.task_queue} at {target}", file=sys.stderr, flush=True)
 
     async def drive() -> Complete | None:
         final: Complete | None = None
         out = sys.stdout.buffer
+        tag = b'{"run_id":"' + spec.run_id.encode("ascii") + b'",'  # as a local pipeline run's lines
         async for key, event in stream_run(
-            spec, target=target, task_queue=args.task_queue, heartbeat_s=args.heartbeat_s
+            spec, target=target, task_queue=args.task_queue, heartbeat_s=args.heartbeat_s, on_submitted=submitted
         ):
             if args.json:
-                out.write(encode_event(event) + b"\n")
+                out.write(tag + encode_event(event)[1:] + b"\n")
                 out.flush()
             elif sys.stderr.isatty():
                 _note(key, event)
@@ -184,9 +196,14 @@ def run_on_temporal(args: argparse.Namespace, prompt: str) -> int:
 
     try:
         final = asyncio.run(drive())
+        if sink is not None:  # the run's spans, rebuilt from the trace its last step wrote
+            _send_spans(sink, spec.store, spec.run_id)
     except SeamlineError as exc:  # main() prints it; leave with the code it returns, guarded
         _exit_guard(2 if exc.kind == "invalid_request" else 1)
         raise
+    finally:
+        if sink is not None:
+            sink.close()
     from seamline.pipeline.controller import exit_code_for
 
     if final is None:  # pragma: no cover - stream_run raises instead
@@ -198,6 +215,33 @@ def run_on_temporal(args: argparse.Namespace, prompt: str) -> int:
         code = exit_code_for(final.outcome, final.stop_reason)
     _exit_guard(code)
     return code
+
+
+# Flags of a local run that cannot travel to a worker: refused, never dropped. Every other
+# flag travels in the run spec (prompt, provider, model, options, workspace, store, yes,
+# max-steps, budget, allow, pipeline) or acts in this client (json, otel).
+_LOCAL_ONLY: Final = (
+    ("module", "--module"),
+    ("mcp_config", "--mcp-config"),
+    ("sandbox", "--sandbox"),
+    ("sandbox_policy", "--sandbox-policy"),
+)
+
+
+def _refuse_local_only(args: argparse.Namespace) -> None:
+    given = [flag for name, flag in _LOCAL_ONLY if getattr(args, name, None)]
+    if given:
+        raise SeamlineUsage(f"{', '.join(given)} cannot run --on temporal yet; drop it or run here")
+
+
+def _send_spans(sink: Any, store_location: str, run_id: str) -> None:
+    from seamline.durable.client import run_report
+    from seamline.telemetry.live import spans_of_trace
+
+    report = run_report(store_location, run_id)
+    trace = report.get("trace") if report else None
+    if trace and Path(trace).is_file():
+        sink.emit(spans_of_trace(trace))
 
 
 def _note(key: str, event: Event) -> None:

@@ -1,13 +1,13 @@
 """The store's side of a durable run: its spec, its role turns and its live events.
 
-Three tables beside the session store's own (created on first use, in SQLite or
-PostgreSQL):
+Three tables beside the session store's own (made by the store's migrations, in SQLite or
+PostgreSQL: :mod:`seamline.sessions.schema`):
 
 - ``durable_runs``: one row per run: the spec the client submitted (workers read it, so
   workflow history carries only the run id) and, once it ended, a small report.
 - ``durable_turns``: one row per role turn, keyed by (run id, turn key): the prompt the
-  controller asked for, how many times a worker started it, and once finished its events
-  (deltas left out) and usage. A finished turn is never run again: a retried activity
+  controller asked for, how many times a worker started it and which worker started it
+  last (``worker``), and once finished its events (deltas left out) and usage. A finished turn is never run again: a retried activity
   finds the row and returns it, so no usage is counted twice.
 - ``durable_events``: every event a worker saw, in order, for the submitting client to
   stream. The id grows with each commit on SQLite (one writer at a time); on PostgreSQL
@@ -31,9 +31,6 @@ __all__ = ["RUN_EVENTS", "RunLedger", "turn_key"]
 
 RUN_EVENTS: Final = "run"  # the turn key of the controller's own events (transitions, the run's complete)
 
-_SQLITE_EVENTS_ID: Final = "id INTEGER PRIMARY KEY AUTOINCREMENT"
-_POSTGRES_EVENTS_ID: Final = "id BIGSERIAL PRIMARY KEY"
-
 
 def turn_key(phase: str, role: str, round_no: int, attempt: int) -> str:
     """The key of one role turn: which phase, role, round and attempt it answers."""
@@ -53,21 +50,6 @@ class RunLedger:
     def __init__(self, store: StoreCore) -> None:
         self.store = store
         self._notify = notify_sql(store)
-        if store.dialect == "postgres" and store._query("SELECT to_regclass('durable_events_run')")[0][0]:
-            return  # made already: CREATE INDEX IF NOT EXISTS would wait for every open write of events
-        ident = _POSTGRES_EVENTS_ID if store.dialect == "postgres" else _SQLITE_EVENTS_ID
-        for sql in (
-            "CREATE TABLE IF NOT EXISTS durable_runs (run_id TEXT PRIMARY KEY, spec TEXT NOT NULL, "
-            "report TEXT, created_at REAL NOT NULL, finished_at REAL)",
-            "CREATE TABLE IF NOT EXISTS durable_turns (run_id TEXT NOT NULL, turn_key TEXT NOT NULL, "
-            "prompt TEXT NOT NULL, budget_usd REAL, status TEXT NOT NULL, starts INTEGER NOT NULL DEFAULT 0, "
-            "events TEXT, cost_usd REAL, input_tokens INTEGER, output_tokens INTEGER, updated_at REAL NOT NULL, "
-            "PRIMARY KEY (run_id, turn_key))",
-            f"CREATE TABLE IF NOT EXISTS durable_events ({ident}, run_id TEXT NOT NULL, turn_key TEXT NOT NULL, "
-            "start_no INTEGER NOT NULL, event TEXT NOT NULL)",
-            "CREATE INDEX IF NOT EXISTS durable_events_run ON durable_events (run_id, id)",
-        ):
-            store._execute(sql)
 
     # -- runs -------------------------------------------------------------------------------
     def register(self, run_id: str, spec: dict[str, Any]) -> None:
@@ -76,6 +58,12 @@ class RunLedger:
             "INSERT INTO durable_runs (run_id, spec, created_at) VALUES (?, ?, ?) ON CONFLICT (run_id) DO NOTHING",
             (run_id, json.dumps(spec), time.time()),
         )
+
+    def forget(self, run_id: str) -> None:
+        """Remove a run that was never submitted (its spec and anything written for it)."""
+        with self.store._transaction():
+            for table in ("durable_events", "durable_turns", "durable_runs"):
+                self.store._execute(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))
 
     def spec(self, run_id: str) -> dict[str, Any]:
         rows = self.store._query("SELECT spec FROM durable_runs WHERE run_id = ?", (run_id,))
@@ -151,13 +139,13 @@ class RunLedger:
         events: list[dict[str, Any]] = found["events"]
         return events
 
-    def start(self, run_id: str, key: str) -> int:
-        """Count one more start of the turn; returns its number (1 for the first)."""
+    def start(self, run_id: str, key: str, worker: str | None = None) -> int:
+        """Count one more start of the turn by ``worker``; returns its number (1 for the first)."""
         with self.store._transaction():
             self.store._execute(
-                "UPDATE durable_turns SET starts = starts + 1, status = 'running', updated_at = ? "
+                "UPDATE durable_turns SET starts = starts + 1, status = 'running', worker = ?, updated_at = ? "
                 "WHERE run_id = ? AND turn_key = ? AND status != 'finished'",
-                (time.time(), run_id, key),
+                (worker, time.time(), run_id, key),
             )
             rows = self.store._query(
                 "SELECT starts FROM durable_turns WHERE run_id = ? AND turn_key = ?", (run_id, key)
@@ -197,9 +185,10 @@ class RunLedger:
         return float(rows[0][0])
 
     def turns(self, run_id: str) -> dict[str, dict[str, Any]]:
-        """Every turn of the run by key: status, starts and usage (for tests and ``status``)."""
+        """Every turn of the run by key: status, starts, the worker that started it last, and
+        usage (for tests and ``status``)."""
         rows = self.store._query(
-            "SELECT turn_key, status, starts, cost_usd, input_tokens, output_tokens FROM durable_turns "
+            "SELECT turn_key, status, starts, worker, cost_usd, input_tokens, output_tokens FROM durable_turns "
             "WHERE run_id = ? ORDER BY turn_key",
             (run_id,),
         )
@@ -207,11 +196,12 @@ class RunLedger:
             str(key): {
                 "status": status,
                 "starts": int(starts),
+                "worker": worker,
                 "cost_usd": cost,
                 "input_tokens": tokens_in,
                 "output_tokens": tokens_out,
             }
-            for key, status, starts, cost, tokens_in, tokens_out in rows
+            for key, status, starts, worker, cost, tokens_in, tokens_out in rows
         }
 
     # -- live events ------------------------------------------------------------------------
@@ -232,6 +222,16 @@ class RunLedger:
             self.store._execute("SELECT pg_advisory_xact_lock(?)", (_run_lock(run_id),))
             self.store._executemany(sql, rows)
             self.store._execute(self._notify, (run_id,))  # delivered at commit
+
+    def earlier_usage(self, run_id: str, key: str, start_no: int) -> list[dict[str, Any]]:
+        """The ``usage`` events earlier starts of a turn published (a killed worker's real
+        spend), in order: the turn's record counts them beside its last start's."""
+        rows = self.store._query(
+            "SELECT event FROM durable_events WHERE run_id = ? AND turn_key = ? AND start_no < ? "
+            "AND event LIKE ? ORDER BY id",
+            (run_id, key, start_no, '{"type":"usage"%'),
+        )
+        return [json.loads(str(row[0])) for row in rows]
 
     def events_after(self, run_id: str, after: int, *, limit: int = 1000) -> list[tuple[int, str, bytes]]:
         """Events of the run with an id above ``after``: (id, turn key, the event's JSON)."""

@@ -43,7 +43,7 @@ from seamline.tools.permissions import permission_service
 from seamline.tools.workspace import Workspace, workspace_tools
 from seamline.trace.writer import TraceWriter, trace_path
 
-__all__ = ["RunSpec", "TurnNeeded", "UnknownRun", "advance", "run_turn", "turn_session_id"]
+__all__ = ["MalformedRun", "RunSpec", "TurnNeeded", "UnknownRun", "advance", "run_turn", "turn_session_id"]
 
 _event_type: Any = Event
 
@@ -66,6 +66,7 @@ class RunSpec(msgspec.Struct, frozen=True, kw_only=True):
     max_steps: int = 50
     budget_usd: float | None = None
     yes: bool = False
+    allow: list[str] | None = None
     params: dict[str, Any] = msgspec.field(default_factory=dict)
     trace_file: str | None = None
 
@@ -123,18 +124,35 @@ class _StoredAgents:
         return None
 
 
+class MalformedRun(InvalidRequest):
+    """The run's spec in the store cannot be read: no retry can fix it."""
+
+
 def load_spec(store: StoreCore, run_id: str) -> RunSpec:
     try:
         data = RunLedger(store).spec(run_id)
     except LookupError as exc:
         raise UnknownRun(str(exc)) from None
-    return msgspec.convert(data, RunSpec)
+    except ValueError as exc:  # the stored text is not JSON
+        raise MalformedRun(f"the spec of run {run_id} is not JSON: {exc}") from None
+    try:
+        return msgspec.convert(data, RunSpec)
+    except msgspec.ValidationError as exc:
+        raise MalformedRun(f"the spec of run {run_id} is malformed: {exc}") from None
+
+
+def _open_existing(location: str) -> StoreCore:
+    """The store a workflow names; a store file that does not exist is an :class:`UnknownRun`,
+    never a new empty file (a worker on another host or with another folder layout)."""
+    if not location.startswith(("postgresql://", "postgres://")) and not Path(location).is_file():
+        raise UnknownRun(f"no store at {location} on this worker: it cannot reach the run's store")
+    return open_store(location)
 
 
 async def advance(store_location: str, run_id: str) -> dict[str, Any]:
     """One pass of the controller. Returns ``{"done": False, "needed": [keys]}`` or
     ``{"done": True, "report": {...}}`` (small: outcome, stop reason, exit code, trace)."""
-    store = open_store(store_location)
+    store = _open_existing(store_location)
     try:
         ledger = RunLedger(store)
         finished = ledger.report(run_id)
@@ -189,12 +207,18 @@ def _write_whole(path: Path, data: bytes) -> None:
 
 
 async def run_turn(
-    store_location: str, run_id: str, key: str, *, heartbeat: Callable[[], None] | None = None
+    store_location: str,
+    run_id: str,
+    key: str,
+    *,
+    heartbeat: Callable[[], None] | None = None,
+    worker: str | None = None,
 ) -> dict[str, Any]:
-    """Run the role turn ``key`` of ``run_id`` (or return it as recorded when finished).
+    """Run the role turn ``key`` of ``run_id`` (or return it as recorded when finished);
+    ``worker`` names who runs it, in the turn's row.
 
     Returns a small summary: key, outcome, usage, ``reused`` (True: nothing ran)."""
-    store = open_store(store_location)
+    store = _open_existing(store_location)
     try:
         ledger = RunLedger(store)
         found = ledger.turn(run_id, key)
@@ -209,10 +233,20 @@ async def run_turn(
         if spec.budget_usd is not None:  # the budget is shared through the store, whichever worker spent it
             left = max(spec.budget_usd - ledger.spent_usd(run_id), 0.0)
             budget = left if budget is None else min(budget, left)
-        start_no = ledger.start(run_id, key)
+        start_no = ledger.start(run_id, key, worker)
         kept: list[dict[str, Any]] = []
         cost: float | None = 0.0
         tokens_in = tokens_out = 0
+        # What earlier starts of this turn spent (a worker killed mid-turn) was spent: it
+        # counts in the turn's usage, so in the run's total and its shared budget.
+        spent_before = ledger.earlier_usage(run_id, key, start_no) if start_no > 1 else []
+        for usage in spent_before:
+            tokens_in += int(usage.get("input_tokens") or 0)
+            tokens_out += int(usage.get("output_tokens") or 0)
+            paid = usage.get("cost_usd")
+            cost = None if cost is None or paid is None else cost + float(paid)
+        if budget is not None and cost:
+            budget = max(budget - cost, 0.0)
         turn = _guarded(
             spec, definition, AgentKey(phase, role, int(round_no), int(attempt)), found["prompt"], budget, store
         )
@@ -228,6 +262,9 @@ async def run_turn(
                     tokens_in += event.input_tokens
                     tokens_out += event.output_tokens
                     cost = None if cost is None or event.cost_usd is None else cost + event.cost_usd
+        if spent_before:  # after the turn's session event, as the spend happened in that session
+            at = 1 if kept and kept[0].get("type") == "session" else 0
+            kept[at:at] = spent_before
         ledger.finish(run_id, key, kept, cost_usd=cost, input_tokens=tokens_in, output_tokens=tokens_out)
         return _summary(key, ledger.turn(run_id, key) or {}, reused=False)
     finally:
@@ -279,6 +316,8 @@ async def _role_turn(
     ws = Workspace(spec.workspace)
     provider = spec.provider_for(key.role, definition)
     tools = _workspace_tools(str(ws.root))
+    if spec.allow is not None:  # --allow: only these tools are offered, as in a local run
+        tools = tools.restrict(spec.allow)
     approval = permission_service(store=store, workspace=ws.root, yes=spec.yes)
     sid = turn_session_id(spec.run_id, turn_key(key.phase, key.role, key.round, key.attempt))
     session: ProviderSession

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import socket
 from typing import Any
 
 from temporalio import activity
@@ -16,17 +18,23 @@ from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
-from seamline.durable.steps import UnknownRun, advance, run_turn
+from seamline.durable.steps import advance, run_turn
 from seamline.durable.workflow import ADVANCE, ROLE_TURN, PipelineWorkflow
+from seamline.errors import InvalidRequest
 
-__all__ = ["advance_activity", "role_turn_activity", "serve"]
+__all__ = ["advance_activity", "role_turn_activity", "serve", "worker_identity"]
+
+
+def worker_identity() -> str:
+    """This worker process, as Temporal names workers by default: ``PID@HOST``."""
+    return f"{os.getpid()}@{socket.gethostname()}"
 
 
 @activity.defn(name=ADVANCE)
 async def advance_activity(store: str, run_id: str) -> dict[str, Any]:
     try:
         return await advance(store, run_id)
-    except UnknownRun as exc:
+    except InvalidRequest as exc:  # no such run or store, a malformed spec: no retry can help
         raise ApplicationError(exc.message, type="invalid_request", non_retryable=True) from None
 
 
@@ -44,8 +52,8 @@ async def role_turn_activity(store: str, run_id: str, key: str) -> dict[str, Any
 
     beating = asyncio.create_task(beat())
     try:
-        return await run_turn(store, run_id, key, heartbeat=activity.heartbeat)
-    except UnknownRun as exc:
+        return await run_turn(store, run_id, key, heartbeat=activity.heartbeat, worker=worker_identity())
+    except InvalidRequest as exc:
         raise ApplicationError(exc.message, type="invalid_request", non_retryable=True) from None
     finally:
         beating.cancel()
@@ -57,6 +65,7 @@ def build_worker(client: Client, task_queue: str, *, max_concurrent: int = 100) 
     return Worker(
         client,
         task_queue=task_queue,
+        identity=worker_identity(),
         workflows=[PipelineWorkflow],
         activities=[advance_activity, role_turn_activity],
         max_concurrent_activities=max_concurrent,

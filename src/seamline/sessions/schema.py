@@ -163,7 +163,42 @@ CREATE TABLE IF NOT EXISTS trace_heads (
 )
 """
 
-MIGRATIONS: Final[tuple[str, ...]] = (_V1, _V2, _V3, _V4, _TRACE_HEADS)
+# Durable runs (seamline.durable.ledger): their tables, which the ledger used to create on
+# first use, and which worker ran each role turn (``worker``, the latest start's).
+_DURABLE_WORKER: Final = """
+CREATE TABLE IF NOT EXISTS durable_runs (
+    run_id TEXT PRIMARY KEY,
+    spec TEXT NOT NULL,
+    report TEXT,
+    created_at {real} NOT NULL,
+    finished_at {real}
+);
+CREATE TABLE IF NOT EXISTS durable_turns (
+    run_id TEXT NOT NULL,
+    turn_key TEXT NOT NULL,
+    prompt TEXT NOT NULL,
+    budget_usd {real},
+    status TEXT NOT NULL,
+    starts INTEGER NOT NULL DEFAULT 0,
+    events TEXT,
+    cost_usd {real},
+    input_tokens INTEGER,
+    output_tokens INTEGER,
+    updated_at {real} NOT NULL,
+    PRIMARY KEY (run_id, turn_key)
+);
+CREATE TABLE IF NOT EXISTS durable_events (
+    id {serial},
+    run_id TEXT NOT NULL,
+    turn_key TEXT NOT NULL,
+    start_no INTEGER NOT NULL,
+    event TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS durable_events_run ON durable_events (run_id, id);
+ALTER TABLE durable_turns ADD COLUMN worker TEXT
+"""
+
+MIGRATIONS: Final[tuple[str, ...]] = (_V1, _V2, _V3, _V4, _TRACE_HEADS, _DURABLE_WORKER)
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Final
 
@@ -32,6 +34,7 @@ __all__ = ["OtelSink"]
 
 _SCOPE: Final = "seamline"
 _DEFAULT_TIMEOUT_S: Final = 3.0
+_CLOSE_SLACK_S: Final = 1.0  # beyond the export timeout, what close waits for a flush that overruns it
 _KINDS: Final = {"internal": SpanKind.INTERNAL, "client": SpanKind.CLIENT}
 _TOKEN_BUCKETS: Final = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864)
 _DURATION_BUCKETS: Final = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92)
@@ -74,6 +77,13 @@ class _Noting(SpanExporter):
         return self.inner.force_flush(timeout_millis)
 
 
+def _quietly(flush: Callable[[], object]) -> None:
+    try:
+        flush()
+    except Exception:
+        logging.getLogger(__name__).debug("telemetry flush failed", exc_info=True)
+
+
 class OtelSink:
     """Sends finished spans (and their metrics) through an OpenTelemetry SDK pipeline.
 
@@ -88,8 +98,10 @@ class OtelSink:
         metric_reader: MetricReader | None = None,
         batch: bool = True,
         notice: Callable[[str], None] | None = None,
+        timeout_s: float = _DEFAULT_TIMEOUT_S,
     ) -> None:
         self._notice = notice
+        self._timeout_s = timeout_s
         self._exporter = _Noting(span_exporter)
         resource = Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME", "seamline")})
         self._ids = _FixedIds()
@@ -137,7 +149,7 @@ class OtelSink:
             reader = PeriodicExportingMetricReader(
                 OTLPMetricExporter(timeout=timeout), export_interval_millis=60_000, export_timeout_millis=timeout * 1000
             )
-        return cls(OTLPSpanExporter(timeout=timeout), metric_reader=reader, notice=notice)
+        return cls(OTLPSpanExporter(timeout=timeout), metric_reader=reader, notice=notice, timeout_s=timeout)
 
     def emit(self, spans: Iterable[SpanRecord]) -> None:
         """Start and end each span at its recorded times, with its derived ids."""
@@ -185,15 +197,22 @@ class OtelSink:
             if isinstance(value, int):
                 self._tokens.record(value, {**common, "gen_ai.token.type": token_type})
 
-    def close(self) -> None:
-        """Flush what is pending and stop; safe to call twice."""
-        try:
-            self.tracer_provider.shutdown()  # exports what is pending
-            if self.meter_provider is not None:
-                self.meter_provider.shutdown()  # collects and exports once more
-                self.meter_provider = None
-        except Exception:
-            logging.getLogger(__name__).debug("telemetry flush failed", exc_info=True)
-        if self._exporter.failed and self._notice is not None:
-            self._notice(f"could not send {self._exporter.failed} span(s); the run itself is not affected")
-            self._exporter.failed = 0
+    def close(self) -> int:
+        """Flush what is pending and stop; safe to call twice. Returns how many spans could
+        not be sent (``notice`` hears it too).
+
+        Spans and metrics are flushed at once, each in its own thread, so a collector that
+        is down (or accepts and never answers) costs one export timeout, not one per signal."""
+        meter_provider, self.meter_provider = self.meter_provider, None
+        flushes = [threading.Thread(target=_quietly, args=(self.tracer_provider.shutdown,), daemon=True)]
+        if meter_provider is not None:
+            flushes.append(threading.Thread(target=_quietly, args=(meter_provider.shutdown,), daemon=True))
+        for flush in flushes:
+            flush.start()
+        deadline = time.monotonic() + self._timeout_s + _CLOSE_SLACK_S
+        for flush in flushes:
+            flush.join(max(deadline - time.monotonic(), 0.0))
+        failed, self._exporter.failed = self._exporter.failed, 0
+        if failed and self._notice is not None:
+            self._notice(f"could not send {failed} span(s); the run itself is not affected")
+        return failed

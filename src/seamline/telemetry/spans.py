@@ -8,12 +8,17 @@ it runs or afterwards from its trace.
 
 The shape follows the OpenTelemetry GenAI semantic conventions:
 
-- a pipeline run is ``invoke_agent {pipeline}`` (``gen_ai.operation.name`` =
-  ``invoke_workflow``), the root;
-- each turn (a role's turn in a pipeline, or a plain ``seamline run``) is
-  ``invoke_agent {provider}``: CLIENT for out-of-process agents, INTERNAL for seamline's loop;
-- each model call (one ``usage`` event) is ``chat {model}``;
+- a pipeline run is ``invoke_workflow {pipeline}`` (``gen_ai.workflow.name``), the root;
+- each turn is ``invoke_agent {gen_ai.agent.name}``: the role's name in a pipeline, the
+  provider's for a plain ``seamline run``; CLIENT for out-of-process agents, INTERNAL for
+  seamline's loop. The roles of a parallel phase run at once: their records interleave, so
+  every open turn is kept by its (phase, role, round, attempt), and its tool calls by
+  that turn and their call id;
+- each model call (one ``usage`` event, or one ``error``: a failed call) is ``chat {model}``;
 - each tool call is ``execute_tool {tool}``, from its ``tool_call`` to its ``tool_result``.
+
+Every span has ``gen_ai.provider.name`` (``seamline`` for the workflow and for roles that
+seamline decides itself, such as the citation reviewer).
 
 Each span also carries OpenInference's ``openinference.span.kind`` (CHAIN for the pipeline,
 AGENT for a turn, LLM for a model call, TOOL for a tool call), so Phoenix shows the kinds.
@@ -26,6 +31,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, TypeAlias
+from urllib.parse import urlsplit
 
 __all__ = [
     "CAPTURE_CONTENT_ENV",
@@ -37,7 +43,7 @@ __all__ = [
     "trace_id_of",
 ]
 
-AttributeValue: TypeAlias = str | int | float | bool
+AttributeValue: TypeAlias = str | int | float | bool | tuple[str, ...]
 SpanKind: TypeAlias = Literal["internal", "client"]
 
 CAPTURE_CONTENT_ENV: Final = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
@@ -53,6 +59,24 @@ _OPENINFERENCE_KINDS: Final = {
 _OUT_OF_PROCESS: Final = frozenset({"claude-code", "codex", "gemini-cli", "acp", "opencode"})
 # Providers whose "model" runs inside seamline: their model calls are INTERNAL.
 _EMBEDDED: Final = frozenset({"offline", "scripted"})
+# Providers whose usage id is the vendor's response id (``gen_ai.response.id``).
+_RESPONSE_IDS: Final = frozenset({"openai", "anthropic"})
+# What seamline runs itself: the workflow, and roles decided without a model.
+_SELF: Final = "seamline"
+# A turn's stop reason as an OpenTelemetry GenAI finish reason.
+_FINISH_REASONS: Final = {
+    "end_turn": "stop",
+    "stop": "stop",
+    "completed": "stop",
+    "max_tokens": "length",
+    "length": "length",
+    "content_filter": "content_filter",
+    "refusal": "content_filter",
+    "tool_use": "tool_call",
+    "error": "error",
+}
+
+TurnKey: TypeAlias = tuple[Any, ...] | None
 
 
 def capture_content_from_env() -> bool:
@@ -100,6 +124,9 @@ class _Open:
     priced: bool | None = None
     chat_start: float = 0.0
     text: str = ""
+    prompt: str | None = None
+    calls_since_chat: int = 0
+    server: tuple[str, int | None] | None = None
 
 
 def _ns(at: float) -> int:
@@ -120,9 +147,9 @@ class SpanBuilder:
         self.run_id = run_id
         self.capture_content = capture_content
         self._root: _Open | None = None
-        self._turn: _Open | None = None
-        self._tools: dict[str, tuple[_Open, str]] = {}
-        self._prompt: str | None = None
+        self._turns: dict[TurnKey, _Open] = {}  # open turns by (phase, role, round, attempt); None: a plain run
+        self._tools: dict[tuple[TurnKey, str], tuple[_Open, str]] = {}
+        self._plain_prompt: str | None = None  # a plain run's prompt, recorded before its turn opens
         self._last_at = 0.0
 
     # -- records in, spans out ---------------------------------------------------------
@@ -131,52 +158,63 @@ class SpanBuilder:
         """Read one record; returns the spans it ended (children before parents)."""
         self._last_at = max(self._last_at, at)
         out: list[SpanRecord] = []
+        key = _turn_key(d)
+        turn: _Open | None
         if kind in ("header", "run_start"):
             run_id = o.get("run_id")
             if isinstance(run_id, str) and run_id and self.run_id is None:
                 self.run_id = run_id
             if kind == "run_start":
-                self._root = _Open(seq, at, None)
+                self._root = _Open(seq, at, None, provider=_SELF)
                 pipeline = str(d.get("pipeline") or "pipeline")
                 self._root.attributes.update(
                     {
                         "gen_ai.operation.name": "invoke_workflow",
-                        "gen_ai.agent.name": pipeline,
+                        "gen_ai.workflow.name": pipeline,
                         "seamline.pipeline": pipeline,
                     }
                 )
                 if self.run_id:
                     self._root.attributes["seamline.run_id"] = self.run_id
         elif kind == "role_start":
-            out += self._close_turn(at)
-            self._open_turn(seq, at)
-            assert self._turn is not None
-            self._turn.attributes["gen_ai.agent.name"] = str(d.get("role") or "")
-            for key in ("phase", "round", "attempt"):
-                if isinstance(d.get(key), str | int):
-                    self._turn.attributes[f"seamline.{key}"] = d[key]
+            out += self._close_turn(key, at)
+            turn = self._open_turn(key, seq, at)
+            turn.attributes["gen_ai.agent.name"] = str(d.get("role") or "")
+            for name in ("phase", "round", "attempt"):
+                if isinstance(d.get(name), str | int):
+                    turn.attributes[f"seamline.{name}"] = d[name]
         elif kind == "prompt":
-            self._prompt = d.get("prompt") if isinstance(d.get("prompt"), str) else None
-            provider = d.get("provider")
-            if self._turn is not None and isinstance(provider, dict) and isinstance(provider.get("model"), str):
-                self._turn.model = self._turn.model or provider["model"]
+            turn = self._turns.get(key)
+            if turn is not None:
+                turn.prompt = d.get("prompt") if isinstance(d.get("prompt"), str) else None
+                provider = d.get("provider")
+                if isinstance(provider, dict):
+                    if isinstance(provider.get("model"), str):
+                        turn.model = turn.model or provider["model"]
+                    if isinstance(provider.get("provider"), str):
+                        turn.provider = turn.provider or provider["provider"]
+                    turn.server = _server_of(provider.get("options"))
+            elif key is None:  # a plain run's prompt comes before its session
+                self._plain_prompt = d.get("prompt") if isinstance(d.get("prompt"), str) else None
         elif kind == "role_end":
-            if self._turn is not None:
-                if not self._turn.usage and isinstance(d.get("usage"), dict):
-                    self._add_usage(self._turn, d["usage"])
+            turn = self._turns.get(key)
+            if turn is not None:
+                if not turn.usage and isinstance(d.get("usage"), dict):
+                    self._add_usage(turn, d["usage"])
                 failure = d.get("failure")
                 if isinstance(failure, dict) and failure.get("kind"):
-                    self._turn.error_type = str(failure["kind"])  # the role's classified failure wins
-                elif d.get("status") not in (None, "ok") and self._turn.error_type is None:
-                    self._turn.error_type = str(d.get("status"))
-            out += self._close_turn(at)
+                    turn.error_type = str(failure["kind"])  # the role's classified failure wins
+                elif d.get("status") not in (None, "ok") and turn.error_type is None:
+                    turn.error_type = str(d.get("status"))
+            out += self._close_turn(key, at)
         elif kind == "run_end":
-            out += self._close_turn(at)
+            for open_key in list(self._turns):
+                out += self._close_turn(open_key, at)
             out += self._close_root(at, d)
         elif kind == "event":
             event = d.get("event")
             if isinstance(event, dict):
-                out += self._event(seq, at, event, o)
+                out += self._event(key, seq, at, event, o)
         return out
 
     def finish(self) -> list[SpanRecord]:
@@ -184,7 +222,8 @@ class SpanBuilder:
         out: list[SpanRecord] = []
         for opened, _ in list(self._tools.values()):
             opened.error_type = opened.error_type or "incomplete"
-        out += self._close_turn(self._last_at, incomplete=True)
+        for key in sorted(self._turns, key=lambda k: self._turns[k].seq):
+            out += self._close_turn(key, self._last_at, incomplete=True)
         if self._root is not None:
             self._root.error_type = self._root.error_type or "incomplete"
             out += self._close_root(self._last_at, {})
@@ -192,16 +231,16 @@ class SpanBuilder:
 
     # -- events inside a turn ----------------------------------------------------------
 
-    def _event(self, seq: int, at: float, event: dict[str, Any], o: dict[str, Any]) -> list[SpanRecord]:
+    def _event(self, key: TurnKey, seq: int, at: float, event: dict[str, Any], o: dict[str, Any]) -> list[SpanRecord]:
         kind = event.get("type")
         out: list[SpanRecord] = []
+        turn: _Open | None
         if kind == "session":
-            if self._turn is None:
-                self._open_turn(seq, at)
-            turn = self._turn
-            assert turn is not None
+            turn = self._turns.get(key) or self._open_turn(key, seq, at)
             turn.provider = str(event.get("provider") or "") or turn.provider
             turn.model = event.get("model") or turn.model
+            if key is None and "gen_ai.agent.name" not in turn.attributes and turn.provider:
+                turn.attributes["gen_ai.agent.name"] = turn.provider  # a plain run: the provider's agent
             session_id = o.get("session_id") or event.get("session_id")
             if self.run_id is None and isinstance(session_id, str):
                 self.run_id = session_id  # a plain run: its session names it
@@ -211,12 +250,13 @@ class SpanBuilder:
             if isinstance(provider_session, str):
                 turn.attributes["seamline.provider_session_id"] = provider_session
             return out
-        turn = self._turn
+        turn = self._turns.get(key)
         if turn is None:
             return out
         if kind == "tool_call":
             call_id = str(event.get("call_id") or seq)
             tool = _Open(seq, at, turn)
+            tool.attributes.update(self._provider_attributes(turn))
             tool.attributes.update(
                 {
                     "gen_ai.operation.name": "execute_tool",
@@ -228,10 +268,11 @@ class SpanBuilder:
             )
             if self.capture_content:
                 tool.attributes["gen_ai.tool.call.arguments"] = json.dumps(event.get("arguments"), sort_keys=True)
-            self._tools[call_id] = (tool, str(event.get("name") or ""))
+            self._tools[(key, call_id)] = (tool, str(event.get("name") or ""))
+            turn.calls_since_chat += 1
         elif kind == "tool_result":
             call_id = str(event.get("call_id") or "")
-            found = self._tools.pop(call_id, None)
+            found = self._tools.pop((key, call_id), None)
             if found is not None:
                 tool, name = found
                 if event.get("is_error"):
@@ -241,30 +282,42 @@ class SpanBuilder:
                 out.append(self._span(tool, f"execute_tool {name}", "internal", at))
             turn.chat_start = at
         elif kind == "usage":
-            out.append(self._chat(seq, at, event, o))
+            out.append(self._chat(turn, seq, at, event, o))
             turn.chat_start = at
         elif kind == "error":
-            turn.error_type = str(event.get("kind") or "provider")
+            error_type = str(event.get("kind") or "provider")
+            turn.error_type = error_type
+            out.append(self._chat(turn, seq, at, {}, o, error_type=error_type))  # the failed model call
+            turn.chat_start = at
         elif kind == "text":
             turn.text = str(event.get("text") or "")
         elif kind == "complete":
             turn.text = str(event.get("text") or "") or turn.text
             outcome = str(event.get("outcome") or "")
+            stop_reason = str(event.get("stop_reason") or "")
             turn.attributes["seamline.outcome"] = outcome
-            turn.attributes["seamline.stop_reason"] = str(event.get("stop_reason") or "")
+            turn.attributes["seamline.stop_reason"] = stop_reason
+            turn.attributes["gen_ai.response.finish_reasons"] = (_finish_reason(stop_reason),)
             if outcome == "completed":
                 turn.error_type = None  # an error the provider retried past is not the turn's
             elif outcome in ("failed", "budget") and turn.error_type is None:
                 turn.error_type = "budget" if outcome == "budget" else "provider"
             if self._root is None:  # a plain run: the turn ends with its complete
-                out += self._close_turn(at)
+                out += self._close_turn(key, at)
         return out
 
-    def _chat(self, seq: int, at: float, event: dict[str, Any], o: dict[str, Any]) -> SpanRecord:
-        turn = self._turn
-        assert turn is not None
+    def _chat(
+        self,
+        turn: _Open,
+        seq: int,
+        at: float,
+        event: dict[str, Any],
+        o: dict[str, Any],
+        *,
+        error_type: str | None = None,
+    ) -> SpanRecord:
         model = str(event.get("model") or turn.model or "")
-        chat = _Open(seq, turn.chat_start or turn.start, turn)
+        chat = _Open(seq, turn.chat_start or turn.start, turn, error_type=error_type)
         chat.attributes.update(self._provider_attributes(turn))
         chat.attributes["gen_ai.operation.name"] = "chat"
         if model:
@@ -272,44 +325,59 @@ class SpanBuilder:
         usage_id = o.get("usage_id") or event.get("usage_id")
         if isinstance(usage_id, str):
             chat.attributes["seamline.usage_id"] = usage_id
-        self._add_usage(chat, event)
-        self._usage_attributes(chat)
-        self._add_usage(turn, event)
+            if turn.provider in _RESPONSE_IDS:
+                chat.attributes["gen_ai.response.id"] = usage_id
+        if turn.calls_since_chat:
+            chat.attributes["gen_ai.response.finish_reasons"] = ("tool_call",)
+        elif error_type is not None:
+            chat.attributes["gen_ai.response.finish_reasons"] = ("error",)
+        turn.calls_since_chat = 0
+        if error_type is None:
+            self._add_usage(chat, event)
+            self._usage_attributes(chat)
+            self._add_usage(turn, event)
         kind: SpanKind = "internal" if turn.provider in _EMBEDDED else "client"
         return self._span(chat, f"chat {turn.model or model}".rstrip(), kind, at)
 
     # -- opening and closing -----------------------------------------------------------
 
-    def _open_turn(self, seq: int, at: float) -> None:
-        self._turn = _Open(seq, at, self._root, chat_start=at)
-        self._turn.attributes["gen_ai.operation.name"] = "invoke_agent"
+    def _open_turn(self, key: TurnKey, seq: int, at: float) -> _Open:
+        turn = _Open(seq, at, self._root, chat_start=at)
+        turn.attributes["gen_ai.operation.name"] = "invoke_agent"
+        if key is None:
+            turn.prompt = self._plain_prompt
+        self._turns[key] = turn
+        return turn
 
-    def _close_turn(self, at: float, *, incomplete: bool = False) -> list[SpanRecord]:
-        turn = self._turn
+    def _close_turn(self, key: TurnKey, at: float, *, incomplete: bool = False) -> list[SpanRecord]:
+        turn = self._turns.pop(key, None)
         if turn is None:
             return []
-        self._turn = None
         out: list[SpanRecord] = []
-        for call_id, (tool, name) in sorted(self._tools.items(), key=lambda item: item[1][0].seq):
+        mine = sorted((k for k in self._tools if k[0] == key), key=lambda k: self._tools[k][0].seq)
+        for tool_key in mine:
+            tool, name = self._tools.pop(tool_key)
             tool.error_type = tool.error_type or "incomplete"
             out.append(self._span(tool, f"execute_tool {name}", "internal", at))
-            del self._tools[call_id]
         if incomplete:
             turn.error_type = turn.error_type or "incomplete"
+        turn.provider = turn.provider or _SELF  # a role seamline decides itself
         turn.attributes.update(self._provider_attributes(turn))
         self._usage_attributes(turn)
         if self.capture_content:
-            if self._prompt is not None:
-                turn.attributes["gen_ai.input.messages"] = _messages("user", self._prompt)
+            if turn.prompt is not None:
+                turn.attributes["gen_ai.input.messages"] = _messages("user", turn.prompt)
             if turn.text:
-                turn.attributes["gen_ai.output.messages"] = _messages("assistant", turn.text)
+                reasons = turn.attributes.get("gen_ai.response.finish_reasons")
+                finish = reasons[0] if isinstance(reasons, tuple) and reasons else None
+                turn.attributes["gen_ai.output.messages"] = _messages("assistant", turn.text, finish_reason=finish)
         if self._root is not None and turn.usage:
             self._add_usage(self._root, turn.usage, cost=turn.cost, priced=turn.priced)
         if self._root is not None and turn.error_type and self._root.error_type is None:
             self._root.error_type = turn.error_type
-        name = turn.provider or str(turn.attributes.get("gen_ai.agent.name") or "agent")
+        name = str(turn.attributes.get("gen_ai.agent.name") or turn.provider or "")
         kind: SpanKind = "client" if turn.provider in _OUT_OF_PROCESS else "internal"
-        out.append(self._span(turn, f"invoke_agent {name}", kind, at))
+        out.append(self._span(turn, f"invoke_agent {name}".rstrip(), kind, at))
         return out
 
     def _close_root(self, at: float, d: dict[str, Any]) -> list[SpanRecord]:
@@ -327,9 +395,10 @@ class SpanBuilder:
                 root.error_type = "budget"
             elif outcome != "aborted":
                 root.error_type = root.error_type or str(d.get("stop_reason") or outcome)
+        root.attributes.update(self._provider_attributes(root))
         self._usage_attributes(root)
-        name = str(root.attributes.get("gen_ai.agent.name") or "pipeline")
-        return [self._span(root, f"invoke_agent {name}", "internal", at)]
+        name = str(root.attributes.get("gen_ai.workflow.name") or "pipeline")
+        return [self._span(root, f"invoke_workflow {name}", "internal", at)]
 
     def _span(self, opened: _Open, name: str, kind: SpanKind, end: float) -> SpanRecord:
         run_id = self.run_id or "run"
@@ -363,6 +432,10 @@ class SpanBuilder:
         conversation = turn.attributes.get("gen_ai.conversation.id")
         if conversation is not None:
             attributes["gen_ai.conversation.id"] = conversation
+        if turn.server is not None:
+            attributes["server.address"] = turn.server[0]
+            if turn.server[1] is not None:
+                attributes["server.port"] = turn.server[1]
         return attributes
 
     @staticmethod
@@ -397,5 +470,35 @@ class SpanBuilder:
             target.attributes["seamline.priced"] = target.priced
 
 
-def _messages(role: str, text: str) -> str:
-    return json.dumps([{"role": role, "parts": [{"type": "text", "content": text}]}])
+def _messages(role: str, text: str, *, finish_reason: str | None = None) -> str:
+    message: dict[str, Any] = {"role": role, "parts": [{"type": "text", "content": text}]}
+    if finish_reason is not None:
+        message["finish_reason"] = finish_reason
+    return json.dumps([message])
+
+
+def _finish_reason(stop_reason: str) -> str:
+    return _FINISH_REASONS.get(stop_reason, stop_reason or "stop")
+
+
+def _turn_key(d: dict[str, Any]) -> TurnKey:
+    """Which turn a record belongs to: a pipeline role's (phase, role, round, attempt), or
+    None for a plain run's records (and the controller's own)."""
+    if "role" not in d:
+        return None
+    return (d.get("phase"), d.get("role"), d.get("round"), d.get("attempt"))
+
+
+def _server_of(options: Any) -> tuple[str, int | None] | None:
+    """``server.address`` and ``server.port`` of a provider's ``base_url`` option, if any."""
+    url = options.get("base_url") if isinstance(options, dict) else None
+    if not isinstance(url, str) or "://" not in url:
+        return None
+    parts = urlsplit(url)
+    if not parts.hostname:
+        return None
+    try:
+        port = parts.port or {"https": 443, "http": 80}.get(parts.scheme)
+    except ValueError:
+        port = None
+    return parts.hostname, port
