@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -57,6 +58,32 @@ def _cell(metric: dict[str, Any], target: str) -> str:
     return text
 
 
+_GOAL = re.compile(r"^\s*(≤|<|≥|>)\s*(⅓ of floor|[\d,.]+)\s*(\S*)")
+_SCALE = {"µs": 1e-6, "ms": 1e-3, "s": 1.0, "KB": 1.0, "MB": 1024.0}
+
+
+def goal_met(metric: dict[str, Any]) -> bool | None:
+    """Whether seamline's figure meets the metric's goal (``≤ 50 µs``, ``≥ ⅓ of floor``…);
+    None when there is no goal, no figure, or the goal cannot be read."""
+    match = _GOAL.match(metric.get("goal") or "")
+    cell = metric["cells"].get("seamline")
+    if match is None or cell is None or cell.get("status") != "ok":
+        return None
+    op, amount, unit = match.groups()
+    value = float(cell["value"])
+    if amount == "⅓ of floor":
+        floor = metric["cells"].get("floor")
+        if floor is None or floor.get("status") != "ok":
+            return None
+        bound = float(floor["value"]) / 3
+    else:
+        bound = float(amount.replace(",", ""))
+        here, wanted = _SCALE.get(metric["unit"]), _SCALE.get(unit)
+        if unit and here and wanted:
+            bound = bound * wanted / here  # the goal in the figure's own unit
+    return {"≤": value <= bound, "<": value < bound, "≥": value >= bound, ">": value > bound}[op]
+
+
 def side_by_side(results: dict[str, Any]) -> list[dict[str, Any]]:
     return [m for r in results.values() if isinstance(r, dict) for m in r.get("metrics", [])]
 
@@ -72,7 +99,10 @@ def render_table(report: dict[str, Any]) -> str:
     ]
     for m in metrics:
         arrow = "↓" if m["better"] == "lower" else "↑"
-        row = [m["label"], f"{m['unit']} {arrow}", m.get("goal") or ""] + [_cell(m, c) for c in present]
+        goal = m.get("goal") or ""
+        if goal and goal_met(m) is False:
+            goal += " — **missed**"
+        row = [m["label"], f"{m['unit']} {arrow}", goal] + [_cell(m, c) for c in present]
         lines.append("| " + " | ".join(row) + " |")
     notes = sorted({r["note"] for r in results.values() if isinstance(r, dict) and r.get("note")})
     bullets = [f"- {m['label']}: {m['note']}" for m in metrics if m.get("note")]

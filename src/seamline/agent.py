@@ -73,9 +73,10 @@ class Agent:
     ``provider`` is a provider's name (with ``model`` and string ``options``, as on the
     CLI), typed settings such as :class:`~seamline.providers.settings.OpenAISettings`, or a
     provider object. ``instructions`` are the system prompt; the store keeps them, so a
-    resumed or forked session has them too. ``tools`` are the only tools offered unless
-    ``workspace_tools=True`` adds the workspace's (read, write, shell) or ``sandbox`` asks
-    for them isolated (``"auto"``, ``"bwrap"``, ``"container"`` or an open sandbox; as with
+    resumed or forked session has them too. ``tools`` are offered; a ``workspace`` given
+    adds the workspace's read tools (read_file, list_dir, grep), as ``seamline run
+    --workspace`` does; ``workspace_tools=True`` adds all of them (read, write, shell),
+    ``workspace_tools=False`` none, and ``sandbox`` asks for all of them isolated (``"auto"``, ``"bwrap"``, ``"container"`` or an open sandbox; as with
     ``seamline run --sandbox``, isolated write and shell tools need no ``yes``).
     ``budget_usd`` caps each turn's cost; ``store`` is an open store, a path or a
     ``postgresql://`` URL, or ``None`` for no record.
@@ -89,8 +90,8 @@ class Agent:
         options: dict[str, str] | None = None,
         instructions: str | None = None,
         tools: Sequence[Tool] | Toolset = (),
-        workspace: str | os.PathLike[str] = ".",
-        workspace_tools: bool = False,
+        workspace: str | os.PathLike[str] | None = None,
+        workspace_tools: bool | None = None,
         sandbox: SandboxMode | Sandbox | None = None,
         budget_usd: float | None = None,
         store: StoreCore | str | os.PathLike[str] | None = None,
@@ -110,8 +111,10 @@ class Agent:
         self.options = dict(options or {})
         self.instructions = instructions
         self.tools: tuple[Tool, ...] = tuple(tools)
-        self.workspace = Path(workspace)
-        self.workspace_tools = workspace_tools or sandbox is not None
+        self.workspace = Path(workspace if workspace is not None else ".")
+        self.workspace_tools = bool(workspace_tools) or sandbox is not None
+        # A workspace named means its read tools are wanted, unless told otherwise.
+        self.workspace_read_tools = workspace_tools is None and workspace is not None
         self.sandbox = sandbox
         self.budget_usd = budget_usd
         self.store = store
@@ -133,7 +136,10 @@ class Agent:
     def _toolset(self) -> Toolset:
         ws = workspace_room.Workspace(self.workspace)
         if not self.workspace_tools:
-            return Toolset(self.tools, workspace=ws)
+            if not self.workspace_read_tools:
+                return Toolset(self.tools, workspace=ws)
+            readers = [t for t in workspace_room.workspace_tools(ws) if t.tool_class == "read"]
+            return Toolset([*readers, *self.tools], workspace=ws)
         found = workspace_room.workspace_tools(ws, sandbox=self._sandbox(ws))
         for extra in self.tools:
             found.add(extra)

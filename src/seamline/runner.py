@@ -15,7 +15,6 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Final
-from urllib.parse import urlsplit, urlunsplit
 
 from seamline.errors import InvalidRequest
 from seamline.events import Complete, Event, Outcome, Usage
@@ -25,6 +24,7 @@ from seamline.loop.observers import Observer
 from seamline.providers.base import Provider, ProviderSession
 from seamline.providers.registry import create_provider
 from seamline.providers.settings import ProviderSettings
+from seamline.redact import redact_url
 from seamline.sessions.store import StoreCore, open_store
 from seamline.stages.builder import AgentBuilder, AgentProfile
 from seamline.tools.approval import Approval
@@ -237,14 +237,7 @@ def public_options(provider: Provider) -> dict[str, str]:
 
 
 def _without_password(value: str) -> str:
-    if "://" not in value or "@" not in value:
-        return value
-    parts = urlsplit(value)
-    if parts.password is None:
-        return value
-    host = parts.hostname or ""
-    netloc = f"{parts.username}@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc))
+    return redact_url(value)
 
 
 def session_run_options(

@@ -60,12 +60,27 @@ def _system(request: ModelRequest) -> list[str]:
 
 def test_run_sync_gives_the_instructions_and_only_the_tools_asked_for(tmp_path: Path) -> None:
     recorder = Recorder()
-    agent = seamline.Agent(provider=recorder, instructions="Be brief.", tools=[add], workspace=tmp_path)
+    agent = seamline.Agent(
+        provider=recorder, instructions="Be brief.", tools=[add], workspace=tmp_path, workspace_tools=False
+    )
     result = agent.run_sync("hi")
     assert result.outcome == "completed" and result.text == "turn 1"
     (request,) = recorder.requests
     assert _system(request) == ["Be brief."]
-    assert [spec.name for spec in request.tools] == ["add"]  # no workspace tools unless asked
+    assert [spec.name for spec in request.tools] == ["add"]  # workspace_tools=False: none of the workspace's
+
+
+def test_a_workspace_given_offers_its_read_tools_only(tmp_path: Path) -> None:
+    recorder = Recorder()
+    seamline.Agent(provider=recorder, tools=[add], workspace=tmp_path).run_sync("hi")
+    names = sorted(spec.name for spec in recorder.requests[0].tools)
+    assert names == ["add", "grep", "list_dir", "read_file"]  # no write or shell tool without asking
+
+
+def test_no_workspace_given_offers_only_the_tools_given() -> None:
+    recorder = Recorder()
+    seamline.Agent(provider=recorder, tools=[add]).run_sync("hi")
+    assert [spec.name for spec in recorder.requests[0].tools] == ["add"]
 
 
 def test_workspace_tools_are_offered_when_asked(tmp_path: Path) -> None:

@@ -127,3 +127,30 @@ def test_quick_mode_without_the_peer_environment_says_so(monkeypatch: pytest.Mon
     targets, note = launch.targets()
     assert targets == ["floor", "seamline", "seamline_nostore"]
     assert note is not None and "bench/setup-peers.sh" in note
+
+
+def _metric(goal: str, unit: str, seamline: float, floor: float = 1.0, better: str = "lower") -> dict[str, object]:
+    cells = {"floor": {"status": "ok", "value": floor}, "seamline": {"status": "ok", "value": seamline}}
+    return {"label": "x", "unit": unit, "better": better, "goal": goal, "cells": cells}
+
+
+@pytest.mark.parametrize(
+    ("metric", "met"),
+    [
+        (_metric("≤ 50 µs", "µs", 97.1), False),
+        (_metric("≤ 50 µs", "µs", 12.0), True),
+        (_metric("≥ ⅓ of floor", "calls/s", 5_505, floor=76_311, better="higher"), False),
+        (_metric("≥ ⅓ of floor", "calls/s", 8_961, floor=18_784, better="higher"), True),
+        (_metric("< 100 ms", "ms", 26.7), True),
+        (_metric("≥ 500,000/s", "deltas/s", 2_213_419, better="higher"), True),
+        (_metric("", "ms", 1.0), None),
+    ],
+)
+def test_goals_are_checked_against_seamlines_figure(metric: dict[str, object], met: bool | None) -> None:
+    assert report.goal_met(metric) is met
+
+
+def test_the_table_says_missed_beside_a_missed_goal() -> None:
+    results = {"w1": {"metrics": [_metric("≤ 50 µs", "µs", 97.1)]}, "w3": {"metrics": [_metric("≤ 50 µs", "µs", 3.0)]}}
+    rows = report.render_table({"results": results}).splitlines()[2:4]
+    assert "missed" in rows[0] and "missed" not in rows[1]

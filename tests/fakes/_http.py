@@ -21,8 +21,9 @@ Script entries are plain dicts (so a JSON file can hold them). Keys shared by bo
   model the server says answered; default the one requested), ``stop_reason``.
 - ``error_after``: N: after N frames an in-stream error frame (``error_type``, ``message``).
 - ``cut_after``: N: after N frames the stream stops without its final frame; ``cut``:
-  ``"abrupt"`` (the connection drops mid-body, the default) or ``"clean"`` (the body ends
-  properly, only the final frames are missing).
+  ``"abrupt"`` (the connection drops mid-body, the default), ``"clean"`` (the body ends
+  properly, only the final frames are missing) or ``"stall"`` (the connection stays open and
+  silent until the fake stops, as a stuck endpoint does).
 
 A request that no entry matches gets the ``fallback`` entry when one is set, else a 500
 whose message says the script is exhausted (so a test that sends one call too many fails
@@ -193,6 +194,9 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             self.wfile.write(b"%x\r\n%s\r\n" % (len(frame), frame))
             self.wfile.flush()
+        if reply.cut_after is not None and reply.cut == "stall":
+            api._stopping.wait()
+            return
         if reply.cut_after is not None and reply.cut == "abrupt":
             # Drop the connection mid-body: no terminating chunk, as a dying proxy would.
             self.close_connection = True

@@ -125,3 +125,19 @@ def test_trace_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     bad.write_text("hello\n")
     assert main(["trace", "replay", "--file", str(bad)]) == 1
     assert "not a trace record" in capsys.readouterr().err
+
+
+def test_a_failed_pipeline_says_why_and_trace_show_too(
+    tmp_path: Path, seamline_cmd: list[str], cli_env: dict[str, str]
+) -> None:
+    env = {k: v for k, v in cli_env.items() if k not in ("ANTHROPIC_API_KEY", "SEAMLINE_BLOCK_REAL_PROVIDERS")}
+    done = cli(seamline_cmd, env, "run", "--pipeline", "answer-review", "--provider", "anthropic", "How?")
+    assert done.returncode == EXIT_CODES["failed"]
+    lines = done.stderr.splitlines()
+    assert any("writer failed (auth)" in line and "ANTHROPIC_API_KEY" in line for line in lines), done.stderr
+    assert "Traceback" not in done.stderr
+    run_id = lines[-1].split("· run ")[1].split()[0]
+    shown = cli(seamline_cmd, env, "trace", "show", run_id)
+    assert "why" in shown.stdout and "ANTHROPIC_API_KEY" in shown.stdout
+    as_json = json.loads(cli(seamline_cmd, env, "trace", "show", run_id, "--json").stdout)
+    assert "auth" in as_json["detail"]

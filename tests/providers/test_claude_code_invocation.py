@@ -26,6 +26,12 @@ def session_of(provider: ClaudeCodeProvider, tmp_path: Path) -> ProviderSession:
     return ProviderSession(provider=provider, session_id="0" * 32, workspace=tmp_path, store=None, tools=None)  # type: ignore[arg-type]
 
 
+@pytest.fixture(autouse=True)
+def credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The stand-in CLIs need no key, but a session checks for one before it starts."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+
+
 def stand_in(tmp_path: Path, body: str, name: str = "claude") -> Path:
     """An executable that plays a CLI: a Python script."""
     path = tmp_path / "bin" / name
@@ -109,6 +115,7 @@ def test_preflight_version_range_and_credentials(tmp_path: Path, monkeypatch: py
 
 def test_missing_executable_option_fails_the_turn_with_the_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("SEAMLINE_BLOCK_REAL_PROVIDERS")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")  # credentials are checked first, at open
     provider = ClaudeCodeProvider(options={"executable": str(tmp_path / "nope")})
 
     async def go() -> list[object]:

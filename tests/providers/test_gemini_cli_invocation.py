@@ -19,6 +19,12 @@ from seamline.providers.gemini_cli import GeminiCliProvider
 from seamline.transport.subprocess import group_members
 
 
+@pytest.fixture(autouse=True)
+def credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The stand-in CLIs need no key, but a session checks for one before it starts."""
+    monkeypatch.setenv("GEMINI_API_KEY", "test-key")
+
+
 def session_of(provider: GeminiCliProvider, tmp_path: Path) -> ProviderSession:
     return ProviderSession(provider=provider, session_id="0" * 32, workspace=tmp_path, store=None, tools=None)  # type: ignore[arg-type]
 

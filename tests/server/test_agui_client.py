@@ -16,6 +16,7 @@ import pytest
 pytest.importorskip("ag_ui")
 pytest.importorskip("uvicorn")
 
+from seamline.server.agents_file import AgentSpec
 from tests.server.harness import TOOL_TURN, Served, serve, sse_frames
 
 pytestmark = pytest.mark.real
@@ -292,14 +293,17 @@ def test_verify_events_accepts_a_run_stream_with_a_permission_answered_over_http
 def test_http_agent_on_a_yes_thread_gets_no_interrupt(tmp_path: Path) -> None:
     # With yes, the write is allowed unasked: the run's permission_request is decided at
     # once, so it is no interrupt (one would name a request nothing waits on).
-    with serve(tmp_path) as served:
-        props = seamline(served, "turn", TOOL_TURN, yes=True)
+    # A client may not ask for yes itself: the operator declares an agent that has it.
+    script = tmp_path / "turn.json"
+    script.write_text(json.dumps(TOOL_TURN))
+    agents = {"trusted": AgentSpec(name="trusted", provider="scripted", yes=True, options={"script": str(script)})}
+    with serve(tmp_path, agents=agents) as served:
         answer = drive(
             {
                 "mode": "run",
-                "url": f"{served.base}/v1/agui",
+                "url": f"{served.base}/v1/agents/trusted/agui",
                 "threadId": "thread-6",
-                "steps": [{"message": "write hello.txt", "forwardedProps": props}],
+                "steps": [{"message": "write hello.txt", "forwardedProps": {}}],
             }
         )
         (step,) = answer["steps"]
@@ -327,3 +331,30 @@ def test_runs_the_server_forgot_are_forgotten_by_their_threads(tmp_path: Path) -
         gone = client.post("/v1/agui", json=body("a"), headers={"Last-Event-ID": "0"})
         assert gone.status_code == 404 and "no run 'r'" in gone.json()["error"]["message"]
         assert _post(client, body("b"), last="0")
+
+
+def test_a_declared_agent_serves_its_own_agui_url(tmp_path: Path) -> None:
+    script = tmp_path / "helper.json"
+    script.write_text(json.dumps([{"text": "From the operator's agent."}]))
+    agents = {"helper": AgentSpec(name="helper", provider="scripted", options={"script": str(script)})}
+    body = {
+        "threadId": "thread-a",
+        "runId": "run-a",
+        "messages": [{"id": "u", "role": "user", "content": "hello"}],
+        "tools": [],
+        "context": [],
+        "state": {},
+        "forwardedProps": {},
+    }
+    with serve(tmp_path, agents=agents) as served, served.client() as client:
+        with client.stream("POST", "/v1/agents/helper/agui", json=body) as response:
+            assert response.status_code == 200, response.read()
+            session_id = response.headers["x-seamline-session-id"]
+            last = json.loads(list(sse_frames(response.iter_lines()))[-1]["data"])
+        assert last["type"] == "RUN_FINISHED" and last["result"] == "From the operator's agent."
+        record = client.get(f"/v1/sessions/{session_id}").json()
+        assert record["provider"] == "scripted" and record["metadata"]["agent"] == "helper"
+        unknown = client.post("/v1/agents/nope/agui", json=body)
+        assert unknown.status_code == 404 and "nope" in unknown.json()["error"]["message"]
+        props = {**body, "forwardedProps": {"seamline": {"provider": "offline"}}}
+        assert client.post("/v1/agents/helper/agui", json=props).status_code == 400  # the operator's choice

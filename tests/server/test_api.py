@@ -18,9 +18,12 @@ from ag_ui.core import Event as AgUiEvent
 from pydantic import TypeAdapter
 
 from seamline.events import decode_event
+from seamline.server.agents_file import AgentSpec
 from tests.server.harness import TOOL_TURN, Served, serve, sse_frames
 
 AGUI = TypeAdapter(AgUiEvent)
+# The operator's agent that lets clients pass "yes" (and pick a script).
+TRUSTED = {"trusted": AgentSpec(name="trusted", provider="scripted", yes=True, client_options=("script",))}
 
 
 def _session(served: Served, client: Any, script: list[dict[str, Any]], **body: Any) -> str:
@@ -178,7 +181,7 @@ def test_busy_session_rejects_or_enqueues(tmp_path: Path) -> None:
 
 def test_sessions_fork_transcript_and_delete(tmp_path: Path) -> None:
     with serve(tmp_path) as served, served.client() as client:
-        session_id = _session(served, client, [{"text": "one"}, {"text": "two"}], yes=True)
+        session_id = _session(served, client, [{"text": "one"}, {"text": "two"}])
         assert _wait_done(client, _run(client, session_id, "first"))["status"] == "completed"
         listed = client.get("/v1/sessions").json()["sessions"]
         row = next(s for s in listed if s["id"] == session_id)
@@ -215,13 +218,13 @@ def test_agui_interrupt_then_continue_with_last_event_id(tmp_path: Path) -> None
 
 
 def test_revert_undoes_a_sessions_edits(tmp_path: Path) -> None:
-    with serve(tmp_path) as served, served.client() as client:
+    with serve(tmp_path, agents=TRUSTED) as served, served.client() as client:
         (served.workspace / "keep.txt").write_text("before\n")
         script = [
             {"tool_calls": [{"name": "write_file", "arguments": {"path": "keep.txt", "content": "after\n"}}]},
             {"text": "changed"},
         ]
-        session_id = _session(served, client, script, yes=True)
+        session_id = _session(served, client, script, yes=True, agent="trusted")
         assert _wait_done(client, _run(client, session_id, "change it"))["status"] == "completed"
         assert (served.workspace / "keep.txt").read_text() == "after\n"
         reply = client.post(f"/v1/sessions/{session_id}/revert", json={})
@@ -287,8 +290,8 @@ def test_cancel_while_a_permission_waits_denies_it(tmp_path: Path) -> None:
 
 
 def test_yes_on_a_run_allows_its_tools_unasked(tmp_path: Path) -> None:
-    with serve(tmp_path) as served, served.client() as client:
-        session_id = _session(served, client, [*TOOL_TURN, {"text": "again"}])
+    with serve(tmp_path, agents=TRUSTED) as served, served.client() as client:
+        session_id = _session(served, client, [*TOOL_TURN, {"text": "again"}], agent="trusted")
         run_id = _run(client, session_id, yes=True)
         assert _wait_done(client, run_id)["status"] == "completed"
         events = [decode_event(f["data"]) for f in _read(client, run_id, fmt="seamline")]

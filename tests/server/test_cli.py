@@ -118,3 +118,42 @@ def test_sigterm_ends_open_streams_and_waiting_runs(
         assert kept.require(session_id).status == "aborted"
     finally:
         kept.close()
+
+
+def test_a_bad_allow_origin_is_a_usage_error(seamline_cmd: list[str], cli_env: dict[str, str]) -> None:
+    for bad in ("localhost:3000", "http://a.example/app"):
+        done = subprocess.run(
+            [*seamline_cmd, "serve", "--port", "0", "--allow-origin", bad],
+            env=cli_env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 2
+        assert done.stderr.startswith("seamline: --allow-origin ") and done.stderr.count("\n") == 1
+
+
+def test_serve_with_agents_and_an_allowed_origin(
+    tmp_path: Path, seamline_cmd: list[str], cli_env: dict[str, str]
+) -> None:
+    agents = tmp_path / "agents.toml"
+    agents.write_text(f'[agents.local]\nprovider = "offline"\nworkspaces = ["{tmp_path}"]\n')
+    command = [*seamline_cmd, "serve", "--port", "0", "--store", str(tmp_path / "s.db"), "--workspace", str(tmp_path)]
+    command += ["--agents", str(agents), "--allow-origin", "http://localhost:3000"]
+    proc = subprocess.Popen(command, env=cli_env, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        found = re.search(r"serving (http://127\.0\.0\.1:\d+)/", _line(proc, time.monotonic() + 60))
+        assert found
+        with httpx2.Client(base_url=found.group(1), timeout=20) as client:
+            assert [a["name"] for a in client.get("/v1/agents").json()["agents"]] == ["local"]
+            created = client.post("/v1/sessions", json={"agent": "local"}, headers={"origin": "http://localhost:3000"})
+            assert created.status_code == 201 and created.json()["metadata"]["agent"] == "local"
+            assert created.headers["access-control-allow-origin"] == "http://localhost:3000"
+        os.killpg(proc.pid, signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        if proc.stderr is not None:
+            proc.stderr.close()

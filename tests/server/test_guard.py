@@ -125,3 +125,126 @@ def test_a_refused_provider_is_403_not_a_server_error(tmp_path: Path) -> None:
     with serve(tmp_path) as served, served.client() as client:
         reply = client.post("/v1/sessions", json={"provider": "anthropic"})
         assert "would call a real backend" in _error(reply, 403, "permission")
+
+
+REBOUND_NAMES = (
+    "127.0.0.1.evil.example",
+    "127.evil.example",
+    "127.0.0.1.nip.io",
+    "[::1].evil.example",
+    "[::1]evil",
+    "localhost.evil.example",
+    "evil.example",
+)
+
+
+@pytest.mark.parametrize("name", REBOUND_NAMES)
+def test_a_rebound_dns_name_is_refused_as_host_and_as_origin(tmp_path: Path, name: str) -> None:
+    # A page on a name the attacker points at 127.0.0.1 is same-origin for the browser:
+    # only comparing parsed addresses and exact names keeps it out (no token needed here).
+    with serve(tmp_path) as served, served.client() as client:
+        port = served.base.rsplit(":", 1)[1]
+        reply = client.post("/v1/sessions", json={}, headers={"host": f"{name}:{port}"})
+        assert "DNS rebinding" in _error(reply, 403, "permission")
+        reply = client.post("/v1/sessions", json={}, headers={"origin": f"http://{name}:{port}"})
+        assert "cross-site" in _error(reply, 403, "permission")
+        assert client.get("/v1/sessions").json()["sessions"] == []
+
+
+def test_loopback_addresses_and_allowed_names_are_served(tmp_path: Path) -> None:
+    with serve(tmp_path, hosts=("box.lan",)) as served, served.client() as client:
+        port = served.base.rsplit(":", 1)[1]
+        for host in ("127.0.0.1", "127.0.0.2", "localhost", "[::1]", "[0:0:0:0:0:0:0:1]", "box.lan", "BOX.lan"):
+            assert client.get("/v1/info", headers={"host": f"{host}:{port}"}).status_code == 200, host
+            both = {"host": f"{host}:{port}", "origin": f"http://{host}:{port}"}
+            assert client.get("/v1/info", headers=both).status_code == 200, host
+        for bad in ("", ":80", "127.0.0.1:x", "[::1", "[::1]:", "box.lan.evil.example"):
+            assert client.get("/v1/info", headers={"host": bad}).status_code == 403, bad
+
+
+def test_is_loopback_parses_addresses() -> None:
+    from seamline.server.guard import is_loopback
+
+    for host in ("127.evil.example", "127.0.0.1.evil.example", "[::1].evil", "0.0.0.0", "::", "10.0.0.1", "box"):
+        assert not is_loopback(host), host
+    for host in ("127.0.0.1", "127.1.2.3", "::1", "[::1]", "localhost", "LOCALHOST"):
+        assert is_loopback(host), host
+
+
+def test_a_bad_last_event_id_is_400_in_both_formats(tmp_path: Path) -> None:
+    with serve(tmp_path) as served, served.client() as client:
+        session_id = client.post("/v1/sessions", json={"provider": "offline"}).json()["id"]
+        run_id = client.post(f"/v1/sessions/{session_id}/runs", json={"prompt": "hi"}).json()["id"]
+        for fmt, bads in (("agui", ("abc", "1.x", "-1", "1.-1", "9" * 30)), ("seamline", ("abc", "-1", "9" * 30))):
+            for bad in bads:
+                reply = client.get(f"/v1/runs/{run_id}/events", params={"format": fmt}, headers={"last-event-id": bad})
+                assert "Last-Event-ID" in _error(reply, 400, "invalid_request"), (fmt, bad)
+        assert client.get("/v1/info").status_code == 200
+
+
+def test_a_negative_budget_is_400(tmp_path: Path) -> None:
+    with serve(tmp_path) as served, served.client() as client:
+        session_id = client.post("/v1/sessions", json={"provider": "offline"}).json()["id"]
+        reply = client.post(f"/v1/sessions/{session_id}/runs", json={"prompt": "hi", "budget_usd": -1})
+        assert "budget_usd" in _error(reply, 400, "invalid_request")
+        reply = client.post("/v1/pipelines/single/runs", json={"prompt": "hi", "budget_usd": -0.5})
+        assert "budget_usd" in _error(reply, 400, "invalid_request")
+        assert client.get("/v1/runs").json()["runs"] == []
+
+
+def test_metadata_too_deep_or_too_big_is_400_and_not_stored(tmp_path: Path) -> None:
+    headers = {"content-type": "application/json"}
+    with serve(tmp_path, max_body=4_000_000) as served, served.client() as client:
+        for depth in (33, 500, 200_000):
+            body = '{"provider": "offline", "metadata": ' + '{"a": ' * depth + "1" + "}" * depth + "}"
+            reply = client.post("/v1/sessions", content=body, headers=headers)
+            assert reply.status_code == 400, (depth, reply.status_code)
+        big = {"provider": "offline", "metadata": {"pad": "x" * 70_000}}
+        assert "metadata" in _error(client.post("/v1/sessions", json=big), 400, "invalid_request")
+        fine = {"provider": "offline", "metadata": {"nested": [[{"a": 1}]] * 3}}
+        assert client.post("/v1/sessions", json=fine).status_code == 201
+        listed = client.get("/v1/sessions")
+        assert listed.status_code == 200 and len(listed.json()["sessions"]) == 1
+
+
+def test_a_listing_survives_a_row_it_cannot_read(
+    tmp_path: Path, seamline_cmd: list[str], cli_env: dict[str, str]
+) -> None:
+    import sqlite3
+    import subprocess
+
+    with serve(tmp_path) as served, served.client() as client:
+        good = client.post("/v1/sessions", json={"provider": "offline"}).json()["id"]
+        served.store.flush()
+        deep = '{"a": ' * 600 + "1" + "}" * 600
+        with sqlite3.connect(tmp_path / "store.db") as db:
+            db.execute(
+                "INSERT INTO sessions (id, provider, model, workspace, mode, status, metadata, created_at, updated_at)"
+                " SELECT 'bad0000000000001', provider, model, workspace, mode, status, '{not json', created_at,"
+                " updated_at FROM sessions WHERE id = ?",
+                (good,),
+            )
+            db.execute(
+                "INSERT INTO sessions (id, provider, model, workspace, mode, status, metadata, created_at, updated_at)"
+                " SELECT 'bad0000000000002', provider, model, workspace, mode, status, ?, created_at,"
+                " updated_at FROM sessions WHERE id = ?",
+                (deep, good),
+            )
+        listed = client.get("/v1/sessions")
+        assert listed.status_code == 200, listed.text
+        rows = {row["id"]: row for row in listed.json()["sessions"]}
+        assert set(rows) == {good, "bad0000000000001", "bad0000000000002"}
+        assert "unreadable" in rows["bad0000000000001"]["metadata"]
+        assert "unreadable" in rows["bad0000000000002"]["metadata"]
+        assert rows[good]["metadata"] == {"surface": "serve"}
+    for extra in ([], ["--json"]):
+        done = subprocess.run(
+            # --all: the good session never ran a turn, so it is not_started once the server closed it
+            [*seamline_cmd, "sessions", "list", "--all", "--store", str(tmp_path / "store.db"), *extra],
+            env=cli_env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        assert "bad0000000000001"[:12] in done.stdout and good[:12] in done.stdout

@@ -19,6 +19,7 @@ pytest.importorskip("ag_ui")
 pytest.importorskip("uvicorn")
 sync_api = pytest.importorskip("playwright.sync_api")
 
+from seamline.server.agents_file import AgentSpec  # noqa: E402
 from tests.server.harness import TOOL_TURN, Served, serve  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
@@ -57,18 +58,17 @@ def opened(served: Served) -> Iterator[tuple[Any, list[str]]]:
             browser.close()
 
 
-def run_over_api(served: Served, prompt: str, responses: list[dict[str, Any]], **session: Any) -> str:
+def agent(tmp_path: Path, name: str, responses: list[dict[str, Any]], *, yes: bool = False) -> dict[str, AgentSpec]:
+    """An operator's agent on the scripted provider (only a declared agent may run with yes)."""
+    script = tmp_path / f"{name}.json"
+    script.write_text(json.dumps(responses))
+    return {name: AgentSpec(name=name, provider="scripted", options={"script": str(script)}, yes=yes)}
+
+
+def run_over_api(served: Served, prompt: str, session: dict[str, Any]) -> str:
     """A session opened and run to its end over the API alone (the page plays no part)."""
     with served.client() as client:
-        reply = client.post(
-            "/v1/sessions",
-            json={
-                "provider": "scripted",
-                "options": {"script": served.script("api", responses)},
-                "yes": True,
-                **session,
-            },
-        )
+        reply = client.post("/v1/sessions", json=session)
         assert reply.status_code == 201, reply.text
         session_id: str = reply.json()["id"]
         run = client.post(f"/v1/sessions/{session_id}/runs", json={"prompt": prompt})
@@ -80,10 +80,8 @@ def run_over_api(served: Served, prompt: str, responses: list[dict[str, Any]], *
 
 
 def test_page_runs_a_turn_and_approves_a_permission(tmp_path: Path) -> None:
-    with serve(tmp_path) as served, opened(served) as (page, problems):
-        script = served.script("page", TOOL_TURN)
-        page.select_option("#provider", "scripted")
-        page.fill("#options", f"script={script}")
+    with serve(tmp_path, agents=agent(tmp_path, "page", TOOL_TURN)) as served, opened(served) as (page, problems):
+        page.select_option("#provider", "agent:page")  # the operator's agent, by name
         page.click("#create-session")
         expect(page.locator("#session-pane")).to_be_visible()
         page.fill("#prompt", "write hello.txt")
@@ -102,6 +100,7 @@ def test_page_runs_a_turn_and_approves_a_permission(tmp_path: Path) -> None:
         expect(page.locator("#sessions tbody tr")).to_have_count(1)
         expect(page.locator("#sessions tbody tr td").nth(2)).to_have_text("completed")
         expect(page.locator("#session-meta")).to_contain_text("completed · $0.0030")
+        assert served.store.list_sessions()[0].metadata["agent"] == "page"
         shot = tmp_path / "page.png"
         page.screenshot(path=str(shot), full_page=True)
         assert shot.stat().st_size > 1000
@@ -119,8 +118,8 @@ def test_page_runs_a_turn_and_approves_a_permission(tmp_path: Path) -> None:
 
 def test_page_shows_the_history_of_a_session_it_did_not_start(tmp_path: Path) -> None:
     # The session is run over the API by one server; a later server (nothing live) serves the page.
-    with serve(tmp_path) as first:
-        session_id = run_over_api(first, "write hello.txt", TOOL_TURN)
+    with serve(tmp_path, agents=agent(tmp_path, "api", TOOL_TURN, yes=True)) as first:
+        session_id = run_over_api(first, "write hello.txt", {"agent": "api", "yes": True})
     with serve(tmp_path) as served, opened(served) as (page, problems):
         row = page.locator(f'#sessions tbody tr[data-id="{session_id}"]')
         expect(row).to_have_count(1)
@@ -138,11 +137,13 @@ def test_page_shows_the_history_of_a_session_it_did_not_start(tmp_path: Path) ->
 
 
 def test_page_opens_a_session_in_the_workspace_given(tmp_path: Path) -> None:
-    with serve(tmp_path) as served, opened(served) as (page, problems):
+    with (
+        serve(tmp_path, agents=agent(tmp_path, "ws", TOOL_TURN, yes=True)) as served,
+        opened(served) as (page, problems),
+    ):
         sub = served.workspace / "sub"
         sub.mkdir()
-        page.select_option("#provider", "scripted")
-        page.fill("#options", f"script={served.script('ws', TOOL_TURN)}")
+        page.select_option("#provider", "agent:ws")
         page.check("#yes")
         page.fill("#workspace", str(sub))
         page.click("#create-session")
@@ -155,7 +156,7 @@ def test_page_opens_a_session_in_the_workspace_given(tmp_path: Path) -> None:
         # A folder the server refuses: the page shows the server's own one-line message.
         missing = str(served.workspace / "missing")
         with served.client() as client:
-            refused = client.post("/v1/sessions", json={"provider": "scripted", "workspace": missing})
+            refused = client.post("/v1/sessions", json={"agent": "ws", "workspace": missing})
         assert refused.status_code in (400, 403)
         message = refused.json()["error"]["message"]
         page.fill("#workspace", missing)
@@ -178,9 +179,11 @@ SHELL_TURN = [
 
 
 def test_page_asks_before_reverting_and_says_what_shell_commands_leave(tmp_path: Path) -> None:
-    with serve(tmp_path) as served, opened(served) as (page, problems):
-        page.select_option("#provider", "scripted")
-        page.fill("#options", f"script={served.script('shell', SHELL_TURN)}")
+    with (
+        serve(tmp_path, agents=agent(tmp_path, "shell", SHELL_TURN, yes=True)) as served,
+        opened(served) as (page, problems),
+    ):
+        page.select_option("#provider", "agent:shell")
         page.check("#yes")
         page.click("#create-session")
         page.fill("#prompt", "write and run")
@@ -213,35 +216,21 @@ def test_page_asks_before_reverting_and_says_what_shell_commands_leave(tmp_path:
 
 def test_page_titles_sessions(tmp_path: Path) -> None:
     with serve(tmp_path) as served:
-        titled = run_over_api(served, "Tidy the tests, please", [{"text": "Tidied."}])
-        untitled = run_over_api(served, "Second thing", [{"text": "Ok."}])
+        scripted = {"provider": "scripted", "options": {"script": served.script("api", [{"text": "Ok."}])}}
+        tidy = run_over_api(served, "Tidy the tests, please\nand then the docs", scripted)
+        second = run_over_api(served, "Second thing", scripted)
+        with served.client() as client:
+            fresh = client.post("/v1/sessions", json=scripted).json()["id"]
         with opened(served) as (page, problems):
-            rows = page.locator("#sessions tbody tr")
-            expect(rows).to_have_count(2)
-            # Rows without a known title name the provider, the created time and the id.
-            other = page.locator(f'#sessions tbody tr[data-id="{untitled}"] td').first
-            expect(other).to_contain_text("scripted · ")
-            expect(other).to_contain_text(untitled[:12])
-            # The selected session is titled by its first prompt, in its head and its row.
-            page.locator(f'#sessions tbody tr[data-id="{titled}"]').click()
+            expect(page.locator("#sessions tbody tr")).to_have_count(3)
+            # Every row with a first prompt is titled by it, selected or not.
+            for session_id, title in ((tidy, "Tidy the tests, please"), (second, "Second thing")):
+                expect(page.locator(f'#sessions tbody tr[data-id="{session_id}"] .title')).to_have_text(title)
+            # A session with no prompt yet names its provider, created time and id.
+            untitled = page.locator(f'#sessions tbody tr[data-id="{fresh}"] td').first
+            expect(untitled).to_contain_text("scripted · ")
+            expect(untitled).to_contain_text(fresh[:12])
+            # The selected session's head carries its title.
+            page.locator(f'#sessions tbody tr[data-id="{tidy}"]').click()
             expect(page.locator("#session-title")).to_have_text("Tidy the tests, please")
-            expect(page.locator(f'#sessions tbody tr[data-id="{titled}"] .title')).to_have_text(
-                "Tidy the tests, please"
-            )
-            assert problems == []
-        # A title the API gives (a row's `title`) is shown for every row, selected or not.
-        with opened(served) as (page, problems):
-
-            def titled_rows(route: Any) -> None:
-                reply = route.fetch()
-                body = reply.json()
-                for row in body["sessions"]:
-                    row["title"] = f"API title {row['id'][:6]}"
-                route.fulfill(response=reply, json=body)
-
-            page.route("**/v1/sessions", titled_rows)
-            page.reload()
-            expect(page.locator(f'#sessions tbody tr[data-id="{untitled}"] .title')).to_have_text(
-                f"API title {untitled[:6]}"
-            )
             assert problems == []

@@ -37,7 +37,21 @@ def test_api_conforms_to_its_document(case: schemathesis.Case, served: Served) -
 
 
 def test_store_survives_the_fuzzing(served: Served) -> None:
-    # Whatever was created stays readable; nothing half-written.
-    for record in served.store.list_sessions(limit=1000):
+    # Whatever was created stays readable; nothing half-written. The test makes what it
+    # checks (run alone, the fuzzing before it made nothing): a session with metadata and
+    # a finished turn, beside whatever the fuzzing left.
+    with served.client() as client:
+        created = client.post("/v1/sessions", json={"provider": "offline", "metadata": {"nested": {"a": [1, 2]}}})
+        assert created.status_code == 201, created.text
+        session_id = created.json()["id"]
+        run_id = client.post(f"/v1/sessions/{session_id}/runs", json={"prompt": "what is here?"}).json()["id"]
+        with client.stream("GET", f"/v1/runs/{run_id}/events", params={"format": "seamline"}) as response:
+            list(response.iter_lines())  # the stream ends when the run does
+        listed = client.get("/v1/sessions", params={"limit": 10000})
+        assert listed.status_code == 200 and session_id in [row["id"] for row in listed.json()["sessions"]]
+    records = served.store.list_sessions(limit=10000)
+    assert session_id in [r.id for r in records]
+    for record in records:
         assert served.store.get(record.id) == record
         served.store.transcript(record.id)
+    assert served.store.transcript(session_id)[0].kind == "user"

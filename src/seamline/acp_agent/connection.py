@@ -157,6 +157,9 @@ class AgentConnection:
         except UnicodeDecodeError as exc:  # msgspec's error for such bytes inside a string
             await self._error(None, PARSE_ERROR, f"parse error: not UTF-8: {exc}")
             return
+        except RecursionError:  # msgspec's error for arrays and objects nested too deep
+            await self._error(None, PARSE_ERROR, "parse error: nested too deep")
+            return
         if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
             await self._error(_id_of(message), INVALID_REQUEST, "not a JSON-RPC 2.0 message")
             return

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import os
+import stat
 import sys
-from typing import BinaryIO
+import threading
+from typing import BinaryIO, cast
 
 from seamline.acp_agent.agent import AcpAgentSettings, SeamlineAcpAgent
 from seamline.acp_agent.connection import DEFAULT_MAX_LINE, AgentConnection
 
-__all__ = ["pipe_streams", "serve_stdio"]
+__all__ = ["finish_copies", "pipe_streams", "serve_stdio"]
 
 
 class _WriteProtocol(asyncio.Protocol):
@@ -72,6 +74,7 @@ async def pipe_streams(
 
     ``writer.close()`` closes both pipes."""
     loop = asyncio.get_running_loop()
+    read_from, write_to = _piped(read_from, reading=True), _piped(write_to, reading=False)
     reader = asyncio.StreamReader(limit=limit)
     read_transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), read_from)
     protocol = _WriteProtocol()
@@ -81,6 +84,50 @@ async def pipe_streams(
         read_transport.close()
         raise
     return reader, _PipeWriter(transport, protocol, loop, read_transport)
+
+
+_COPIERS: list[threading.Thread] = []
+
+
+def _piped(stream: BinaryIO, *, reading: bool) -> BinaryIO:
+    """``stream`` as asyncio's pipe transports accept it: a regular file (``seamline acp >
+    out.jsonl``, ``< requests.jsonl``) is bridged through a pipe by a thread that copies
+    (see :func:`finish_copies`)."""
+    try:
+        regular = stat.S_ISREG(os.fstat(stream.fileno()).st_mode)
+    except (OSError, ValueError):
+        return stream
+    if not regular:
+        return stream
+    read_end, write_end = os.pipe()
+    if reading:
+        source, target, kept, mode = os.dup(stream.fileno()), write_end, read_end, "rb"
+    else:
+        source, target, kept, mode = read_end, os.dup(stream.fileno()), write_end, "wb"
+
+    def copy() -> None:
+        try:
+            while chunk := os.read(source, 65536):
+                view = memoryview(chunk)
+                while view:
+                    view = view[os.write(target, view) :]
+        except OSError:
+            pass  # the other side went away: nothing more to copy
+        finally:
+            os.close(source)
+            os.close(target)
+
+    copier = threading.Thread(target=copy, name="seamline-acp-file-copy", daemon=True)
+    copier.start()
+    _COPIERS.append(copier)
+    return cast(BinaryIO, os.fdopen(kept, mode, buffering=0))
+
+
+def finish_copies(timeout: float = 10.0) -> None:
+    """Wait (bounded) until what was written for a regular-file stdout is all in the file."""
+    for copier in _COPIERS:
+        copier.join(timeout)
+    _COPIERS.clear()
 
 
 async def serve_stdio(settings: AcpAgentSettings, *, max_line: int = DEFAULT_MAX_LINE) -> None:

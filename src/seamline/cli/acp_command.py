@@ -78,6 +78,7 @@ def add_parser(commands: Any) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from seamline.acp_agent import AcpAgentSettings, serve_stdio
+    from seamline.acp_agent.stdio import finish_copies
     from seamline.cli.sandbox_command import sandbox_for_run
     from seamline.providers.registry import create_provider
     from seamline.sessions.store import default_store_path, open_store
@@ -136,6 +137,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         asyncio.run(serve_stdio(settings))
     finally:
+        finish_copies()  # a regular file as stdout: every answer is in it before we exit
         if rules is not None:
             rules.close()
         if store is not None:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import os
 import sys
+import time
+from collections.abc import AsyncIterator
 from typing import TextIO
 
 from seamline.events import (
@@ -11,6 +15,7 @@ from seamline.events import (
     Event,
     FileChange,
     PermissionDecision,
+    Session,
     Text,
     TextDelta,
     ToolCall,
@@ -19,7 +24,10 @@ from seamline.events import (
     encode_event,
 )
 
-__all__ = ["JsonDisplay", "TextDisplay", "one_line"]
+__all__ = ["JsonDisplay", "TextDisplay", "one_line", "spin_while", "turn_ended"]
+
+_SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+_QUIET_BEFORE_SPIN = 0.5  # seconds without output before the spinner shows
 
 _LINE_LIMIT = 300
 
@@ -32,6 +40,25 @@ def one_line(text: str, *, limit: int = _LINE_LIMIT) -> str:
     cut = len(first) > limit or len(lines) > 1
     first = first[:limit]
     return first + " […]" if cut else first
+
+
+def stdout_gone() -> None:
+    """Point stdout at /dev/null once its reader has gone (``| head``), so what is still
+    buffered, and every later write, goes nowhere instead of failing again at exit."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # no stdout file at all: nothing will write to it
+        pass
+
+
+async def aclose_events(events: AsyncIterator[Event]) -> None:
+    """Close an event stream that was left before its end, here and now: left to the
+    garbage collector, nested generators are closed in any order at loop shutdown."""
+    aclose = getattr(events, "aclose", None)
+    if aclose is not None:
+        await aclose()
 
 
 class JsonDisplay:
@@ -67,9 +94,37 @@ class TextDisplay:
         self.input_tokens = 0
         self.output_tokens = 0
         self.cost: float | None = 0.0
+        self.session_id: str | None = None
+        self.started = time.monotonic()
+        self._last_output = self.started
+        self._spinning = False
+        self._frame = 0
+
+    def spin(self) -> None:
+        """One spinner frame on stderr (a terminal only) when nothing was shown for a while:
+        the elapsed time, so a model that thinks long is not taken for a hang."""
+        if not self.progress or self._streamed:
+            return
+        now = time.monotonic()
+        if now - self._last_output < _QUIET_BEFORE_SPIN:
+            return
+        self._frame = (self._frame + 1) % len(_SPINNER)
+        doing = f"running {next(iter(self._calls.values())).name}" if self._calls else "waiting on the model"
+        self.err.write(f"\r\033[K{_SPINNER[self._frame]} {doing} · {now - self.started:.1f}s")
+        self.err.flush()
+        self._spinning = True
+
+    def _unspin(self) -> None:
+        if self._spinning:
+            self.err.write("\r\033[K")
+            self.err.flush()
+            self._spinning = False
 
     def show(self, event: Event) -> None:
         kind = type(event)
+        self._last_output = time.monotonic()
+        if self._spinning:
+            self._unspin()
         if kind is TextDelta:
             self.out.write(event.text)  # type: ignore[union-attr]
             self.out.flush()
@@ -82,6 +137,8 @@ class TextDisplay:
             elif not event.text.endswith("\n"):  # type: ignore[union-attr]
                 self.out.write("\n")
             self._streamed = False
+        elif isinstance(event, Session):
+            self.session_id = event.session_id
         elif isinstance(event, ToolCall):
             self._calls[event.call_id] = event
             self._note(f"→ {event.name} {_brief(event.arguments)}")
@@ -102,12 +159,23 @@ class TextDisplay:
             if self.progress and self._calls and event.kind == "permission":
                 return  # the refused call's ✗ line on the terminal says it
             retry = " (retrying)" if event.retryable and event.attempt else ""
+            self._end_partial_line()
             self.err.write(f"seamline: {event.kind} error: {one_line(event.message)}{retry}\n")
         elif isinstance(event, Complete):
+            self._end_partial_line()
             cost = "cost unknown" if self.cost is None else f"${self.cost:.4f}"
+            session = f" · session {self.session_id}" if self.session_id else ""
             self._note(
-                f"[{event.outcome}: {event.stop_reason} · {self.input_tokens} in / {self.output_tokens} out tokens · {cost}]"
+                f"[{event.outcome}: {event.stop_reason} · {self.input_tokens} in / {self.output_tokens} out tokens"
+                f" · {cost}{session}]"
             )
+
+    def _end_partial_line(self) -> None:
+        """An answer cut short (abort, budget, error) ends its line before a note follows."""
+        if self._streamed:
+            self.out.write("\n")
+            self.out.flush()
+            self._streamed = False
 
     def _note(self, line: str) -> None:
         if self.progress:
@@ -115,10 +183,48 @@ class TextDisplay:
             self.err.flush()
 
     def close(self) -> None:
+        self._unspin()
         self.out.flush()
+
+
+async def spin_while(display: JsonDisplay | TextDisplay, events: AsyncIterator[Event]) -> AsyncIterator[Event]:
+    """``events`` as they are; meanwhile a text display on a terminal shows a spinner with
+    the elapsed time whenever nothing was shown for half a second (never with --json)."""
+    if not isinstance(display, TextDisplay) or not display.progress:
+        async for event in events:
+            yield event
+        return
+
+    async def ticks() -> None:
+        while True:
+            await asyncio.sleep(0.1)
+            display.spin()
+
+    ticker = asyncio.ensure_future(ticks())
+    try:
+        async for event in events:
+            yield event
+    finally:
+        ticker.cancel()
+        display.close()
 
 
 def _brief(arguments: dict[str, object]) -> str:
     parts = [f"{k}={v!r}" for k, v in arguments.items()]
     text = " ".join(parts)
     return text if len(text) <= 80 else text[:77] + "..."
+
+
+def turn_ended(final: Complete, *, max_steps: int) -> None:
+    """The line on stderr for a turn that did not complete; running out of steps names the
+    limit and the flag that raises it."""
+    if final.outcome == "completed":
+        return
+    if final.stop_reason == "max_turns":
+        print(
+            f"seamline: turn failed: it used all {max_steps} steps (model calls) without an answer;"
+            " raise the limit with --max-steps N",
+            file=sys.stderr,
+        )
+        return
+    print(f"seamline: turn {final.outcome} ({final.stop_reason})", file=sys.stderr)

@@ -26,6 +26,7 @@ EXIT_CODES: Final[dict[str, int]] = {
     "usage": 2,
     "budget": 3,
     "aborted": 130,
+    "stdout_closed": 141,
     "terminated": 143,
 }
 # Controller stop reasons of `seamline run --pipeline` (see seamline.pipeline.controller).
@@ -65,7 +66,26 @@ def _parser(argv: Sequence[str]) -> tuple[argparse.ArgumentParser, dict[str, str
     for module_name in wanted:
         module = importlib.import_module(module_name)
         owners[module.add_parser(commands)] = module_name
+    for name, command in commands.choices.items():
+        lend_examples(name, command)
     return parser, owners
+
+
+def lend_examples(name: str, command: argparse.ArgumentParser) -> None:
+    """Give each subcommand's ``--help`` the examples of its own that the command's help
+    lists (``seamline sessions show …`` for ``sessions show``), so no leaf shows bare
+    placeholders without an example."""
+    examples = [ln for ln in (command.epilog or "").splitlines() if ln.startswith("  seamline ")]
+    for action in command._actions:
+        if not isinstance(action, argparse._SubParsersAction):
+            continue
+        for leaf_name, leaf in action.choices.items():
+            if "examples:" in (leaf.epilog or ""):
+                continue
+            own = [ln for ln in examples if ln.split()[1:3] == [name, leaf_name]]
+            if own:
+                leaf.epilog = "\n".join(["examples:", *own, ""]) + (f"\n{leaf.epilog}" if leaf.epilog else "")
+                leaf.formatter_class = argparse.RawDescriptionHelpFormatter
 
 
 def parse_options(pairs: Sequence[str]) -> dict[str, str]:
@@ -110,7 +130,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         # SIGTERM cancelled a command's run (see install_abort_handler); its finally blocks ran.
         return EXIT_CODES["terminated"]
     except BrokenPipeError:
-        return EXIT_CODES["failed"]
+        # The reader went away (`| head`): end quietly, as Unix tools do on SIGPIPE.
+        from seamline.cli.display import stdout_gone
+
+        stdout_gone()
+        return EXIT_CODES["stdout_closed"]
     except Exception as exc:
         if os.environ.get("SEAMLINE_DEBUG"):
             raise

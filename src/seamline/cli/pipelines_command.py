@@ -8,8 +8,9 @@ import json
 import sys
 from typing import Any, Final
 
+from seamline.cli.display import one_line
 from seamline.cli.main import install_abort_handler, parse_options
-from seamline.events import Complete, Event, Raw, encode_event
+from seamline.events import Complete, Event, Raw, Session, ToolCall, Usage, encode_event
 from seamline.pipeline.builtin import BUILTIN_PIPELINES, open_run, resolve_pipeline, stream_pipeline
 from seamline.pipeline.controller import PipelineController
 from seamline.providers.registry import create_provider
@@ -113,15 +114,15 @@ async def _drive(controller: PipelineController, prompt: str, *, json_out: bool,
     install_abort_handler(asyncio.get_running_loop(), controller.cancel)
     out = sys.stdout.buffer
     tag = b'{"run_id":"' + controller.run_id.encode("ascii") + b'",'
-    progress = sys.stderr.isatty()
+    progress = _Progress() if sys.stderr.isatty() else None
     final: Complete | None = None
     async for event in otel_events(args, stream_pipeline(controller, prompt), controller=controller):
         if json_out:
             # Each line carries the run id beside the event's own fields; decode_event
             # ignores the extra key, so the lines stay events of the vocabulary.
             out.write(tag + encode_event(event)[1:] + b"\n")
-        elif progress:
-            _note(event)
+        elif progress is not None:
+            progress.note(event)
         if isinstance(event, Complete):
             final = event  # the run's own complete is the last one
     out.flush()
@@ -132,6 +133,8 @@ async def _drive(controller: PipelineController, prompt: str, *, json_out: bool,
         sys.stdout.write(final.text if final.text.endswith("\n") or not final.text else final.text + "\n")
         sys.stdout.flush()
         trace = controller.writer.path
+        if report.detail and report.outcome != "completed":
+            print(f"seamline: {one_line(report.detail)}", file=sys.stderr)  # why, as a plain run says it
         print(
             f"seamline: {controller.definition.name} {report.outcome} ({report.stop_reason}) · run {report.run_id}"
             + (f" · trace {trace}" if trace else ""),
@@ -140,11 +143,37 @@ async def _drive(controller: PipelineController, prompt: str, *, json_out: bool,
     return report.exit_code
 
 
-def _note(event: Event) -> None:
-    if isinstance(event, Raw) and event.source == "controller" and isinstance(event.payload, dict):
-        payload = event.payload
-        if payload.get("what") == "transition":
-            print(f"→ {payload.get('source')} -> {payload.get('target')}", file=sys.stderr)
-        elif payload.get("what") == "decision":
-            decision = payload.get("decision", {})
-            print(f"  decision: {decision.get('status')} — {decision.get('reason')}", file=sys.stderr)
+class _Progress:
+    """A pipeline's progress on a terminal (stderr): each role turn as it starts, its tool
+    calls as they happen, its tokens and cost when it ends; transitions and decisions."""
+
+    def __init__(self) -> None:
+        self.in_turn = False
+        self.tokens_in = self.tokens_out = 0
+        self.cost: float | None = 0.0
+
+    def note(self, event: Event) -> None:
+        if isinstance(event, Session):
+            self.in_turn, self.tokens_in, self.tokens_out, self.cost = True, 0, 0, 0.0
+            _say(f"  ▸ turn on {event.provider} {event.model or ''} · session {event.session_id[:12]}")
+        elif isinstance(event, ToolCall) and self.in_turn:
+            _say(f"    → {event.name} {one_line(json.dumps(event.arguments), limit=80)}")
+        elif isinstance(event, Usage) and self.in_turn:
+            self.tokens_in += event.input_tokens
+            self.tokens_out += event.output_tokens
+            self.cost = None if self.cost is None or event.cost_usd is None else self.cost + event.cost_usd
+        elif isinstance(event, Complete) and self.in_turn:
+            self.in_turn = False
+            cost = "cost unknown" if self.cost is None else f"${self.cost:.4f}"
+            _say(f"    [{event.outcome} · {self.tokens_in} in / {self.tokens_out} out tokens · {cost}]")
+        elif isinstance(event, Raw) and event.source == "controller" and isinstance(event.payload, dict):
+            payload = event.payload
+            if payload.get("what") == "transition":
+                _say(f"→ {payload.get('source')} -> {payload.get('target')}")
+            elif payload.get("what") == "decision":
+                decision = payload.get("decision", {})
+                _say(f"  decision: {decision.get('status')} — {decision.get('reason')}")
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)

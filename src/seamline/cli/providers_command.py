@@ -21,6 +21,14 @@ def add_parser(commands: Any) -> str:
         "providers",
         help="list backends and check that they are ready",
         description="List the providers seamline can run, and check that one is ready.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="""\
+examples:
+  seamline providers list
+  seamline providers list --options --json
+  seamline providers check
+  seamline providers check claude-code
+""",
     )
     sub = providers.add_subparsers(dest="providers_command", metavar="SUBCOMMAND", required=True)
     plist = sub.add_parser("list", help="every provider, with its capabilities")

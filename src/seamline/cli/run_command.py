@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any, Final
 
-from seamline.cli.display import JsonDisplay, TextDisplay
+from seamline.cli.display import JsonDisplay, TextDisplay, aclose_events, spin_while, stdout_gone, turn_ended
 from seamline.cli.extension_flags import add_extension_flags, run_extensions
 from seamline.cli.main import EXIT_CODES, SeamlineUsage, install_abort_handler, parse_options
 from seamline.cli.otel_command import add_otel_flag, otel_events
@@ -192,11 +192,26 @@ async def _drive(
         run_options=sandbox_run_options(args),
         **run_extensions(args, workspace, yes=args.yes or bool(getattr(args, "sandbox", None)), store=store),
     )
+    reader_gone = False
+    flow = spin_while(display, otel_events(args, events, prompt=prompt))
     try:
-        async for event in otel_events(args, events, prompt=prompt):
-            display.show(event)
-            if isinstance(event, Complete):
-                final = event
+        try:
+            async for event in flow:
+                if isinstance(event, Complete):
+                    final = event
+                if reader_gone:
+                    continue
+                try:
+                    display.show(event)
+                except BrokenPipeError:
+                    # `| head`: nobody reads the rest. The turn is aborted like a Ctrl-C (what
+                    # streamed is kept in the store) and the command ends quietly.
+                    reader_gone = True
+                    stdout_gone()
+                    if opened and final is None:
+                        await provider.abort(opened[0])
+        finally:
+            await aclose_events(flow)
     except asyncio.CancelledError:
         if interruption.reason is None:
             raise
@@ -204,8 +219,9 @@ async def _drive(
         display.show(Complete(outcome="aborted", stop_reason=interruption.reason))
         print(f"seamline: turn aborted ({interruption.reason})", file=sys.stderr)
         return interruption.exit_code
+    if reader_gone:
+        return EXIT_CODES["stdout_closed"]
     if final is None:  # pragma: no cover - the seam guarantees a complete
         return EXIT_CODES["failed"]
-    if final.outcome != "completed":
-        print(f"seamline: turn {final.outcome} ({final.stop_reason})", file=sys.stderr)
+    turn_ended(final, max_steps=args.max_steps)
     return EXIT_CODES.get(final.outcome, EXIT_CODES["failed"])

@@ -7,6 +7,7 @@ import asyncio
 import os
 import socket
 import sys
+from pathlib import Path
 from typing import Any, Final
 
 from seamline.cli.main import SeamlineUsage
@@ -20,6 +21,11 @@ examples:
   seamline serve                               http://127.0.0.1:8765/ (the web page)
   seamline serve --port 9000 --store runs.db
   SEAMLINE_TOKEN=… seamline serve --host 0.0.0.0 --allow-host box.lan
+  seamline serve --agents agents.toml          clients start the declared agents by name
+
+Clients choose neither programs nor folders: without --agents they get providers that run
+no program (model APIs, offline), no option that names a program, path or endpoint, no
+`yes`, and workspaces inside --workspace. Declare anything more in --agents FILE.
 
 The API lives under /v1 (see docs/serve.md and docs/openapi.json). A run's events stream as
 AG-UI over SSE, or with ?format=seamline as seamline's own events (SSE or NDJSON), each
@@ -29,7 +35,7 @@ Binding anything but loopback needs a token (--token or $SEAMLINE_TOKEN): every 
 then carries `Authorization: Bearer TOKEN`; open the page once as /?token=TOKEN.
 
 exit codes: 0 stopped cleanly, 2 usage error (bad flags, no token for a public bind,
-missing extra, unusable store)
+missing extra, unusable store, a bad agents file)
 """
 
 
@@ -55,6 +61,19 @@ def add_parser(commands: Any) -> str:
         metavar="NAME",
         help="a Host header name to serve besides loopback; repeatable",
     )
+    serve.add_argument(
+        "--allow-origin",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="an origin (scheme://host[:port]) whose web pages may call the API (CORS); repeatable, none by default",
+    )
+    serve.add_argument(
+        "--agents",
+        metavar="FILE",
+        help="TOML file of the agents clients may start by name (provider, model, options, sandbox, "
+        "budget, workspace roots); see docs/serve.md",
+    )
     serve.add_argument("--max-body", type=int, default=1_000_000, metavar="BYTES", help="largest request body")
     return "serve"
 
@@ -78,6 +97,20 @@ def run(args: argparse.Namespace) -> int:
         raise SeamlineUsage("--port must be 0..65535")
     if not os.path.isdir(args.workspace):
         raise SeamlineUsage(f"--workspace {args.workspace} is not a folder")
+    agents = None
+    if args.agents is not None:
+        from seamline.server.agents_file import AgentsFileError, load_agents
+
+        try:
+            agents = load_agents(args.agents, default_workspace=Path(args.workspace).resolve())
+        except AgentsFileError as exc:
+            raise SeamlineUsage(str(exc)) from None
+    from seamline.server.guard import normalize_origin
+
+    try:
+        origins = tuple(normalize_origin(o) for o in args.allow_origin)
+    except ValueError as exc:
+        raise SeamlineUsage(f"--allow-origin {exc}") from None
     hosts = list(args.allow_host)
     if not is_loopback(args.host) and args.host not in ("0.0.0.0", "::"):
         hosts.append(args.host)
@@ -89,6 +122,8 @@ def run(args: argparse.Namespace) -> int:
         hosts=tuple(hosts),
         max_body=args.max_body,
         close_store=True,
+        agents=agents,
+        allow_origins=origins,
     )
     family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)

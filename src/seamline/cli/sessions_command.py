@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 import time
 from dataclasses import asdict
 from typing import Any
 
-from seamline.cli.display import JsonDisplay, TextDisplay
+from seamline.cli.display import JsonDisplay, TextDisplay, spin_while, turn_ended
 from seamline.cli.extension_flags import cli_approval
 from seamline.cli.main import EXIT_CODES, SeamlineUsage, install_abort_handler, parse_options
 from seamline.events import Complete
@@ -18,11 +19,26 @@ from seamline.loop.messages import Message
 from seamline.providers.base import ProviderSession
 from seamline.providers.registry import create_provider
 from seamline.runner import session_run_options
-from seamline.sessions.records import SessionRecord
+from seamline.sessions.records import SessionRecord, session_title
 from seamline.sessions.store import StoreCore, open_store
 from seamline.tools.workspace import Workspace, workspace_tools
 
 __all__ = ["add_parser", "continue_session", "run"]
+
+
+_EPILOG = """\
+ID is a session id as `seamline sessions list` prints it (a unique prefix of at least
+four characters will do); a text run on a terminal ends with its id.
+
+examples:
+  seamline sessions list
+  seamline sessions list --all --json
+  seamline sessions show 63fe
+  seamline sessions resume 63fe "And what about the raw log?"
+  seamline sessions fork 63fe --at 4 --prompt "Try it another way"
+  seamline sessions export 63fe > session.json
+  seamline sessions rm 63fe
+"""
 
 
 def add_parser(commands: Any) -> str:
@@ -31,6 +47,8 @@ def add_parser(commands: Any) -> str:
         help="list, inspect, resume, fork, export and remove stored sessions",
         description="Sessions kept in the store (--store PATH or URL, else $SEAMLINE_STORE or the user data dir). "
         "An ID may be shortened to a unique prefix of at least four characters.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=_EPILOG,
     )
     sub = sessions.add_subparsers(dest="sessions_command", metavar="SUBCOMMAND", required=True)
 
@@ -41,6 +59,7 @@ def add_parser(commands: Any) -> str:
     p = sub.add_parser("list", help="the newest sessions first")
     common(p)
     p.add_argument("--limit", type=int, default=50, metavar="N")
+    p.add_argument("--all", "-a", action="store_true", help="also sessions opened but never started (not_started)")
     p = sub.add_parser("show", help="one session: record, cost, files touched, transcript")
     common(p)
     p.add_argument("id", metavar="ID")
@@ -112,18 +131,33 @@ def _row(record: SessionRecord, store: StoreCore) -> dict[str, Any]:
         **asdict(record),
         "cost_usd": totals.cost_usd if totals.cost_known else None,
         "cost": totals.describe_cost(),
+        "title": session_title(store.first_prompt(record.id)),
     }
+
+
+def _short_path(path: str | None) -> str:
+    if not path:
+        return ""
+    home = os.path.expanduser("~")
+    return "~" + path[len(home) :] if home != "/" and (path == home or path.startswith(home + "/")) else path
 
 
 def _list(store: StoreCore, args: argparse.Namespace) -> int:
     for record in store.list_sessions(limit=args.limit):
+        if record.status == "not_started" and not args.all:
+            continue
         row = _row(record, store)
         if args.json:
             print(json.dumps(row))
         else:
             when = time.strftime("%Y-%m-%d %H:%M", time.localtime(record.created_at))
             parent = f" ← {record.parent_id[:8]}" if record.parent_id else ""
-            print(f"{record.id[:12]}  {when}  {record.status:<11} {record.provider:<12} {row['cost']}{parent}")
+            title = row["title"] or ("(fork)" if record.parent_id else "(no prompt)")
+            where = f"  · {_short_path(record.workspace)}" if record.workspace else ""
+            print(
+                f"{record.id[:12]}  {when}  {record.status:<11} {record.provider:<12} {row['cost']:<8}  "
+                f"{title}{where}{parent}"
+            )
     return 0
 
 
@@ -269,13 +303,14 @@ async def _turn(
     run_id = turn_run_id(session.session_id, session.turn + 1)
     events = session.send(prompt, max_steps=args.max_steps, budget_usd=budget_usd)
     try:
-        async for event in otel_events(args, events, prompt=prompt, run_id=run_id):
+        async for event in spin_while(display, otel_events(args, events, prompt=prompt, run_id=run_id)):
             display.show(event)
             if isinstance(event, Complete):
                 final = event
     finally:
         await provider.close(session)
-    if final is None or final.outcome != "completed":
-        reason = "no result" if final is None else f"{final.outcome} ({final.stop_reason})"
-        print(f"seamline: turn {reason}", file=sys.stderr)
+    if final is None:
+        print("seamline: turn no result", file=sys.stderr)
+    else:
+        turn_ended(final, max_steps=args.max_steps)
     return EXIT_CODES.get(final.outcome if final else "failed", EXIT_CODES["failed"])

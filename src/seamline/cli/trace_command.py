@@ -33,7 +33,11 @@ examples:
   seamline trace list
   seamline trace show 5f0c... --json
   seamline trace verify --file run.jsonl
+  seamline trace verify 5f0c...
+  seamline trace replay 5f0c...
   seamline trace redrive 5f0c... --pipeline answer-review
+  seamline trace export 5f0c... > run.jsonl
+  seamline trace export --otlp 5f0c...
 
 exit codes: 0 ok, 1 the trace does not verify / the re-drive differs / the replay
 disagrees with the run's end, 2 usage error (no such run, unreadable file)
@@ -232,6 +236,8 @@ def _show(verification: Verification, args: argparse.Namespace, *, verify: bool)
             "stop_reason",
         ):
             print(f"{key:<16} {summary[key]}")
+        if summary.get("detail"):
+            print(f"{'why':<16} {summary['detail']}")
         print(f"{'verified':<16} {'ok' if verification.ok else 'FAILED'}")
         print(f"{'replayable':<16} {'yes' if verification.replayable else 'no'}")
         anchored = "yes" if verification.anchored else "no (the store keeps no head for this run)"

@@ -26,7 +26,7 @@ from seamline.tools.approval import Approval
 from seamline.tools.base import Toolset, ToolSpec
 from seamline.tools.permissions import PermissionService
 
-__all__ = ["LoopConfig", "StepFunction", "run_agent_loop"]
+__all__ = ["LoopConfig", "StepFunction", "StepInterrupt", "run_agent_loop"]
 
 StepFunction = Callable[[ModelRequest], AsyncIterator[Event]]
 
@@ -46,6 +46,32 @@ class LoopConfig:
         self.params = params or {}
 
 
+class StepInterrupt:
+    """Lets an abort reach a model call that is waiting (a stalled stream, an endpoint that
+    never answers): :meth:`interrupt` cancels the turn's task while, and only while, it
+    waits for the model's next event; the loop takes that cancel back and ends the turn
+    ``aborted`` with what streamed. Outside that wait it only leaves the abort flag."""
+
+    __slots__ = ("requested", "task")
+
+    def __init__(self) -> None:
+        self.task: asyncio.Task[Any] | None = None  # set only while waiting for the model
+        self.requested = False
+
+    def interrupt(self) -> None:
+        task = self.task
+        if task is not None and not self.requested:
+            self.requested = True
+            task.cancel("seamline: the turn was aborted")
+
+    def take_back(self) -> bool:
+        """After a cancel arrived in the wait: True when it was ours alone (then undone)."""
+        if not self.requested or self.task is None:
+            return False
+        self.requested = False
+        return self.task.uncancel() == 0  # another cancel too (SIGTERM, a second Ctrl-C): keep it
+
+
 def run_agent_loop(
     *,
     step: StepFunction,
@@ -59,11 +85,13 @@ def run_agent_loop(
     config: LoopConfig | None = None,
     aborted: Callable[[], bool] = lambda: False,
     stages: LoopStages | None = None,
+    interrupt: StepInterrupt | None = None,
 ) -> AsyncIterator[Event]:
     """Run one turn. ``messages`` already ends with the user's prompt and is extended in place.
 
     ``stages``: chat stages wrap every model call, tool stages every approved tool call,
     in slot order (see :mod:`seamline.stages`). Without stages nothing is wrapped.
+    ``interrupt``: lets an abort stop a model call that is waiting (see :class:`StepInterrupt`).
     Nothing runs until the first event is asked for.
     """
     return _Turn(
@@ -77,6 +105,7 @@ def run_agent_loop(
         config=config,
         aborted=aborted,
         stages=stages,
+        interrupt=interrupt,
     ).events()
 
 
@@ -124,6 +153,7 @@ class _Turn:
         "ctx",
         "free",
         "gate",
+        "interrupt",
         "messages",
         "model",
         "obs",
@@ -150,10 +180,12 @@ class _Turn:
         config: LoopConfig | None,
         aborted: Callable[[], bool],
         stages: LoopStages | None,
+        interrupt: StepInterrupt | None = None,
     ) -> None:
         self.step, self.messages, self.tools, self.ctx, self.model = step, messages, tools, context, model
         self.observers, self.approval, self.config, self.aborted = observers, approval, config, aborted
         self.stages = stages
+        self.interrupt = interrupt
         self.steps = 0
         self.free = 0
         self.text = ""
@@ -183,8 +215,24 @@ class _Turn:
                 if obs.attempt:
                     await notify(obs.attempt, "on_model_attempt", ctx, self.steps, None)
                 answer = _Answer()
+                waits = self.interrupt
+                task = asyncio.current_task() if waits is not None else None
                 try:
-                    async for event in self.step(request):
+                    model_events = self.step(request)
+                    while True:
+                        if waits is not None:
+                            waits.task = task
+                        try:
+                            event = await model_events.__anext__()
+                        except StopAsyncIteration:
+                            break
+                        except asyncio.CancelledError:
+                            if waits is None or not waits.take_back():
+                                raise
+                            break  # aborted while the model call waited: end with what streamed
+                        finally:
+                            if waits is not None:
+                                waits.task = None
                         if type(event) is TextDelta:  # the hot path of a stream
                             answer.deltas.append(event.text)
                             if obs.delta:
@@ -274,7 +322,9 @@ class _Turn:
     def _review(self, answer: _Answer) -> Complete | None:
         """The model call is over: its message, unless the turn was aborted meanwhile."""
         if self.aborted():
-            return Complete(outcome="aborted", stop_reason="aborted", text=self.text)
+            # What this model call streamed before the abort is the turn's last word.
+            partial = "".join(answer.texts) or "".join(answer.deltas)
+            return Complete(outcome="aborted", stop_reason="aborted", text=partial or self.text)
         answer.message = Message(
             role="assistant",
             content="".join(answer.texts),

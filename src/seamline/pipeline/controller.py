@@ -94,6 +94,8 @@ class RunReport:
     definition_hash: str = ""
     transitions: list[tuple[str, str]] = field(default_factory=list)
     decisions: list[ConvergenceDecision] = field(default_factory=list)
+    #: why a run that did not complete stopped (the failing role's classified error…)
+    detail: str = ""
 
     @property
     def exit_code(self) -> int:
@@ -348,6 +350,7 @@ class PipelineController:
         w.flush()
         r = self.report
         r.outcome, r.stop_reason, r.text = outcome, stop_reason, text
+        r.detail = stop.detail if stop is not None else ""
         r.head_hash, r.fingerprint = w.head_hash, w.fingerprint.hex
         summary = {
             "run_id": self.run_id,
@@ -358,6 +361,7 @@ class PipelineController:
             "fingerprint": r.fingerprint,
             "trace": str(w.path) if w.path is not None else None,
             "usage": usage["total"],
+            **detail,
         }
         return Raw(source="run", payload=summary), Complete(outcome=outcome, stop_reason=stop_reason, text=text)  # type: ignore[arg-type]
 

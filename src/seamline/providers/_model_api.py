@@ -17,7 +17,6 @@ import os
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
-from urllib.parse import urlsplit
 
 import msgspec
 
@@ -26,12 +25,15 @@ from seamline.events import Error, Event, Raw, ReasoningDelta, TextDelta, ToolCa
 from seamline.loop.messages import ModelRequest
 from seamline.providers._retry import RetryPolicy, classify_failure, scrub
 from seamline.providers.base import BLOCK_ENV, OptionSpec, PreflightCheck, Provider, ProviderSession
+from seamline.redact import url_host
 
 __all__ = ["COMMON_OPTIONS", "ModelAPIProvider", "StepState", "parse_arguments", "sha256_json"]
 
 COMMON_OPTIONS: dict[str, OptionSpec] = {
-    "base_url": OptionSpec("endpoint URL (default: the vendor's, or the *_BASE_URL environment variable)", kind="url"),
-    "api_key_env": OptionSpec("name of the environment variable that holds the API key"),
+    "base_url": OptionSpec(
+        "endpoint URL (default: the vendor's, or the *_BASE_URL environment variable)", kind="url", operator_only=True
+    ),
+    "api_key_env": OptionSpec("name of the environment variable that holds the API key", operator_only=True),
     "temperature": OptionSpec("sampling temperature, e.g. 0.2", kind="number"),
     "max_tokens": OptionSpec("most tokens the model may write per call", kind="positive_count"),
     "reasoning_effort": OptionSpec("reasoning effort for models that take it", choices=("low", "medium", "high")),
@@ -287,7 +289,7 @@ class ModelAPIProvider(Provider):
         return {
             "provider": self.name,
             "route": self.route,
-            "base_url_host": urlsplit(self.base_url).netloc,
+            "base_url_host": url_host(self.base_url),
             "model_requested": params.get("model"),
             "model_answered": None,
             "parameters": sent,
@@ -323,7 +325,7 @@ class ModelAPIProvider(Provider):
         return checks
 
     async def _probe_endpoint(self) -> list[PreflightCheck]:
-        host = urlsplit(self.base_url).netloc
+        host = url_host(self.base_url)
         # Its own client with a short timeout: a probe must not wait minutes, nor close a live client.
         client = self._new_client(min(self.timeout, 10.0))
         try:

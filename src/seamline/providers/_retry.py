@@ -28,6 +28,7 @@ from seamline.errors import (
     TimeoutFailure,
     TransportFailure,
 )
+from seamline.redact import redact_urls
 
 __all__ = ["RetryPolicy", "classify_failure", "retry_after_seconds", "scrub", "stream_failure"]
 
@@ -65,7 +66,7 @@ def scrub(text: str, secret: str | None) -> str:
     """``text`` without ``secret`` and without anything shaped like an API key."""
     if secret and len(secret) >= 8:  # a shorter "secret" would mask ordinary words
         text = text.replace(secret, "***")
-    return _KEY_PATTERN.sub(r"\1***", text)
+    return _KEY_PATTERN.sub(r"\1***", redact_urls(text))
 
 
 def retry_after_seconds(headers: Mapping[str, str] | None) -> float | None:

@@ -95,7 +95,7 @@ class AcpProvider(Provider):
     name = "acp"
     description = "any Agent Client Protocol agent (JSON-RPC on stdio), e.g. claude-agent-acp"
     options: ClassVar[Mapping[str, OptionSpec]] = {
-        "command": OptionSpec("the agent's command line, e.g. 'claude-agent-acp' (required)"),
+        "command": OptionSpec("the agent's command line, e.g. 'claude-agent-acp' (required)", operator_only=True),
         "turn_timeout": OptionSpec(
             "seconds a turn may take before it is cancelled", default="600", kind="positive_number"
         ),
@@ -109,7 +109,9 @@ class AcpProvider(Provider):
             "seconds between SIGINT, SIGTERM and SIGKILL when ending the agent", default="2", kind="positive_number"
         ),
         "auth_method": OptionSpec("the auth method to use when the agent asks (default: its API-key method)"),
-        "api_key_env": OptionSpec("environment variable whose key `authenticate` passes, where the method takes one"),
+        "api_key_env": OptionSpec(
+            "environment variable whose key `authenticate` passes, where the method takes one", operator_only=True
+        ),
     }
     runs_own_tools = True
     forking = "emulated"  # session/fork is unstable in ACP; the base copies the history

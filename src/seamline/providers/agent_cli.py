@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Final, Literal
 
-from seamline.errors import InvalidRequest, SeamlineError
+from seamline.errors import AuthFailure, InvalidRequest, SeamlineError
 from seamline.events import Event, Raw
 from seamline.providers.base import OptionSpec, PreflightCheck, Provider, ProviderSession
 from seamline.providers.cli_parsers.base import StreamParser
@@ -46,7 +46,7 @@ _STDERR_TICK: Final = 1.0
 _STDERR_LINES: Final = 200
 
 COMMON_OPTIONS: Final[dict[str, OptionSpec]] = {
-    "executable": OptionSpec("path of the CLI program (default: found on PATH)"),
+    "executable": OptionSpec("path of the CLI program (default: found on PATH)", operator_only=True),
     "turn_timeout": OptionSpec(
         "seconds a turn may take before the program is ended", default="600", kind="positive_number"
     ),
@@ -298,6 +298,12 @@ class AgentCliProvider(Provider):
 
     def _credentials_check(self, environ: Mapping[str, str]) -> PreflightCheck:
         raise NotImplementedError
+
+    def _ready(self) -> None:
+        check = self._credentials_check(os.environ)
+        if not check.ok:
+            fix = f"; fix: {check.fix}" if check.fix else ""
+            raise AuthFailure(f"{self.name}: {check.detail}{fix} (seamline providers check {self.name})")
 
     def _missing_message(self) -> str:
         given = self.option_values.get("executable")

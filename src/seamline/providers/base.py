@@ -36,7 +36,7 @@ from seamline.events import (
     ToolCall,
     Usage,
 )
-from seamline.loop.kernel import LoopConfig, run_agent_loop
+from seamline.loop.kernel import LoopConfig, StepInterrupt, run_agent_loop
 from seamline.loop.messages import Message, ModelRequest
 from seamline.loop.observers import Observer
 from seamline.providers.option_kinds import OptionKind, option_problem
@@ -76,6 +76,10 @@ class OptionSpec:
     default: str | None = None
     choices: tuple[str, ...] = ()
     kind: OptionKind = "text"  # checked when the provider is made (see option_kinds)
+    operator_only: bool = False
+    """It names a program or a path to run (or config that can), or where the process's
+    credentials go (an endpoint, a key's variable): ``seamline serve`` takes it from its
+    operator's ``--agents`` file, never from an HTTP client."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,6 +198,7 @@ class Provider:
     ) -> ProviderSession:
         """Start a new session; the record is written before any turn runs."""
         self._check_allowed()
+        self._ready()
         sid = session_id or uuid.uuid4().hex
         session = ProviderSession(
             provider=self,
@@ -218,7 +223,12 @@ class Provider:
                 mode=mode,
                 metadata=metadata,
             )
-        await self._open(session)
+        try:
+            await self._open(session)
+        except BaseException:
+            if store is not None:
+                store.delete_session(sid)  # nothing started: no record left to be taken for a dead run
+            raise
         return session
 
     async def resume(
@@ -237,6 +247,7 @@ class Provider:
         with a classified error rather than silently starting fresh.
         """
         self._check_allowed()
+        self._ready()
         record = store.require(session_id)
         if record.provider != self.name:
             raise InvalidRequest(f"session {record.id} belongs to provider {record.provider}, not {self.name}")
@@ -270,6 +281,7 @@ class Provider:
         otherwise emulated: the history up to ``at`` is copied and the parent recorded.
         """
         self._check_allowed()
+        self._ready()
         record = store.require(session_id)
         if record.provider != self.name:
             raise InvalidRequest(f"session {record.id} belongs to provider {record.provider}, not {self.name}")
@@ -340,14 +352,20 @@ class Provider:
     async def abort(self, session: ProviderSession) -> None:
         """Ask the running turn to stop; it ends with outcome ``aborted``."""
         session.aborted = True
+        if session.step_interrupt is not None:
+            session.step_interrupt.interrupt()  # a model call that waits ends now, not at its next byte
         await self._abort(session)
 
     async def close(self, session: ProviderSession) -> None:
         try:
             await self._close(session)
         finally:
-            if session.store is not None:
-                session.store.flush()
+            store = session.store
+            if store is not None:
+                if session.turn == 0:
+                    # Opened but never sent a prompt: not a run that died (`interrupted`).
+                    store.set_status(session.session_id, "not_started")
+                store.flush()
 
     def seed(self, node_dir: Path, parent_dir: Path | None = None) -> None:
         """Materialise this provider's configuration in a new node directory."""
@@ -419,6 +437,12 @@ class Provider:
     def _rates(self, model: str | None) -> Rates | None:
         return None
 
+    def _ready(self) -> None:
+        """Cheap checks (no process, no network) that a session could work at all, made
+        before anything is recorded: a missing key fails here in a moment as ``auth``,
+        with the fix, rather than after a program's own retries. Default: none."""
+        return None
+
     def _check_allowed(self) -> None:
         if self.real and os.environ.get(BLOCK_ENV, "") not in ("", "0"):
             raise PermissionDenied(
@@ -447,6 +471,7 @@ class ProviderSession:
     resumed: Literal["native", "emulated"] | None = None
     forked_from: SessionRecord | None = None
     history: list[TranscriptEntry] = field(default_factory=list)
+    step_interrupt: StepInterrupt | None = None
 
     def history_as_context(self) -> str:
         """The earlier conversation as plain text, for providers that resume by emulation."""
@@ -554,7 +579,12 @@ class ProviderSession:
             config=LoopConfig(max_steps=max_steps, params=dict(params or {})),
             aborted=lambda: self.aborted,
             stages=self.stages,
+            interrupt=self._new_interrupt(),
         )
+
+    def _new_interrupt(self) -> StepInterrupt:
+        self.step_interrupt = StepInterrupt()
+        return self.step_interrupt
 
 
 async def _close_quietly(source: AsyncIterator[Event]) -> None:

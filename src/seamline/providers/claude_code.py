@@ -33,13 +33,13 @@ class ClaudeCodeProvider(AgentCliProvider):
     default_model: ClassVar[str | None] = None
     options: ClassVar[dict[str, OptionSpec]] = {
         **COMMON_OPTIONS,
-        "base_url": OptionSpec("Anthropic API base URL (sets ANTHROPIC_BASE_URL)", kind="url"),
+        "base_url": OptionSpec("Anthropic API base URL (sets ANTHROPIC_BASE_URL)", kind="url", operator_only=True),
         "allowed_tools": OptionSpec("tools Claude Code may run without asking, comma-separated", default="Bash,Read"),
         "permission_mode": OptionSpec(
             "Claude Code's --permission-mode", choices=("default", "acceptEdits", "plan", "bypassPermissions")
         ),
         "max_budget_usd": OptionSpec("Claude Code's own --max-budget-usd for the turn", kind="number"),
-        "config_dir": OptionSpec("Claude Code's config dir (sets CLAUDE_CONFIG_DIR)"),
+        "config_dir": OptionSpec("Claude Code's config dir (sets CLAUDE_CONFIG_DIR)", operator_only=True),
     }
     forking = "native"
     session_ids = "seamline"

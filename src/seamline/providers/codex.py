@@ -32,14 +32,18 @@ class CodexProvider(AgentCliProvider):
     default_model: ClassVar[str | None] = None
     options: ClassVar[dict[str, OptionSpec]] = {
         **COMMON_OPTIONS,
-        "base_url": OptionSpec("Responses API base URL (an inline model provider of Codex's config)", kind="url"),
-        "api_key_env": OptionSpec("environment variable holding the key for base_url", default="OPENAI_API_KEY"),
+        "base_url": OptionSpec(
+            "Responses API base URL (an inline model provider of Codex's config)", kind="url", operator_only=True
+        ),
+        "api_key_env": OptionSpec(
+            "environment variable holding the key for base_url", default="OPENAI_API_KEY", operator_only=True
+        ),
         "sandbox": OptionSpec(
             "Codex's sandbox mode",
             default="workspace-write",
             choices=("read-only", "workspace-write", "danger-full-access"),
         ),
-        "codex_home": OptionSpec("Codex's home dir (sets CODEX_HOME)"),
+        "codex_home": OptionSpec("Codex's home dir (sets CODEX_HOME)", operator_only=True),
         "websockets": OptionSpec(
             "let Codex try the Responses WebSocket at base_url first (it falls back to HTTP)",
             default="false",

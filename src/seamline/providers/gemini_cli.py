@@ -33,13 +33,13 @@ class GeminiCliProvider(AgentCliProvider):
     default_model: ClassVar[str | None] = "gemini-2.5-flash"
     options: ClassVar[dict[str, OptionSpec]] = {
         **COMMON_OPTIONS,
-        "base_url": OptionSpec("Gemini API base URL (sets GOOGLE_GEMINI_BASE_URL)", kind="url"),
+        "base_url": OptionSpec("Gemini API base URL (sets GOOGLE_GEMINI_BASE_URL)", kind="url", operator_only=True),
         "approval_mode": OptionSpec(
             "the CLI's --approval-mode; the default offers no shell or write tools headless",
             default="yolo",
             choices=("default", "auto_edit", "yolo", "plan"),
         ),
-        "gemini_home": OptionSpec("home the CLI keeps .gemini under (sets GEMINI_CLI_HOME)"),
+        "gemini_home": OptionSpec("home the CLI keeps .gemini under (sets GEMINI_CLI_HOME)", operator_only=True),
     }
     forking = "none"
     session_ids = "seamline"
@@ -122,6 +122,11 @@ class GeminiCliProvider(AgentCliProvider):
 
     def _new_parser(self, *, session: ProviderSession, mode: SessionMode, target: str | None) -> StreamParser:
         return GeminiStreamJsonParser(model=self.model)
+
+    def _ready(self) -> None:
+        # Only a missing key and login stops a session here: seeding selects the key's auth type.
+        if not any(os.environ.get(k) for k in ("GEMINI_API_KEY", "GOOGLE_API_KEY")):
+            super()._ready()
 
     def _credentials_check(self, environ: Mapping[str, str]) -> PreflightCheck:
         for key in ("GEMINI_API_KEY", "GOOGLE_API_KEY"):

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Final
 
+from seamline.errors import InvalidRequest
 from seamline.events import Event, TextDelta, ToolCall, Usage
 from seamline.loop.messages import Message, ModelRequest
 from seamline.providers.base import OptionSpec, PreflightCheck, Provider
@@ -72,6 +73,12 @@ class OfflineProvider(Provider):
     result_cadence = "stream"
     routes = ("extractive",)
     real = False
+
+    def __init__(self, *, model: str | None = None, options: Mapping[str, str] | None = None) -> None:
+        if model not in (None, "", "extractive"):
+            # `run --model gpt-4o` without --provider: say so instead of answering offline.
+            raise InvalidRequest(f"the offline provider has one model, extractive, not {model!r}; {_serving(model)}")
+        super().__init__(model=model, options=options)
 
     def _step(self, request: ModelRequest) -> AsyncIterator[Event]:
         return self._answer(request)
@@ -246,3 +253,20 @@ def _compose(question: str, sources: list[tuple[str, str]], limit: int) -> str:
 
 def _chunks(text: str) -> list[str]:
     return text.splitlines(keepends=True)
+
+
+# Which providers serve a model, by its name's family (a hint, not a promise).
+_FAMILIES: Final = (
+    (("gpt-", "o1", "o3", "o4", "chatgpt-", "codex-"), ("openai", "codex")),
+    (("claude-",), ("anthropic", "claude-code")),
+    (("gemini-",), ("gemini-cli",)),
+)
+
+
+def _serving(model: str | None) -> str:
+    name = (model or "").lower()
+    for prefixes, providers in _FAMILIES:
+        if name.startswith(prefixes):
+            listed = " or ".join(f"--provider {p}" for p in providers)
+            return f"pass {listed}"
+    return "pass --provider NAME (see seamline providers list)"

@@ -55,6 +55,7 @@ from seamline.events import (
 from seamline.providers._opencode_server import OpenCodeServer, ServerChannel, acquire_server, release_server
 from seamline.providers.base import OptionSpec, PreflightCheck, Provider, ProviderSession
 from seamline.providers.program_lookup import find_program
+from seamline.redact import redact_url
 from seamline.sessions.records import SessionRecord
 from seamline.tools.approval import ApprovalDecision
 from seamline.tools.base import Tool, ToolClass
@@ -102,9 +103,13 @@ class OpenCodeProvider(Provider):
     name = "opencode"
     description = "the OpenCode agent through `opencode serve` (HTTP + server-sent events)"
     options: ClassVar[Mapping[str, OptionSpec]] = {
-        "executable": OptionSpec("path of the opencode program (default: found on PATH)"),
-        "base_url": OptionSpec("OpenAI-compatible base URL for the model (default: $OPENAI_BASE_URL)", kind="url"),
-        "api_key_env": OptionSpec("environment variable holding the API key", default="OPENAI_API_KEY"),
+        "executable": OptionSpec("path of the opencode program (default: found on PATH)", operator_only=True),
+        "base_url": OptionSpec(
+            "OpenAI-compatible base URL for the model (default: $OPENAI_BASE_URL)", kind="url", operator_only=True
+        ),
+        "api_key_env": OptionSpec(
+            "environment variable holding the API key", default="OPENAI_API_KEY", operator_only=True
+        ),
         "startup_timeout": OptionSpec("seconds `opencode serve` may take to come up", default="60", kind="number"),
         "turn_timeout": OptionSpec("seconds a turn may take before it is aborted", default="600", kind="number"),
         "request_timeout": OptionSpec("seconds one HTTP call to the server may take", default="30", kind="number"),
@@ -185,7 +190,7 @@ class OpenCodeProvider(Provider):
             PreflightCheck(
                 name="model",
                 ok=True,
-                detail=f"OpenAI-compatible endpoint {base}" if base else "OpenCode's own configuration",
+                detail=f"OpenAI-compatible endpoint {redact_url(base)}" if base else "OpenCode's own configuration",
             )
         )
         return checks

@@ -13,7 +13,7 @@ with ``Last-Event-ID`` reads that run's stream on from there.
 
 How the session is opened comes from ``forwardedProps.seamline`` (provider, model,
 options, workspace, yes, max_steps, budget_usd), or, on ``/v1/agents/NAME/agui``, from the
-declared agent NAME (:func:`resolve_agent`).
+declared agent NAME of `--agents FILE` (:func:`resolve_agent`).
 """
 
 from __future__ import annotations
@@ -56,10 +56,13 @@ class AgentChoice(msgspec.Struct, forbid_unknown_fields=True):
     budget_usd: float | None = None
 
 
-def resolve_agent(name: str) -> AgentChoice:
-    """The declared agent ``name`` (``/v1/agents/NAME/agui``). No agents are declared yet:
-    every name is unknown."""
-    raise NotFound(f"no agent {name!r} is declared on this server")
+def resolve_agent(hub: RunHub, name: str) -> AgentChoice:
+    """The declared agent ``name`` (``/v1/agents/NAME/agui``, from ``seamline serve --agents
+    FILE``); an unknown name is a 404. Its provider, model, options, sandbox and workspace
+    roots are the operator's: the session is opened as that agent (see :func:`_session_for`)."""
+    spec = hub.policy.require_agent(name)
+    # An AG-UI client cannot ask for yes; an agent the operator declared with yes = true has it.
+    return AgentChoice(provider=spec.provider, yes=spec.yes)
 
 
 @dataclass(eq=False)
@@ -104,7 +107,7 @@ def agui_routes(hub: RunHub) -> dict[str, dict[str, Callable[[Request], Awaitabl
 
     async def agent_agui(request: Request) -> Response:
         name = request.path_params["name"]
-        resolve_agent(name)  # 404 before the body is read
+        resolve_agent(hub, name)  # 404 before the body is read
         return await _serve(hub, threads, request, agent=name)
 
     return {"/v1/agui": {"POST": agui}, "/v1/agents/{name}/agui": {"POST": agent_agui}}
@@ -121,13 +124,13 @@ async def _input(request: Request) -> RunAgentInput:
         raise InvalidRequest(f"invalid RunAgentInput: {problems}") from None
 
 
-def _choice(body: RunAgentInput, agent: str | None) -> AgentChoice:
+def _choice(hub: RunHub, body: RunAgentInput, agent: str | None) -> AgentChoice:
     props = body.forwarded_props if isinstance(body.forwarded_props, dict) else {}
     given = props.get("seamline")
     if agent is not None:
         if given is not None:
             raise InvalidRequest(f"agent {agent!r} is declared on the server; forwardedProps.seamline is not taken")
-        return resolve_agent(agent)
+        return resolve_agent(hub, agent)
     if given is None:
         return AgentChoice()
     try:
@@ -175,14 +178,17 @@ async def _session_for(
     metadata: dict[str, Any] = {THREAD_KEY: thread_id}
     if agent is not None:
         metadata[AGENT_KEY] = agent
-    slot = await hub.open_session(
-        provider=choice.provider,
-        model=choice.model,
-        options=choice.options,
-        workspace=choice.workspace,
-        yes=choice.yes,
-        metadata=metadata,
-    )
+    if agent is not None:  # the operator's agent: its provider, options, sandbox and roots
+        slot = await hub.open_session(agent=agent, workspace=choice.workspace, yes=choice.yes, metadata=metadata)
+    else:
+        slot = await hub.open_session(
+            provider=choice.provider,
+            model=choice.model,
+            options=choice.options,
+            workspace=choice.workspace,
+            yes=choice.yes,
+            metadata=metadata,
+        )
     threads.sessions[key] = slot.session.session_id
     return slot.session.session_id
 
@@ -231,7 +237,7 @@ async def _serve(hub: RunHub, threads: AgUiThreads, request: Request, *, agent: 
         threads.by_run_id[(key, body.run_id)] = (streamed, segment)
         return _response(streamed, segment, base=base)
     prompt = _prompt(body)
-    choice = _choice(body, agent)
+    choice = _choice(hub, body, agent)
     async with threads.lock:  # two first POSTs on one thread open one session
         waiting = threads.current.get(key)
         if waiting is not None and not waiting.run.done:

@@ -10,10 +10,11 @@ docs/serve.md describes each route; docs/openapi.json is the pinned document (bu
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import asdict
 from importlib import resources
+from pathlib import Path
 from typing import Any, Final, Literal, TypeVar
 
 import msgspec
@@ -25,12 +26,13 @@ from starlette.routing import Route
 from seamline.errors import InvalidRequest, SeamlineError
 from seamline.events import encode_event
 from seamline.providers.registry import create_provider, provider_class, provider_names
+from seamline.server.agents_file import AgentSpec, ServePolicy, UnknownAgent
 from seamline.server.agui import AgUiTranslator
 from seamline.server.agui_route import agui_routes
 from seamline.server.guard import BodyTooLarge, Guard
 from seamline.server.openapi import openapi_document
 from seamline.server.runs import Busy, LiveSession, NotFound, Run, RunHub
-from seamline.sessions.records import SessionRecord
+from seamline.sessions.records import SessionRecord, session_title
 from seamline.sessions.store import StoreCore
 from seamline.tools.permissions import PermissionAnswer
 
@@ -42,7 +44,8 @@ T = TypeVar("T")
 
 
 class NewSession(msgspec.Struct, forbid_unknown_fields=True):
-    provider: str = "offline"
+    provider: str | None = None  # the safe defaults' "offline" unless an agent is named
+    agent: str | None = None
     model: str | None = None
     options: dict[str, str] = {}
     workspace: str | None = None
@@ -61,7 +64,8 @@ class NewRun(msgspec.Struct, forbid_unknown_fields=True):
 
 class NewPipelineRun(msgspec.Struct, forbid_unknown_fields=True):
     prompt: str
-    provider: str = "offline"
+    provider: str | None = None
+    agent: str | None = None
     model: str | None = None
     options: dict[str, str] = {}
     workspace: str | None = None
@@ -96,7 +100,7 @@ def _guarded(handler: Callable[[Request], Awaitable[Response]]) -> Callable[[Req
     async def route(request: Request) -> Response:
         try:
             return await handler(request)
-        except NotFound as exc:
+        except (NotFound, UnknownAgent) as exc:
             return _error(404, "not_found", exc.message)
         except Busy as exc:
             return _error(409, "busy", exc.message)
@@ -120,6 +124,8 @@ async def _body(request: Request, kind: type[T]) -> T:
         raise InvalidRequest(f"malformed JSON: {exc}") from None
     except UnicodeDecodeError as exc:  # msgspec's error for such bytes inside a string
         raise InvalidRequest(f"malformed JSON: not UTF-8: {exc}") from None
+    except RecursionError:  # msgspec's error for arrays and objects nested too deep
+        raise InvalidRequest("malformed JSON: nested too deep") from None
 
 
 def _session_row(store: StoreCore, hub: RunHub, record: SessionRecord) -> dict[str, Any]:
@@ -133,6 +139,7 @@ def _session_row(store: StoreCore, hub: RunHub, record: SessionRecord) -> dict[s
         "live": live is not None,
         "busy": live.busy if live is not None else False,
         "runs": list(live.runs) if live is not None else [],
+        "title": session_title(store.first_prompt(record.id)),
     }
 
 
@@ -146,15 +153,20 @@ def create_app(
     cancel_grace: float = 2.0,
     keep_finished: int = 1000,
     close_store: bool = False,
+    agents: Mapping[str, AgentSpec] | None = None,
+    allow_origins: tuple[str, ...] = (),
 ) -> Guard:
     """The ASGI application of ``seamline serve`` over ``store``. The newest
     ``keep_finished`` finished runs stay readable; older ones are forgotten (their events
-    stay in the store's raw log).
+    stay in the store's raw log). ``agents``: the operator's declared agents (see
+    :mod:`seamline.server.agents_file`); clients get the safe defaults besides them.
+    ``allow_origins``: exact origins (``scheme://host[:port]``) whose pages may call the API.
 
     >>> from seamline.sessions.store import SessionStore
     >>> app = create_app(SessionStore(":memory:"))
     """
-    hub = RunHub(store, workspace=workspace, cancel_grace=cancel_grace, keep_finished=keep_finished)
+    policy = ServePolicy(Path(workspace), agents)
+    hub = RunHub(store, workspace=workspace, cancel_grace=cancel_grace, keep_finished=keep_finished, policy=policy)
 
     @asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
@@ -217,6 +229,7 @@ def create_app(
             workspace=body.workspace,
             yes=body.yes,
             metadata=body.metadata,
+            agent=body.agent,
         )
         return JSONResponse(_live_row(slot), status_code=201)
 
@@ -301,7 +314,11 @@ def create_app(
             stream = _ndjson(run, after) if ndjson else _seamline_sse(run, after)
             media = "application/x-ndjson" if ndjson else "text/event-stream"
         else:
-            stream = _agui_sse(run, last, base=base, interrupts=interrupts)
+            # Checked here, before the 200 goes out: a bad id is a 400, not a cut stream.
+            seq_text, _, part_text = last.partition(".")
+            after = _int(seq_text, "Last-Event-ID")
+            skip = _int(part_text, "Last-Event-ID") + 1 if part_text else 0
+            stream = _agui_sse(run, after, skip, base=base, interrupts=interrupts)
             media = "text/event-stream"
         return StreamingResponse(
             stream, media_type=media, headers={"cache-control": "no-cache", "x-accel-buffering": "no"}
@@ -339,8 +356,12 @@ def create_app(
             yes=body.yes,
             max_steps=body.max_steps,
             budget_usd=body.budget_usd,
+            agent=body.agent,
         )
         return JSONResponse(run.summary(), status_code=201, headers={"location": f"/v1/runs/{run.id}"})
+
+    async def list_agents(request: Request) -> Response:
+        return JSONResponse({"agents": [spec.public() for spec in policy.agents.values()]})
 
     async def openapi(request: Request) -> Response:
         return JSONResponse(openapi_document())
@@ -350,7 +371,7 @@ def create_app(
         if name not in _PAGE_FILES:
             raise NotFound(f"no file {name!r}")
         data = resources.files("seamline.server").joinpath("page", name).read_bytes()
-        return Response(data, media_type=_PAGE_FILES[name], headers={"cache-control": "no-cache"})
+        return Response(data, media_type=_PAGE_FILES[name], headers=_PAGE_HEADERS)
 
     table: dict[str, dict[str, Callable[[Request], Awaitable[Response]]]] = {
         "/": {"GET": page},
@@ -358,6 +379,7 @@ def create_app(
         "/v1/openapi.json": {"GET": openapi},
         "/v1/info": {"GET": info},
         "/v1/providers": {"GET": providers},
+        "/v1/agents": {"GET": list_agents},
         "/v1/sessions": {"GET": list_sessions, "POST": create_session},
         "/v1/sessions/{session_id}": {"GET": get_session, "DELETE": delete_session},
         "/v1/sessions/{session_id}/fork": {"POST": fork_session},
@@ -388,13 +410,21 @@ def create_app(
 
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={404: not_found, 405: not_allowed})
     app.state.hub = hub
-    guard = Guard(app, hosts=hosts, token=token, max_body=max_body)
+    guard = Guard(app, hosts=hosts, token=token, max_body=max_body, allow_origins=allow_origins)
     guard.hub = hub
     return guard
 
 
 # A classified error's HTTP status: the client's mistake, a refusal, or the backend's trouble.
 _STATUS_OF_KIND: Final = {"invalid_request": 400, "permission": 403, "sandbox": 403, "budget": 400, "timeout": 504}
+
+# The page loads only its own files and is framed by no one (clickjacking).
+_PAGE_HEADERS: Final = {
+    "cache-control": "no-cache",
+    "content-security-policy": "default-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
+    "x-frame-options": "DENY",
+    "x-content-type-options": "nosniff",
+}
 
 _PAGE_FILES: Final = {
     "index.html": "text/html; charset=utf-8",
@@ -451,10 +481,7 @@ async def _ndjson(run: Run, after: int) -> AsyncIterator[bytes]:
         yield b"".join(b'{"id":%d,"event":%s}\n' % (start + i, encode_event(event)) for i, event in enumerate(batch, 1))
 
 
-async def _agui_sse(run: Run, last: str, *, base: str, interrupts: bool) -> AsyncIterator[bytes]:
-    seq_text, _, part_text = last.partition(".")
-    after = _int(seq_text, "Last-Event-ID")
-    skip = _int(part_text, "Last-Event-ID") + 1 if part_text else 0
+async def _agui_sse(run: Run, after: int, skip: int, *, base: str, interrupts: bool) -> AsyncIterator[bytes]:
     translator = AgUiTranslator(
         run.id, base_url=base, interrupts=interrupts, pipeline=run.pipeline, first_phase=run.first_phase
     )

@@ -1,5 +1,6 @@
 """The gate in front of every route: Host and Origin checks against DNS rebinding and
-cross-site requests, the bearer token, and a limit on request bodies.
+cross-site requests, CORS for the origins the operator allows, the bearer token, and a
+limit on request bodies.
 
 A plain ASGI middleware, so it also guards what the routes never see (404s, the page).
 """
@@ -7,12 +8,13 @@ A plain ASGI middleware, so it also guards what the routes never see (404s, the 
 from __future__ import annotations
 
 import hmac
+import ipaddress
 import json
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Any, Final
 from urllib.parse import parse_qs, urlsplit
 
-__all__ = ["LOOPBACK_HOSTS", "Guard", "is_loopback"]
+__all__ = ["LOOPBACK_HOSTS", "Guard", "is_loopback", "normalize_origin"]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -20,30 +22,100 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-LOOPBACK_HOSTS: Final = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
+LOOPBACK_HOSTS: Final = frozenset({"127.0.0.1", "localhost", "::1"})
 COOKIE: Final = "seamline_token"
+CORS_METHODS: Final = "GET, POST, DELETE"
+CORS_HEADERS: Final = "Authorization, Content-Type, Last-Event-ID"
 
 
 def is_loopback(host: str) -> bool:
-    return host in LOOPBACK_HOSTS or host.startswith("127.")
+    """Whether ``host`` (a bind address or a Host name, IPv6 with or without brackets) is
+    this machine: the exact name ``localhost`` or an address in 127.0.0.0/8 or ``::1``.
+    Parsed, never a prefix test: ``127.0.0.1.evil.example`` is a DNS name anyone can point
+    anywhere (DNS rebinding)."""
+    name = host.strip().lower()
+    if name.startswith("[") and name.endswith("]"):
+        name = name[1:-1]
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
 
 
-def _hostname(value: str) -> str:
+def normalize_origin(value: str) -> str:
+    """An origin as browsers send it (``scheme://host[:port]``, lower case, no default
+    port); ValueError when ``value`` is not one (a path, a query, user info)."""
+    parts = urlsplit(value.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"{value!r} is not an origin (scheme://host[:port])")
+    if parts.path not in ("", "/") or parts.query or parts.fragment or "@" in parts.netloc:
+        raise ValueError(f"{value!r} is not an origin: give scheme://host[:port] only")
+    port = parts.port
+    host = parts.hostname.lower()
+    shown = f"[{host}]" if ":" in host else host
+    default = {"http": 80, "https": 443}[parts.scheme]
+    return f"{parts.scheme}://{shown}" + (f":{port}" if port is not None and port != default else "")
+
+
+def _canonical(name: str) -> str:
+    """A host name as the guard compares it: lower case, an IPv6 address without brackets
+    and in its compressed form."""
+    name = name.strip().lower()
+    if name.startswith("[") and name.endswith("]"):
+        name = name[1:-1]
+    try:
+        return ipaddress.ip_address(name).compressed
+    except ValueError:
+        return name
+
+
+def _host_port(value: str) -> tuple[str, str] | None:
+    """The host and port ("" when none) of a Host header (``name``, ``name:port``, ``[v6]``
+    or ``[v6]:port``), or None when it is none of these."""
     value = value.strip().lower()
     if value.startswith("["):
-        return value[: value.find("]") + 1] if "]" in value else value
-    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+        end = value.find("]")
+        rest = value[end + 1 :] if end > 0 else ""
+        if end < 0 or (rest and not (rest.startswith(":") and rest[1:].isdigit())):
+            return None
+        return _canonical(value[: end + 1]), rest[1:]
+    name, colon, port = value.partition(":")
+    if not name or (colon and not port.isdigit()):
+        return None
+    return _canonical(name), port
+
+
+def _hostname(value: str) -> str | None:
+    parsed = _host_port(value)
+    return parsed[0] if parsed is not None else None
 
 
 class Guard:
     """Wraps the app. ``hosts``: names the Host header may carry (loopback names always);
     ``token``: required on every request when set (``Authorization: Bearer``, or the
-    cookie the page gets from ``/?token=…``); ``max_body``: bytes a request body may have."""
+    cookie the page gets from ``/?token=…``); ``max_body``: bytes a request body may have;
+    ``allow_origins``: exact origins whose pages may call the API (CORS), none by default.
 
-    def __init__(self, app: ASGIApp, *, hosts: Iterable[str] = (), token: str | None = None, max_body: int) -> None:
+    A request with an ``Origin`` header is served when that origin is the server's own
+    (its host and port are the Host header's), an ``--allow-host`` name, or allowed;
+    anything else is 403."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        hosts: Iterable[str] = (),
+        token: str | None = None,
+        max_body: int,
+        allow_origins: Iterable[str] = (),
+    ) -> None:
         self.app = app
         self.hub: Any = None  # the app's RunHub, for the serve command's shutdown
-        self.hosts = frozenset({*LOOPBACK_HOSTS, *(h.lower() for h in hosts)})
+        self.named = frozenset(_canonical(h) for h in hosts)
+        self.hosts = frozenset({*LOOPBACK_HOSTS, *self.named})
+        self.allow_origins = frozenset(normalize_origin(o) for o in allow_origins)
         self.token = token
         self.max_body = max_body
 
@@ -53,15 +125,23 @@ class Guard:
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         host = _hostname(headers.get("host", ""))
-        if host not in self.hosts and not host.startswith("127."):
-            await _reply(send, 403, "permission", f"host {host!r} is not served here (DNS rebinding guard)")
+        if host is None or not self._serves(host):
+            shown = headers.get("host", "")[:100]
+            await _reply(send, 403, "permission", f"host {shown!r} is not served here (DNS rebinding guard)")
             return
         origin = headers.get("origin")
-        if origin and origin != "null":
-            origin_host = (urlsplit(origin).hostname or "").lower()
-            if origin_host not in self.hosts and not origin_host.startswith("127."):
-                await _reply(send, 403, "permission", f"cross-site request from {origin!r} refused")
+        allowed: str | None = None
+        if origin is not None:
+            allowed = self._allowed_origin(origin)
+            if allowed is None and not self._same_site(origin, headers.get("host", "")):
+                shown = origin[:100]
+                await _reply(send, 403, "permission", f"cross-site request from {shown!r} refused (--allow-origin)")
                 return
+        if allowed is not None:
+            if scope.get("method") == "OPTIONS" and "access-control-request-method" in headers:
+                await _preflight(send, allowed)  # before the token: a browser sends none here
+                return
+            send = _with_cors(send, allowed)
         if self.token is not None:
             query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
             if scope.get("path") == "/" and query.get("token"):
@@ -79,6 +159,33 @@ class Guard:
             await _reply(send, 413, "invalid_request", f"request body over {self.max_body} bytes")
             return
         await self.app(scope, self._limited(receive, send), send)
+
+    def _allowed_origin(self, origin: str) -> str | None:
+        try:
+            normal = normalize_origin(origin)
+        except ValueError:
+            return None
+        return normal if normal in self.allow_origins else None
+
+    def _same_site(self, origin: str, host_header: str) -> bool:
+        """The server's own page (the origin's host and port are the Host header's), or an
+        ``--allow-host`` name; the scheme is not compared (a TLS proxy may sit in front)."""
+        try:
+            parts = urlsplit(origin)
+        except ValueError:
+            return False
+        theirs = _host_port(parts.netloc) if "@" not in parts.netloc else None
+        ours = _host_port(host_header)
+        if theirs is None or ours is None or parts.scheme not in ("http", "https"):
+            return False  # "null" (a sandboxed frame, a file) is no site of ours either
+        if theirs[0] in self.named:
+            return True
+        default = "443" if parts.scheme == "https" else "80"
+        return theirs[0] == ours[0] and (theirs[1] or default) == (ours[1] or default)
+
+    def _serves(self, host: str) -> bool:
+        """An exact name given to serve, or a loopback address (parsed, not a prefix)."""
+        return host in self.hosts or is_loopback(host)
 
     def _matches(self, given: str) -> bool:
         assert self.token is not None
@@ -131,6 +238,40 @@ async def _reply(send: Send, status: int, kind: str, message: str) -> None:
         }
     )
     await send({"type": "http.response.body", "body": body})
+
+
+async def _preflight(send: Send, origin: str) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 204,
+            "headers": [
+                (b"access-control-allow-origin", origin.encode("latin-1")),
+                (b"access-control-allow-methods", CORS_METHODS.encode()),
+                (b"access-control-allow-headers", CORS_HEADERS.encode()),
+                (b"access-control-max-age", b"600"),
+                (b"vary", b"Origin"),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": b""})
+
+
+def _with_cors(send: Send, origin: str) -> Send:
+    """``send`` that adds the CORS headers of an allowed origin to the response."""
+
+    async def wrapped(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            headers = [(k, v) for k, v in message.get("headers", []) if k.lower() != b"vary"]
+            headers += [
+                (b"access-control-allow-origin", origin.encode("latin-1")),
+                (b"access-control-expose-headers", b"Location"),
+                (b"vary", b"Origin"),
+            ]
+            message = {**message, "headers": headers}
+        await send(message)
+
+    return wrapped
 
 
 async def _login(send: Send, token: str) -> None:

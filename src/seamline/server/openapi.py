@@ -47,6 +47,7 @@ _SESSION: Final[dict[str, Any]] = {
         "live": {"type": "boolean", "description": "held open by this server"},
         "busy": {"type": "boolean", "description": "running or queuing a turn"},
         "runs": {"type": "array", "items": {"type": "string"}},
+        "title": {"type": "string", "description": "the first line of the session's first prompt ('' before one)"},
     },
 }
 
@@ -73,8 +74,15 @@ _RUN: Final[dict[str, Any]] = {
 _OPTIONS: Final[dict[str, Any]] = {
     "type": "object",
     "additionalProperties": {"type": "string"},
-    "description": "provider options (see `seamline providers list --options`)",
+    "description": "provider options (see `seamline providers list --options`); one that names a program, "
+    "path or endpoint is 403 (the operator's --agents FILE sets it), and with an agent only its "
+    "client_options are taken",
 }
+_AGENT: Final[dict[str, Any]] = {
+    "type": ["string", "null"],
+    "description": "a declared agent (GET /v1/agents): its provider, model, options, sandbox and budget",
+}
+_YES: Final = "allow write and execute tools unasked: 403 unless the chosen agent declares yes = true"
 
 
 def _body(schema: dict[str, Any]) -> dict[str, Any]:
@@ -111,12 +119,17 @@ def openapi_document() -> dict[str, Any]:
         "type": "object",
         "additionalProperties": False,
         "properties": {
-            "provider": {"type": "string", "default": "offline"},
+            "provider": {"type": ["string", "null"], "default": "offline"},
+            "agent": _AGENT,
             "model": {"type": ["string", "null"]},
             "options": _OPTIONS,
-            "workspace": {"type": ["string", "null"], "description": "folder the tools use (default: the server's)"},
-            "yes": {"type": "boolean", "default": False, "description": "allow write and execute tools unasked"},
-            "metadata": {"type": "object"},
+            "workspace": {
+                "type": ["string", "null"],
+                "description": "folder the tools use: the server's --workspace or one under it, or under a root "
+                "of the chosen agent (default: the first)",
+            },
+            "yes": {"type": "boolean", "default": False, "description": _YES},
+            "metadata": {"type": "object", "description": "the key `agent` is the server's"},
         },
     }
     new_run = {
@@ -127,9 +140,9 @@ def openapi_document() -> dict[str, Any]:
             "prompt": {"type": "string"},
             "busy": {"type": "string", "enum": ["reject", "enqueue"], "default": "reject"},
             "max_steps": {"type": "integer", "minimum": 1, "default": 50},
-            "budget_usd": {"type": ["number", "null"]},
+            "budget_usd": {"type": ["number", "null"], "minimum": 0},
             "options": _OPTIONS,
-            "yes": {"type": "boolean", "default": False},
+            "yes": {"type": "boolean", "default": False, "description": _YES},
         },
     }
     paths: dict[str, Any] = {
@@ -139,6 +152,12 @@ def openapi_document() -> dict[str, Any]:
                 "every provider with its capabilities and preflight",
                 {"200": _json("providers", {"type": "object", "required": ["providers"]})},
                 parameters=[{"name": "preflight", "in": "query", "schema": {"type": "boolean", "default": True}}],
+            )
+        },
+        "/v1/agents": {
+            "get": _op(
+                "the agents this server's operator declared (--agents FILE); never their option values",
+                {"200": _json("agents", {"type": "object", "required": ["agents"]})},
             )
         },
         "/v1/sessions": {
@@ -188,7 +207,7 @@ def openapi_document() -> dict[str, Any]:
                         "properties": {
                             "at": {"type": ["integer", "null"]},
                             "options": _OPTIONS,
-                            "yes": {"type": "boolean"},
+                            "yes": {"type": "boolean", "description": _YES},
                         },
                     }
                 ),
@@ -305,13 +324,14 @@ def openapi_document() -> dict[str, Any]:
                         "additionalProperties": False,
                         "properties": {
                             "prompt": {"type": "string"},
-                            "provider": {"type": "string", "default": "offline"},
+                            "provider": {"type": ["string", "null"], "default": "offline"},
+                            "agent": _AGENT,
                             "model": {"type": ["string", "null"]},
                             "options": _OPTIONS,
                             "workspace": {"type": ["string", "null"]},
-                            "yes": {"type": "boolean"},
+                            "yes": {"type": "boolean", "description": _YES},
                             "max_steps": {"type": "integer", "minimum": 1},
-                            "budget_usd": {"type": ["number", "null"]},
+                            "budget_usd": {"type": ["number", "null"], "minimum": 0},
                         },
                     }
                 ),
@@ -338,7 +358,7 @@ def openapi_document() -> dict[str, Any]:
         for code, text in (
             (400, "bad input"),
             (401, "missing or wrong bearer token"),
-            (403, "Host or Origin not served here"),
+            (403, "Host or Origin not served here, or what only the operator may choose"),
             (404, "not found"),
             (409, "the session is busy"),
             (413, "request body over the limit"),

@@ -24,7 +24,8 @@ from seamline.errors import InvalidRequest
 from seamline.events import Complete, Event, PermissionRequest, Usage
 from seamline.providers.base import Provider, ProviderSession
 from seamline.providers.registry import create_provider
-from seamline.sessions.records import SessionRecord
+from seamline.server.agents_file import AGENT_KEY, Plan, ServePolicy
+from seamline.sessions.records import SessionRecord, metadata_problem
 from seamline.sessions.store import SessionStore, StoreCore
 from seamline.tools.base import Toolset
 from seamline.tools.permissions import PermissionAnswer, PermissionRules, PermissionService
@@ -184,9 +185,11 @@ class RunHub:
         cancel_grace: float = 2.0,
         keep_finished: int = 1000,
         provider_factory: Callable[[str, str | None, Mapping[str, str]], Provider] | None = None,
+        policy: ServePolicy | None = None,
     ) -> None:
         self.store = store
         self.workspace = Path(workspace).resolve()
+        self.policy = policy or ServePolicy(self.workspace)
         self.cancel_grace = cancel_grace
         self.keep_finished = keep_finished
         self._finished: deque[str] = deque()
@@ -215,13 +218,8 @@ class RunHub:
             self._journal = EditJournal(journal_path_for(store_file))
 
     # -- sessions --------------------------------------------------------------------------
-    def _workspace(self, path: str | None) -> Workspace:
-        root = Path(path).expanduser() if path else self.workspace
-        if not root.is_absolute():
-            root = self.workspace / root
-        if not root.is_dir():
-            raise InvalidRequest(f"workspace {root} is not a folder")
-        return Workspace(root)
+    def _backend(self, plan: Plan) -> Provider:
+        return self._factory(plan.provider, plan.model, plan.options)
 
     def _approval(self, live: Callable[[], LiveSession | None], workspace: Path, yes: bool) -> PermissionService:
         self._open_files()
@@ -272,16 +270,29 @@ class RunHub:
     async def open_session(
         self,
         *,
-        provider: str = "offline",
+        provider: str | None = None,
         model: str | None = None,
         options: Mapping[str, str] | None = None,
         workspace: str | None = None,
         yes: bool = False,
         metadata: Mapping[str, Any] | None = None,
+        agent: str | None = None,
     ) -> LiveSession:
-        backend = self._factory(provider, model, dict(options or {}))
-        ws = self._workspace(workspace)
+        """Open a session as the server's policy allows: a declared ``agent`` with the
+        operator's settings, or a provider of the safe defaults."""
+        problem = metadata_problem(dict(metadata or {}))
+        if problem is not None:
+            raise InvalidRequest(problem)  # before anything is stored: a listing must stay readable
+        if metadata and AGENT_KEY in metadata:
+            raise InvalidRequest(f"metadata key {AGENT_KEY!r} is the server's; start a declared agent with 'agent'")
+        plan = self.policy.plan(
+            provider=provider, model=model, options=dict(options or {}), workspace=workspace, yes=yes, agent=agent
+        )
+        backend = self._backend(plan)
+        ws = Workspace(plan.workspace)
         marked = {**dict(metadata or {}), "surface": "serve"}
+        if plan.agent is not None:
+            marked[AGENT_KEY] = plan.agent
         return await self._hold(
             backend,
             ws,
@@ -293,10 +304,11 @@ class RunHub:
 
     async def _revive(self, record: SessionRecord, *, options: Mapping[str, str] | None, yes: bool) -> LiveSession:
         """A stored session this process does not hold: resume it from the store."""
-        backend = self._factory(record.provider, record.model, dict(options or {}))
+        plan = self.policy.stored(record, dict(options or {}), yes)
+        backend = self._backend(plan)
         return await self._hold(
             backend,
-            self._workspace(record.workspace),
+            Workspace(plan.workspace),
             yes,
             lambda tools, approval: backend.resume(record.id, store=self.store, tools=tools, approval=approval),
         )
@@ -305,18 +317,22 @@ class RunHub:
         self, session_id: str, *, at: int | None = None, options: Mapping[str, str] | None = None, yes: bool = False
     ) -> LiveSession:
         record = self.require_session(session_id)
+        plan = self.policy.stored(record, dict(options or {}), yes)
         live = self.sessions.get(record.id)
         # A live parent lends its provider (a scripted one goes on with its script).
         backend = live.provider if live is not None and not options else None
         if backend is None:
-            backend = self._factory(record.provider, record.model, dict(options or {}))
+            backend = self._backend(plan)
         chosen = backend
-        return await self._hold(
+        slot = await self._hold(
             backend,
-            self._workspace(record.workspace),
+            Workspace(plan.workspace),
             yes,
             lambda tools, approval: chosen.fork(record.id, store=self.store, at=at, tools=tools, approval=approval),
         )
+        if plan.agent is not None:  # the fork keeps its agent, so its runs keep the operator's settings
+            self.store.update_metadata(slot.session.session_id, {AGENT_KEY: plan.agent, "surface": "serve"})
+        return slot
 
     def require_session(self, session_id: str) -> SessionRecord:
         try:
@@ -337,6 +353,7 @@ class RunHub:
 
     def revert(self, session_id: str, *, to_step: int = 0, force: bool = False) -> dict[str, Any]:
         record = self.require_session(session_id)
+        self.policy.stored(record, {}, False)  # its folder is one this server offers
         live = self.sessions.get(record.id)
         if live is not None and live.busy:
             raise Busy(f"session {record.id} is running a turn; cancel it first")
@@ -369,10 +386,10 @@ class RunHub:
             raise InvalidRequest("the prompt is empty")
         if max_steps < 1:
             raise InvalidRequest("max_steps must be at least 1")
-        slot = self.sessions.get(session_id)
-        if slot is None:
-            record = self.require_session(session_id)
-            slot = self.sessions.get(record.id) or await self._revive(record, options=options, yes=yes)
+        record = self.require_session(session_id)
+        self.policy.stored(record, dict(options or {}), yes)  # what this run asks is allowed
+        budget_usd = self.policy.run_budget(record, budget_usd)
+        slot = self.sessions.get(record.id) or await self._revive(record, options=options, yes=yes)
         if slot.busy and busy == "reject":
             running = slot.current.id if slot.current is not None else "a queued run"
             raise Busy(f"session {slot.session.session_id} is busy with run {running}; retry, or ask to enqueue")
@@ -448,13 +465,14 @@ class RunHub:
         name: str,
         prompt: str,
         *,
-        provider: str = "offline",
+        provider: str | None = None,
         model: str | None = None,
         options: Mapping[str, str] | None = None,
         workspace: str | None = None,
         yes: bool = False,
         max_steps: int = 50,
         budget_usd: float | None = None,
+        agent: str | None = None,
     ) -> Run:
         """Run a built-in pipeline under its controller; its trace is ``traces/RUN.jsonl``
         beside the store, so the run id is also the trace's."""
@@ -467,8 +485,17 @@ class RunHub:
             raise InvalidRequest("the prompt is empty")
         if max_steps < 1:
             raise InvalidRequest("max_steps must be at least 1")
-        backend = self._factory(provider, model, dict(options or {}))
-        ws = self._workspace(workspace)
+        plan = self.policy.plan(
+            provider=provider,
+            model=model,
+            options=dict(options or {}),
+            workspace=workspace,
+            yes=yes,
+            agent=agent,
+            budget_usd=budget_usd,
+        )
+        backend = self._backend(plan)
+        ws = Workspace(plan.workspace)
         run = Run(
             id=uuid.uuid4().hex, session_id=None, prompt=prompt, pipeline=name, first_phase=definition.phases[0].name
         )
@@ -483,7 +510,7 @@ class RunHub:
             tools=self._tools(ws),
             yes=yes,
             max_steps=max_steps,
-            budget_usd=budget_usd,
+            budget_usd=plan.budget_usd,
             run_id=run.id,
         )
         self.runs[run.id] = run

@@ -19,6 +19,7 @@ from typing import Any, Final
 from seamline.errors import InvalidRequest
 from seamline.events import Usage
 from seamline.sessions.records import (
+    METADATA_MAX_DEPTH,
     Direction,
     FileTouch,
     RawRow,
@@ -27,6 +28,7 @@ from seamline.sessions.records import (
     Totals,
     TranscriptEntry,
     UsageRow,
+    json_depth,
 )
 from seamline.sessions.schema import Dialect
 from seamline.sessions.transcript import derive_transcript, parser_versions
@@ -269,7 +271,7 @@ class StoreCore:
                 f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE parent_id = ? ORDER BY created_at LIMIT ?",
                 (parent_id, limit),
             )
-        return [_record(r) for r in rows]
+        return [_listed(r) for r in rows]
 
     def descendants(self, session_id: str) -> list[str]:
         """Every fork and child below ``session_id``, breadth first."""
@@ -358,6 +360,21 @@ class StoreCore:
                 " cache_write_tokens, cost_usd, priced, model, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 usage,
             )
+
+    def first_prompt(self, session_id: str) -> str | None:
+        """The session's first prompt as it was given (what ``sessions list`` titles it by)."""
+        rows = self._query(
+            "SELECT payload FROM raw_log WHERE session_id = ? AND source = 'prompt' ORDER BY seq LIMIT 1",
+            (session_id,),
+        )
+        if not rows:
+            return None
+        payload = rows[0][0]
+        try:
+            value = json.loads(payload)
+        except ValueError:
+            return str(payload)
+        return value if isinstance(value, str) else str(payload)
 
     def raw_rows(self, session_id: str) -> Iterator[RawRow]:
         rows = self._query(
@@ -514,6 +531,34 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def _listed(row: Sequence[Any]) -> SessionRecord:
+    """A row of a listing: one whose metadata or options cannot be read (a row written by
+    hand, or nested past what a reader can show) is marked, so the listing still works."""
+    try:
+        record = _record(row)
+    except (ValueError, TypeError, RecursionError) as exc:
+        problem = f"{type(exc).__name__}: {str(exc)[:200]}"
+    else:
+        too_deep = max(json_depth(record.metadata), json_depth(record.run_options))
+        if too_deep <= METADATA_MAX_DEPTH:
+            return record
+        problem = f"nests {too_deep} deep"
+    return SessionRecord(
+        id=row[0],
+        provider=row[1],
+        model=row[2],
+        provider_session_id=row[3],
+        parent_id=row[4],
+        workspace=row[5],
+        mode=row[6],
+        status=row[7],
+        metadata={"unreadable": problem},
+        created_at=row[9],
+        updated_at=row[10],
+        run_options={},
+    )
 
 
 def _record(row: Sequence[Any]) -> SessionRecord:

@@ -14,6 +14,7 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import Any, Final
 
 from seamline.errors import InvalidRequest
+from seamline.redact import redact_url
 from seamline.sessions.core import StoreCore
 from seamline.sessions.schema import SCHEMA_VERSION, migration_sql
 
@@ -24,12 +25,7 @@ _LOCK_KEY: Final = 0x53454D4C
 
 def _redact(url: str) -> str:
     """The URL without its password, for messages."""
-    if "@" not in url or "://" not in url:
-        return url
-    scheme, rest = url.split("://", 1)
-    creds, host = rest.rsplit("@", 1)
-    user = creds.split(":", 1)[0]
-    return f"{scheme}://{user}@{host}"
+    return redact_url(url)
 
 
 class PostgresStore(StoreCore):

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 __all__ = [
+    "METADATA_MAX_BYTES",
+    "METADATA_MAX_DEPTH",
     "Direction",
     "FileTouch",
     "RawRow",
@@ -14,9 +17,15 @@ __all__ = [
     "Totals",
     "TranscriptEntry",
     "UsageRow",
+    "json_depth",
+    "metadata_problem",
+    "session_title",
 ]
 
-SessionStatus = Literal["open", "completed", "failed", "aborted", "interrupted", "budget"]
+METADATA_MAX_DEPTH: Final = 32
+METADATA_MAX_BYTES: Final = 64 * 1024
+
+SessionStatus = Literal["open", "completed", "failed", "aborted", "interrupted", "budget", "not_started"]
 Direction = Literal["in", "out"]
 
 
@@ -122,3 +131,41 @@ class FileTouch:
     path: str
     kinds: tuple[str, ...]
     call_ids: tuple[str, ...]
+
+
+def json_depth(value: Any) -> int:
+    """How deep lists and objects nest in ``value`` (a scalar is 0), without recursion."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list | tuple):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, depth + 1)
+        stack.extend((child, depth + 1) for child in children)
+    return deepest
+
+
+def metadata_problem(metadata: Any) -> str | None:
+    """Why session metadata cannot be stored (too deep, too big, not JSON), or None."""
+    depth = json_depth(metadata)
+    if depth > METADATA_MAX_DEPTH:
+        return f"metadata nests {depth} deep; at most {METADATA_MAX_DEPTH}"
+    try:
+        size = len(json.dumps(metadata))
+    except (TypeError, ValueError) as exc:
+        return f"metadata is not JSON: {exc}"
+    if size > METADATA_MAX_BYTES:
+        return f"metadata is {size} bytes encoded; at most {METADATA_MAX_BYTES}"
+    return None
+
+
+def session_title(prompt: str | None, *, width: int = 48) -> str:
+    """A session's title: the first non-blank line of its first prompt, cut to ``width``
+    (``store.first_prompt(id)`` gives the prompt)."""
+    line = next((ln.strip() for ln in (prompt or "").splitlines() if ln.strip()), "")
+    return line if len(line) <= width else line[: width - 1] + "…"

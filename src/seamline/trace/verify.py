@@ -106,6 +106,7 @@ class Verification:
             "records": len(self.records),
             "outcome": end.get("outcome"),
             "stop_reason": end.get("stop_reason"),
+            "detail": end.get("detail"),
             "ok": self.ok,
             "problems": [str(p) for p in self.problems],
             "replayable": self.replayable,

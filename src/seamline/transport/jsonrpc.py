@@ -86,6 +86,8 @@ def decode_message(line: bytes) -> JsonObject:
         raise ProviderFailure(f"malformed JSON-RPC from the program: not JSON ({exc}): {_clip(line)}") from None
     except UnicodeDecodeError as exc:  # msgspec's error for such bytes inside a string
         raise ProviderFailure(f"malformed JSON-RPC from the program: not UTF-8 ({exc}): {_clip(line)}") from None
+    except RecursionError:  # msgspec's error for arrays and objects nested too deep
+        raise ProviderFailure(f"malformed JSON-RPC from the program: nested too deep: {_clip(line)}") from None
     if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
         raise ProviderFailure(f"malformed JSON-RPC from the program: not a JSON-RPC 2.0 message: {_clip(line)}")
     has_id = "id" in message

@@ -4,7 +4,7 @@
 "use strict";
 
 const $ = (id) => document.getElementById(id);
-const state = { session: null, run: null, source: null, calls: {}, textNode: null, reasoningNode: null, titles: {} };
+const state = { session: null, run: null, source: null, calls: {}, textNode: null, reasoningNode: null };
 const EDIT_TOOLS = ["write_file", "edit_file"];
 
 async function api(method, path, body) {
@@ -67,10 +67,9 @@ function when(seconds) {
   return `${d.getFullYear()}-${two(d.getMonth() + 1)}-${two(d.getDate())} ${two(d.getHours())}:${two(d.getMinutes())}`;
 }
 
-// The API row's title where it has one, else the first prompt where the page has seen it.
+// The row's title (the first line of the first prompt; empty before a first run).
 function titleOf(s) {
-  const meta = s.metadata && typeof s.metadata.title === "string" ? s.metadata.title : "";
-  return oneLine(s.title || meta || state.titles[s.id] || "");
+  return oneLine(s.title || "");
 }
 
 function parseOptions(text) {
@@ -87,6 +86,13 @@ async function loadInfo() {
   $("server-info").textContent = `v${info.version} · API ${info.api} · AG-UI ${info.agui_protocol_version}`;
   const providers = await api("GET", "/v1/providers?preflight=false");
   const select = $("provider");
+  const { agents } = await api("GET", "/v1/agents");
+  for (const a of agents) {  // the operator's declared agents come first
+    const option = el("option", "", `agent: ${a.name}`);
+    option.value = "agent:" + a.name;
+    option.title = `${a.provider} ${a.model || ""} · ${a.description || ""}`;
+    select.appendChild(option);
+  }
   for (const p of providers.providers) {
     const option = el("option", "", p.name);
     option.value = p.name;
@@ -172,9 +178,6 @@ async function showHistory(s) {
       view.appendChild(el("div", "item muted", entry.content));
     }
   }
-  const first = entries.find((e) => e.kind === "user");
-  if (first && !state.titles[s.id]) state.titles[s.id] = oneLine(first.content);
-  showTitle(s);
   const turns = new Set(entries.map((e) => e.turn)).size;
   $("cancel-run").disabled = true;
   state.status = null;
@@ -325,7 +328,10 @@ function fileChange(event) {
 
 $("new-session").addEventListener("submit", guarded(async (e) => {
   e.preventDefault();
-  const body = { provider: $("provider").value, options: parseOptions($("options").value), yes: $("yes").checked };
+  const chosen = $("provider").value;
+  const body = { options: parseOptions($("options").value), yes: $("yes").checked };
+  if (chosen.startsWith("agent:")) body.agent = chosen.slice("agent:".length);
+  else body.provider = chosen;
   if ($("model").value.trim()) body.model = $("model").value.trim();
   if ($("workspace").value.trim()) body.workspace = $("workspace").value.trim();
   const s = await api("POST", "/v1/sessions", body);
@@ -338,8 +344,7 @@ $("new-run").addEventListener("submit", guarded(async (e) => {
   const prompt = $("prompt").value;
   const run = await api("POST", `/v1/sessions/${state.session.id}/runs`, { prompt, busy: $("busy").value });
   $("prompt").value = "";
-  if (!state.titles[state.session.id]) state.titles[state.session.id] = oneLine(prompt);
-  showTitle(state.session);
+
   follow(run);
   await loadSessions();
 }));
