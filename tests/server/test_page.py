@@ -153,15 +153,15 @@ def test_page_opens_a_session_in_the_workspace_given(tmp_path: Path) -> None:
         expect(page.locator(".item.outcome")).to_contain_text("completed")
         assert (sub / "hello.txt").read_text() == "hi\n"
         assert not (served.workspace / "hello.txt").exists()
-        # A folder the server refuses: the page shows the server's own one-line message.
-        missing = str(served.workspace / "missing")
-        with served.client() as client:
-            refused = client.post("/v1/sessions", json={"agent": "ws", "workspace": missing})
-        assert refused.status_code in (400, 403)
-        message = refused.json()["error"]["message"]
-        page.fill("#workspace", missing)
-        page.click("#create-session")
-        expect(page.locator("#notice")).to_have_text(message)
+        # Folders the server refuses (missing; outside --workspace): the page shows the server's one-line message.
+        for refused_folder, status in ((served.workspace / "missing", 400), (tmp_path, 403)):
+            with served.client() as client:
+                refused = client.post("/v1/sessions", json={"agent": "ws", "workspace": str(refused_folder)})
+            assert refused.status_code == status, refused.text
+            message = refused.json()["error"]["message"]
+            page.fill("#workspace", str(refused_folder))
+            page.click("#create-session")
+            expect(page.locator("#notice")).to_have_text(message)
         expect(page.locator("#sessions tbody tr")).to_have_count(1)
         assert problems == []
 
