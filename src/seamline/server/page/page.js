@@ -1,10 +1,11 @@
-// The seamline web page: sessions, a live run view, permissions, fork and revert.
+// The seamline web page: sessions, a live run view, history, permissions, fork and revert.
 // Plain script, no build step. It reads runs as seamline events (format=seamline) over
 // EventSource, which resumes with Last-Event-ID by itself when the connection drops.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
 const state = { session: null, run: null, source: null, calls: {}, textNode: null, reasoningNode: null };
+const EDIT_TOOLS = ["write_file", "edit_file"];
 
 async function api(method, path, body) {
   const init = { method, headers: {} };
@@ -17,9 +18,22 @@ async function api(method, path, body) {
   if (!reply.ok) {
     const message = (data.error && data.error.message) || reply.statusText;
     notice(message);
-    throw new Error(message);
+    const error = new Error(message);
+    error.shown = true;
+    throw error;
   }
   return data;
+}
+
+// A handler whose failure is shown once in the notice (the server's message), not thrown on.
+function guarded(handler) {
+  return async (...args) => {
+    try {
+      await handler(...args);
+    } catch (error) {
+      if (!error.shown) notice(String(error.message || error));
+    }
+  };
 }
 
 function notice(message) {
@@ -39,6 +53,23 @@ function el(tag, cls, text) {
 
 function cost(value) {
   return value === null || value === undefined ? "unknown" : "$" + Number(value).toFixed(4);
+}
+
+// A title on one line, at most 80 characters.
+function oneLine(text) {
+  const flat = String(text || "").replace(/\s+/g, " ").trim();
+  return flat.length > 80 ? flat.slice(0, 79) + "…" : flat;
+}
+
+function when(seconds) {
+  const d = new Date(seconds * 1000);
+  const two = (n) => String(n).padStart(2, "0");
+  return `${d.getFullYear()}-${two(d.getMonth() + 1)}-${two(d.getDate())} ${two(d.getHours())}:${two(d.getMinutes())}`;
+}
+
+// The row's title (the first line of the first prompt; empty before a first run).
+function titleOf(s) {
+  return oneLine(s.title || "");
 }
 
 function parseOptions(text) {
@@ -79,9 +110,11 @@ async function loadSessions() {
     const row = el("tr");
     row.dataset.id = s.id;
     if (state.session && state.session.id === s.id) row.classList.add("selected");
-    row.append(el("td", "", s.id.slice(0, 12)), el("td", "", s.provider), el("td", "", s.busy ? "running" : s.status),
-      el("td", "", cost(s.cost_usd)));
-    row.addEventListener("click", () => selectSession(s.id));
+    const name = el("td");
+    name.append(el("div", "title", titleOf(s) || `${s.provider} · ${when(s.created_at)}`),
+      el("div", "muted", `${s.id.slice(0, 12)} · ${when(s.created_at)}`));
+    row.append(name, el("td", "", s.provider), el("td", "", s.busy ? "running" : s.status), el("td", "", cost(s.cost_usd)));
+    row.addEventListener("click", guarded(() => selectSession(s.id)));
     body.appendChild(row);
   }
 }
@@ -89,22 +122,66 @@ async function loadSessions() {
 async function showMeta(id) {
   const s = await api("GET", `/v1/sessions/${id}`);
   state.session = s;
-  $("session-title").textContent = `Session ${s.id.slice(0, 12)}`;
+  showTitle(s);
   const parent = s.parent_id ? ` · fork of ${s.parent_id.slice(0, 12)}` : "";
-  $("session-meta").textContent = `${s.provider} ${s.model || ""} · ${s.busy ? "running" : s.status} · ${cost(s.cost_usd)}${parent}`;
+  const where = s.workspace ? ` · in ${s.workspace}` : "";
+  $("session-meta").textContent =
+    `${s.id.slice(0, 12)} · ${s.provider} ${s.model || ""} · ${s.busy ? "running" : s.status} · ${cost(s.cost_usd)}${parent}${where}`;
   return s;
 }
 
+function showTitle(s) {
+  $("session-title").textContent = titleOf(s) || `Session ${s.id.slice(0, 12)}`;
+}
+
+// A run of this server still going is followed live; otherwise the session's transcript
+// (whoever started it: this page, the CLI, another client, a server before a restart) is shown.
 async function selectSession(id) {
   const s = await showMeta(id);
   $("session-pane").hidden = false;
-  await loadSessions();
-  if (s.runs.length && (!state.run || state.run.session_id !== s.id)) {
-    follow(await api("GET", `/v1/runs/${s.runs[s.runs.length - 1]}`));
-  } else if (!s.runs.length) {
-    $("run-view").replaceChildren();
-    $("run-status").textContent = "";
+  const latest = s.runs.length ? await api("GET", `/v1/runs/${s.runs[s.runs.length - 1]}`) : null;
+  if (latest && (latest.status === "running" || latest.status === "queued")) {
+    if (!state.run || state.run.id !== latest.id) follow(latest);
+  } else {
+    await showHistory(s);
   }
+  await loadSessions();
+}
+
+// Transcript entries as the events a live run shows.
+const AS_EVENT = {
+  assistant: (e) => ({ type: "text", text: e.content }),
+  reasoning: (e) => ({ type: "reasoning", text: e.content }),
+  tool_call: (e) => ({ type: "tool_call", call_id: e.call_id, name: e.data.name, arguments: e.data.arguments || {} }),
+  tool_result: (e) => ({ type: "tool_result", call_id: e.call_id, output: e.content, is_error: !!e.data.is_error }),
+  file_change: (e) => ({ type: "file_change", call_id: e.call_id, path: e.data.path, kind: e.data.change }),
+};
+
+async function showHistory(s) {
+  if (state.source) state.source.close();
+  state.source = null;
+  state.run = null;
+  state.calls = {};
+  state.textNode = state.reasoningNode = null;
+  state.streamed = false;
+  const { entries } = await api("GET", `/v1/sessions/${s.id}/transcript`);
+  if (!state.session || state.session.id !== s.id) return; // another session was chosen meanwhile
+  const view = $("run-view");
+  view.replaceChildren();
+  for (const entry of entries) {
+    if (entry.kind === "user") {
+      view.appendChild(el("div", "item prompt", entry.content));
+      state.textNode = state.reasoningNode = null;
+    } else if (AS_EVENT[entry.kind]) {
+      show(AS_EVENT[entry.kind](entry));
+    } else if (entry.content) {
+      view.appendChild(el("div", "item muted", entry.content));
+    }
+  }
+  const turns = new Set(entries.map((e) => e.turn)).size;
+  $("cancel-run").disabled = true;
+  state.status = null;
+  $("run-status").textContent = entries.length ? `history · ${turns} turn${turns === 1 ? "" : "s"}` : "";
 }
 
 function follow(run) {
@@ -204,8 +281,7 @@ function show(event) {
       if (state.source) state.source.close();
       view.appendChild(el("div", "item outcome", `${event.outcome} (${event.stop_reason})`));
       setRunning(false, event.outcome);
-      showMeta(state.session.id);
-      loadSessions();
+      guarded(async () => { await showMeta(state.session.id); await loadSessions(); })();
       break;
     default:
       break;
@@ -220,11 +296,11 @@ function permission(event) {
     const button = el("button", "", label);
     button.type = "button";
     button.className = decision === "allow" ? "approve" : "deny";
-    button.addEventListener("click", async () => {
+    button.addEventListener("click", guarded(async () => {
       await api("POST", `/v1/runs/${state.run.id}/permissions/${encodeURIComponent(event.request_id)}`,
         { decision, scope: "once" });
       box.querySelectorAll("button").forEach((b) => { b.disabled = true; });
-    });
+    }));
     box.appendChild(button);
   }
   return box;
@@ -250,41 +326,107 @@ function fileChange(event) {
   return box;
 }
 
-$("new-session").addEventListener("submit", async (e) => {
+$("new-session").addEventListener("submit", guarded(async (e) => {
   e.preventDefault();
   const chosen = $("provider").value;
   const body = { options: parseOptions($("options").value), yes: $("yes").checked };
   if (chosen.startsWith("agent:")) body.agent = chosen.slice("agent:".length);
   else body.provider = chosen;
   if ($("model").value.trim()) body.model = $("model").value.trim();
+  if ($("workspace").value.trim()) body.workspace = $("workspace").value.trim();
   const s = await api("POST", "/v1/sessions", body);
   await selectSession(s.id);
-});
+}));
 
-$("new-run").addEventListener("submit", async (e) => {
+$("new-run").addEventListener("submit", guarded(async (e) => {
   e.preventDefault();
   if (!state.session || !$("prompt").value.trim()) return;
-  const run = await api("POST", `/v1/sessions/${state.session.id}/runs`, { prompt: $("prompt").value, busy: $("busy").value });
+  const prompt = $("prompt").value;
+  const run = await api("POST", `/v1/sessions/${state.session.id}/runs`, { prompt, busy: $("busy").value });
   $("prompt").value = "";
+
   follow(run);
-  loadSessions();
-});
+  await loadSessions();
+}));
 
-$("cancel-run").addEventListener("click", async () => {
+$("cancel-run").addEventListener("click", guarded(async () => {
   if (state.run) await api("POST", `/v1/runs/${state.run.id}/cancel`);
-});
+}));
 
-$("fork").addEventListener("click", async () => {
+$("fork").addEventListener("click", guarded(async () => {
   if (!state.session) return;
   const fork = await api("POST", `/v1/sessions/${state.session.id}/fork`, {});
   state.run = null;
   await selectSession(fork.id);
-});
+}));
 
-$("revert").addEventListener("click", async () => {
+// Revert asks first. The server reverts from its edit journal, which holds what write_file and
+// edit_file changed; it runs shell commands outside the journal, so what they did stays, and so
+// does what an agent CLI's own tools did. The dialog names both, from the transcript.
+function revertPlan(entries) {
+  const edited = new Set();
+  const shell = [];
+  const outside = new Set();
+  const viaEditTool = new Set();
+  for (const e of entries) {
+    if (e.kind !== "tool_call") continue;
+    const args = e.data.arguments || {};
+    if (EDIT_TOOLS.includes(e.data.name) && typeof args.path === "string") {
+      edited.add(args.path);
+      if (e.call_id) viaEditTool.add(e.call_id);
+    } else if (e.data.name === "shell") {
+      shell.push(String(args.command || ""));
+    }
+  }
+  for (const e of entries) {
+    if (e.kind === "file_change" && e.data.change !== "read" && !viaEditTool.has(e.call_id) && !edited.has(e.data.path)) {
+      outside.add(e.data.path);
+    }
+  }
+  return { edited: [...edited].sort(), shell, outside: [...outside].sort() };
+}
+
+function list(items) {
+  const ul = el("ul");
+  for (const item of items) ul.appendChild(el("li", "", item));
+  return ul;
+}
+
+$("revert").addEventListener("click", guarded(async () => {
   if (!state.session) return;
-  const report = await api("POST", `/v1/sessions/${state.session.id}/revert`, {});
-  $("run-view").appendChild(el("div", "item outcome", `reverted ${report.steps_undone} step(s): ${report.restored.join(", ") || "nothing"}`));
-});
+  const { entries } = await api("GET", `/v1/sessions/${state.session.id}/transcript`);
+  const plan = revertPlan(entries);
+  state.revertPlan = plan;
+  const files = $("revert-files");
+  files.replaceChildren();
+  if (plan.edited.length) {
+    files.append(el("p", "", "These files go back to how they were before this session's write_file and edit_file " +
+      "calls (from the edit journal; a file already reverted stays as it is):"), list(plan.edited));
+  } else {
+    files.append(el("p", "", "This session made no write_file or edit_file calls: the edit journal may have nothing to undo."));
+  }
+  const warning = $("revert-shell");
+  warning.replaceChildren(el("span", "", "Changes made by shell commands, which run outside the edit journal, are not undone; " +
+    "nor are changes an agent CLI made with its own tools."));
+  if (plan.shell.length) {
+    warning.append(el("span", "", ` This session ran ${plan.shell.length} shell command(s); what they created, changed or ` +
+      "deleted stays:"), list(plan.shell));
+  }
+  if (plan.outside.length) warning.append(el("span", "", " Changed outside the journal:"), list(plan.outside));
+  $("revert-dialog").showModal();
+}));
 
-loadInfo().then(loadSessions).catch((e) => notice(String(e)));
+$("revert-cancel").addEventListener("click", () => $("revert-dialog").close());
+
+$("revert-confirm").addEventListener("click", guarded(async () => {
+  $("revert-dialog").close();
+  if (!state.session) return;
+  const plan = state.revertPlan || { shell: [], outside: [] };
+  const report = await api("POST", `/v1/sessions/${state.session.id}/revert`, {});
+  let text = `reverted ${report.steps_undone} step(s): ${report.restored.join(", ") || "nothing"}`;
+  if (plan.shell.length) text += ` · not undone: what ${plan.shell.length} shell command(s) did`;
+  if (plan.outside.length) text += ` · left as they are: ${plan.outside.join(", ")}`;
+  $("run-view").appendChild(el("div", "item outcome", text));
+}));
+
+guarded(async () => { await loadInfo(); await loadSessions(); })();
