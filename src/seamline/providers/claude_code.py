@@ -79,12 +79,16 @@ class ClaudeCodeProvider(AgentCliProvider):
             argv += ["--effort", effort]
         if budget := self.option_values.get("max_budget_usd"):
             argv += ["--max-budget-usd", budget]
-        if mode_name := self.option_values.get("permission_mode"):
+        hooked = self._approval_args(session)
+        # With the hook, seamline's permission service decides every call; Claude Code's own
+        # prompts (which refuse in headless mode) would be a second, different rule set.
+        mode_name = self.option_values.get("permission_mode") or ("bypassPermissions" if hooked else None)
+        if mode_name:
             argv += ["--permission-mode", mode_name]
         tools = [t.strip() for t in self.option_values.get("allowed_tools", "").split(",") if t.strip()]
         if tools:
             argv += ["--allowedTools", *tools]
-        argv += self._approval_args(session)
+        argv += hooked
         env: dict[str, str | None] = {
             # Claude Code retries a failing API call ten times over minutes by default.
             "CLAUDE_CODE_MAX_RETRIES": str(self._int_option("max_retries", 2)),
@@ -97,7 +101,7 @@ class ClaudeCodeProvider(AgentCliProvider):
             env["ANTHROPIC_BASE_URL"] = base_url
         if config_dir := self.option_values.get("config_dir"):
             env["CLAUDE_CONFIG_DIR"] = config_dir
-        if os.geteuid() == 0 and self.option_values.get("permission_mode") == "bypassPermissions":
+        if os.geteuid() == 0 and mode_name == "bypassPermissions":
             # As root, Claude Code refuses to bypass permissions outside a declared sandbox.
             env["IS_SANDBOX"] = "1"
         return Invocation(argv=argv, env=env)
