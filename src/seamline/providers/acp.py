@@ -113,6 +113,7 @@ class AcpProvider(Provider):
         "api_key_env": OptionSpec("environment variable whose key `authenticate` passes, where the method takes one"),
     }
     runs_own_tools = True
+    tool_approval = "asked"  # session/request_permission: what the agent's own rules leave to us
     forking = "emulated"  # session/fork is unstable in ACP; the base copies the history
     session_ids = "provider"  # session/new returns the agent's id
     resume_support = "native"  # session/load (or session/resume); emulated when the agent offers neither
