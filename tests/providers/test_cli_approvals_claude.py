@@ -14,7 +14,7 @@ import pytest
 from seamline.events import Event, PermissionDecision, PermissionRequest, ToolCall, ToolResult
 from seamline.providers.claude_code import ClaudeCodeProvider
 from seamline.providers.cli_approvals import HOOK_SOURCE, ApprovalSocket
-from seamline.tools.permissions import PermissionRules, PermissionService
+from seamline.tools.permissions import PermissionAnswer, PermissionRules, PermissionService
 from tests.providers.agent_cli_support import (
     AgentAnthropic,
     CliWorld,
@@ -155,3 +155,31 @@ def test_hook_program_denies_when_seamline_is_unreachable(tmp_path: Path) -> Non
     )
     assert done.returncode == 2 and done.stdout == ""
     assert "cannot reach seamline" in done.stderr
+
+
+@run_async
+async def test_abort_while_a_prompt_waits_ends_the_turn_and_the_socket(world: CliWorld) -> None:
+    marker = world.workspace / "marker"
+    asked, never = asyncio.Event(), asyncio.Event()
+
+    async def waits_for_ever(request: PermissionRequest) -> PermissionAnswer:
+        asked.set()
+        await never.wait()
+        raise AssertionError("never answered")
+
+    async def abort_once_asked() -> None:
+        await asked.wait()
+        await claude.abort(session)
+
+    service = PermissionService(workspace=world.workspace, prompter=waits_for_ever)
+    with AgentAnthropic(bash_script(f"touch {marker}"), fallback={"text": "side"}) as fake:
+        claude = provider(fake, allowed_tools="Bash")
+        session = await claude.open(workspace=world.workspace, approval=service)
+        aborting = asyncio.create_task(abort_once_asked())
+        events = await asyncio.wait_for(collect(session, "make the marker"), timeout=60)
+        assert aborting.done() and asked.is_set()
+        assert_group_gone(session)
+        assert not (session.state["runtime_dir"] / "approve.sock").exists()
+        await claude.close(session)
+    assert one_complete(events).outcome == "aborted"
+    assert not marker.exists()

@@ -165,6 +165,7 @@ class ApprovalSocket:
         self._server: asyncio.base_events.Server | None = None
         # Decisions are taken one at a time, in the order asked, as the loop does.
         self._lock = asyncio.Lock()
+        self._handlers: set[asyncio.Task[Any]] = set()
 
     async def start(self) -> None:
         self.hook.write_text(HOOK_SOURCE)
@@ -176,6 +177,10 @@ class ApprovalSocket:
 
     async def stop(self) -> None:
         server, self._server = self._server, None
+        # A decision still waiting (a prompt nobody answers) is cancelled: its hook hears
+        # the connection close and denies, wherever it runs.
+        for task in list(self._handlers):
+            task.cancel()
         if server is not None:
             server.close()
             with contextlib.suppress(Exception):
@@ -188,6 +193,9 @@ class ApprovalSocket:
         return self._server is not None
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._handlers.add(task)
         try:
             line = await reader.readline()
             answer = await self._answer(line)
@@ -196,6 +204,8 @@ class ApprovalSocket:
         except (OSError, ValueError, asyncio.LimitOverrunError, asyncio.IncompleteReadError):
             pass  # the hook hears nothing and denies
         finally:
+            if task is not None:
+                self._handlers.discard(task)
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
