@@ -124,7 +124,7 @@ async def test_gemini_tool_call_is_named_by_the_tool_not_the_kind(scenario: str,
     (call,) = only(events, ToolCall)
     assert call.name == "run_shell_command"
     command = "cat notes.txt" if scenario == "tools" else "echo hello > out.txt"
-    assert call.arguments == {"title": command}  # gemini sends no rawInput; its title is the command
+    assert call.arguments == {"command": command}  # gemini sends no rawInput; a shell call's title is its command
     if scenario == "permission":
         (request,) = only(events, PermissionRequest)
         assert request.tool == "run_shell_command" and request.call_id == call.call_id

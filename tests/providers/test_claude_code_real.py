@@ -63,7 +63,7 @@ def tool_script(workspace: Path) -> list[dict[str, object]]:
 def test_seamline_run_json_end_to_end_with_tools_usage_and_cost(world: CliWorld) -> None:
     with AgentAnthropic(tool_script(world.workspace), fallback={"text": "side"}) as fake:
         argv = [
-            sys.executable, "-m", "seamline", "run", "--provider", "claude-code", "--model", MODEL, "--json",
+            sys.executable, "-m", "seamline", "run", "--provider", "claude-code", "--model", MODEL, "--json", "--yes",
             "-o", f"executable={cli_path('claude')}", "-o", f"base_url={fake.root_url}", "-o", "max_retries=0",
             "--workspace", str(world.workspace), "What is the secret word?",
         ]  # fmt: skip

@@ -249,13 +249,15 @@ def tool_name(call: dict[str, Any], *, first_title: str | None = None) -> str:
 
 
 def tool_arguments(call: dict[str, Any], name: str) -> dict[str, Any]:
-    """The call's ``rawInput``; an agent that sends none (Gemini) is represented by its title."""
+    """The call's ``rawInput``; an agent that sends none (Gemini) is represented by its title,
+    which for a shell call (kind ``execute``) is the command: ``{"command": title}``, so the
+    permission rules and hard denials read it as they read any shell call."""
     raw = call.get("rawInput")
     if isinstance(raw, dict) and raw:
         return dict(raw)
     title = call.get("title")
     if isinstance(title, str) and title and title != name:
-        return {"title": title}
+        return {"command": title} if call.get("kind") == "execute" else {"title": title}
     return {}
 
 

@@ -9,6 +9,7 @@ import msgspec
 from seamline.events import (
     Complete,
     Event,
+    FileChange,
     Mode,
     Reasoning,
     ReasoningDelta,
@@ -64,6 +65,7 @@ class AcpTranslator:
         self.pending: dict[str, dict[str, Any]] = {}
         self.first_title: dict[str, str] = {}
         self.finished: set[str] = set()
+        self.read_paths: dict[str, set[str]] = {}
         self._text: list[str] = []  # the text block being streamed now
         self._last_block = ""  # the last block closed by a tool call
         self._reasoning: list[str] = []
@@ -137,6 +139,8 @@ class AcpTranslator:
             call = ToolCall(call_id=call_id, name=name, arguments=tool_arguments(merged, name), source="acp")
             self.calls[call_id] = call
             events.append(call)
+        if call_id in self.calls:
+            events.extend(self._reads(merged, call_id))
         if item.get("status") == "in_progress" and call_id in self.calls and item.get("title"):
             events.append(ToolProgress(call_id=call_id, message=str(item["title"])))
         if status in ("completed", "failed") and call_id not in self.finished and call_id in self.calls:
@@ -148,6 +152,21 @@ class AcpTranslator:
             events.append(
                 ToolResult(call_id=call_id, output=text, is_error=status == "failed", name=self.calls[call_id].name)
             )
+        return events
+
+    def _reads(self, call: dict[str, Any], call_id: str) -> list[Event]:
+        """The files an agent's own read (kind ``read``) names in its ``locations``, each once,
+        as ``file_change`` read events, as the agent CLIs' reads are reported."""
+        locations = call.get("locations")
+        if call.get("kind") != "read" or not isinstance(locations, list):
+            return []
+        seen = self.read_paths.setdefault(call_id, set())
+        events: list[Event] = []
+        for loc in locations:
+            path = loc.get("path") if isinstance(loc, dict) else None
+            if isinstance(path, str) and path and path not in seen:
+                seen.add(path)
+                events.append(FileChange(path=path, kind="read", call_id=call_id))
         return events
 
     def closing(self) -> list[Event]:

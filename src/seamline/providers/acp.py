@@ -55,6 +55,7 @@ from seamline.providers._acp_agent import (
 )
 from seamline.providers._acp_translator import PERMISSION_ANNOUNCE, AcpTranslator
 from seamline.providers.base import OptionSpec, PreflightCheck, Provider, ProviderSession
+from seamline.providers.cli_journal import journaled_turn
 from seamline.providers.program_lookup import find_program
 from seamline.tools.approval import ApprovalDecision
 from seamline.tools.base import Tool, ToolClass
@@ -114,6 +115,7 @@ class AcpProvider(Provider):
         ),
     }
     runs_own_tools = True
+    tool_approval = "asked"  # session/request_permission: what the agent's own rules leave to us
     forking = "emulated"  # session/fork is unstable in ACP; the base copies the history
     session_ids = "provider"  # session/new returns the agent's id
     resume_support = "native"  # session/load (or session/resume); emulated when the agent offers neither
@@ -365,7 +367,8 @@ class AcpProvider(Provider):
 
     # -- the turn ---------------------------------------------------------------------------------
     def _turn(self, session: ProviderSession, prompt: str) -> AsyncIterator[Event]:
-        return self._run_turn(session, prompt)
+        # The agent edits the workspace with its own tools too: the turn is one journal step.
+        return journaled_turn(session, self.name, self._run_turn(session, prompt))
 
     async def _run_turn(self, session: ProviderSession, prompt: str) -> AsyncIterator[Event]:
         agent = session.state.get("acp_agent")

@@ -31,6 +31,7 @@ from typing import Any, ClassVar, Final, Literal
 from seamline.errors import AuthFailure, InvalidRequest, SeamlineError
 from seamline.events import Event, Raw
 from seamline.providers.base import OptionSpec, PreflightCheck, Provider, ProviderSession
+from seamline.providers.cli_journal import journaled_turn
 from seamline.providers.cli_parsers.base import StreamParser
 from seamline.providers.program_lookup import FoundProgram, find_program, searched_places
 from seamline.transport.env import compose_env
@@ -138,7 +139,8 @@ class AgentCliProvider(Provider):
 
     # -- the turn ----------------------------------------------------------------------
     def _turn(self, session: ProviderSession, prompt: str) -> AsyncIterator[Event]:
-        return self._run_turn(session, prompt)
+        # The CLI edits the workspace itself: the turn is one step of the edit journal.
+        return journaled_turn(session, self.name, self._run_turn(session, prompt))
 
     def _mode(self, session: ProviderSession) -> tuple[SessionMode, str | None]:
         if session.provider_session_id:

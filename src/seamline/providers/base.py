@@ -66,6 +66,9 @@ CostScope = Literal["step", "turn", "session"]
 CostSource = Literal["reported", "priced", "free", "script"]
 BudgetEnforcement = Literal["native", "seamline"]
 ResultCadence = Literal["stream", "turn"]
+# Which of an agent's own tool calls seamline's permission service decides: every one, the
+# ones the agent asks about, or none (only the sandbox bounds the agent).
+ToolApproval = Literal["every_call", "asked", "sandbox"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +106,7 @@ class Capabilities(msgspec.Struct, frozen=True, kw_only=True):
     result_cadence: ResultCadence
     routes: tuple[str, ...]
     runs_own_tools: bool
+    tool_approval: ToolApproval
     resume: Literal["native", "emulated", "none"]
     mcp_transports: tuple[str, ...]
     attachments: tuple[str, ...]
@@ -133,6 +137,7 @@ class Provider:
     result_cadence: ClassVar[ResultCadence] = "stream"
     routes: ClassVar[tuple[str, ...]] = ("default",)
     runs_own_tools: ClassVar[bool] = False
+    tool_approval: ClassVar[ToolApproval] = "every_call"
     resume_support: ClassVar[Literal["native", "emulated", "none"]] = "emulated"
     mcp_transports: ClassVar[tuple[str, ...]] = ()
     attachments: ClassVar[tuple[str, ...]] = ()
@@ -167,6 +172,7 @@ class Provider:
             result_cadence=cls.result_cadence,
             routes=cls.routes,
             runs_own_tools=cls.runs_own_tools,
+            tool_approval=cls.tool_approval,
             resume=cls.resume_support,
             mcp_transports=cls.mcp_transports,
             attachments=cls.attachments,

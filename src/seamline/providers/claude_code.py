@@ -11,14 +11,17 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from pathlib import Path
 from typing import ClassVar, Final
 
+from seamline.events import Event, PermissionDecision
 from seamline.providers.agent_cli import COMMON_OPTIONS, AgentCliProvider, Invocation, SessionMode, uuid_for
 from seamline.providers.base import OptionSpec, PreflightCheck, ProviderSession
+from seamline.providers.cli_approvals import ApprovalSocket, claude_hook_settings, merge_events
 from seamline.providers.cli_parsers.base import StreamParser
 from seamline.providers.cli_parsers.claude_code import ClaudeStreamJsonParser
+from seamline.providers.runtime_dir import ensure_runtime_dir, remove_runtime_dir
 
 __all__ = ["ClaudeCodeProvider"]
 
@@ -76,11 +79,16 @@ class ClaudeCodeProvider(AgentCliProvider):
             argv += ["--effort", effort]
         if budget := self.option_values.get("max_budget_usd"):
             argv += ["--max-budget-usd", budget]
-        if mode_name := self.option_values.get("permission_mode"):
+        hooked = self._approval_args(session)
+        # With the hook, seamline's permission service decides every call; Claude Code's own
+        # prompts (which refuse in headless mode) would be a second, different rule set.
+        mode_name = self.option_values.get("permission_mode") or ("bypassPermissions" if hooked else None)
+        if mode_name:
             argv += ["--permission-mode", mode_name]
         tools = [t.strip() for t in self.option_values.get("allowed_tools", "").split(",") if t.strip()]
         if tools:
             argv += ["--allowedTools", *tools]
+        argv += hooked
         env: dict[str, str | None] = {
             # Claude Code retries a failing API call ten times over minutes by default.
             "CLAUDE_CODE_MAX_RETRIES": str(self._int_option("max_retries", 2)),
@@ -93,13 +101,50 @@ class ClaudeCodeProvider(AgentCliProvider):
             env["ANTHROPIC_BASE_URL"] = base_url
         if config_dir := self.option_values.get("config_dir"):
             env["CLAUDE_CONFIG_DIR"] = config_dir
-        if os.geteuid() == 0 and self.option_values.get("permission_mode") == "bypassPermissions":
+        if os.geteuid() == 0 and mode_name == "bypassPermissions":
             # As root, Claude Code refuses to bypass permissions outside a declared sandbox.
             env["IS_SANDBOX"] = "1"
         return Invocation(argv=argv, env=env)
 
     def _new_parser(self, *, session: ProviderSession, mode: SessionMode, target: str | None) -> StreamParser:
         return ClaudeStreamJsonParser(model=self.model)
+
+    # -- one approval path: a PreToolUse hook answered by the session's permission service --
+    def _turn(self, session: ProviderSession, prompt: str) -> AsyncIterator[Event]:
+        return self._approved_turn(session, prompt)
+
+    async def _approved_turn(self, session: ProviderSession, prompt: str) -> AsyncIterator[Event]:
+        if session.approval is None:
+            async for event in super()._turn(session, prompt):
+                yield event
+            return
+        bridge = ApprovalSocket(session.approval, ensure_runtime_dir(session.session_id, session.state))
+        await bridge.start()
+        session.state["approval_bridge"] = bridge
+        decided: set[str] = set()
+        try:
+            async for event in merge_events(super()._turn(session, prompt), bridge.events):
+                if isinstance(event, PermissionDecision):
+                    if event.request_id in decided:
+                        continue  # Claude Code reports the hook's denial again in its result
+                    decided.add(event.request_id)
+                yield event
+        finally:
+            session.state.pop("approval_bridge", None)
+            await bridge.stop()
+
+    def _approval_args(self, session: ProviderSession) -> list[str]:
+        """``--settings`` with the hook, while this turn's approval socket is served. The
+        hook runs before every tool call whatever ``--permission-mode`` or
+        ``--allowedTools`` say, and its deny holds even under ``bypassPermissions``."""
+        bridge = session.state.get("approval_bridge")
+        if not isinstance(bridge, ApprovalSocket) or not bridge.running:
+            return []
+        return ["--settings", claude_hook_settings(bridge, timeout=self._float_option("turn_timeout", 600.0))]
+
+    async def _close(self, session: ProviderSession) -> None:
+        await super()._close(session)
+        remove_runtime_dir(session.state)
 
     def _credentials_check(self, environ: Mapping[str, str]) -> PreflightCheck:
         for key in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"):

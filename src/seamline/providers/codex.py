@@ -50,6 +50,8 @@ class CodexProvider(AgentCliProvider):
             choices=("true", "false"),
         ),
     }
+    # Headless, the pinned version has no approval protocol: only the sandbox bounds it.
+    tool_approval = "sandbox"
     forking = "native"
     session_ids = "provider"
     cost_source = "priced"

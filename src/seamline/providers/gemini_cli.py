@@ -41,6 +41,8 @@ class GeminiCliProvider(AgentCliProvider):
         ),
         "gemini_home": OptionSpec("home the CLI keeps .gemini under (sets GEMINI_CLI_HOME)", operator_only=True),
     }
+    # Headless, the pinned version has no approval protocol: only the sandbox bounds it.
+    tool_approval = "sandbox"
     forking = "none"
     session_ids = "seamline"
     cost_source = "priced"

@@ -122,6 +122,7 @@ class OpenCodeProvider(Provider):
         ),
     }
     runs_own_tools = True
+    tool_approval = "asked"  # edit, bash and webfetch ask; reads do not
     forking = "native"  # POST /session/{id}/fork
     session_ids = "provider"  # POST /session returns OpenCode's id
     resume_support = "native"  # sessions persist in OpenCode's data dir; resumed by id

@@ -67,7 +67,9 @@ class FileIndex:
         self.hashed_files = 0
         self.hashed_bytes = 0
 
-    def scan(self, root: str, rels: list[str] | None, *, skip: str, max_bytes: int) -> dict[str, PathState]:
+    def scan(
+        self, root: str, rels: list[str] | None, *, skip: str, max_bytes: int, skip_dirs: frozenset[str] = frozenset()
+    ) -> dict[str, PathState]:
         """The state of ``rels`` (None: every path under ``root``). Content read is stored
         in the ``blobs`` table; the caller holds one transaction for the whole scan."""
         known = self._load(root)
@@ -81,7 +83,7 @@ class FileIndex:
                     continue
                 states[rel] = self._state(root, rel, st, known, max_bytes)
             return states
-        for rel, st in _walk(root, skip):
+        for rel, st in _walk(root, skip, skip_dirs):
             states[rel] = self._state(root, rel, st, known, max_bytes)
         gone = [rel for rel in known if rel not in states]
         for rel in gone:
@@ -151,8 +153,9 @@ class FileIndex:
         return PathState("file", digest, mode)
 
 
-def _walk(root: str, skip: str) -> Iterator[tuple[str, os.stat_result]]:
-    """Every path under ``root`` with its lstat, never following links into folders."""
+def _walk(root: str, skip: str, skip_dirs: frozenset[str] = frozenset()) -> Iterator[tuple[str, os.stat_result]]:
+    """Every path under ``root`` with its lstat, never following links into folders;
+    folders named in ``skip_dirs`` (``.git``) are left out with all they hold."""
     stack = [""]
     while stack:
         rel_dir = stack.pop()
@@ -168,6 +171,8 @@ def _walk(root: str, skip: str) -> Iterator[tuple[str, os.stat_result]]:
                 try:
                     st = entry.stat(follow_symlinks=False)
                 except FileNotFoundError:
+                    continue
+                if entry.name in skip_dirs and stat.S_ISDIR(st.st_mode):
                     continue
                 yield rel, st
                 if stat.S_ISDIR(st.st_mode):

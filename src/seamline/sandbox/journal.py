@@ -107,8 +107,10 @@ class EditJournal:
         call_id: str,
         paths: list[Path] | None = None,
         on_change: Callable[[str, FileChangeKind], None] | None = None,
+        skip_dirs: frozenset[str] = frozenset(),
     ) -> Iterator[None]:
-        """Journal one tool call: ``paths`` (inside ``workspace``) or, with None, the whole tree.
+        """Journal one tool call: ``paths`` (inside ``workspace``) or, with None, the whole tree
+        (less the folders named in ``skip_dirs``, such as ``.git``).
 
         ``on_change(relpath, kind)`` hears each change found (kind: created, edited, deleted).
         The step is recorded even when the call fails half-way.
@@ -120,11 +122,11 @@ class EditJournal:
         step = self._reserve_step(run_id, tool, call_id)
         # A single path brings its folders: write_file may create them, and revert removes them.
         rels = None if paths is None else list(dict.fromkeys(a for p in paths for a in _with_ancestors(_rel(root, p))))
-        before = self._scan(root, rels)
+        before = self._scan(root, rels, skip_dirs)
         try:
             yield
         finally:
-            after = self._scan(root, rels)
+            after = self._scan(root, rels, skip_dirs)
             self._record(run_id, step, before, after, on_change)
 
     def _ensure_run(self, run_id: str, root: Path) -> None:
@@ -134,11 +136,15 @@ class EditJournal:
         elif row[0] != str(root):
             raise SandboxViolation(f"run {run_id} is journaled for workspace {row[0]}, not {root}")
 
-    def _scan(self, root: Path, rels: list[str] | None) -> dict[str, PathState]:
+    def _scan(
+        self, root: Path, rels: list[str] | None, skip_dirs: frozenset[str] = frozenset()
+    ) -> dict[str, PathState]:
         # One transaction for every blob a scan stores, not one per file.
         with self._db:
             self._db.execute("BEGIN")
-            return self.index.scan(str(root), rels, skip=self.path.name, max_bytes=MAX_JOURNALED_BYTES)
+            return self.index.scan(
+                str(root), rels, skip=self.path.name, max_bytes=MAX_JOURNALED_BYTES, skip_dirs=skip_dirs
+            )
 
     def _reserve_step(self, run_id: str, tool: str, call_id: str) -> int:
         with self._db:

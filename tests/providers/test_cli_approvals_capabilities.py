@@ -1,0 +1,26 @@
+"""`providers list` says, per backend, which of an agent's own tool calls seamline decides."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from tests.providers.agent_cli_support import ROOT
+
+
+def test_providers_list_names_the_approval_path_of_each_backend() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "seamline", "providers", "list", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    rows = {row["name"]: row for row in map(json.loads, done.stdout.splitlines())}
+    approval = {name: row["capabilities"]["tool_approval"] for name, row in rows.items()}
+    assert approval["claude-code"] == "every_call" and approval["openai"] == "every_call"
+    assert approval["acp"] == "asked" and approval["opencode"] == "asked"
+    assert approval["codex"] == "sandbox" and approval["gemini-cli"] == "sandbox"
