@@ -53,6 +53,18 @@ class ClaudeCodeProvider(AgentCliProvider):
     min_version: ClassVar[tuple[int, int, int]] = (2, 1, 0)
     max_version: ClassVar[tuple[int, int, int]] = (3, 0, 0)
     config_dir_name: ClassVar[str] = ".claude"
+    default_endpoint: ClassVar[tuple[str, int] | None] = ("api.anthropic.com", 443)
+    # Claude Code honours HTTPS_PROXY/NO_PROXY itself (its docs: corporate proxy settings).
+    envelope_env: ClassVar[tuple[str, ...]] = (
+        "ANTHROPIC_",
+        "CLAUDE_CODE_",
+        "DISABLE_",
+        "IS_SANDBOX",
+        "MAX_THINKING_TOKENS",
+        "BASH_DEFAULT_TIMEOUT_MS",
+        "BASH_MAX_TIMEOUT_MS",
+        "API_TIMEOUT_MS",
+    )
 
     def _invocation(
         self,
@@ -97,6 +109,9 @@ class ClaudeCodeProvider(AgentCliProvider):
             # As root, Claude Code refuses to bypass permissions outside a declared sandbox.
             env["IS_SANDBOX"] = "1"
         return Invocation(argv=argv, env=env)
+
+    def _envelope_inner_env(self, home: Path) -> dict[str, str]:
+        return {"CLAUDE_CONFIG_DIR": str(home / self.config_dir_name)}
 
     def _new_parser(self, *, session: ProviderSession, mode: SessionMode, target: str | None) -> StreamParser:
         return ClaudeStreamJsonParser(model=self.model)

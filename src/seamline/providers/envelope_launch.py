@@ -1,0 +1,191 @@
+"""Starting a program-running backend inside the envelope (``sandbox=bwrap|auto``).
+
+Shared by the agent CLIs, the ACP agents and ``opencode serve``: the options
+(:data:`ENVELOPE_OPTIONS`), the private home per session (seeded by the provider), the
+egress gate with its allowlist (the model endpoint, ``allow_hosts``), the environment
+(only the variables the program needs), and the bubblewrap command line. See
+:mod:`seamline.sandbox.envelope` and :mod:`seamline.sandbox.egress`, and docs/sandbox.md.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from seamline.errors import InvalidRequest
+from seamline.events import Raw
+from seamline.providers.base import OptionSpec
+from seamline.providers.runtime_dir import ensure_runtime_dir
+from seamline.sandbox.egress import AllowList, EgressGate, Refusal, is_loopback
+from seamline.sandbox.envelope import (
+    EnvelopeSpec,
+    envelope_argv,
+    envelope_refusal,
+    free_inner_port,
+    program_root,
+)
+
+__all__ = ["ENVELOPE_OPTIONS", "Enveloped", "envelope_home", "enter_envelope", "sandbox_mode"]
+
+ENVELOPE_OPTIONS: Final[dict[str, OptionSpec]] = {
+    "sandbox": OptionSpec(
+        "run the program inside bubblewrap (bwrap, auto) or not (none); refused, never run unisolated, "
+        "where it cannot be isolated",
+        default="none",
+        choices=("bwrap", "auto", "none"),
+    ),
+    "allow_hosts": OptionSpec(
+        "hosts the sandboxed program may reach besides its model endpoint, host[:port], comma-separated"
+    ),
+}
+
+# Variables every enveloped program keeps (when set); the provider adds its own.
+_BASE_ENV: Final = ("LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM", "NO_COLOR", "COLUMNS")
+_INNER_PATH: Final = "/usr/local/bin:/usr/bin:/bin"
+
+
+def sandbox_mode(options: Mapping[str, str]) -> str:
+    mode = options.get("sandbox") or "none"
+    if mode not in ("bwrap", "auto", "none"):
+        raise InvalidRequest(f"option sandbox must be bwrap, auto or none, not {mode!r}")
+    return mode
+
+
+def envelope_home(provider_name: str, session_id: str) -> Path:
+    """The private home of one session's enveloped program, under seamline's data folder."""
+    data_home = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in session_id)
+    return Path(data_home) / "seamline" / "envelopes" / provider_name / safe
+
+
+@dataclass
+class Enveloped:
+    """A program ready to start in the envelope, and its running egress gate."""
+
+    argv: list[str]
+    env: dict[str, str]
+    gate: EgressGate
+    home: Path
+    _seen: int = field(default=0)
+
+    def refusals(self) -> list[Raw]:
+        """Events for the connections refused since the last call."""
+        new = self.gate.refused[self._seen :]
+        self._seen = len(self.gate.refused)
+        return [_refusal_event(r) for r in new]
+
+    def summary(self) -> Raw:
+        return Raw(
+            source="seamline",
+            payload={
+                "envelope": "bwrap",
+                "egress_refused": len(self.gate.refused),
+                "egress_allowed": self.gate.allow.render(),
+            },
+        )
+
+    async def close(self) -> None:
+        await self.gate.close()
+
+
+def _refusal_event(refusal: Refusal) -> Raw:
+    return Raw(
+        source="seamline",
+        payload={"egress": "refused", "host": refusal.host, "port": refusal.port, "method": refusal.method},
+    )
+
+
+async def enter_envelope(
+    *,
+    who: str,
+    mode: str,
+    session_id: str,
+    state: dict[str, Any],
+    workspace: Path,
+    argv: Sequence[str],
+    env: Mapping[str, str | None],
+    keep_env: Callable[[str], bool],
+    endpoints: Iterable[tuple[str, int]],
+    allow_hosts: str | None,
+    seed: Callable[[Path], None],
+    inner_env: Callable[[Path], Mapping[str, str]] = lambda home: {},
+    carry: str | None = None,
+    extra_ro: Sequence[Path] = (),
+) -> Enveloped:
+    """Set up the envelope for one start of ``argv``; raises :class:`SandboxViolation` (no
+    fallback) when bubblewrap cannot isolate it here."""
+    bwrap = envelope_refusal(mode, who=who)
+    workspace = workspace.resolve()
+    home = envelope_home(who, session_id)
+    if not home.is_dir():
+        home.mkdir(parents=True, mode=0o700)
+        seed(home)
+    if carry:
+        _carry_session_files(home, carry)
+    runtime = ensure_runtime_dir(session_id, state)
+    wanted = list(dict.fromkeys(endpoints))
+    forwards = tuple(e for e in wanted if is_loopback(e[0]))
+    allow = AllowList(tuple((h.lower(), p) for h, p in wanted if not is_loopback(h)))
+    allow = allow.plus(AllowList.parse((allow_hosts or "").split(",")))
+    gate = EgressGate(folder=runtime, allow=allow, forwards=forwards)
+    await gate.start()
+    proxy_port = free_inner_port([p for _, p in forwards])
+    listen = [(p, str(gate.forward_socket(i))) for i, (_, p) in enumerate(forwards)]
+    listen.append((proxy_port, str(gate.proxy_socket)))
+    proxy = f"http://127.0.0.1:{proxy_port}"
+    inner: dict[str, str] = {}
+    for name, value in env.items():
+        if value is not None and (name in _BASE_ENV or keep_env(name)):
+            inner[name] = value
+    inner.update(
+        {
+            "PATH": _INNER_PATH,
+            "HOME": str(home),
+            "TMPDIR": "/tmp",
+            "USER": "sandbox",
+            "PWD": str(workspace),
+            "HTTPS_PROXY": proxy,
+            "HTTP_PROXY": proxy,
+            "https_proxy": proxy,
+            "http_proxy": proxy,
+            "NO_PROXY": "127.0.0.1,localhost,::1",
+            "no_proxy": "127.0.0.1,localhost,::1",
+            "SEAMLINE_SANDBOX": "envelope",
+        }
+    )
+    inner.update(inner_env(home))
+    program = os.path.realpath(argv[0])
+    spec = EnvelopeSpec(
+        workspace=workspace,
+        home=home,
+        runtime_dir=runtime,
+        argv=[program, *argv[1:]],
+        env=inner,
+        program_roots=(program_root(argv[0]),),
+        listen=tuple(listen),
+        extra_ro=tuple(extra_ro),
+    )
+    return Enveloped(argv=envelope_argv(spec, bwrap=bwrap), env=inner, gate=gate, home=home)
+
+
+def _carry_session_files(home: Path, session_id: str) -> None:
+    """Copy the files of the program's session ``session_id`` (transcripts, rollouts, named
+    by that id) from the other envelope homes of the same provider into ``home``, so a
+    resume or fork in a new seamline session finds the conversation."""
+    if not session_id or any(c in session_id for c in "/*?[]"):
+        return
+    siblings = home.parent
+    for other in siblings.iterdir() if siblings.is_dir() else ():
+        if other == home or not other.is_dir() or other.is_symlink():
+            continue
+        for found in other.rglob(f"*{session_id}*"):
+            if not found.is_file() or found.is_symlink():
+                continue
+            target = home / found.relative_to(other)
+            if not target.exists():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(found, target)
