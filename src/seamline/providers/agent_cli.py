@@ -32,7 +32,13 @@ from seamline.errors import InvalidRequest, SeamlineError
 from seamline.events import Event, Raw
 from seamline.providers.base import OptionSpec, PreflightCheck, Provider, ProviderSession
 from seamline.providers.cli_parsers.base import StreamParser
-from seamline.providers.envelope_launch import ENVELOPE_OPTIONS, Enveloped, enter_envelope, sandbox_mode
+from seamline.providers.envelope_launch import (
+    ENVELOPE_OPTIONS,
+    Enveloped,
+    enter_envelope,
+    envelope_home,
+    sandbox_mode,
+)
 from seamline.providers.program_lookup import FoundProgram, find_program, searched_places
 from seamline.sandbox.egress import endpoint_of
 from seamline.transport.env import compose_env
@@ -175,7 +181,7 @@ class AgentCliProvider(Provider):
         cwd = session.workspace or Path.cwd()
         argv = invocation.argv
         envelope: Enveloped | None = None
-        if sandbox_mode(self.option_values) != "none":
+        if self._sandbox_mode() != "none":
             envelope = await self._enter_envelope(session, invocation, env, Path(cwd), mode, target)
             argv, env = envelope.argv, dict(envelope.env)
         try:
@@ -278,7 +284,7 @@ class AgentCliProvider(Provider):
     ) -> Enveloped:
         return await enter_envelope(
             who=self.name,
-            mode=sandbox_mode(self.option_values),
+            mode=self._sandbox_mode(),
             session_id=session.session_id,
             state=session.state,
             workspace=cwd,
@@ -291,6 +297,16 @@ class AgentCliProvider(Provider):
             inner_env=self._envelope_inner_env,
             carry=target if mode in ("resume", "fork") else None,
         )
+
+    def _sandbox_mode(self) -> str:
+        """``bwrap``, ``auto`` or ``none``: whether the CLI runs in the envelope."""
+        return sandbox_mode(self.option_values)
+
+    def config_dir_for(self, session: ProviderSession) -> Path:
+        """The CLI's config dir for ``session``: the envelope's private home when it runs inside."""
+        if self._sandbox_mode() != "none":
+            return envelope_home(self.name, session.session_id) / self.config_dir_name
+        return self.config_dir()
 
     def _keeps_env(self, name: str) -> bool:
         return any(name == k or (k.endswith("_") and name.startswith(k)) for k in self.envelope_env)

@@ -152,7 +152,7 @@ class ClaudeCodeProvider(AgentCliProvider):
 
     def _expected_transcript(self, session: ProviderSession, psid: str) -> Path | None:
         cwd = str(session.workspace or Path.cwd())
-        return self.config_dir() / "projects" / _SLUG.sub("-", cwd) / f"{psid}.jsonl"
+        return self.config_dir_for(session) / "projects" / _SLUG.sub("-", cwd) / f"{psid}.jsonl"
 
     def _search_transcript(self, psid: str) -> Path | None:
         projects = self.config_dir() / "projects"
