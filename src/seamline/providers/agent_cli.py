@@ -296,6 +296,7 @@ class AgentCliProvider(Provider):
             seed=lambda home: self._seed(home, None),
             inner_env=self._envelope_inner_env,
             carry=target if mode in ("resume", "fork") else None,
+            extra_ro=self._envelope_ro_paths(session),
         )
 
     def _sandbox_mode(self) -> str:
@@ -321,6 +322,10 @@ class AgentCliProvider(Provider):
     def _envelope_inner_env(self, home: Path) -> dict[str, str]:
         """Variables set inside the envelope that point the CLI at its private home."""
         return {}
+
+    def _envelope_ro_paths(self, session: ProviderSession) -> list[Path]:
+        """Host files the CLI reads inside the envelope (bound read-only at their paths)."""
+        return []
 
     def _gave_up(self, retries: int, bound: int) -> str:
         return f"{self.name}: the API call kept failing and the CLI retried {retries} times (our bound is {bound})"
