@@ -20,7 +20,7 @@ from seamline.errors import InvalidRequest
 from seamline.events import Raw
 from seamline.providers.base import OptionSpec
 from seamline.providers.runtime_dir import ensure_runtime_dir
-from seamline.sandbox.egress import AllowList, EgressGate, Refusal, is_loopback
+from seamline.sandbox.egress import AllowList, EgressGate, Refusal, endpoint_of, is_loopback
 from seamline.sandbox.envelope import (
     EnvelopeSpec,
     envelope_argv,
@@ -29,7 +29,17 @@ from seamline.sandbox.envelope import (
     program_root,
 )
 
-__all__ = ["ENVELOPE_OPTIONS", "Enveloped", "envelope_home", "enter_envelope", "sandbox_mode"]
+__all__ = [
+    "ENVELOPE_OPTIONS",
+    "Enveloped",
+    "endpoints_from_env",
+    "enter_envelope",
+    "envelope_home",
+    "sandbox_mode",
+]
+
+# Where a program that takes its endpoint from the environment (an ACP agent) finds it.
+_ENDPOINT_VARS: Final = ("ANTHROPIC_BASE_URL", "OPENAI_BASE_URL", "GOOGLE_GEMINI_BASE_URL")
 
 ENVELOPE_OPTIONS: Final[dict[str, OptionSpec]] = {
     "sandbox": OptionSpec(
@@ -53,6 +63,20 @@ def sandbox_mode(options: Mapping[str, str]) -> str:
     if mode not in ("bwrap", "auto", "none"):
         raise InvalidRequest(f"option sandbox must be bwrap, auto or none, not {mode!r}")
     return mode
+
+
+def endpoints_from_env(env: Mapping[str, str | None]) -> list[tuple[str, int]]:
+    """The model endpoints named by ``ANTHROPIC_BASE_URL``, ``OPENAI_BASE_URL``,
+    ``GOOGLE_GEMINI_BASE_URL`` in ``env`` (the ones an ACP agent reads)."""
+    found: list[tuple[str, int]] = []
+    for name in _ENDPOINT_VARS:
+        value = env.get(name)
+        if value:
+            try:
+                found.append(endpoint_of(value))
+            except InvalidRequest:
+                continue
+    return found
 
 
 def envelope_home(provider_name: str, session_id: str) -> Path:
