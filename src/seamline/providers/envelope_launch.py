@@ -9,6 +9,7 @@ egress gate with its allowlist (the model endpoint, ``allow_hosts``), the enviro
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -20,7 +21,7 @@ from seamline.errors import InvalidRequest
 from seamline.events import Raw
 from seamline.providers.base import OptionSpec
 from seamline.providers.runtime_dir import ensure_runtime_dir
-from seamline.sandbox.egress import AllowList, EgressGate, Refusal, endpoint_of, is_loopback
+from seamline.sandbox.egress import AllowList, EgressGate, Refusal, endpoint_of, is_loopback, loopback_to_unix
 from seamline.sandbox.envelope import (
     EnvelopeSpec,
     envelope_argv,
@@ -94,7 +95,16 @@ class Enveloped:
     env: dict[str, str]
     gate: EgressGate
     home: Path
+    #: inside port -> the unix socket the bridge makes for it (see :func:`reach`)
+    exposed: dict[int, Path] = field(default_factory=dict)
     _seen: int = field(default=0)
+    _carriers: list[asyncio.Server] = field(default_factory=list)
+
+    async def reach(self, port: int) -> int:
+        """A port on the host's loopback that reaches ``port`` inside the envelope."""
+        server, outside = await loopback_to_unix(self.exposed[port])
+        self._carriers.append(server)
+        return outside
 
     def refusals(self) -> list[Raw]:
         """Events for the connections refused since the last call."""
@@ -113,7 +123,12 @@ class Enveloped:
         )
 
     async def close(self) -> None:
+        for server in self._carriers:
+            server.close()
+        self._carriers.clear()
         await self.gate.close()
+        for path in self.exposed.values():
+            path.unlink(missing_ok=True)
 
 
 def _refusal_event(refusal: Refusal) -> Raw:
@@ -139,6 +154,7 @@ async def enter_envelope(
     inner_env: Callable[[Path], Mapping[str, str]] = lambda home: {},
     carry: str | None = None,
     extra_ro: Sequence[Path] = (),
+    expose: Sequence[int] = (),
 ) -> Enveloped:
     """Set up the envelope for one start of ``argv``; raises :class:`SandboxViolation` (no
     fallback) when bubblewrap cannot isolate it here."""
@@ -193,9 +209,13 @@ async def enter_envelope(
         env=inner,
         program_roots=(program_root(argv[0]),),
         listen=tuple(listen),
+        expose=tuple((port, str(runtime / f"expose-{port}.sock")) for port in expose),
         extra_ro=tuple(extra_ro),
     )
-    return Enveloped(argv=envelope_argv(spec, bwrap=bwrap), env=inner, gate=gate, home=home)
+    exposed = {port: runtime / f"expose-{port}.sock" for port in expose}
+    for path in exposed.values():
+        path.unlink(missing_ok=True)
+    return Enveloped(argv=envelope_argv(spec, bwrap=bwrap), env=inner, gate=gate, home=home, exposed=exposed)
 
 
 def _carry_session_files(home: Path, session_id: str) -> None:

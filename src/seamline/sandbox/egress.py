@@ -30,16 +30,27 @@ from urllib.parse import urlsplit
 
 from seamline.errors import InvalidRequest
 
-__all__ = ["BRIDGE_SOURCE", "AllowList", "EgressGate", "Refusal", "endpoint_of", "is_loopback"]
+__all__ = [
+    "BRIDGE_SOURCE",
+    "AllowList",
+    "EgressGate",
+    "Refusal",
+    "endpoint_of",
+    "is_loopback",
+    "loopback_to_unix",
+]
 
 _HEAD_LIMIT: Final = 64 * 1024
 _CHUNK: Final = 1 << 16
 _LOOPBACK: Final = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 
 # The bridge, run inside by /usr/bin/python3 as the envelope's first process. argv[1] is a
-# JSON object: {"listen": [[port, socket path], ...], "argv": [...]}. It binds its ports
-# before it starts the program, ignores SIGINT (the program takes it and ends the turn the
-# way it does outside) and exits with the program's status.
+# JSON object: {"listen": [[port, socket path], ...], "expose": [[port, socket path], ...],
+# "argv": [...]}. "listen": an inside loopback port carried to a unix socket served outside;
+# "expose": a unix socket made here (in the bound runtime folder) carried to a port inside,
+# so seamline reaches a server the program runs (opencode serve). It binds everything before
+# it starts the program, ignores SIGINT (the program takes it and ends the turn the way it
+# does outside) and exits with the program's status.
 BRIDGE_SOURCE: Final = r"""
 import json, os, signal, socket, subprocess, sys, threading
 cfg = json.loads(sys.argv[1])
@@ -58,9 +69,12 @@ def pipe(src, dst):
         except OSError:
             pass
 def handle(conn, path):
-    out = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    if isinstance(path, int):
+        out = socket.socket(socket.AF_INET, socket.SOCK_STREAM); where = ("127.0.0.1", path)
+    else:
+        out = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); where = path
     try:
-        out.connect(path)
+        out.connect(where)
     except OSError:
         conn.close(); out.close(); return
     back = threading.Thread(target=pipe, args=(out, conn), daemon=True)
@@ -72,6 +86,10 @@ def serve(listener, path):
 for port, path in cfg["listen"]:
     listener = socket.create_server(("127.0.0.1", port))
     threading.Thread(target=serve, args=(listener, path), daemon=True).start()
+for port, path in cfg.get("expose", []):
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path); os.chmod(path, 0o600); listener.listen(64)
+    threading.Thread(target=serve, args=(listener, port), daemon=True).start()
 signal.signal(signal.SIGINT, signal.SIG_IGN)
 def child():
     signal.signal(signal.SIGINT, signal.SIG_DFL)
@@ -269,6 +287,22 @@ class EgressGate:
         else:
             writer.write(b"HTTP/1.1 200 Connection Established\r\n\r\n")
         await _splice(reader, writer, up_reader, up_writer)
+
+
+async def loopback_to_unix(path: Path) -> tuple[asyncio.Server, int]:
+    """A server on 127.0.0.1 (a free port) that carries each connection to the unix socket
+    ``path``: how seamline reaches a server the program runs inside the envelope."""
+
+    async def carry(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            up_reader, up_writer = await asyncio.open_unix_connection(str(path))
+        except OSError:
+            writer.close()
+            return
+        await _splice(reader, writer, up_reader, up_writer)
+
+    server = await asyncio.start_server(carry, "127.0.0.1", 0)
+    return server, int(server.sockets[0].getsockname()[1])
 
 
 async def _answer(writer: asyncio.StreamWriter, status: int, text: str) -> None:

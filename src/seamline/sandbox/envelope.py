@@ -83,6 +83,8 @@ class EnvelopeSpec:
     program_roots: tuple[Path, ...] = ()
     #: (inside loopback port, unix socket outside) pairs the bridge serves
     listen: tuple[tuple[int, str], ...] = ()
+    #: (inside loopback port, unix socket the bridge makes) pairs: servers the program runs
+    expose: tuple[tuple[int, str], ...] = ()
     git_config_writable: bool = False
     tmp_bytes: int | None = 512 * 1024**2
     extra_ro: tuple[Path, ...] = field(default_factory=tuple)
@@ -138,7 +140,11 @@ def envelope_argv(spec: EnvelopeSpec, *, bwrap: str) -> list[str]:
     if not spec.git_config_writable:
         argv += _at_real_path(git_guard_args(spec.workspace), spec.workspace)
     argv += ["--remount-ro", "/", "--chdir", str(spec.workspace), "--"]
-    config = {"listen": [list(pair) for pair in spec.listen], "argv": list(spec.argv)}
+    config = {
+        "listen": [list(pair) for pair in spec.listen],
+        "expose": [list(pair) for pair in spec.expose],
+        "argv": list(spec.argv),
+    }
     argv += [python, "-I", "-S", "-c", BRIDGE_SOURCE, json.dumps(config)]
     return argv
 
