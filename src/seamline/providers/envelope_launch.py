@@ -19,7 +19,7 @@ from typing import Any, Final
 
 from seamline.errors import InvalidRequest
 from seamline.events import Raw
-from seamline.providers.base import OptionSpec
+from seamline.providers.base import OptionSpec, Provider
 from seamline.providers.runtime_dir import ensure_runtime_dir
 from seamline.sandbox.egress import AllowList, EgressGate, Refusal, endpoint_of, is_loopback, loopback_to_unix
 from seamline.sandbox.envelope import (
@@ -36,6 +36,7 @@ __all__ = [
     "endpoints_from_env",
     "enter_envelope",
     "envelope_home",
+    "operator_envelope",
     "sandbox_mode",
 ]
 
@@ -235,3 +236,21 @@ def _carry_session_files(home: Path, session_id: str) -> None:
             if not target.exists():
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(found, target)
+
+
+def operator_envelope(
+    provider_cls: type[Provider], options: Mapping[str, str], *, mode: str, allow_hosts: Sequence[str] = ()
+) -> dict[str, str]:
+    """The options of a backend started by a server (``seamline serve``, ``seamline acp``):
+    one that runs programs gets the operator's sandbox ``mode`` (``auto`` unless the operator
+    turned it off with ``none``), whatever a client asked; ``allow_hosts`` are added."""
+    merged = dict(options)
+    if not provider_cls.runs_own_tools or "sandbox" not in provider_cls.options:
+        return merged
+    if mode == "none":
+        return merged  # the operator turned the envelope off; a client may still ask for it
+    merged["sandbox"] = mode
+    hosts = [h for h in (merged.get("allow_hosts") or "").split(",") if h.strip()] + list(allow_hosts)
+    if hosts:
+        merged["allow_hosts"] = ",".join(dict.fromkeys(hosts))
+    return merged

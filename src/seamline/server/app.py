@@ -10,7 +10,7 @@ docs/serve.md describes each route; docs/openapi.json is the pinned document (bu
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import asdict
 from importlib import resources
@@ -24,6 +24,7 @@ from starlette.routing import Route
 
 from seamline.errors import InvalidRequest, SeamlineError
 from seamline.events import encode_event
+from seamline.providers.base import Provider
 from seamline.providers.registry import create_provider, provider_class, provider_names
 from seamline.server.agui import AgUiTranslator
 from seamline.server.guard import BodyTooLarge, Guard
@@ -145,6 +146,8 @@ def create_app(
     cancel_grace: float = 2.0,
     keep_finished: int = 1000,
     close_store: bool = False,
+    sandbox: str = "auto",
+    egress_allow: tuple[str, ...] = (),
 ) -> Guard:
     """The ASGI application of ``seamline serve`` over ``store``. The newest
     ``keep_finished`` finished runs stay readable; older ones are forgotten (their events
@@ -153,7 +156,16 @@ def create_app(
     >>> from seamline.sessions.store import SessionStore
     >>> app = create_app(SessionStore(":memory:"))
     """
-    hub = RunHub(store, workspace=workspace, cancel_grace=cancel_grace, keep_finished=keep_finished)
+    from seamline.providers.envelope_launch import operator_envelope
+
+    def backend(name: str, model: str | None, options: Mapping[str, str]) -> Provider:
+        # A backend that runs programs runs in the envelope unless the operator said none.
+        merged = operator_envelope(provider_class(name), options, mode=sandbox, allow_hosts=egress_allow)
+        return create_provider(name, model=model, options=merged)
+
+    hub = RunHub(
+        store, workspace=workspace, cancel_grace=cancel_grace, keep_finished=keep_finished, provider_factory=backend
+    )
 
     @asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
