@@ -91,8 +91,19 @@ for port, path in cfg.get("expose", []):
     listener.bind(path); os.chmod(path, 0o600); listener.listen(64)
     threading.Thread(target=serve, args=(listener, port), daemon=True).start()
 signal.signal(signal.SIGINT, signal.SIG_IGN)
+filt = bytes.fromhex(cfg.get("seccomp", ""))
+if filt:
+    # The program (not the bridge, which needs its unix socket) gets the unix-socket filter.
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    class Fprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+    buf = ctypes.create_string_buffer(filt, len(filt))
+    prog = Fprog(len(filt) // 8, ctypes.cast(buf, ctypes.c_void_p))
 def child():
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+    if filt and (libc.prctl(38, 1, 0, 0, 0) != 0 or libc.prctl(22, 2, ctypes.byref(prog), 0, 0) != 0):
+        os._exit(126)
 try:
     proc = subprocess.Popen(cfg["argv"], preexec_fn=child)
 except OSError as exc:
