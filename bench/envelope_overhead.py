@@ -32,11 +32,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "src"))
 
+from tests.providers.agent_cli_support import TOOLS_BIN, AgentAnthropic  # noqa: E402
+from tests.sandbox.envelope_support import second_server  # noqa: E402
+
 from seamline.providers.claude_code import ClaudeCodeProvider  # noqa: E402
 from seamline.providers.envelope_launch import enter_envelope  # noqa: E402
 from seamline.transport.subprocess import LineProcess  # noqa: E402
-from tests.providers.agent_cli_support import TOOLS_BIN, AgentAnthropic  # noqa: E402
-from tests.sandbox.envelope_support import second_server  # noqa: E402
 
 _LOOP = """
 import os, sys, time, urllib.request
@@ -122,9 +123,7 @@ async def main() -> None:
             url = f"http://127.0.0.1:{port}/x"
             direct = _outside(url, args.requests)
             forwarded = await _inside(url, args.requests, via_proxy=False, endpoint=("127.0.0.1", port), allow="")
-            proxied = await _inside(
-                url, args.requests, via_proxy=True, endpoint=None, allow=f"127.0.0.1:{port}"
-            )
+            proxied = await _inside(url, args.requests, via_proxy=True, endpoint=None, allow=f"127.0.0.1:{port}")
     result = {
         "turn_median_s": {"none": statistics.median(plain), "bwrap": statistics.median(boxed)},
         "turn_startup_added_s": statistics.median(boxed) - statistics.median(plain),
