@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from seamline.errors import SandboxViolation
 from tests.providers.agent_cli_support import ROOT, AgentAnthropic, CliWorld, cli_path, make_world
 from tests.sandbox.envelope_support import json_events, reach_command, refused, second_server, tool_outputs
 
@@ -97,3 +98,19 @@ def _env() -> dict[str, str]:
     import os
 
     return dict(os.environ)
+
+
+def test_agent_sandbox_puts_the_cli_in_the_envelope(world: CliWorld, tmp_path: Path) -> None:
+    from seamline import Agent
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    script = [{"tool_calls": [{"name": "Bash", "arguments": {"command": f"touch {outside}/escaped"}}]}, {"text": "Ok."}]
+    with AgentAnthropic(script, fallback={"text": "side"}) as fake:
+        options = {"executable": cli_path("claude"), "base_url": fake.root_url, "max_retries": "0"}
+        agent = Agent(provider="claude-code", model=MODEL, options=options, workspace=world.workspace, sandbox="bwrap")
+        result = agent.run_sync("Do the task.")
+    assert result.text == "Ok."
+    assert not (outside / "escaped").exists()
+    with pytest.raises(SandboxViolation, match="runs its own programs"):
+        Agent(provider="claude-code", options=options, workspace=world.workspace, sandbox="container")._backend()

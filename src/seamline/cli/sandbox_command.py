@@ -139,7 +139,7 @@ def envelope_options(args: argparse.Namespace, provider_cls: type[Provider]) -> 
         raise SeamlineUsage(
             f"--sandbox {mode}: {name} runs its own programs and seamline cannot isolate it yet; "
             "nothing was run. Run it without --sandbox (unisolated) or choose a backend that supports "
-            "the envelope (claude-code)"
+            "the envelope (claude-code, codex, gemini-cli, acp, opencode)"
         )
     if mode == "container":
         raise SeamlineUsage(
