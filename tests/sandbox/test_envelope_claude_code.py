@@ -114,3 +114,13 @@ def test_agent_sandbox_puts_the_cli_in_the_envelope(world: CliWorld, tmp_path: P
     assert not (outside / "escaped").exists()
     with pytest.raises(SandboxViolation, match="runs its own programs"):
         Agent(provider="claude-code", options=options, workspace=world.workspace, sandbox="container")._backend()
+
+
+def test_a_pipeline_run_with_sandbox_puts_the_cli_in_the_envelope(world: CliWorld, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    script = [{"tool_calls": [{"name": "Bash", "arguments": {"command": f"touch {outside}/escaped"}}]}, {"text": "Ok."}]
+    with AgentAnthropic(script, fallback={"text": "side"}) as fake:
+        done = seamline_run(fake, world, "--sandbox", "bwrap", "--pipeline", "single")
+    assert done.returncode == 0, done.stderr
+    assert not (outside / "escaped").exists()
