@@ -63,6 +63,7 @@ from seamline.providers.envelope_launch import (
     sandbox_mode,
 )
 from seamline.providers.program_lookup import find_program
+from seamline.providers.runtime_dir import remove_runtime_dir
 from seamline.tools.approval import ApprovalDecision
 from seamline.tools.base import Tool, ToolClass
 from seamline.transport.env import compose_env
@@ -235,6 +236,7 @@ class AcpProvider(Provider):
         envelope = session.state.pop("acp_envelope", None)
         if isinstance(envelope, Enveloped):
             await envelope.close()
+            remove_runtime_dir(session.state)
 
     def _egress_events(self, session: ProviderSession) -> list[Event]:
         envelope = session.state.get("acp_envelope")

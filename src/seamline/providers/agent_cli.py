@@ -40,6 +40,7 @@ from seamline.providers.envelope_launch import (
     sandbox_mode,
 )
 from seamline.providers.program_lookup import FoundProgram, find_program, searched_places
+from seamline.providers.runtime_dir import remove_runtime_dir
 from seamline.sandbox.egress import endpoint_of
 from seamline.transport.env import compose_env
 from seamline.transport.subprocess import LineProcess
@@ -341,6 +342,7 @@ class AgentCliProvider(Provider):
         proc = session.state.pop("cli_process", None)
         if isinstance(proc, LineProcess) and proc.group_alive():
             await proc.end(grace=self._float_option("grace", 3.0))
+        remove_runtime_dir(session.state)  # the envelope's sockets (made on first use)
 
     # -- preflight ---------------------------------------------------------------------
     async def _preflight(self) -> Sequence[PreflightCheck]:

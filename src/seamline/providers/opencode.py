@@ -63,6 +63,7 @@ from seamline.providers.envelope_launch import (
     sandbox_mode,
 )
 from seamline.providers.program_lookup import find_program
+from seamline.providers.runtime_dir import remove_runtime_dir
 from seamline.sandbox.egress import endpoint_of
 from seamline.sessions.records import SessionRecord
 from seamline.tools.approval import ApprovalDecision
@@ -270,6 +271,7 @@ class OpenCodeProvider(Provider):
         envelope = session.state.pop("opencode_envelope", None)
         if isinstance(envelope, Enveloped):
             await envelope.close()
+            remove_runtime_dir(session.state)
 
     def _query(self, session: ProviderSession) -> dict[str, str]:
         return {"directory": str((session.workspace or Path.cwd()).resolve())}
