@@ -28,6 +28,7 @@ from seamline.sandbox.envelope import (
     envelope_refusal,
     free_inner_port,
     program_root,
+    tmp_size_supported,
 )
 
 __all__ = [
@@ -201,6 +202,13 @@ async def enter_envelope(
         }
     )
     inner.update(inner_env(home))
+    roots = [program_root(argv[0])]
+    node = shutil.which("node", path=env.get("PATH") or os.environ.get("PATH"))
+    if node is not None and not os.path.realpath(node).startswith(("/usr/", "/bin/")):
+        # A Node outside the system folders (nvm, a tarball): its installation, read-only.
+        prefix = Path(os.path.realpath(node)).parent.parent
+        roots.append(prefix)
+        inner["PATH"] = f"{prefix / 'bin'}:{_INNER_PATH}"
     program = os.path.realpath(argv[0])
     spec = EnvelopeSpec(
         workspace=workspace,
@@ -208,7 +216,8 @@ async def enter_envelope(
         runtime_dir=runtime,
         argv=[program, *argv[1:]],
         env=inner,
-        program_roots=(program_root(argv[0]),),
+        program_roots=tuple(dict.fromkeys(roots)),
+        tmp_bytes=512 * 1024**2 if tmp_size_supported() else None,
         listen=tuple(listen),
         expose=tuple((port, str(runtime / f"expose-{port}.sock")) for port in expose),
         extra_ro=tuple(extra_ro),

@@ -45,6 +45,7 @@ __all__ = [
     "envelope_refusal",
     "free_inner_port",
     "program_root",
+    "tmp_size_supported",
 ]
 
 ENVELOPE_MODES: Final = ("bwrap", "auto", "none")
@@ -180,17 +181,22 @@ def free_inner_port(taken: Sequence[int], preferred: int = 3128) -> int:
 
 
 @functools.lru_cache(maxsize=4)
-def _probe(explicit: str | None) -> tuple[str | None, str]:
+def _probe(explicit: str | None) -> tuple[str | None, str, bool]:
     from seamline.sandbox.probe import probe
 
     report = probe("bwrap", bwrap=explicit)
     if report.bwrap is None or not all(report.features.values()):
         problems = "; ".join(report.problems) or "bubblewrap does not run here"
         fixes = "; ".join(g for g in report.guidance if "container" not in g) or "see `seamline sandbox check`"
-        return None, f"{problems}. Fix: {fixes}"
+        return None, f"{problems}. Fix: {fixes}", False
     if bridge_python() is None:
-        return None, "no /usr/bin/python3 for the egress bridge. Fix: apt-get install -y python3"
-    return report.bwrap, ""
+        return None, "no /usr/bin/python3 for the egress bridge. Fix: apt-get install -y python3", False
+    return report.bwrap, "", report.tmp_size
+
+
+def tmp_size_supported() -> bool:
+    """Whether this bubblewrap takes ``--size`` (0.8 and later); probed once."""
+    return _probe(os.environ.get("SEAMLINE_BWRAP"))[2]
 
 
 def envelope_refusal(mode: str, *, who: str) -> str:
@@ -198,7 +204,7 @@ def envelope_refusal(mode: str, *, who: str) -> str:
     naming the reason and the fix: there is no unisolated fallback."""
     if mode not in ("bwrap", "auto"):
         raise SandboxViolation(f"{who}: unknown sandbox mode {mode!r}; choose bwrap, auto or none")
-    binary, why = _probe(os.environ.get("SEAMLINE_BWRAP"))
+    binary, why, _ = _probe(os.environ.get("SEAMLINE_BWRAP"))
     if binary is None:
         raise SandboxViolation(f"{who}: --sandbox {mode} cannot isolate this program here: {why}. Nothing was run.")
     return binary
