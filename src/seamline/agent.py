@@ -24,10 +24,11 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from seamline.errors import InvalidRequest
+from seamline.errors import InvalidRequest, SandboxViolation
 from seamline.events import Event
 from seamline.loop.observers import Observer
 from seamline.providers.base import Provider, ProviderSession
+from seamline.providers.registry import create_provider
 from seamline.providers.settings import ProviderSettings
 from seamline.runner import RunResult, collect, make_provider, open_session
 from seamline.runner import stream as stream_turn
@@ -131,7 +132,22 @@ class Agent:
     def _backend(self) -> Provider:
         """The provider for one session: made anew from a name or settings, so its clients
         belong to the event loop that runs the session (and close with it)."""
-        return make_provider(self.provider, model=self.model, options=self.options)
+        backend = make_provider(self.provider, model=self.model, options=self.options)
+        if self.sandbox is None or not backend.runs_own_tools:
+            return backend
+        # A backend that runs its own programs runs them in the envelope, or is refused.
+        mode = self.sandbox if isinstance(self.sandbox, str) else None
+        if mode not in ("bwrap", "auto") or "sandbox" not in type(backend).options:
+            raise SandboxViolation(
+                f"sandbox={self.sandbox!r}: {backend.name} runs its own programs; seamline isolates them "
+                "with sandbox='bwrap' or 'auto' (see docs/sandbox.md)"
+            )
+        if backend.option_values.get("sandbox") == mode:
+            return backend
+        if isinstance(self.provider, Provider):
+            raise InvalidRequest(f"sandbox={mode!r} with a provider object: give it the option sandbox={mode}")
+        options = {**backend.option_values, "sandbox": mode}
+        return create_provider(backend.name, model=backend.model, options=options)
 
     def _toolset(self) -> Toolset:
         ws = workspace_room.Workspace(self.workspace)

@@ -76,6 +76,29 @@ def add_parser(commands: Any) -> str:
     return "acp"
 
 
+def _enveloped(args: argparse.Namespace, options: dict[str, str]) -> dict[str, str]:
+    """A backend that runs programs runs in the envelope by default (``-o sandbox=none``
+    turns it off); refused at start, exit 2, where it cannot be isolated."""
+    from seamline.errors import SandboxViolation
+    from seamline.providers.envelope_launch import operator_envelope
+    from seamline.providers.registry import provider_class
+    from seamline.sandbox.envelope import envelope_refusal
+
+    cls = provider_class(args.provider)
+    if not cls.runs_own_tools:
+        return options
+    if args.sandbox == "container":
+        raise SeamlineUsage(f"--sandbox container: {cls.name} runs its own programs; use --sandbox bwrap or auto")
+    mode = options.get("sandbox") or args.sandbox or "auto"
+    merged = operator_envelope(cls, options, mode=mode)
+    if merged.get("sandbox") in ("bwrap", "auto"):
+        try:
+            envelope_refusal(merged["sandbox"], who=cls.name)
+        except SandboxViolation as exc:
+            raise SeamlineUsage(f"(to run it unisolated, say so: -o sandbox=none) {exc.message}") from None
+    return merged
+
+
 def run(args: argparse.Namespace) -> int:
     from seamline.acp_agent import AcpAgentSettings, serve_stdio
     from seamline.acp_agent.stdio import finish_copies
@@ -91,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
         raise SeamlineUsage("--cancel-grace must be positive")
     if args.budget_usd is not None and args.budget_usd < 0:
         raise SeamlineUsage("--budget-usd cannot be negative")
-    options = parse_options(args.provider_option)
+    options = _enveloped(args, parse_options(args.provider_option))
     create_provider(args.provider, model=args.model, options=options)  # a wrong name or option fails here
     if args.sandbox_policy and not args.sandbox:
         raise SeamlineUsage("--sandbox-policy needs --sandbox auto|bwrap|container")

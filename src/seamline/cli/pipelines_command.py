@@ -82,7 +82,11 @@ def run(args: argparse.Namespace) -> int:
 def run_pipeline(args: argparse.Namespace, prompt: str) -> int:
     """``seamline run --pipeline``: drive the controller and show its events."""
     definition = resolve_pipeline(args.pipeline)
-    provider = create_provider(args.provider, model=args.model, options=parse_options(args.provider_option))
+    from seamline.cli.sandbox_command import envelope_options
+    from seamline.providers.registry import provider_class
+
+    options = {**parse_options(args.provider_option), **(envelope_options(args, provider_class(args.provider)) or {})}
+    provider = create_provider(args.provider, model=args.model, options=options)
     workspace = Workspace(args.workspace)
     tools = workspace_tools(workspace)
     if args.allow:

@@ -14,7 +14,7 @@ from seamline.cli.main import EXIT_CODES, SeamlineUsage, install_abort_handler, 
 from seamline.cli.otel_command import add_otel_flag, otel_events
 from seamline.events import Complete
 from seamline.providers.base import Provider, ProviderSession
-from seamline.providers.registry import create_provider
+from seamline.providers.registry import create_provider, provider_class
 from seamline.runner import stream
 from seamline.sessions.store import StoreCore, open_store
 from seamline.tools.base import Toolset
@@ -83,9 +83,17 @@ def add_parser(commands: Any) -> str:
         "--sandbox",
         choices=("auto", "bwrap", "container"),
         help="run shell commands isolated (bwrap, or trust the surrounding container) and journal every edit "
-        "for `seamline revert`; write and shell tools then need no --yes (see docs/sandbox.md)",
+        "for `seamline revert`; write and shell tools then need no --yes; an agent CLI runs whole inside "
+        "bubblewrap, behind an egress allowlist, or is refused (see docs/sandbox.md)",
     )
     run.add_argument("--sandbox-policy", metavar="FILE", help="sandbox policy file (TOML or JSON); needs --sandbox")
+    run.add_argument(
+        "--allow-host",
+        action="append",
+        metavar="HOST[:PORT]",
+        help="with --sandbox and an agent CLI: a host the sandboxed program may reach besides its model "
+        "endpoint; repeatable",
+    )
     run.add_argument(
         "--session",
         metavar="ID",
@@ -119,11 +127,15 @@ def run(args: argparse.Namespace) -> int:
     if args.session:
         return _continue(args, prompt)
     options = parse_options(args.provider_option)
-    provider = create_provider(args.provider, model=args.model, options=options)
-    workspace = Workspace(args.workspace)
-    from seamline.cli.sandbox_command import sandbox_for_run
+    from seamline.cli.sandbox_command import envelope_options, sandbox_for_run
 
-    sandbox, journal = sandbox_for_run(args, workspace)  # (None, None) without --sandbox
+    enveloped = envelope_options(args, provider_class(args.provider))
+    provider = create_provider(args.provider, model=args.model, options={**options, **(enveloped or {})})
+    workspace = Workspace(args.workspace)
+    if enveloped is None:
+        sandbox, journal = sandbox_for_run(args, workspace)  # (None, None) without --sandbox
+    else:
+        sandbox, journal = None, None  # the program runs its own tools, inside the envelope
     tools = workspace_tools(workspace, sandbox=sandbox, journal=journal)
     # The allowlist (--allow) applies after MCP servers added their tools: see run_extensions.
     store = None if args.no_store else open_store(args.store)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from seamline.cli.main import SeamlineUsage
+from seamline.providers.base import Provider
 from seamline.sandbox.journal import EditJournal, journal_path_for
 from seamline.sandbox.policy import SandboxPolicy, load_policy
 from seamline.sandbox.probe import SANDBOX_MODES, SandboxMode, open_sandbox, probe
@@ -22,7 +23,7 @@ from seamline.sandbox.runtime import Sandbox
 from seamline.sessions.store import default_store_path
 from seamline.tools.workspace import Workspace
 
-__all__ = ["add_parser", "run", "sandbox_for_run"]
+__all__ = ["add_parser", "envelope_options", "run", "sandbox_for_run"]
 
 _EPILOG: Final = """\
 examples:
@@ -113,3 +114,51 @@ def _store_file(location: str | None) -> Path | None:
         data_home = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
         return Path(data_home) / "seamline" / "store.db"
     return Path(where).expanduser()
+
+
+def envelope_options(args: argparse.Namespace, provider_cls: type[Provider]) -> dict[str, str] | None:
+    """The provider options that put a program-running backend in the envelope for
+    ``--sandbox MODE`` (with ``--allow-host`` and the policy's ``network.allow``), or None
+    for a backend whose tools seamline runs itself (the tool sandbox applies then).
+
+    A backend that runs programs and cannot be isolated is refused (exit 2) with the reason
+    and the fix: ``--sandbox`` never silently does nothing.
+    """
+    mode: str | None = getattr(args, "sandbox", None)
+    hosts: list[str] = list(getattr(args, "allow_host", None) or [])
+    if not provider_cls.runs_own_tools:
+        if hosts:
+            raise SeamlineUsage("--allow-host applies to backends that run programs (agent CLIs, ACP, OpenCode)")
+        return None
+    if mode is None:
+        if hosts or getattr(args, "sandbox_policy", None):
+            raise SeamlineUsage("--allow-host and --sandbox-policy need --sandbox bwrap|auto")
+        return None
+    name = provider_cls.name
+    if "sandbox" not in provider_cls.options:
+        raise SeamlineUsage(
+            f"--sandbox {mode}: {name} runs its own programs and seamline cannot isolate it yet; "
+            "nothing was run. Run it without --sandbox (unisolated) or choose a backend that supports "
+            "the envelope (claude-code, codex, gemini-cli, acp, opencode)"
+        )
+    if mode == "container":
+        raise SeamlineUsage(
+            f"--sandbox container: {name} runs its own programs; seamline isolates them with bubblewrap "
+            "(--sandbox bwrap or auto). Nothing was run"
+        )
+    policy_file = getattr(args, "sandbox_policy", None)
+    if policy_file:
+        hosts += list(load_policy(policy_file).network_allow)
+    from seamline.errors import InvalidRequest, SandboxViolation
+    from seamline.sandbox.egress import AllowList
+    from seamline.sandbox.envelope import envelope_refusal
+
+    try:
+        AllowList.parse(hosts)
+        envelope_refusal(mode, who=name)
+    except (SandboxViolation, InvalidRequest) as exc:
+        raise SeamlineUsage(exc.message) from None
+    options = {"sandbox": mode}
+    if hosts:
+        options["allow_hosts"] = ",".join(hosts)
+    return options

@@ -76,6 +76,20 @@ def add_parser(commands: Any) -> str:
         "budget, workspace roots); see docs/serve.md",
     )
     serve.add_argument("--max-body", type=int, default=1_000_000, metavar="BYTES", help="largest request body")
+    serve.add_argument(
+        "--sandbox",
+        choices=("auto", "bwrap", "none"),
+        default="auto",
+        help="backends that run programs (agent CLIs, ACP agents, OpenCode) run inside bubblewrap behind an "
+        "egress allowlist, whatever a client asks (default: auto); none turns that off",
+    )
+    serve.add_argument(
+        "--egress-allow",
+        action="append",
+        default=[],
+        metavar="HOST[:PORT]",
+        help="a host sandboxed programs may reach besides their model endpoint; repeatable",
+    )
     return "serve"
 
 
@@ -123,6 +137,8 @@ def run(args: argparse.Namespace) -> int:
         close_store=True,
         agents=agents,
         allow_origins=origins,
+        sandbox=args.sandbox,
+        egress_allow=tuple(args.egress_allow),
     )
     family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)

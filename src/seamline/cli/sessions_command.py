@@ -244,9 +244,18 @@ def continue_session(store: StoreCore, args: argparse.Namespace, *, fork: bool) 
     allow = getattr(args, "allow", None) or kept.get("allow")
     system_prompt = kept.get("system_prompt")
     from seamline.cli.run_command import sandbox_run_options
-    from seamline.cli.sandbox_command import sandbox_for_run
+    from seamline.cli.sandbox_command import envelope_options, sandbox_for_run
 
-    sandbox, journal = sandbox_for_run(args, workspace)
+    enveloped = envelope_options(args, type(provider))  # an agent CLI runs in the envelope, or is refused
+    if enveloped:
+        provider = create_provider(
+            record.provider,
+            model=args.model or kept.get("model") or record.model,
+            options={**kept.get("provider_options", {}), **given, **enveloped},
+        )
+        sandbox, journal = None, None
+    else:
+        sandbox, journal = sandbox_for_run(args, workspace)
     tools = workspace_tools(workspace, sandbox=sandbox, journal=journal)
     if allow:
         tools = tools.restrict(allow)

@@ -141,7 +141,11 @@ def run_on_temporal(args: argparse.Namespace, prompt: str) -> int:
     from seamline.sessions.store import default_store_path
 
     definition = resolve_pipeline(args.pipeline or "single")
-    options = parse_options(args.provider_option)
+    from seamline.cli.sandbox_command import envelope_options
+    from seamline.providers.registry import provider_class
+
+    # An agent CLI with --sandbox runs in the envelope on the worker (the options travel in the spec).
+    options = {**parse_options(args.provider_option), **(envelope_options(args, provider_class(args.provider)) or {})}
     provider = create_provider(args.provider, model=args.model, options=options)  # refuses a bad name here
     provider.check_budget(args.budget_usd)
     for binding in definition.roles.values():  # a role's own provider is refused here too, as in a local run

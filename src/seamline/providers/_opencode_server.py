@@ -19,7 +19,7 @@ import asyncio
 import collections
 import contextlib
 import socket
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -38,6 +38,9 @@ from seamline.transport.subprocess import LineProcess
 __all__ = ["OpenCodeServer", "ServerChannel", "acquire_server", "free_port", "release_server", "running_servers"]
 
 _HEALTH_POLL: Final = 0.1
+
+#: (command line, port) -> (command line, environment, host port): how the envelope runs it
+Wrap = Callable[[list[str], int], Awaitable[tuple[list[str], dict[str, str], int]]]
 
 
 def free_port() -> int:
@@ -81,9 +84,15 @@ class OpenCodeServer:
         return self.failure is None and self.process is not None and self.process.returncode is None
 
     # -- start --------------------------------------------------------------------------------
-    async def start(self, *, env: Mapping[str, str], cwd: str, startup_timeout: float) -> None:
+    async def start(
+        self, *, env: Mapping[str, str], cwd: str, startup_timeout: float, wrap: Wrap | None = None
+    ) -> None:
         self.port = free_port()
         argv = [*self.argv, "serve", "--port", str(self.port), "--hostname", "127.0.0.1"]
+        if wrap is not None:
+            # Inside the envelope: the command line that runs it there, and the host port
+            # that reaches the server's port inside.
+            argv, env, self.port = await wrap(argv, self.port)
         self.process = await LineProcess.spawn(argv, env=env, cwd=cwd)
         self._tasks.append(asyncio.create_task(self._drain_stdout()))
         # No overall timeout on the client: the event stream is long-lived; each call sets its own.
@@ -236,14 +245,20 @@ _POOL: SharedProcessPool[OpenCodeServer] = SharedProcessPool()
 
 
 async def acquire_server(
-    argv: Sequence[str], *, env: Mapping[str, str], cwd: str, startup_timeout: float, key_extra: tuple[Any, ...] = ()
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str],
+    cwd: str,
+    startup_timeout: float,
+    key_extra: tuple[Any, ...] = (),
+    wrap: Wrap | None = None,
 ) -> OpenCodeServer:
     """The running server for this command and configuration; one more ref."""
     key = (id(asyncio.get_running_loop()), tuple(argv), *key_extra)
 
     async def start() -> OpenCodeServer:
         server = OpenCodeServer(key, argv)
-        await server.start(env=env, cwd=cwd, startup_timeout=startup_timeout)
+        await server.start(env=env, cwd=cwd, startup_timeout=startup_timeout, wrap=wrap)
         return server
 
     return await _POOL.acquire(key, start)

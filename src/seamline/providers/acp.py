@@ -56,13 +56,24 @@ from seamline.providers._acp_agent import (
 from seamline.providers._acp_translator import PERMISSION_ANNOUNCE, AcpTranslator
 from seamline.providers.base import OptionSpec, PreflightCheck, Provider, ProviderSession
 from seamline.providers.cli_journal import journaled_turn
+from seamline.providers.envelope_launch import (
+    ENVELOPE_OPTIONS,
+    Enveloped,
+    endpoints_from_env,
+    enter_envelope,
+    sandbox_mode,
+)
 from seamline.providers.program_lookup import find_program
+from seamline.providers.runtime_dir import remove_runtime_dir
 from seamline.tools.approval import ApprovalDecision
 from seamline.tools.base import Tool, ToolClass
 from seamline.transport.env import compose_env
 from seamline.transport.jsonrpc import JsonRpcError
 
 __all__ = ["INSTALL_HINT", "AcpProvider", "AcpTranslator"]
+
+# Variables an ACP agent keeps inside the envelope (its vendor's key, endpoint and settings).
+_AGENT_ENV: Final = ("ANTHROPIC_", "CLAUDE_CODE_", "OPENAI_", "GEMINI_", "GOOGLE_", "OPENCODE_", "DISABLE_")
 
 INSTALL_HINT: Final = (
     "bash scripts/system/45-acp-opencode.sh (or: npm install -g @zed-industries/claude-agent-acp@0.23.1)"
@@ -113,6 +124,7 @@ class AcpProvider(Provider):
         "api_key_env": OptionSpec(
             "environment variable whose key `authenticate` passes, where the method takes one", operator_only=True
         ),
+        **ENVELOPE_OPTIONS,
     }
     runs_own_tools = True
     tool_approval = "asked"  # session/request_permission: what the agent's own rules leave to us
@@ -190,14 +202,49 @@ class AcpProvider(Provider):
     # -- sessions -------------------------------------------------------------------------------
     async def _attach(self, session: ProviderSession) -> AcpAgent:
         workspace = session.workspace or Path.cwd()
-        agent = await acquire_agent(
-            self.argv(),
-            env=compose_env(None),
-            cwd=workspace,
-            timeout=self._seconds("request_timeout"),
-        )
+        argv, env = self.argv(), compose_env(None)
+        key_extra: tuple[Any, ...] = ()
+        mode = sandbox_mode(self.option_values)
+        if mode != "none":
+            # One agent per session inside the envelope: its own home, workspace and egress.
+            envelope = await enter_envelope(
+                who=self.name,
+                mode=mode,
+                session_id=session.session_id,
+                state=session.state,
+                workspace=workspace,
+                argv=argv,
+                env=env,
+                keep_env=self._keeps_env,
+                endpoints=endpoints_from_env(env),
+                allow_hosts=self.option_values.get("allow_hosts"),
+                seed=lambda home: None,
+            )
+            session.state["acp_envelope"] = envelope
+            argv, env, key_extra = envelope.argv, envelope.env, ("envelope", session.session_id)
+        try:
+            agent = await acquire_agent(
+                argv, env=env, cwd=workspace, timeout=self._seconds("request_timeout"), key_extra=key_extra
+            )
+        except BaseException:
+            await self._close_envelope(session)
+            raise
         session.state["acp_agent"] = agent
         return agent
+
+    def _keeps_env(self, name: str) -> bool:
+        """What an ACP agent keeps inside the envelope: the vendors' variables and ``api_key_env``."""
+        return name.startswith(_AGENT_ENV) or name in ("IS_SANDBOX", self.option_values.get("api_key_env"))
+
+    async def _close_envelope(self, session: ProviderSession) -> None:
+        envelope = session.state.pop("acp_envelope", None)
+        if isinstance(envelope, Enveloped):
+            await envelope.close()
+            remove_runtime_dir(session.state)
+
+    def _egress_events(self, session: ProviderSession) -> list[Event]:
+        envelope = session.state.get("acp_envelope")
+        return list(envelope.refusals()) if isinstance(envelope, Enveloped) else []
 
     def _channel(self, session: ProviderSession, agent: AcpAgent, wire_id: str) -> AcpChannel:
         channel = AcpChannel(wire_id=wire_id, workspace=(session.workspace or Path.cwd()).resolve())
@@ -346,7 +393,10 @@ class AcpProvider(Provider):
             return
         if isinstance(channel, AcpChannel):
             agent.channels.pop(channel.wire_id, None)
-        await release_agent(agent, grace=self._seconds("grace"))
+        try:
+            await release_agent(agent, grace=self._seconds("grace"))
+        finally:
+            await self._close_envelope(session)
 
     async def _close(self, session: ProviderSession) -> None:
         agent = session.state.get("acp_agent")
@@ -420,6 +470,8 @@ class AcpProvider(Provider):
             while not channel.updates.empty():
                 for event in translator.feed(channel.updates.get_nowait()):
                     yield event
+            for event in self._egress_events(session):
+                yield event
             try:
                 result = prompt_task.result()
             except TimeoutFailure:

@@ -33,7 +33,16 @@ from seamline.events import Event, Raw
 from seamline.providers.base import OptionSpec, PreflightCheck, Provider, ProviderSession
 from seamline.providers.cli_journal import journaled_turn
 from seamline.providers.cli_parsers.base import StreamParser
+from seamline.providers.envelope_launch import (
+    ENVELOPE_OPTIONS,
+    Enveloped,
+    enter_envelope,
+    envelope_home,
+    sandbox_mode,
+)
 from seamline.providers.program_lookup import FoundProgram, find_program, searched_places
+from seamline.providers.runtime_dir import remove_runtime_dir
+from seamline.sandbox.egress import endpoint_of
 from seamline.transport.env import compose_env
 from seamline.transport.subprocess import LineProcess
 
@@ -58,6 +67,7 @@ COMMON_OPTIONS: Final[dict[str, OptionSpec]] = {
         "seconds between SIGINT, SIGTERM and SIGKILL when ending the program", default="3", kind="positive_number"
     ),
     "effort": OptionSpec("reasoning effort, in the CLI's own terms"),
+    **ENVELOPE_OPTIONS,
 }
 
 
@@ -95,6 +105,10 @@ class AgentCliProvider(Provider):
     max_version: ClassVar[tuple[int, int, int]] = (999, 0, 0)
     #: the provider's configuration directory under HOME (also the seeding source)
     config_dir_name: ClassVar[str] = ""
+    #: the model endpoint when no base_url is given (the envelope's egress allows it)
+    default_endpoint: ClassVar[tuple[str, int] | None] = None
+    #: variables (exact names, or prefixes ending in ``_``) the CLI keeps inside the envelope
+    envelope_env: ClassVar[tuple[str, ...]] = ()
 
     # -- public helpers ----------------------------------------------------------------
     def install_command(self) -> str:
@@ -168,7 +182,17 @@ class AgentCliProvider(Provider):
         max_retries = self._int_option("max_retries", 2)
         grace = self._float_option("grace", 3.0)
         cwd = session.workspace or Path.cwd()
-        proc = await LineProcess.spawn(invocation.argv, env=env, cwd=cwd, stdin=invocation.stdin)
+        argv = invocation.argv
+        envelope: Enveloped | None = None
+        if self._sandbox_mode() != "none":
+            envelope = await self._enter_envelope(session, invocation, env, Path(cwd), mode, target)
+            argv, env = envelope.argv, dict(envelope.env)
+        try:
+            proc = await LineProcess.spawn(argv, env=env, cwd=cwd, stdin=invocation.stdin)
+        except BaseException:
+            if envelope is not None:
+                await envelope.close()
+            raise
         session.state["cli_process"] = proc
         store = session.store
         timed_out: str | None = None
@@ -196,6 +220,9 @@ class AgentCliProvider(Provider):
                     if parser.retries > max_retries:
                         gave_up = self._gave_up(parser.retries, max_retries)
                         break
+                if envelope is not None:
+                    for event in envelope.refusals():
+                        yield event
                 if not next_line.done():
                     continue
                 try:
@@ -230,10 +257,16 @@ class AgentCliProvider(Provider):
                     await ending
             if proc.returncode is None or proc.group_alive():
                 await proc.end(grace=grace)
+            if envelope is not None:
+                await envelope.close()
         returncode = await proc.wait()
         diagnostic = _ending_diagnostic(proc, returncode)
         if diagnostic is not None:
             yield diagnostic
+        if envelope is not None:
+            for event in envelope.refusals():
+                yield event
+            yield envelope.summary()
         for event in parser.finish(
             returncode=returncode,
             stderr=proc.stderr_tail(_STDERR_LINES),
@@ -242,6 +275,60 @@ class AgentCliProvider(Provider):
             gave_up=gave_up,
         ):
             yield event
+
+    async def _enter_envelope(
+        self,
+        session: ProviderSession,
+        invocation: Invocation,
+        env: Mapping[str, str],
+        cwd: Path,
+        mode: SessionMode,
+        target: str | None,
+    ) -> Enveloped:
+        return await enter_envelope(
+            who=self.name,
+            mode=self._sandbox_mode(),
+            session_id=session.session_id,
+            state=session.state,
+            workspace=cwd,
+            argv=invocation.argv,
+            env={**env, **{k: v for k, v in invocation.env.items() if v is not None}},
+            keep_env=lambda name: name in invocation.env or self._keeps_env(name),
+            endpoints=self._endpoints(),
+            allow_hosts=self.option_values.get("allow_hosts"),
+            seed=lambda home: self._seed(home, None),
+            inner_env=self._envelope_inner_env,
+            carry=target if mode in ("resume", "fork") else None,
+            extra_ro=self._envelope_ro_paths(session),
+        )
+
+    def _sandbox_mode(self) -> str:
+        """``bwrap``, ``auto`` or ``none``: whether the CLI runs in the envelope."""
+        return sandbox_mode(self.option_values)
+
+    def config_dir_for(self, session: ProviderSession) -> Path:
+        """The CLI's config dir for ``session``: the envelope's private home when it runs inside."""
+        if self._sandbox_mode() != "none":
+            return envelope_home(self.name, session.session_id) / self.config_dir_name
+        return self.config_dir()
+
+    def _keeps_env(self, name: str) -> bool:
+        return any(name == k or (k.endswith("_") and name.startswith(k)) for k in self.envelope_env)
+
+    def _endpoints(self) -> list[tuple[str, int]]:
+        """The model endpoints the envelope lets the CLI reach: ``base_url`` or the vendor's."""
+        base_url = self.option_values.get("base_url")
+        if base_url:
+            return [endpoint_of(base_url)]
+        return [self.default_endpoint] if self.default_endpoint else []
+
+    def _envelope_inner_env(self, home: Path) -> dict[str, str]:
+        """Variables set inside the envelope that point the CLI at its private home."""
+        return {}
+
+    def _envelope_ro_paths(self, session: ProviderSession) -> list[Path]:
+        """Host files the CLI reads inside the envelope (bound read-only at their paths)."""
+        return []
 
     def _gave_up(self, retries: int, bound: int) -> str:
         return f"{self.name}: the API call kept failing and the CLI retried {retries} times (our bound is {bound})"
@@ -257,6 +344,7 @@ class AgentCliProvider(Provider):
         proc = session.state.pop("cli_process", None)
         if isinstance(proc, LineProcess) and proc.group_alive():
             await proc.end(grace=self._float_option("grace", 3.0))
+        remove_runtime_dir(session.state)  # the envelope's sockets (made on first use)
 
     # -- preflight ---------------------------------------------------------------------
     async def _preflight(self) -> Sequence[PreflightCheck]:

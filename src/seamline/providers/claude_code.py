@@ -56,6 +56,18 @@ class ClaudeCodeProvider(AgentCliProvider):
     min_version: ClassVar[tuple[int, int, int]] = (2, 1, 0)
     max_version: ClassVar[tuple[int, int, int]] = (3, 0, 0)
     config_dir_name: ClassVar[str] = ".claude"
+    default_endpoint: ClassVar[tuple[str, int] | None] = ("api.anthropic.com", 443)
+    # Claude Code honours HTTPS_PROXY/NO_PROXY itself (its docs: corporate proxy settings).
+    envelope_env: ClassVar[tuple[str, ...]] = (
+        "ANTHROPIC_",
+        "CLAUDE_CODE_",
+        "DISABLE_",
+        "IS_SANDBOX",
+        "MAX_THINKING_TOKENS",
+        "BASH_DEFAULT_TIMEOUT_MS",
+        "BASH_MAX_TIMEOUT_MS",
+        "API_TIMEOUT_MS",
+    )
 
     def _invocation(
         self,
@@ -105,6 +117,9 @@ class ClaudeCodeProvider(AgentCliProvider):
             # As root, Claude Code refuses to bypass permissions outside a declared sandbox.
             env["IS_SANDBOX"] = "1"
         return Invocation(argv=argv, env=env)
+
+    def _envelope_inner_env(self, home: Path) -> dict[str, str]:
+        return {"CLAUDE_CONFIG_DIR": str(home / self.config_dir_name)}
 
     def _new_parser(self, *, session: ProviderSession, mode: SessionMode, target: str | None) -> StreamParser:
         return ClaudeStreamJsonParser(model=self.model)
@@ -182,7 +197,7 @@ class ClaudeCodeProvider(AgentCliProvider):
 
     def _expected_transcript(self, session: ProviderSession, psid: str) -> Path | None:
         cwd = str(session.workspace or Path.cwd())
-        return self.config_dir() / "projects" / _SLUG.sub("-", cwd) / f"{psid}.jsonl"
+        return self.config_dir_for(session) / "projects" / _SLUG.sub("-", cwd) / f"{psid}.jsonl"
 
     def _search_transcript(self, psid: str) -> Path | None:
         projects = self.config_dir() / "projects"

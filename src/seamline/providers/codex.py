@@ -23,6 +23,8 @@ from seamline.providers.cli_parsers.codex import CodexJsonParser
 
 __all__ = ["CodexProvider"]
 
+_CODEX_MODES = ("read-only", "workspace-write", "danger-full-access")
+
 
 class CodexProvider(AgentCliProvider):
     """Codex as an agent: its own tools and threads; tokens priced by seamline."""
@@ -39,9 +41,15 @@ class CodexProvider(AgentCliProvider):
             "environment variable holding the key for base_url", default="OPENAI_API_KEY", operator_only=True
         ),
         "sandbox": OptionSpec(
-            "Codex's sandbox mode",
-            default="workspace-write",
-            choices=("read-only", "workspace-write", "danger-full-access"),
+            "bwrap or auto: run Codex inside seamline's envelope (none: not); "
+            "read-only, workspace-write, danger-full-access: Codex's own mode (as codex_sandbox), kept for old sessions",
+            default="none",
+            choices=("bwrap", "auto", "none", *_CODEX_MODES),
+        ),
+        "codex_sandbox": OptionSpec(
+            "Codex's own sandbox mode (default workspace-write; danger-full-access inside the envelope, "
+            "which is then the boundary)",
+            choices=_CODEX_MODES,
         ),
         "codex_home": OptionSpec("Codex's home dir (sets CODEX_HOME)", operator_only=True),
         "websockets": OptionSpec(
@@ -64,6 +72,9 @@ class CodexProvider(AgentCliProvider):
     min_version: ClassVar[tuple[int, int, int]] = (0, 160, 0)
     max_version: ClassVar[tuple[int, int, int]] = (1, 0, 0)
     config_dir_name: ClassVar[str] = ".codex"
+    default_endpoint: ClassVar[tuple[str, int] | None] = ("api.openai.com", 443)
+    # Codex (Rust, reqwest) honours HTTPS_PROXY/HTTP_PROXY/NO_PROXY itself.
+    envelope_env: ClassVar[tuple[str, ...]] = ("OPENAI_", "CODEX_", "RUST_LOG")
 
     def _invocation(
         self,
@@ -76,7 +87,7 @@ class CodexProvider(AgentCliProvider):
     ) -> Invocation:
         argv = [executable, "exec", "--json", "--skip-git-repo-check"]
         config = [
-            f"sandbox_mode={json.dumps(self.option_values.get('sandbox', 'workspace-write'))}",
+            f"sandbox_mode={json.dumps(self._codex_sandbox())}",
             'approval_policy="never"',
         ]
         if self.model:
@@ -104,16 +115,37 @@ class CodexProvider(AgentCliProvider):
             argv += [*flags, prompt]
         return Invocation(argv=argv, env=env)
 
+    def _sandbox_mode(self) -> str:
+        given = self.option_values.get("sandbox") or "none"
+        return "none" if given in _CODEX_MODES else super()._sandbox_mode()
+
+    def _codex_sandbox(self) -> str:
+        """Codex's own mode: given, else the old ``sandbox=<codex mode>``, else
+        workspace-write; inside the envelope danger-full-access (Codex's own sandbox cannot
+        nest in bubblewrap's namespaces, and the envelope is the boundary)."""
+        if given := self.option_values.get("codex_sandbox"):
+            return given
+        legacy = self.option_values.get("sandbox") or ""
+        if legacy in _CODEX_MODES:
+            return legacy
+        return "danger-full-access" if self._sandbox_mode() != "none" else "workspace-write"
+
+    def _keeps_env(self, name: str) -> bool:
+        return name == self.option_values.get("api_key_env", "OPENAI_API_KEY") or super()._keeps_env(name)
+
+    def _envelope_inner_env(self, home: Path) -> dict[str, str]:
+        return {"CODEX_HOME": str(home / self.config_dir_name)}
+
     def _new_parser(self, *, session: ProviderSession, mode: SessionMode, target: str | None) -> StreamParser:
         parser = CodexJsonParser(model=self.model)
         if mode != "fresh" and target:
             # Codex reports the thread's running totals; the turn's share is what it adds to them.
-            parser.baseline = self._thread_totals(target)
+            parser.baseline = self._thread_totals(target, self.config_dir_for(session))
         return parser
 
-    def _thread_totals(self, thread_id: str) -> dict[str, int]:
+    def _thread_totals(self, thread_id: str, config_dir: Path | None = None) -> dict[str, int]:
         """The token totals a thread had reached, from the last ``token_count`` of its rollout."""
-        rollout = self._search_transcript(thread_id)
+        rollout = self._search_transcript(thread_id, config_dir)
         if rollout is None:
             return {}
         totals: dict[str, int] = {}
@@ -174,8 +206,8 @@ class CodexProvider(AgentCliProvider):
                 stack.extend(item)
         return found
 
-    def _search_transcript(self, psid: str) -> Path | None:
-        sessions = self.config_dir() / "sessions"
+    def _search_transcript(self, psid: str, config_dir: Path | None = None) -> Path | None:
+        sessions = (config_dir or self.config_dir()) / "sessions"
         if not sessions.is_dir():
             return None
         for candidate in sessions.glob(f"*/*/*/rollout-*-{psid}.jsonl"):

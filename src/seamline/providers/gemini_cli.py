@@ -55,6 +55,8 @@ class GeminiCliProvider(AgentCliProvider):
     min_version: ClassVar[tuple[int, int, int]] = (0, 50, 0)
     max_version: ClassVar[tuple[int, int, int]] = (1, 0, 0)
     config_dir_name: ClassVar[str] = ".gemini"
+    default_endpoint: ClassVar[tuple[str, int] | None] = ("generativelanguage.googleapis.com", 443)
+    envelope_env: ClassVar[tuple[str, ...]] = ("GEMINI_", "GOOGLE_")
 
     def _invocation(
         self,
@@ -121,6 +123,13 @@ class GeminiCliProvider(AgentCliProvider):
         auth = settings.get("security", {}).get("auth", {}) if isinstance(settings, dict) else {}
         value = auth.get("selectedType") if isinstance(auth, dict) else None
         return value if isinstance(value, str) else None
+
+    def _envelope_inner_env(self, home: Path) -> dict[str, str]:
+        return {"GEMINI_CLI_HOME": str(home)}
+
+    def _envelope_ro_paths(self, session: ProviderSession) -> list[Path]:
+        defaults = session.state.get("gemini_defaults")
+        return [Path(defaults)] if isinstance(defaults, str) else []
 
     def _new_parser(self, *, session: ProviderSession, mode: SessionMode, target: str | None) -> StreamParser:
         return GeminiStreamJsonParser(model=self.model)

@@ -26,6 +26,7 @@ import asyncio
 import contextlib
 import json
 import os
+import shutil
 from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Final
@@ -54,8 +55,17 @@ from seamline.events import (
 )
 from seamline.providers._opencode_server import OpenCodeServer, ServerChannel, acquire_server, release_server
 from seamline.providers.base import OptionSpec, PreflightCheck, Provider, ProviderSession
+from seamline.providers.envelope_launch import (
+    ENVELOPE_OPTIONS,
+    Enveloped,
+    endpoints_from_env,
+    enter_envelope,
+    sandbox_mode,
+)
 from seamline.providers.program_lookup import find_program
+from seamline.providers.runtime_dir import remove_runtime_dir
 from seamline.redact import redact_url
+from seamline.sandbox.egress import endpoint_of
 from seamline.sessions.records import SessionRecord
 from seamline.tools.approval import ApprovalDecision
 from seamline.tools.base import Tool, ToolClass
@@ -117,6 +127,7 @@ class OpenCodeProvider(Provider):
         "max_retries": OptionSpec(
             "model API retries allowed in a turn (OpenCode retries 5xx for ever)", default="2", kind="count"
         ),
+        **ENVELOPE_OPTIONS,
         "grace": OptionSpec(
             "seconds between SIGINT, SIGTERM and SIGKILL when stopping the server", default="2", kind="number"
         ),
@@ -205,15 +216,68 @@ class OpenCodeProvider(Provider):
             raise InvalidRequest(f"opencode: {where}; install it with: {INSTALL_HINT}")
         layer = self._env_layer()
         env = compose_env(None, layer)
-        server = await acquire_server(
-            [exe],
-            env=env,
-            cwd=str(session.workspace or Path.cwd()),
-            startup_timeout=self._seconds("startup_timeout"),
-            key_extra=(layer.get("OPENCODE_CONFIG_CONTENT"), env.get("HOME")),
-        )
+        workspace = session.workspace or Path.cwd()
+        key_extra: tuple[Any, ...] = (layer.get("OPENCODE_CONFIG_CONTENT"), env.get("HOME"))
+        wrap = None
+        mode = sandbox_mode(self.option_values)
+        if mode != "none":
+            key_extra += ("envelope", session.session_id)  # one server per session inside
+
+            async def wrap(argv: list[str], port: int) -> tuple[list[str], dict[str, str], int]:
+                envelope = await enter_envelope(
+                    who=self.name,
+                    mode=mode,
+                    session_id=session.session_id,
+                    state=session.state,
+                    workspace=workspace,
+                    argv=argv,
+                    env=env,
+                    keep_env=self._keeps_env,
+                    endpoints=self._endpoints(env),
+                    allow_hosts=self.option_values.get("allow_hosts"),
+                    seed=self._seed_envelope,
+                    expose=(port,),
+                )
+                session.state["opencode_envelope"] = envelope
+                return envelope.argv, dict(envelope.env), await envelope.reach(port)
+
+        try:
+            server = await acquire_server(
+                [exe],
+                env=env,
+                cwd=str(workspace),
+                startup_timeout=self._seconds("startup_timeout"),
+                key_extra=key_extra,
+                wrap=wrap,
+            )
+        except BaseException:
+            await self._close_envelope(session)
+            raise
         session.state["opencode_server"] = server
         return server
+
+    def _keeps_env(self, name: str) -> bool:
+        """What ``opencode serve`` keeps inside the envelope: its own settings and the key."""
+        return name.startswith(("OPENCODE_", "OPENAI_")) or name == self.option_values.get(
+            "api_key_env", "OPENAI_API_KEY"
+        )
+
+    def _endpoints(self, env: Mapping[str, str]) -> list[tuple[str, int]]:
+        base = self.base_url()
+        return [endpoint_of(base)] if base else endpoints_from_env(env)
+
+    def _seed_envelope(self, home: Path) -> None:
+        """OpenCode keeps the packages it installs for its providers in its cache: the private
+        home gets a copy of the host's, so a sandbox without the registry still starts."""
+        cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "opencode"
+        if cache.is_dir() and not cache.is_symlink():
+            shutil.copytree(cache, home / ".cache" / "opencode", symlinks=True, dirs_exist_ok=True)
+
+    async def _close_envelope(self, session: ProviderSession) -> None:
+        envelope = session.state.pop("opencode_envelope", None)
+        if isinstance(envelope, Enveloped):
+            await envelope.close()
+            remove_runtime_dir(session.state)
 
     def _query(self, session: ProviderSession) -> dict[str, str]:
         return {"directory": str((session.workspace or Path.cwd()).resolve())}
@@ -279,7 +343,10 @@ class OpenCodeProvider(Provider):
         if isinstance(server, OpenCodeServer):
             if isinstance(oc_id, str):
                 server.channels.pop(oc_id, None)
-            await release_server(server, grace=self._seconds("grace"))
+            try:
+                await release_server(server, grace=self._seconds("grace"))
+            finally:
+                await self._close_envelope(session)
 
     async def _close(self, session: ProviderSession) -> None:
         await self._detach(session)
@@ -350,6 +417,10 @@ class OpenCodeProvider(Provider):
                 yield event
             if translator.done:
                 break
+        envelope = session.state.get("opencode_envelope")
+        if isinstance(envelope, Enveloped):
+            for raw in envelope.refusals():
+                yield raw
         for event in translator.finish(session=session):
             yield event
 

@@ -34,6 +34,8 @@ __all__ = [
 ]
 
 Effort: TypeAlias = Literal["low", "medium", "high"]
+#: ``bwrap``/``auto``: the program runs inside seamline's envelope (docs/sandbox.md); ``none``: not
+EnvelopeMode: TypeAlias = Literal["bwrap", "auto", "none"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -110,6 +112,8 @@ class ClaudeCodeSettings(_AgentCLISettings):
     """The Claude Code CLI."""
 
     provider: ClassVar[str] = "claude-code"
+    sandbox: EnvelopeMode | None = None
+    allow_hosts: tuple[str, ...] | None = None
     allowed_tools: tuple[str, ...] | None = None
     permission_mode: Literal["default", "acceptEdits", "plan", "bypassPermissions"] | None = None
     max_budget_usd: float | None = None
@@ -122,7 +126,10 @@ class CodexSettings(_AgentCLISettings):
 
     provider: ClassVar[str] = "codex"
     api_key_env: str | None = None
-    sandbox: Literal["read-only", "workspace-write", "danger-full-access"] | None = None
+    #: the envelope, or (kept for old code) Codex's own mode; prefer ``codex_sandbox`` for that
+    sandbox: EnvelopeMode | Literal["read-only", "workspace-write", "danger-full-access"] | None = None
+    allow_hosts: tuple[str, ...] | None = None
+    codex_sandbox: Literal["read-only", "workspace-write", "danger-full-access"] | None = None
     codex_home: str | None = None
     websockets: bool | None = None
 
@@ -132,6 +139,8 @@ class GeminiCLISettings(_AgentCLISettings):
     """The Gemini CLI."""
 
     provider: ClassVar[str] = "gemini-cli"
+    sandbox: EnvelopeMode | None = None
+    allow_hosts: tuple[str, ...] | None = None
     approval_mode: Literal["default", "auto_edit", "yolo", "plan"] | None = None
     gemini_home: str | None = None
 
@@ -148,6 +157,8 @@ class ACPSettings(ProviderSettings):
     grace: float | None = None
     auth_method: str | None = None
     api_key_env: str | None = None
+    sandbox: EnvelopeMode | None = None
+    allow_hosts: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -164,6 +175,8 @@ class OpenCodeSettings(ProviderSettings):
     cancel_timeout: float | None = None
     max_retries: int | None = None
     grace: float | None = None
+    sandbox: EnvelopeMode | None = None
+    allow_hosts: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -13,12 +13,14 @@ parent. With the network off, a seccomp filter also refuses unix sockets (see
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
+from seamline.sandbox.egress import BRIDGE_SOURCE
 from seamline.sandbox.layout import (
     INNER_INPUTS,
     INNER_OUTPUTS,
@@ -171,9 +173,16 @@ class BwrapBackend:
             "sandbox",
             "--clearenv",
         ]
-        if policy.network:
+        egress = layout.egress
+        if policy.network and egress is None:
             argv.append("--share-net")
-        for name, value in policy.environment().items():
+        environment = policy.environment()
+        if egress is not None:
+            proxy = f"http://127.0.0.1:{egress[1]}"
+            for name in ("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"):
+                environment[name] = proxy
+            environment["NO_PROXY"] = environment["no_proxy"] = "127.0.0.1,localhost,::1"
+        for name, value in environment.items():
             argv += ["--setenv", name, value]
         argv += ["--ro-bind", "/usr", "/usr"]
         for link in _SYSTEM_LINKS:
@@ -181,7 +190,7 @@ class BwrapBackend:
                 argv += ["--symlink", os.readlink(link), link]
             elif os.path.isdir(link):
                 argv += ["--ro-bind", link, link]
-        for item in _ETC_FILES + (_ETC_NETWORK if policy.network else ()):
+        for item in _ETC_FILES + (_ETC_NETWORK if policy.network or egress is not None else ()):
             if os.path.exists(item):
                 argv += ["--ro-bind", item, item]
         argv += ["--proc", "/proc", "--dev", "/dev"]
@@ -196,14 +205,27 @@ class BwrapBackend:
         if not policy.git_config_writable:
             argv += git_guard_args(layout.workspace)
         argv += ["--bind", str(layout.outputs), INNER_OUTPUTS]
+        if egress is not None:
+            folder = os.path.dirname(egress[0])
+            argv += ["--bind", folder, folder]
         fds: tuple[int, ...] = ()
-        if not policy.network and unix_socket_filter_support() is None:
+        filtered = not policy.network and unix_socket_filter_support() is None
+        if filtered and egress is None:
             fds = (_seccomp_fd(),)
             argv += ["--seccomp", str(fds[0])]
         # Everything not bound read-write above becomes read-only, the root included.
         argv += ["--remount-ro", "/", "--chdir", INNER_WORKSPACE, "--"]
-        argv += limit_prefix(self.prlimit, policy, nproc_rlimit=nproc_rlimit, memory_rlimit=memory_rlimit)
-        argv += ["/bin/sh", "-c", command]
+        inner = limit_prefix(self.prlimit, policy, nproc_rlimit=nproc_rlimit, memory_rlimit=memory_rlimit)
+        inner += ["/bin/sh", "-c", command]
+        if egress is not None:
+            # network.allow: the egress bridge runs first and gives the command the filter.
+            config = {
+                "listen": [[egress[1], egress[0]]],
+                "argv": inner,
+                "seccomp": unix_socket_filter().hex() if filtered else "",
+            }
+            inner = ["/usr/bin/python3", "-I", "-S", "-c", BRIDGE_SOURCE, json.dumps(config)]
+        argv += inner
         # bwrap itself gets no inherited variables: credentials stay out of every process.
         return LaunchPlan(
             argv=argv, env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}, cwd=layout.workspace, pass_fds=fds

@@ -88,7 +88,9 @@ class CommandGuard:
         if "\x00" in command:
             raise SandboxViolation("command contains a NUL byte")
         self._check_variables(command)
-        if not self.policy.network:
+        # With network.allow the egress proxy is the check (it refuses and reports the rest).
+        offline = not self.policy.network and not self.policy.network_allow
+        if offline:
             self._check_network_text(command)
         tokens = _tokens(command)
         for match in _ABS_IN_TEXT.finditer(command):
@@ -97,7 +99,7 @@ class CommandGuard:
             self._check_token(token)
         if tokens:
             self._check_writes(tokens)
-            if not self.policy.network:
+            if offline:
                 self._check_network_tools(tokens)
 
     def _check_variables(self, command: str) -> None:

@@ -33,6 +33,9 @@ class Layout:
     workspace: Path
     outputs: Path
     inputs: Path | None = None
+    #: ``network.allow``: (the egress proxy's unix socket outside, its port inside); see
+    #: :mod:`seamline.sandbox.egress`
+    egress: tuple[str, int] | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

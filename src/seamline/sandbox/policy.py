@@ -90,6 +90,9 @@ class SandboxPolicy:
     #: ``.git/config`` and ``.git/hooks`` of the workspace are read-only inside unless this
     #: is set: the host's next ``git`` would run what they name (``core.fsmonitor``, hooks).
     git_config_writable: bool = False
+    #: ``network.allow``: hosts (``host[:port]``) a whole-process sandbox (the envelope of an
+    #: agent CLI) may reach through seamline's egress proxy, besides its model endpoint
+    network_allow: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         for name in (*self.env_allow, *self.env_set):
@@ -153,8 +156,18 @@ class SandboxPolicy:
         except (TypeError, ValueError) as exc:
             raise InvalidRequest(f"sandbox policy: bad limit: {exc}") from None
         network = data.get("network", False)
+        network_allow: list[str] = []
+        if isinstance(network, Mapping):
+            unknown_net = set(network) - {"allow"}
+            allow = network.get("allow", [])
+            if unknown_net or not isinstance(allow, list) or not all(isinstance(h, str) for h in allow):
+                raise InvalidRequest('sandbox policy: network must be true, false or {allow = ["host[:port]", ...]}')
+            from seamline.sandbox.egress import AllowList
+
+            network_allow = AllowList.parse(allow).render()  # checks each entry
+            network = False
         if not isinstance(network, bool):
-            raise InvalidRequest("sandbox policy: network must be true or false")
+            raise InvalidRequest('sandbox policy: network must be true, false or {allow = ["host[:port]", ...]}')
         git_writable = data.get("git_config_writable", False)
         if not isinstance(git_writable, bool):
             raise InvalidRequest("sandbox policy: git_config_writable must be true or false")
@@ -172,6 +185,7 @@ class SandboxPolicy:
             env_set=dict(env_set),
             limits=limits,
             git_config_writable=git_writable,
+            network_allow=tuple(network_allow),
         )
 
 

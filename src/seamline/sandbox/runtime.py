@@ -10,13 +10,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import re
+import shutil
 import signal
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
 from seamline.errors import InvalidRequest, SandboxViolation
+from seamline.sandbox.egress import AllowList, EgressGate, Refusal
 from seamline.sandbox.guard import CommandGuard
 from seamline.sandbox.layout import Layout, SandboxBackend
 from seamline.sandbox.memory import MemoryCgroup
@@ -28,6 +32,8 @@ __all__ = ["Sandbox", "ShellOutcome"]
 
 # Processes bubblewrap itself keeps in the cgroup (launcher/bwrap, the namespace's init).
 _BWRAP_OVERHEAD: Final = 2
+_PROXY_PORT: Final = 3128
+_BRIDGE_TASKS: Final = 16
 _MESSAGE_OUTPUT: Final = 4000
 # $0 is how many cgroup.procs files follow; the shell writes its pid to each, then execs the rest.
 _JOIN_CGROUPS: Final = 'n=$0; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125; shift; n=$((n-1)); done; exec "$@"'
@@ -70,6 +76,8 @@ class Sandbox:
         self.layout = Layout(workspace=workspace.resolve(), outputs=outputs.resolve(), inputs=policy.inputs)
         host = () if backend.isolates else tuple(p for p in (workspace, outputs, policy.inputs) if p is not None)
         self.guard = CommandGuard(workspace_root=self.layout.workspace, policy=policy, host_layout=host)
+        #: connections the egress proxy refused (``network.allow``), over the sandbox's life
+        self.egress_refused: list[Refusal] = []
 
     def scoped(self, name: str) -> Sandbox:
         """A sandbox for a sub-agent: its own workspace, ``.seamline/agents/<name>`` inside
@@ -91,9 +99,14 @@ class Sandbox:
         """Guard, run, classify: ``exit code N`` and the output, or a classified error."""
         self.guard.check(command)
         wall = self.policy.limits.wall_s if timeout is None else min(timeout, self.policy.limits.wall_s)
+        seen = len(self.egress_refused)
         result = await self.execute(command, wall_s=wall)
         self._classify(result, wall)
         text = result.outcome.output.decode("utf-8", errors="replace")
+        refused = self.egress_refused[seen:]
+        if refused:
+            names = ", ".join(sorted({f"{r.host}:{r.port}" for r in refused}))
+            text += f"\n[seamline egress: refused {len(refused)} connection(s) to {names}: not on network.allow]"
         return f"exit code {result.outcome.returncode}\n{text}"
 
     async def execute(self, command: str, *, wall_s: float | None = None) -> ShellOutcome:
@@ -104,14 +117,20 @@ class Sandbox:
         try:
             try:
                 if self.pids_base is not None:
-                    pids = PidsCgroup.create(self.pids_base, max_pids=limits.max_processes + _BWRAP_OVERHEAD)
+                    # The egress bridge (network.allow) is one more process, with a thread per connection.
+                    extra = _BRIDGE_TASKS if self.policy.network_allow else 0
+                    pids = PidsCgroup.create(self.pids_base, max_pids=limits.max_processes + _BWRAP_OVERHEAD + extra)
                 if self.memory_base is not None:
                     memory = MemoryCgroup.create(self.memory_base, limit_bytes=limits.memory_bytes)
             except OSError as exc:
                 raise SandboxViolation(f"cannot set the sandbox limits up: {exc.strerror}; nothing ran") from None
+            gate = await self._egress_gate()
+            layout = self.layout
+            if gate is not None:
+                layout = dataclasses.replace(layout, egress=(str(gate.proxy_socket), _PROXY_PORT))
             plan = self.backend.plan(
                 command,
-                layout=self.layout,
+                layout=layout,
                 policy=self.policy,
                 nproc_rlimit=pids is None,
                 memory_rlimit=memory is None,
@@ -134,6 +153,10 @@ class Sandbox:
                 raise SandboxViolation(f"cannot start the sandbox ({argv[0]}): {exc.strerror}; nothing ran") from None
             finally:
                 plan.close()
+                if gate is not None:
+                    await gate.close()
+                    shutil.rmtree(gate.folder, ignore_errors=True)
+                    self.egress_refused += gate.refused
             refused = pids.refused_forks() if pids is not None else 0
             oom_kills = memory.oom_kills() if memory is not None else 0
         finally:
@@ -142,6 +165,19 @@ class Sandbox:
                     with contextlib.suppress(OSError):
                         await asyncio.to_thread(group.remove)
         return ShellOutcome(outcome=outcome, refused_forks=refused, oom_kills=oom_kills)
+
+    async def _egress_gate(self) -> EgressGate | None:
+        """``network.allow`` with bubblewrap: a gate for this command, in a short private folder."""
+        if not self.policy.network_allow or self.backend.name != "bwrap":
+            return None
+        folder = Path(tempfile.mkdtemp(prefix="sl-egress-"))
+        gate = EgressGate(folder=folder, allow=AllowList.parse(self.policy.network_allow))
+        try:
+            await gate.start()
+        except OSError as exc:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise SandboxViolation(f"cannot start the egress proxy: {exc.strerror}; nothing ran") from None
+        return gate
 
     def _classify(self, result: ShellOutcome, wall: float) -> None:
         out = result.outcome

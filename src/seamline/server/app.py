@@ -25,6 +25,7 @@ from starlette.routing import Route
 
 from seamline.errors import InvalidRequest, SeamlineError
 from seamline.events import encode_event
+from seamline.providers.base import Provider
 from seamline.providers.registry import create_provider, provider_class, provider_names
 from seamline.server.agents_file import AgentSpec, ServePolicy, UnknownAgent
 from seamline.server.agui import AgUiTranslator
@@ -155,6 +156,8 @@ def create_app(
     close_store: bool = False,
     agents: Mapping[str, AgentSpec] | None = None,
     allow_origins: tuple[str, ...] = (),
+    sandbox: str = "auto",
+    egress_allow: tuple[str, ...] = (),
 ) -> Guard:
     """The ASGI application of ``seamline serve`` over ``store``. The newest
     ``keep_finished`` finished runs stay readable; older ones are forgotten (their events
@@ -166,7 +169,23 @@ def create_app(
     >>> app = create_app(SessionStore(":memory:"))
     """
     policy = ServePolicy(Path(workspace), agents)
-    hub = RunHub(store, workspace=workspace, cancel_grace=cancel_grace, keep_finished=keep_finished, policy=policy)
+    from seamline.providers.envelope_launch import operator_envelope
+
+    def backend(name: str, model: str | None, options: Mapping[str, str]) -> Provider:
+        # A backend that runs programs runs in the envelope unless the operator said none.
+        # A declared agent's own sandbox (only the operator can set it) wins over the default.
+        mode = options.get("sandbox", sandbox)
+        merged = operator_envelope(provider_class(name), options, mode=mode, allow_hosts=egress_allow)
+        return create_provider(name, model=model, options=merged)
+
+    hub = RunHub(
+        store,
+        workspace=workspace,
+        cancel_grace=cancel_grace,
+        keep_finished=keep_finished,
+        policy=policy,
+        provider_factory=backend,
+    )
 
     @asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:

@@ -1,0 +1,267 @@
+"""Starting a program-running backend inside the envelope (``sandbox=bwrap|auto``).
+
+Shared by the agent CLIs, the ACP agents and ``opencode serve``: the options
+(:data:`ENVELOPE_OPTIONS`), the private home per session (seeded by the provider), the
+egress gate with its allowlist (the model endpoint, ``allow_hosts``), the environment
+(only the variables the program needs), and the bubblewrap command line. See
+:mod:`seamline.sandbox.envelope` and :mod:`seamline.sandbox.egress`, and docs/sandbox.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from seamline.errors import InvalidRequest
+from seamline.events import Raw
+from seamline.providers.base import OptionSpec, Provider
+from seamline.providers.runtime_dir import ensure_runtime_dir
+from seamline.sandbox.egress import AllowList, EgressGate, Refusal, endpoint_of, is_loopback, loopback_to_unix
+from seamline.sandbox.envelope import (
+    EnvelopeSpec,
+    envelope_argv,
+    envelope_refusal,
+    free_inner_port,
+    program_root,
+    tmp_size_supported,
+)
+
+__all__ = [
+    "ENVELOPE_OPTIONS",
+    "Enveloped",
+    "endpoints_from_env",
+    "enter_envelope",
+    "envelope_home",
+    "operator_envelope",
+    "sandbox_mode",
+]
+
+# Where a program that takes its endpoint from the environment (an ACP agent) finds it.
+_ENDPOINT_VARS: Final = ("ANTHROPIC_BASE_URL", "OPENAI_BASE_URL", "GOOGLE_GEMINI_BASE_URL")
+
+ENVELOPE_OPTIONS: Final[dict[str, OptionSpec]] = {
+    "sandbox": OptionSpec(
+        "run the program inside bubblewrap (bwrap, auto) or not (none); refused, never run unisolated, "
+        "where it cannot be isolated",
+        default="none",
+        choices=("bwrap", "auto", "none"),
+        operator_only=True,
+    ),
+    "allow_hosts": OptionSpec(
+        "hosts the sandboxed program may reach besides its model endpoint, host[:port], comma-separated",
+        operator_only=True,
+    ),
+}
+
+# Variables every enveloped program keeps (when set); the provider adds its own.
+_BASE_ENV: Final = ("LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM", "NO_COLOR", "COLUMNS")
+_INNER_PATH: Final = "/usr/local/bin:/usr/bin:/bin"
+
+
+def sandbox_mode(options: Mapping[str, str]) -> str:
+    mode = options.get("sandbox") or "none"
+    if mode not in ("bwrap", "auto", "none"):
+        raise InvalidRequest(f"option sandbox must be bwrap, auto or none, not {mode!r}")
+    return mode
+
+
+def endpoints_from_env(env: Mapping[str, str | None]) -> list[tuple[str, int]]:
+    """The model endpoints named by ``ANTHROPIC_BASE_URL``, ``OPENAI_BASE_URL``,
+    ``GOOGLE_GEMINI_BASE_URL`` in ``env`` (the ones an ACP agent reads)."""
+    found: list[tuple[str, int]] = []
+    for name in _ENDPOINT_VARS:
+        value = env.get(name)
+        if value:
+            try:
+                found.append(endpoint_of(value))
+            except InvalidRequest:
+                continue
+    return found
+
+
+def envelope_home(provider_name: str, session_id: str) -> Path:
+    """The private home of one session's enveloped program, under seamline's data folder."""
+    data_home = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in session_id)
+    return Path(data_home) / "seamline" / "envelopes" / provider_name / safe
+
+
+@dataclass
+class Enveloped:
+    """A program ready to start in the envelope, and its running egress gate."""
+
+    argv: list[str]
+    env: dict[str, str]
+    gate: EgressGate
+    home: Path
+    #: inside port -> the unix socket the bridge makes for it (see :func:`reach`)
+    exposed: dict[int, Path] = field(default_factory=dict)
+    _seen: int = field(default=0)
+    _carriers: list[asyncio.Server] = field(default_factory=list)
+
+    async def reach(self, port: int) -> int:
+        """A port on the host's loopback that reaches ``port`` inside the envelope."""
+        server, outside = await loopback_to_unix(self.exposed[port])
+        self._carriers.append(server)
+        return outside
+
+    def refusals(self) -> list[Raw]:
+        """Events for the connections refused since the last call."""
+        new = self.gate.refused[self._seen :]
+        self._seen = len(self.gate.refused)
+        return [_refusal_event(r) for r in new]
+
+    def summary(self) -> Raw:
+        return Raw(
+            source="seamline",
+            payload={
+                "envelope": "bwrap",
+                "egress_refused": len(self.gate.refused),
+                "egress_allowed": self.gate.allow.render(),
+            },
+        )
+
+    async def close(self) -> None:
+        for server in self._carriers:
+            server.close()
+        self._carriers.clear()
+        await self.gate.close()
+        for path in self.exposed.values():
+            path.unlink(missing_ok=True)
+
+
+def _refusal_event(refusal: Refusal) -> Raw:
+    return Raw(
+        source="seamline",
+        payload={"egress": "refused", "host": refusal.host, "port": refusal.port, "method": refusal.method},
+    )
+
+
+async def enter_envelope(
+    *,
+    who: str,
+    mode: str,
+    session_id: str,
+    state: dict[str, Any],
+    workspace: Path,
+    argv: Sequence[str],
+    env: Mapping[str, str | None],
+    keep_env: Callable[[str], bool],
+    endpoints: Iterable[tuple[str, int]],
+    allow_hosts: str | None,
+    seed: Callable[[Path], None],
+    inner_env: Callable[[Path], Mapping[str, str]] = lambda home: {},
+    carry: str | None = None,
+    extra_ro: Sequence[Path] = (),
+    expose: Sequence[int] = (),
+) -> Enveloped:
+    """Set up the envelope for one start of ``argv``; raises :class:`SandboxViolation` (no
+    fallback) when bubblewrap cannot isolate it here."""
+    bwrap = envelope_refusal(mode, who=who)
+    workspace = workspace.resolve()
+    home = envelope_home(who, session_id)
+    if not home.is_dir():
+        home.mkdir(parents=True, mode=0o700)
+        seed(home)
+    if carry:
+        _carry_session_files(home, carry)
+    runtime = ensure_runtime_dir(session_id, state)
+    wanted = list(dict.fromkeys(endpoints))
+    forwards = tuple(e for e in wanted if is_loopback(e[0]))
+    # Loopback endpoints are forwarded at the same address inside; they are on the proxy's
+    # list too, for a program whose HTTP client sends everything to the proxy.
+    allow = AllowList(tuple((h.lower(), p) for h, p in wanted))
+    allow = allow.plus(AllowList.parse((allow_hosts or "").split(",")))
+    gate = EgressGate(folder=runtime, allow=allow, forwards=forwards)
+    await gate.start()
+    proxy_port = free_inner_port([p for _, p in forwards])
+    listen = [(p, str(gate.forward_socket(i))) for i, (_, p) in enumerate(forwards)]
+    listen.append((proxy_port, str(gate.proxy_socket)))
+    proxy = f"http://127.0.0.1:{proxy_port}"
+    inner: dict[str, str] = {}
+    for name, value in env.items():
+        if value is not None and (name in _BASE_ENV or keep_env(name)):
+            inner[name] = value
+    inner.update(
+        {
+            "PATH": _INNER_PATH,
+            "HOME": str(home),
+            "TMPDIR": "/tmp",
+            "USER": "sandbox",
+            "PWD": str(workspace),
+            "HTTPS_PROXY": proxy,
+            "HTTP_PROXY": proxy,
+            "https_proxy": proxy,
+            "http_proxy": proxy,
+            "NO_PROXY": "127.0.0.1,localhost,::1",
+            "no_proxy": "127.0.0.1,localhost,::1",
+            "SEAMLINE_SANDBOX": "envelope",
+        }
+    )
+    inner.update(inner_env(home))
+    roots = [program_root(argv[0])]
+    node = shutil.which("node", path=env.get("PATH") or os.environ.get("PATH"))
+    if node is not None and not os.path.realpath(node).startswith(("/usr/", "/bin/")):
+        # A Node outside the system folders (nvm, a tarball): its installation, read-only.
+        prefix = Path(os.path.realpath(node)).parent.parent
+        roots.append(prefix)
+        inner["PATH"] = f"{prefix / 'bin'}:{_INNER_PATH}"
+    program = os.path.realpath(argv[0])
+    spec = EnvelopeSpec(
+        workspace=workspace,
+        home=home,
+        runtime_dir=runtime,
+        argv=[program, *argv[1:]],
+        env=inner,
+        program_roots=tuple(dict.fromkeys(roots)),
+        tmp_bytes=512 * 1024**2 if tmp_size_supported() else None,
+        listen=tuple(listen),
+        expose=tuple((port, str(runtime / f"expose-{port}.sock")) for port in expose),
+        extra_ro=tuple(extra_ro),
+    )
+    exposed = {port: runtime / f"expose-{port}.sock" for port in expose}
+    for path in exposed.values():
+        path.unlink(missing_ok=True)
+    return Enveloped(argv=envelope_argv(spec, bwrap=bwrap), env=inner, gate=gate, home=home, exposed=exposed)
+
+
+def _carry_session_files(home: Path, session_id: str) -> None:
+    """Copy the files of the program's session ``session_id`` (transcripts, rollouts, named
+    by that id) from the other envelope homes of the same provider into ``home``, so a
+    resume or fork in a new seamline session finds the conversation."""
+    if not session_id or any(c in session_id for c in "/*?[]"):
+        return
+    siblings = home.parent
+    for other in siblings.iterdir() if siblings.is_dir() else ():
+        if other == home or not other.is_dir() or other.is_symlink():
+            continue
+        for found in other.rglob(f"*{session_id}*"):
+            if not found.is_file() or found.is_symlink():
+                continue
+            target = home / found.relative_to(other)
+            if not target.exists():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(found, target)
+
+
+def operator_envelope(
+    provider_cls: type[Provider], options: Mapping[str, str], *, mode: str, allow_hosts: Sequence[str] = ()
+) -> dict[str, str]:
+    """The options of a backend started by a server (``seamline serve``, ``seamline acp``):
+    one that runs programs gets the operator's sandbox ``mode`` (``auto`` unless the operator
+    turned it off with ``none``), whatever a client asked; ``allow_hosts`` are added."""
+    merged = dict(options)
+    if not provider_cls.runs_own_tools or "sandbox" not in provider_cls.options:
+        return merged
+    if mode == "none":
+        return merged  # the operator turned the envelope off; a client may still ask for it
+    merged["sandbox"] = mode
+    hosts = [h for h in (merged.get("allow_hosts") or "").split(",") if h.strip()] + list(allow_hosts)
+    if hosts:
+        merged["allow_hosts"] = ",".join(dict.fromkeys(hosts))
+    return merged

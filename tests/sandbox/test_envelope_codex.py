@@ -1,0 +1,65 @@
+"""Codex, the real program, run whole inside the envelope (`--sandbox bwrap`) against the
+fake OpenAI Responses API on 127.0.0.1: a write outside the workspace fails, a server not
+on the allowlist is unreachable, the model endpoint works and the turn completes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.fakes.openai_api import FakeOpenAI
+from tests.providers.agent_cli_support import ROOT, CliWorld, cli_path, make_world
+from tests.sandbox.envelope_support import json_events, reach_command, refused, second_server, tool_outputs
+
+pytestmark = pytest.mark.real
+MODEL = "gpt-5"
+
+
+@pytest.fixture
+def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bwrap_ready: None) -> CliWorld:
+    return make_world(tmp_path, monkeypatch)
+
+
+def seamline_run(fake: FakeOpenAI, world: CliWorld, *extra: str) -> subprocess.CompletedProcess[str]:
+    argv = [
+        sys.executable, "-m", "seamline", "run", "--provider", "codex", "--model", MODEL, "--json",
+        "-o", f"executable={cli_path('codex')}", "-o", f"base_url={fake.base_url}", "-o", "max_retries=0",
+        "-o", "turn_timeout=120", "--workspace", str(world.workspace), *extra, "Do the task.",
+    ]  # fmt: skip
+    return subprocess.run(argv, capture_output=True, text=True, timeout=180, cwd=ROOT, check=False)
+
+
+def shell(command: str) -> dict[str, object]:
+    return {"tool_calls": [{"name": "exec_command", "arguments": {"cmd": command}}]}
+
+
+def test_a_write_outside_the_workspace_fails_and_creates_nothing(world: CliWorld, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    script = [shell(f"touch {outside}/escaped; touch inside.txt"), {"text": "Done."}]
+    with FakeOpenAI(script) as fake:
+        done = seamline_run(fake, world, "--sandbox", "bwrap")
+    assert done.returncode == 0, done.stderr
+    events = json_events(done.stdout)
+    assert not (outside / "escaped").exists()
+    assert "cannot touch" in tool_outputs(events)
+    assert (world.workspace / "inside.txt").is_file()
+    assert events[-1]["type"] == "complete" and events[-1]["outcome"] == "completed"
+
+
+def test_a_server_not_on_the_allowlist_is_unreachable_while_the_model_endpoint_works(world: CliWorld) -> None:
+    with second_server() as (port, hits):
+        with FakeOpenAI([shell(reach_command(port)), {"text": "Done."}]) as fake:
+            done = seamline_run(fake, world, "--sandbox", "bwrap")
+            asked = len(fake.model_requests())
+    assert done.returncode == 0, done.stderr
+    events = json_events(done.stdout)
+    output = tool_outputs(events)
+    assert hits == [] and "SECOND-SERVER-REACHED" not in output
+    assert "Failed to connect" in output and "not on the sandbox's allowlist" in output
+    assert {"host": "127.0.0.1", "port": port, "method": "GET", "egress": "refused"} in refused(events)
+    assert asked == 2
+    assert events[-1]["outcome"] == "completed" and events[-1]["text"] == "Done."

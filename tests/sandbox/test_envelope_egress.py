@@ -1,0 +1,105 @@
+"""The egress gate alone: the allowlist, the proxy's refusals and what it lets through, and
+the envelope's command line (no credential on it)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from seamline.errors import InvalidRequest
+from seamline.sandbox.egress import AllowList, EgressGate
+from seamline.sandbox.envelope import EnvelopeSpec, envelope_argv
+from seamline.sandbox.policy import SandboxPolicy
+from tests.sandbox.envelope_support import second_server
+
+
+def test_allowlist_entries_with_and_without_port() -> None:
+    allow = AllowList.parse(["Api.Example.com", "other.org:8443", "[::1]:9"])
+    assert allow.permits("api.example.com", 443) and allow.permits("api.example.com", 80)
+    assert allow.permits("other.org", 8443) and not allow.permits("other.org", 443)
+    assert allow.permits("::1", 9) and not allow.permits("evil.com", 443)
+
+
+@pytest.mark.parametrize("bad", ["http://x.org", "x.org:0", "x.org:99999", "a b", "user@host"])
+def test_allowlist_rejects_what_is_not_host_port(bad: str) -> None:
+    with pytest.raises(InvalidRequest):
+        AllowList.parse([bad])
+
+
+def test_policy_network_allow_table_and_booleans() -> None:
+    policy = SandboxPolicy.from_mapping({"network": {"allow": ["api.example.com", "x.org:8080"]}})
+    assert policy.network is False and policy.network_allow == ("api.example.com", "x.org:8080")
+    assert SandboxPolicy.from_mapping({"network": True}).network is True
+    with pytest.raises(InvalidRequest, match="network must be"):
+        SandboxPolicy.from_mapping({"network": {"deny": ["x"]}})
+
+
+async def _ask(socket_path: Path, request: bytes) -> bytes:
+    reader, writer = await asyncio.open_unix_connection(str(socket_path))
+    writer.write(request)
+    await writer.drain()
+    data = await reader.read()
+    writer.close()
+    return data
+
+
+def test_proxy_refuses_unlisted_hosts_and_forwards_listed_ones(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        with second_server() as (port, hits):
+            gate = EgressGate(folder=tmp_path, allow=AllowList.parse([f"127.0.0.1:{port}"]))
+            await gate.start()
+            try:
+                ok = await _ask(
+                    gate.proxy_socket,
+                    f"GET http://127.0.0.1:{port}/in HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode(),
+                )
+                no = await _ask(gate.proxy_socket, b"CONNECT evil.example:443 HTTP/1.1\r\nHost: evil\r\n\r\n")
+                other = await _ask(
+                    gate.proxy_socket, f"GET http://127.0.0.1:{port + 1}/x HTTP/1.1\r\nHost: x\r\n\r\n".encode()
+                )
+                junk = await _ask(gate.proxy_socket, b"hello\r\n\r\n")
+            finally:
+                await gate.close()
+            assert hits == ["/in"] and b"SECOND-SERVER-REACHED" in ok
+            assert no.startswith(b"HTTP/1.1 403") and b"evil.example:443" in no
+            assert other.startswith(b"HTTP/1.1 403")
+            assert junk.startswith(b"HTTP/1.1 400")
+            assert [(r.host, r.port, r.method) for r in gate.refused] == [
+                ("evil.example", 443, "CONNECT"),
+                ("127.0.0.1", port + 1, "GET"),
+            ]
+            assert not gate.proxy_socket.exists()
+
+    asyncio.run(scenario())
+
+
+def test_forward_socket_reaches_only_its_fixed_target(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        with second_server() as (port, hits):
+            gate = EgressGate(folder=tmp_path, allow=AllowList(), forwards=(("127.0.0.1", port),))
+            await gate.start()
+            try:
+                # Whatever Host the inside names, the forward goes to the target fixed outside.
+                answer = await _ask(
+                    gate.forward_socket(0), b"GET /fwd HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n"
+                )
+            finally:
+                await gate.close()
+            assert hits == ["/fwd"] and b"SECOND-SERVER-REACHED" in answer
+
+    asyncio.run(scenario())
+
+
+def test_envelope_command_line_carries_no_environment() -> None:
+    spec = EnvelopeSpec(
+        workspace=Path("/w"),
+        home=Path("/h"),
+        runtime_dir=Path("/r"),
+        argv=["/usr/bin/true"],
+        env={"ANTHROPIC_API_KEY": "sk-ant-secret-value"},
+    )
+    argv = envelope_argv(spec, bwrap="/usr/bin/bwrap")
+    assert not any("sk-ant-secret-value" in a for a in argv)
+    assert "--share-net" not in argv and "--unshare-all" in argv and "--die-with-parent" in argv

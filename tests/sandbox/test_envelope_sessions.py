@@ -1,0 +1,87 @@
+"""The envelope across a session's life (Claude Code, the real program, real bubblewrap):
+a second turn resumes from the private home, a fork carries the conversation into its own
+home, abort ends the whole sandbox (bwrap, its pid namespace, the CLI), and the gate's
+sockets are gone afterwards."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from seamline.events import Error, Session
+from seamline.providers.claude_code import ClaudeCodeProvider
+from seamline.providers.envelope_launch import envelope_home
+from tests.providers.agent_cli_support import (
+    AgentAnthropic,
+    CliWorld,
+    abort_when,
+    assert_group_gone,
+    cli_path,
+    collect,
+    make_world,
+    one_complete,
+    run_async,
+)
+
+pytestmark = pytest.mark.real
+MODEL = "claude-sonnet-4-5"
+
+
+@pytest.fixture
+def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bwrap_ready: None) -> CliWorld:
+    return make_world(tmp_path, monkeypatch)
+
+
+def provider(fake: AgentAnthropic, **options: str) -> ClaudeCodeProvider:
+    merged = {"executable": cli_path("claude"), "base_url": fake.root_url, "max_retries": "0", "sandbox": "bwrap"}
+    return ClaudeCodeProvider(model=MODEL, options={**merged, **options})
+
+
+@run_async
+async def test_second_turn_resumes_and_a_fork_carries_the_history(world: CliWorld) -> None:
+    script = [{"text": "One."}, {"text": "Two."}, {"text": "Child."}]
+    with AgentAnthropic(script, fallback={"text": "side"}) as fake:
+        claude = provider(fake)
+        session = await claude.open(workspace=world.workspace)
+        await collect(session, "alpha-marker")
+        second = await collect(session, "beta-marker")
+        child = await claude.open_forked(session, workspace=world.workspace)
+        forked = await collect(child, "child-marker")
+        requests = fake.turn_requests()
+    assert one_complete(second).text == "Two." and one_complete(forked).text == "Child."
+    assert "alpha-marker" in json.dumps(requests[1].body["messages"])
+    assert "beta-marker" in json.dumps(requests[2].body["messages"])
+    transcript = claude.transcript_location(session)
+    home = envelope_home("claude-code", session.session_id)
+    assert transcript is not None and transcript.is_file() and transcript.is_relative_to(home)
+    assert not (world.home / ".claude" / "projects").exists()  # nothing in the host's home
+    assert child.provider_session_id != session.provider_session_id
+
+
+@run_async
+async def test_abort_ends_the_whole_sandbox(world: CliWorld) -> None:
+    with AgentAnthropic([{"text": "slow", "delay": 30}], fallback={"text": "side"}) as fake:
+        claude = provider(fake, grace="2")
+        session = await claude.open(workspace=world.workspace)
+        events = await abort_when(
+            claude, session, "hi", lambda e: isinstance(e, Session) and bool(e.provider_session_id)
+        )
+    final = one_complete(events)
+    assert final.outcome == "aborted" and not [e for e in events if isinstance(e, Error)]
+    assert_group_gone(session)
+    runtime = session.state["runtime_dir"]
+    assert not list(runtime.glob("egress-*.sock"))
+
+
+@run_async
+async def test_close_removes_the_runtime_folder(world: CliWorld) -> None:
+    with AgentAnthropic([{"text": "One."}], fallback={"text": "side"}) as fake:
+        claude = provider(fake)
+        session = await claude.open(workspace=world.workspace)
+        await collect(session, "hello")
+        runtime = session.state["runtime_dir"]
+        assert runtime.is_dir()
+        await claude.close(session)
+    assert not runtime.exists()
