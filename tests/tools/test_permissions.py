@@ -411,3 +411,16 @@ def test_cli_prompts_on_a_terminal_and_always_stores_a_rule(
         [*seamline_cmd, "permissions", "list"], capture_output=True, text=True, env=cli_env, timeout=30
     )
     assert listed.stdout.strip() == f"#1 allow tool=write_file workspace={workspace.resolve()}"
+
+
+def test_a_shell_call_is_an_execute_tool_in_the_reason() -> None:
+    from seamline.tools.base import tool_article
+
+    assert tool_article("execute") == "an execute" and tool_article("write") == "a write"
+    @tool(tool_class="execute")
+    def shell(command: str) -> str:
+        """Run a command."""
+        return command
+
+    effect, reason = PermissionService().evaluate(shell, {"command": "ls"})
+    assert effect == "ask" and "shell is an execute tool" in reason

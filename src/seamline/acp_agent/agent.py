@@ -40,7 +40,7 @@ from seamline.providers.base import Provider, ProviderSession
 from seamline.providers.registry import create_provider
 from seamline.sessions.store import StoreCore
 from seamline.tools.approval import ApprovalDecision
-from seamline.tools.base import Tool, Toolset
+from seamline.tools.base import Tool, Toolset, tool_article
 from seamline.tools.permissions import PermissionRules, PermissionService
 from seamline.tools.workspace import Workspace, workspace_tools
 from seamline.transport.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, JsonRpcError
@@ -84,7 +84,9 @@ class ModeApproval:
 
     async def decide(self, tool: Tool, call: ToolCall) -> ApprovalDecision:
         if self.mode == "planning" and tool.tool_class != "read":
-            return ApprovalDecision(False, f"{tool.name} is a {tool.tool_class} tool; mode planning only reads")
+            return ApprovalDecision(
+                False, f"{tool.name} is {tool_article(tool.tool_class)} tool; mode planning only reads"
+            )
         return await self.service.decide(tool, call)
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from seamline.events import Event, ToolCall
-from seamline.tools.base import Tool
+from seamline.tools.base import Tool, tool_article
 
 __all__ = ["Approval", "ApprovalDecision", "YesApproval"]
 
@@ -46,4 +46,4 @@ class YesApproval:
     async def decide(self, tool: Tool, call: ToolCall) -> ApprovalDecision:
         if tool.tool_class == "read" or self.yes:
             return ApprovalDecision(True, "allowed" if tool.tool_class == "read" else "allowed by --yes")
-        return ApprovalDecision(False, f"{tool.name} is a {tool.tool_class} tool; pass --yes to allow it")
+        return ApprovalDecision(False, f"{tool.name} is {tool_article(tool.tool_class)} tool; pass --yes to allow it")

@@ -23,7 +23,7 @@ from seamline.errors import InvalidRequest
 from seamline.events import Event
 from seamline.tools.schema import args_schema, parameter_docs
 
-__all__ = ["Tool", "ToolClass", "ToolContext", "ToolSpec", "Toolset", "tool"]
+__all__ = ["Tool", "ToolClass", "ToolContext", "ToolSpec", "Toolset", "tool", "tool_article"]
 
 ToolClass: TypeAlias = Literal["read", "write", "execute", "network"]
 ToolFunction: TypeAlias = Callable[..., Awaitable[str] | str]
@@ -205,3 +205,8 @@ class Toolset:
 
     def __iter__(self) -> typing.Iterator[Tool]:
         return iter(self._tools.values())
+
+
+def tool_article(tool_class: str) -> str:
+    """``an execute``, ``a write``: a tool class with its article, for messages."""
+    return f"an {tool_class}" if tool_class[:1] in "aeiou" else f"a {tool_class}"

@@ -43,7 +43,7 @@ from seamline.errors import InvalidRequest
 from seamline.events import Event, PermissionDecision, PermissionRequest, ToolCall
 from seamline.sessions.store import StoreCore, open_store
 from seamline.tools.approval import ApprovalDecision
-from seamline.tools.base import Tool
+from seamline.tools.base import Tool, tool_article
 from seamline.tools.shell_rules import CommandPiece, command_pieces, recursive_delete_outside_workspace
 
 __all__ = [
@@ -304,7 +304,7 @@ class PermissionService:
             return rule.effect, f"{rule.effect} by rule {rule.describe()}{where}"
         if tool.tool_class in self.default_allow:
             return "allow", f"{tool.tool_class} tools are allowed"
-        return "ask", f"{tool.name} is a {tool.tool_class} tool{where}"
+        return "ask", f"{tool.name} is {tool_article(tool.tool_class)} tool{where}"
 
     async def decide(self, tool: Tool, call: ToolCall) -> ApprovalDecision:
         effect, reason = self.evaluate(tool, call.arguments)
