@@ -134,9 +134,13 @@ def test_serve_yes_refuses_a_recursive_delete_outside(tmp_path: Path) -> None:
     victim = tmp_path / "x"
     victim.mkdir()
     (victim / "precious.txt").write_text("keep me")
-    with serve(tmp_path) as served, served.client() as client:
+    from seamline.server.agents_file import AgentSpec
+
+    # yes over HTTP is the operator's to give: a declared agent that allows it.
+    agents = {"trusted": AgentSpec(name="trusted", provider="scripted", yes=True, client_options=("script",))}
+    with serve(tmp_path, agents=agents) as served, served.client() as client:
         path = served.script("rm", json.loads(RM_OUTSIDE))
-        reply = client.post("/v1/sessions", json={"provider": "scripted", "options": {"script": path}, "yes": True})
+        reply = client.post("/v1/sessions", json={"agent": "trusted", "options": {"script": path}, "yes": True})
         assert reply.status_code == 201, reply.text
         run = client.post(f"/v1/sessions/{reply.json()['id']}/runs", json={"prompt": "go", "yes": True})
         assert run.status_code == 201, run.text
