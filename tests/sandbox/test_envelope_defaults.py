@@ -33,16 +33,28 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CliWorld:
     return make_world(tmp_path, monkeypatch)
 
 
+def _claude_on_path(monkeypatch: pytest.MonkeyPatch, base_url: str) -> None:
+    # A client of serve may not name the program or its endpoint (they are the operator's):
+    # the program is found on PATH and the endpoint in the server's environment.
+    monkeypatch.setenv("PATH", f"{Path(cli_path('claude')).parent}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", base_url)
+
+
 @pytest.mark.real
-def test_serve_runs_an_agent_cli_in_the_envelope_even_when_the_client_says_none(
+def test_serve_runs_an_agent_cli_in_the_envelope_by_default(
     world: CliWorld, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # No bubblewrap here: an enveloped turn is refused, so a refusal proves the envelope was asked.
     monkeypatch.setenv("SEAMLINE_BWRAP", str(tmp_path / "no-bwrap"))
     (tmp_path / "srv-dir").mkdir()
     with AgentAnthropic([{"text": "never"}], fallback={"text": "side"}) as fake:
-        options = {"executable": cli_path("claude"), "base_url": fake.root_url, "sandbox": "none"}
+        _claude_on_path(monkeypatch, fake.root_url)
+        options: dict[str, str] = {}
         with serve(world.workspace.parent / "srv-dir") as served, served.client() as client:
+            off = client.post(
+                "/v1/sessions", json={"provider": "claude-code", "options": {**options, "sandbox": "none"}}
+            )
+            assert off.status_code == 403 and "'sandbox'" in off.text, off.text  # a client cannot turn it off
             reply = client.post("/v1/sessions", json={"provider": "claude-code", "options": options})
             assert reply.status_code == 201, reply.text
             run_id = _run(client, reply.json()["id"], prompt="hello")
@@ -56,12 +68,16 @@ def test_serve_runs_an_agent_cli_in_the_envelope_even_when_the_client_says_none(
 
 
 @pytest.mark.real
-def test_serve_with_sandbox_none_runs_the_agent_cli_as_asked(world: CliWorld, tmp_path: Path) -> None:
+def test_serve_with_sandbox_none_runs_the_agent_cli_as_asked(
+    world: CliWorld, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     (tmp_path / "srv-dir").mkdir()
     with AgentAnthropic([{"text": "Hello there."}], fallback={"text": "side"}) as fake:
-        options = {"executable": cli_path("claude"), "base_url": fake.root_url, "max_retries": "0"}
+        _claude_on_path(monkeypatch, fake.root_url)
+        options = {"max_retries": "0"}
         with serve(world.workspace.parent / "srv-dir", sandbox="none") as served, served.client() as client:
             reply = client.post("/v1/sessions", json={"provider": "claude-code", "options": options})
+            assert reply.status_code == 201, reply.text
             run = _wait_done(client, _run(client, reply.json()["id"], prompt="hello"))
     assert run["status"] == "completed", run
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -14,7 +15,7 @@ import pytest
 pytest.importorskip("ag_ui")
 pytest.importorskip("uvicorn")
 
-from seamline.server.agents_file import AgentsFileError, AgentSpec, load_agents
+from seamline.server.agents_file import AgentsFileError, AgentSpec, ServePolicy, load_agents
 from tests.fakes.openai_api import FakeOpenAI
 from tests.server.harness import TOOL_TURN, serve, sse_frames
 
@@ -65,17 +66,36 @@ def test_run_and_fork_options_are_checked_too(tmp_path: Path) -> None:
         bad = {"options": {"base_url": "http://evil.example"}}
         _refused(client.post(f"/v1/sessions/{session_id}/runs", json={"prompt": "hi", **bad}), "'base_url'")
         _refused(client.post(f"/v1/sessions/{session_id}/fork", json=bad), "'base_url'")
-        # A session another surface stored with a program-running provider is not revived.
+        # A session another surface stored with a program-running provider: its client may not
+        # choose the sandbox either.
         served.store.create_session(
             "c1aude0000000001", provider="claude-code", model=None, workspace=str(served.workspace)
         )
-        _refused(client.post("/v1/sessions/c1aude0000000001/runs", json={"prompt": "hi"}), "--agents")
+        sandbox_off = {"prompt": "hi", "options": {"sandbox": "none"}}
+        _refused(client.post("/v1/sessions/c1aude0000000001/runs", json=sandbox_off), "'sandbox'")
 
 
 @pytest.mark.parametrize("provider", ["claude-code", "codex", "gemini-cli", "acp", "opencode"])
-def test_a_program_running_provider_needs_a_declared_agent(tmp_path: Path, provider: str) -> None:
+def test_a_program_running_provider_runs_in_the_envelope_without_an_agents_file(tmp_path: Path, provider: str) -> None:
+    policy = ServePolicy(tmp_path)  # serve's default: --sandbox auto
+    assert policy.plan(provider=provider, model=None, options={}, workspace=None, yes=False, agent=None).options == {
+        "sandbox": "auto"
+    }
+    record = SimpleNamespace(id="s1", provider=provider, model=None, workspace=str(tmp_path), metadata={})
+    assert policy.stored(record, {}, yes=False).options == {"sandbox": "auto"}
+    strict = ServePolicy(tmp_path, sandbox="bwrap")
+    assert strict.plan(provider=provider, model=None, options={}, workspace=None, yes=False, agent=None).options == {
+        "sandbox": "bwrap"
+    }
+    # The operator turned the envelope off (serve --sandbox none), and the plan says so.
+    off = ServePolicy(tmp_path, sandbox="none")
+    assert off.plan(provider=provider, model=None, options={}, workspace=None, yes=False, agent=None).options == {
+        "sandbox": "none"
+    }
+    # A model API runs no program: nothing is added.
+    assert policy.plan(provider="openai", model=None, options={}, workspace=None, yes=False, agent=None).options == {}
     with serve(tmp_path) as served, served.client() as client:
-        _refused(client.post("/v1/sessions", json={"provider": provider}), "--agents", 'sandbox = "bwrap"')
+        _refused(client.post("/v1/sessions", json={"provider": provider, "options": {"sandbox": "none"}}), "'sandbox'")
 
 
 def test_yes_from_a_client_is_refused_unless_its_agent_allows_it(tmp_path: Path) -> None:
@@ -179,9 +199,10 @@ def test_an_agent_cli_is_started_only_as_its_agent_declares(tmp_path: Path) -> N
         "boxed": AgentSpec(name="boxed", provider="claude-code"),  # sandbox = "bwrap" by default
         "other": AgentSpec(name="other", provider="offline"),
     }
+    policy = ServePolicy(tmp_path, agents)
+    plan = policy.plan(provider=None, model=None, options={}, workspace=None, yes=False, agent="boxed")
+    assert plan.options == {"sandbox": "bwrap"} and plan.provider == "claude-code"
     with serve(tmp_path, agents=agents) as served, served.client() as client:
-        # Until claude-code takes the provider option `sandbox`, a sandboxed agent cannot start.
-        _refused(client.post("/v1/sessions", json={"agent": "boxed"}), "sandbox")
         _refused(client.post("/v1/sessions", json={"agent": "boxed", "options": {"sandbox": "none"}}), "'sandbox'")
         assert client.post("/v1/sessions", json={"agent": "other", "provider": "scripted"}).status_code == 400
 

@@ -417,6 +417,7 @@ def test_a_shell_call_is_an_execute_tool_in_the_reason() -> None:
     from seamline.tools.base import tool_article
 
     assert tool_article("execute") == "an execute" and tool_article("write") == "a write"
+
     @tool(tool_class="execute")
     def shell(command: str) -> str:
         """Run a command."""

@@ -24,9 +24,10 @@ examples:
   SEAMLINE_TOKEN=… seamline serve --host 0.0.0.0 --allow-host box.lan
   seamline serve --agents agents.toml          clients start the declared agents by name
 
-Clients choose neither programs nor folders: without --agents they get providers that run
-no program (model APIs, offline), no option that names a program, path or endpoint, no
-`yes`, and workspaces inside --workspace. Declare anything more in --agents FILE.
+Clients choose neither programs nor folders: without --agents they get any provider, one
+that runs a program (an agent CLI, ACP, OpenCode) inside the envelope of --sandbox; no
+option that names a program, path or endpoint, no `yes`, no `sandbox`, and workspaces
+inside --workspace. Declare anything more in --agents FILE.
 
 The API lives under /v1 (see docs/serve.md and docs/openapi.json). A run's events stream as
 AG-UI over SSE, or with ?format=seamline as seamline's own events (SSE or NDJSON), each

@@ -15,9 +15,11 @@ named agents::
     client_options = ["temperature"]   # options a client may set (none by default)
 
 Clients pick an agent by name and a workspace under one of its roots. Without naming an
-agent they get the safe defaults: providers that run no program (model APIs, offline),
-options that name no program, path or endpoint (see ``OptionSpec.operator_only``), no
-``yes``, and a workspace inside the server's ``--workspace``.
+agent they get the safe defaults: any provider, but one that runs a program (an agent CLI,
+an ACP agent, OpenCode) runs inside the envelope (serve's ``--sandbox``, ``auto`` by
+default: refused where it cannot be isolated); options that name no program, path or
+endpoint (see ``OptionSpec.operator_only``), no ``yes``, and a workspace inside the
+server's ``--workspace``.
 """
 
 from __future__ import annotations
@@ -202,26 +204,23 @@ def _agent(where: str, name: str, body: Any, default_workspace: Path) -> AgentSp
     )
 
 
-def program_options(cls: type[Provider], agent: AgentSpec | None) -> dict[str, str]:
+def program_options(cls: type[Provider], agent: AgentSpec | None, default_sandbox: str = "auto") -> dict[str, str]:
     """The options that let a provider which runs a program on this machine start here,
-    or :class:`PermissionDenied`. The one place to change when every agent CLI runs in
-    the whole-process sandbox: the declared ``sandbox`` is passed as the provider option
-    ``sandbox``; until a provider takes it, only ``sandbox = "none"`` starts it."""
+    or :class:`PermissionDenied`. The declared agent's ``sandbox`` (else the server's
+    ``default_sandbox``) is passed as the provider option ``sandbox``: the backend runs in
+    the whole-process envelope unless the operator said ``none``."""
     if not cls.runs_own_tools:
         return {}
-    if agent is None:
-        raise PermissionDenied(
-            f"provider {cls.name} runs a program on the server's machine: its operator declares it in "
-            f'`seamline serve --agents FILE` (with sandbox = "bwrap"), and clients start it by name'
-        )
+    mode = agent.sandbox if agent is not None else default_sandbox
     spec = cls.options.get("sandbox")
-    if spec is not None and agent.sandbox in spec.choices:
-        return {"sandbox": agent.sandbox}
-    if agent.sandbox == "none":
+    if spec is not None and mode in spec.choices:
+        return {"sandbox": mode}
+    if mode == "none":
         return {}
+    whose = f"agent {agent.name}" if agent is not None else "the safe defaults"
+    fix = 'the operator may declare sandbox = "none"' if agent is not None else "see seamline serve --agents FILE"
     raise PermissionDenied(
-        f"agent {agent.name}: provider {cls.name} cannot run inside seamline's sandbox yet "
-        f'(sandbox = "{agent.sandbox}"); the operator may declare sandbox = "none"'
+        f"{whose}: provider {cls.name} cannot run inside seamline's sandbox (sandbox = {mode!r}); {fix}"
     )
 
 
@@ -229,9 +228,12 @@ class ServePolicy:
     """Turns what a client asked for into a :class:`Plan`, or refuses it (403 for what
     only the operator may choose, 404 for an unknown agent, 400 for bad input)."""
 
-    def __init__(self, workspace: Path, agents: Mapping[str, AgentSpec] | None = None) -> None:
+    def __init__(
+        self, workspace: Path, agents: Mapping[str, AgentSpec] | None = None, *, sandbox: str = "auto"
+    ) -> None:
         self.workspace = workspace.resolve()
         self.agents = dict(agents or {})
+        self.sandbox = sandbox  # serve's --sandbox: the envelope of a program backend no agent declares
 
     def require_agent(self, name: str) -> AgentSpec:
         agent = self.agents.get(name)
@@ -263,9 +265,9 @@ class ServePolicy:
         name = provider or "offline"
         cls = provider_class(name)
         self.check_client_options(cls, options, None)
-        program_options(cls, None)
+        merged = {**dict(options), **program_options(cls, None, self.sandbox)}
         self.check_yes(yes, None)
-        return Plan(name, model, dict(options), self.workspace_in(workspace, (self.workspace,)), yes, None, budget_usd)
+        return Plan(name, model, merged, self.workspace_in(workspace, (self.workspace,)), yes, None, budget_usd)
 
     def _agent_plan(
         self,
@@ -303,10 +305,10 @@ class ServePolicy:
             return self._agent_plan(spec, options, record.workspace, yes, budget_usd)
         cls = provider_class(record.provider)
         self.check_client_options(cls, options, None)
-        program_options(cls, None)
+        merged = {**dict(options), **program_options(cls, None, self.sandbox)}
         self.check_yes(yes, None)
         ws = self.workspace_in(record.workspace, (self.workspace,))
-        return Plan(record.provider, record.model, dict(options), ws, yes, None, budget_usd)
+        return Plan(record.provider, record.model, merged, ws, yes, None, budget_usd)
 
     def run_budget(self, record: Any, budget_usd: float | None) -> float | None:
         """A run's budget: what the client asked, capped by its agent's."""

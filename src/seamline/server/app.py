@@ -168,7 +168,7 @@ def create_app(
     >>> from seamline.sessions.store import SessionStore
     >>> app = create_app(SessionStore(":memory:"))
     """
-    policy = ServePolicy(Path(workspace), agents)
+    policy = ServePolicy(Path(workspace), agents, sandbox=sandbox)
     from seamline.providers.envelope_launch import operator_envelope
 
     def backend(name: str, model: str | None, options: Mapping[str, str]) -> Provider:
