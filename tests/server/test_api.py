@@ -300,6 +300,19 @@ def test_yes_on_a_run_allows_its_tools_unasked(tmp_path: Path) -> None:
         assert (served.workspace / "hello.txt").read_text() == "hi\n"
 
 
+def test_interrupts_are_only_the_requests_that_waited(tmp_path: Path) -> None:
+    # A request decided at once (yes, a rule) is no interrupt: the stream goes on to success.
+    with serve(tmp_path, agents=TRUSTED) as served, served.client() as client:
+        session_id = _session(served, client, [*TOOL_TURN, {"text": "again"}], agent="trusted")
+        run_id = _run(client, session_id, yes=True)
+        assert _wait_done(client, run_id)["status"] == "completed"
+        with client.stream("GET", f"/v1/runs/{run_id}/events", params={"interrupts": "true"}) as response:
+            frames = [AGUI.validate_json(f["data"]) for f in sse_frames(response.iter_lines())]
+        finished = [f for f in frames if f.type.value == "RUN_FINISHED"]
+        assert len(finished) == 1 and finished[0].outcome.type == "success", frames
+        assert (served.workspace / "hello.txt").read_text() == "hi\n"
+
+
 def test_a_stored_session_not_held_is_resumed_for_a_run(tmp_path: Path) -> None:
     with serve(tmp_path) as served, served.client() as client:
         # A session some other process left in the store (the server is idle meanwhile).

@@ -73,12 +73,11 @@ class ThreadRun:
     thread_id: str
     run: Run
     run_ids: list[str] = field(default_factory=list)
-    answered: set[str] = field(default_factory=set)  # the interrupts answered by resume
 
     def asked(self, request: PermissionRequest) -> bool:
         """Whether the request waited for an answer (an interrupt), rather than being
-        decided at once by ``yes`` or a rule: it waits now, or a resume answered it."""
-        return request.request_id in self.run.pending or request.request_id in self.answered
+        decided at once by ``yes`` or a rule."""
+        return self.run.asked(request)
 
 
 @dataclass(eq=False)
@@ -230,7 +229,6 @@ async def _serve(hub: RunHub, threads: AgUiThreads, request: Request, *, agent: 
         if unknown:  # checked before any is answered: a resume is taken whole or not at all
             raise NotFound(f"thread {body.thread_id!r} has no pending interrupt {unknown[0]!r}")
         for interrupt_id, answer in answers:
-            streamed.answered.add(interrupt_id)
             hub.answer(streamed.run.id, interrupt_id, answer)
         segment = len(streamed.run_ids)
         streamed.run_ids.append(body.run_id)

@@ -502,7 +502,12 @@ async def _ndjson(run: Run, after: int) -> AsyncIterator[bytes]:
 
 async def _agui_sse(run: Run, after: int, skip: int, *, base: str, interrupts: bool) -> AsyncIterator[bytes]:
     translator = AgUiTranslator(
-        run.id, base_url=base, interrupts=interrupts, pipeline=run.pipeline, first_phase=run.first_phase
+        run.id,
+        base_url=base,
+        interrupts=interrupts,
+        pipeline=run.pipeline,
+        first_phase=run.first_phase,
+        asked=run.asked,
     )
     # Replay what the reader already had, so the translation state is the same as before.
     for seen in run.events[: max(0, after - (1 if skip else 0))]:

@@ -71,6 +71,7 @@ class Run:
     cancel_requested: bool = False
     pending: dict[str, tuple[PermissionRequest, asyncio.Future[PermissionAnswer]]] = field(default_factory=dict)
     announced: set[str] = field(default_factory=set)
+    prompted: set[str] = field(default_factory=set)  # the requests that waited for a client's answer
     task: asyncio.Task[None] | None = None
     _wake: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -89,6 +90,11 @@ class Run:
             self.cost_usd = None if self.cost_usd is None or event.cost_usd is None else self.cost_usd + event.cost_usd
         self.events.append(event)
         self._notify()
+
+    def asked(self, request: PermissionRequest) -> bool:
+        """Whether ``request`` waited for a client's answer (an interrupt), rather than being
+        decided at once by ``yes`` or a rule."""
+        return request.request_id in self.prompted
 
     def finish(self, status: RunStatus, stop_reason: str) -> None:
         self.status = status
@@ -233,6 +239,7 @@ class RunHub:
                 return PermissionAnswer("deny", "once")
             future: asyncio.Future[PermissionAnswer] = asyncio.get_running_loop().create_future()
             run.pending[request.request_id] = (request, future)
+            run.prompted.add(request.request_id)
             run.append(request)  # announced now, so a client can answer while the turn waits
             try:
                 return await future
