@@ -4,6 +4,7 @@ run spec to the workers, or the client refuses it with exit 2 before submitting.
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import threading
 from pathlib import Path
@@ -140,3 +141,35 @@ def test_otel_sends_the_same_span_tree_as_a_local_run(
         receiver.server.shutdown()
         receiver.server.server_close()
         thread.join(timeout=10)
+
+
+def test_ctrl_c_with_no_worker_ends_at_once_and_says_how_to_cancel(
+    dev_server: DevServer, processes: Processes, tmp_path: Path
+) -> None:
+    # No worker polls this queue: the run waits there. Ctrl-C ends the client, not the run.
+    client = processes.client(
+        ["--temporal", dev_server.target, "--task-queue", "nobody-polls", "--store", str(tmp_path / "s.db"),
+         "--workspace", str(tmp_path), "--provider", "offline", "hi"]
+    )  # fmt: skip
+    assert client.stderr is not None
+    lines: list[str] = []
+    submitted = threading.Event()
+
+    def read() -> None:
+        assert client.stderr is not None
+        for raw in client.stderr:
+            lines.append(raw.decode())
+            if "submitted" in lines[-1]:
+                submitted.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    assert submitted.wait(60), "".join(lines)
+    run_id = lines[-1].split("run ", 1)[1].split()[0]
+    client.send_signal(signal.SIGINT)
+    code = client.wait(timeout=30)
+    reader.join(10)
+    err = "".join(lines)
+    assert code == 130, err
+    assert f"run {run_id} stays queued" in err and f"--workflow-id seamline-{run_id}" in err, err
+    assert "Traceback" not in err

@@ -17,7 +17,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Final
 
-from seamline.cli.main import SeamlineUsage, parse_options
+from seamline.cli.main import EXIT_CODES, SeamlineUsage, parse_options
 from seamline.errors import SeamlineError
 from seamline.events import Complete, Event, Raw, encode_event
 
@@ -179,7 +179,11 @@ def run_on_temporal(args: argparse.Namespace, prompt: str) -> int:
 
     sink = otel_sink() if otel_wanted(args) else None  # no extra: refused before submitting
 
+    taken = False
+
     def submitted() -> None:  # once the workflow started: never for a run the server did not take
+        nonlocal taken
+        taken = True
         print(f"seamline: run {spec.run_id} submitted to {args.task_queue} at {target}", file=sys.stderr, flush=True)
 
     async def drive() -> Complete | None:
@@ -205,6 +209,20 @@ def run_on_temporal(args: argparse.Namespace, prompt: str) -> int:
     except SeamlineError as exc:  # main() prints it; leave with the code it returns, guarded
         _exit_guard(2 if exc.kind == "invalid_request" else 1)
         raise
+    except KeyboardInterrupt:
+        # Ctrl-C stops this client, never the run: say where it is and how to stop it, and
+        # leave at once (the Temporal client's threads must not hold the exit).
+        if taken:
+            print(
+                f"seamline: interrupted; run {spec.run_id} stays queued on {args.task_queue} (it goes on when a "
+                f"worker takes it). Stop it: temporal workflow cancel --address {target} "
+                f"--workflow-id seamline-{spec.run_id}",
+                file=sys.stderr,
+            )
+        else:
+            print("seamline: interrupted before the run was submitted; nothing was started", file=sys.stderr)
+        _exit_guard(EXIT_CODES["aborted"])
+        return EXIT_CODES["aborted"]
     finally:
         if sink is not None:
             sink.close()
