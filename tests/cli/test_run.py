@@ -35,6 +35,26 @@ def test_json_stream_shape(seamline_cmd: list[str], cli_env: dict[str, str]) -> 
     assert done.stderr == ""
 
 
+def test_json_complete_carries_the_run_totals(seamline_cmd: list[str], cli_env: dict[str, str]) -> None:
+    done = sh(seamline_cmd, cli_env, "run", "--json", "--workspace", str(DOCS), "What does the store keep?")
+    events = events_of(done.stdout)
+    usages = [e for e in events if e["type"] == "usage"]
+    totals = events[-1]["totals"]
+    assert isinstance(totals, dict) and usages, events[-1]
+    for key in ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens"):
+        assert totals[key] == sum(int(u[key]) for u in usages), (key, totals)  # type: ignore[call-overload]
+    assert totals["input_tokens"] > 0
+    assert totals["priced"] == all(u["priced"] for u in usages)
+    assert (totals["cost_usd"] is None) == any(u["cost_usd"] is None for u in usages)
+    # A pipeline's last complete carries the whole run's: every role's usage summed.
+    piped = sh(seamline_cmd, cli_env, "run", "--pipeline", "answer-review", "--json", "-w", str(DOCS), "events")
+    lines = events_of(piped.stdout)
+    role_usage = [e for e in lines if e["type"] == "usage"]
+    whole = lines[-1]["totals"]
+    assert lines[-1]["type"] == "complete" and isinstance(whole, dict), lines[-1]
+    assert whole["output_tokens"] == sum(int(u["output_tokens"]) for u in role_usage)  # type: ignore[call-overload]
+
+
 def test_text_mode_prints_the_answer(seamline_cmd: list[str], cli_env: dict[str, str]) -> None:
     done = sh(seamline_cmd, cli_env, "run", "--workspace", str(DOCS), "How do I add a provider?")
     assert done.returncode == 0

@@ -7,7 +7,9 @@ import os
 import sys
 import time
 from collections.abc import AsyncIterator
-from typing import TextIO
+from typing import Any, Final, TextIO
+
+import msgspec
 
 from seamline.events import (
     Complete,
@@ -61,15 +63,27 @@ async def aclose_events(events: AsyncIterator[Event]) -> None:
         await aclose()
 
 
+_TOKEN_KEYS: Final = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
+
+
 class JsonDisplay:
     """Every event as one compact JSON line on stdout, nothing else."""
 
     def __init__(self, out: TextIO = sys.stdout) -> None:
         self._out = out.buffer if hasattr(out, "buffer") else None
         self._text_out = out
+        self._totals: dict[str, Any] = dict.fromkeys(_TOKEN_KEYS, 0) | {"cost_usd": 0.0, "priced": True}
 
     def show(self, event: Event) -> None:
+        if type(event) is Usage:
+            for key in _TOKEN_KEYS:
+                self._totals[key] += getattr(event, key)
+            cost = self._totals["cost_usd"]
+            self._totals["cost_usd"] = None if cost is None or event.cost_usd is None else cost + event.cost_usd
+            self._totals["priced"] = self._totals["priced"] and event.priced
         data = encode_event(event) + b"\n"
+        if type(event) is Complete:  # the line ends with the run's totals, summed from its usage
+            data = data[:-2] + b',"totals":' + msgspec.json.encode(self._totals) + b"}\n"
         if self._out is not None:
             self._out.write(data)
             if type(event) is Complete:

@@ -8,6 +8,8 @@ import json
 import sys
 from typing import Any, Final
 
+import msgspec
+
 from seamline.cli.display import one_line
 from seamline.cli.main import install_abort_handler, parse_options
 from seamline.events import Complete, Event, Raw, Session, ToolCall, Usage, encode_event
@@ -120,11 +122,18 @@ async def _drive(controller: PipelineController, prompt: str, *, json_out: bool,
     tag = b'{"run_id":"' + controller.run_id.encode("ascii") + b'",'
     progress = _Progress() if sys.stderr.isatty() else None
     final: Complete | None = None
+    totals: bytes | None = None  # the run's usage, from its `run` record: the run's complete carries it
     async for event in otel_events(args, stream_pipeline(controller, prompt), controller=controller):
         if json_out:
             # Each line carries the run id beside the event's own fields; decode_event
-            # ignores the extra key, so the lines stay events of the vocabulary.
-            out.write(tag + encode_event(event)[1:] + b"\n")
+            # ignores the extra keys, so the lines stay events of the vocabulary.
+            line = tag + encode_event(event)[1:]
+            if isinstance(event, Raw) and event.source == "run" and isinstance(event.payload, dict):
+                usage = event.payload.get("usage")
+                totals = msgspec.json.encode(usage) if isinstance(usage, dict) else None
+            elif isinstance(event, Complete) and totals is not None:
+                line = line[:-1] + b',"totals":' + totals + b"}"
+            out.write(line + b"\n")
         elif progress is not None:
             progress.note(event)
         if isinstance(event, Complete):
