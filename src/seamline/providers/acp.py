@@ -67,7 +67,7 @@ from seamline.providers.program_lookup import find_program
 from seamline.providers.runtime_dir import remove_runtime_dir
 from seamline.tools.approval import ApprovalDecision
 from seamline.tools.base import Tool, ToolClass
-from seamline.transport.env import compose_env
+from seamline.transport.env import compose_env, program_env
 from seamline.transport.jsonrpc import JsonRpcError
 
 __all__ = ["INSTALL_HINT", "AcpProvider", "AcpTranslator"]
@@ -202,7 +202,7 @@ class AcpProvider(Provider):
     # -- sessions -------------------------------------------------------------------------------
     async def _attach(self, session: ProviderSession) -> AcpAgent:
         workspace = session.workspace or Path.cwd()
-        argv, env = self.argv(), compose_env(None)
+        argv, env = self.argv(), program_env()
         key_extra: tuple[Any, ...] = ()
         mode = sandbox_mode(self.option_values)
         if mode != "none":

@@ -43,7 +43,7 @@ from seamline.providers.envelope_launch import (
 from seamline.providers.program_lookup import FoundProgram, find_program, searched_places
 from seamline.providers.runtime_dir import remove_runtime_dir
 from seamline.sandbox.egress import endpoint_of
-from seamline.transport.env import compose_env
+from seamline.transport.env import compose_env, program_env
 from seamline.transport.subprocess import LineProcess
 
 __all__ = ["AgentCliProvider", "Invocation", "SessionMode", "parse_version"]
@@ -176,7 +176,7 @@ class AgentCliProvider(Provider):
             raise InvalidRequest(self._missing_message())
         mode, target = self._mode(session)
         invocation = self._invocation(session=session, prompt=prompt, executable=exe, mode=mode, target=target)
-        env = compose_env(None, self._common_env(), invocation.env)
+        env = program_env(self._common_env(), invocation.env)
         parser = self._new_parser(session=session, mode=mode, target=target)
         timeout = self._float_option("turn_timeout", 600.0)
         max_retries = self._int_option("max_retries", 2)

@@ -69,7 +69,7 @@ from seamline.sandbox.egress import endpoint_of
 from seamline.sessions.records import SessionRecord
 from seamline.tools.approval import ApprovalDecision
 from seamline.tools.base import Tool, ToolClass
-from seamline.transport.env import compose_env
+from seamline.transport.env import program_env
 
 __all__ = ["INSTALL_HINT", "OpenCodeProvider", "OpenCodeTranslator", "opencode_config"]
 
@@ -215,7 +215,7 @@ class OpenCodeProvider(Provider):
             where = f"executable={given} is not a runnable file" if given else "opencode is not on PATH"
             raise InvalidRequest(f"opencode: {where}; install it with: {INSTALL_HINT}")
         layer = self._env_layer()
-        env = compose_env(None, layer)
+        env = program_env(layer)
         workspace = session.workspace or Path.cwd()
         key_extra: tuple[Any, ...] = (layer.get("OPENCODE_CONFIG_CONTENT"), env.get("HOME"))
         wrap = None

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
@@ -31,6 +30,7 @@ from seamline.sandbox.layout import (
 )
 from seamline.sandbox.policy import SandboxPolicy
 from seamline.sandbox.seccomp import unix_socket_filter, unix_socket_filter_support
+from seamline.transport.env import HOST_GIT_CONFIG, host_git_environment
 
 __all__ = [
     "BWRAP_ENV",
@@ -94,35 +94,6 @@ def git_guard_args(workspace: Path) -> list[str]:
         modules.mkdir()
     args += ["--ro-bind", str(modules), f"{inner}/modules"]
     return args
-
-
-#: Configuration the host's ``git`` gets from seamline (``GIT_CONFIG_COUNT``; it outranks the
-#: repository's own and reaches submodules): no fsmonitor program, no recursion into
-#: submodules or nested repositories, whose configuration the sandbox could write.
-HOST_GIT_CONFIG: Final = (
-    ("core.fsmonitor", "false"),
-    ("diff.ignoreSubmodules", "all"),
-    ("submodule.recurse", "false"),
-    ("status.submoduleSummary", "false"),
-    ("fetch.recurseSubmodules", "false"),
-)
-
-
-def host_git_environment(base: Mapping[str, str] | None = None) -> dict[str, str]:
-    """``base`` (default: this process's environment) plus :data:`HOST_GIT_CONFIG`, for any
-    ``git`` seamline runs or starts on the host in a workspace a sandbox has written."""
-    env = dict(os.environ if base is None else base)
-    try:
-        count = int(env.get("GIT_CONFIG_COUNT", "0"))
-    except ValueError:
-        count = 0
-    count = max(count, 0)
-    for key, value in HOST_GIT_CONFIG:
-        env[f"GIT_CONFIG_KEY_{count}"] = key
-        env[f"GIT_CONFIG_VALUE_{count}"] = value
-        count += 1
-    env["GIT_CONFIG_COUNT"] = str(count)
-    return env
 
 
 def find_bwrap(explicit: str | None = None, *, path: str | None = None) -> str | None:

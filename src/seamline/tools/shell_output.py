@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Final
 
 from seamline.errors import TimeoutFailure
+from seamline.transport.env import program_env
 from seamline.transport.subprocess import group_gone, kill_group, spawn_group
 
 __all__ = ["HeadTail", "run_unsandboxed"]
@@ -67,6 +68,7 @@ async def run_unsandboxed(command: str, *, cwd: Path, timeout: float, cap: int) 
         "-c",
         command,
         cwd=cwd,
+        env=program_env(),  # the host's git here runs no program the workspace's config names
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,

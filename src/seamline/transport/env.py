@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from typing import Final
 
-__all__ = ["EnvLayer", "compose_env"]
+__all__ = ["HOST_GIT_CONFIG", "EnvLayer", "compose_env", "host_git_environment", "program_env"]
 
 EnvLayer = Mapping[str, str | None]
 
@@ -31,3 +32,43 @@ def compose_env(base: Mapping[str, str] | None = None, *layers: EnvLayer) -> dic
             else:
                 env[key] = value
     return env
+
+
+#: Configuration the host's ``git`` gets from seamline (``GIT_CONFIG_COUNT``; it outranks the
+#: repository's own and reaches submodules): no fsmonitor program, no recursion into
+#: submodules or nested repositories, whose configuration the sandbox could write.
+HOST_GIT_CONFIG: Final = (
+    ("core.fsmonitor", "false"),
+    ("diff.ignoreSubmodules", "all"),
+    ("submodule.recurse", "false"),
+    ("status.submoduleSummary", "false"),
+    ("fetch.recurseSubmodules", "false"),
+)
+
+
+def host_git_environment(base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``base`` (default: this process's environment) plus :data:`HOST_GIT_CONFIG`, for any
+    ``git`` seamline runs or starts on the host in a workspace a sandbox has written."""
+    env = dict(os.environ if base is None else base)
+    try:
+        count = int(env.get("GIT_CONFIG_COUNT", "0"))
+    except ValueError:
+        count = 0
+    count = max(count, 0)
+    present = {(env.get(f"GIT_CONFIG_KEY_{i}"), env.get(f"GIT_CONFIG_VALUE_{i}")) for i in range(count)}
+    for key, value in HOST_GIT_CONFIG:
+        if (key, value) in present:
+            continue  # given already (a seamline started by seamline)
+        env[f"GIT_CONFIG_KEY_{count}"] = key
+        env[f"GIT_CONFIG_VALUE_{count}"] = value
+        count += 1
+    env["GIT_CONFIG_COUNT"] = str(count)
+    return env
+
+
+def program_env(*layers: EnvLayer) -> dict[str, str]:
+    """The environment of a program seamline starts on the host (an agent CLI, an ACP
+    agent, OpenCode, an unsandboxed shell command): this process's environment with
+    ``layers`` applied, plus :data:`HOST_GIT_CONFIG` for any ``git`` it runs in a workspace
+    a sandbox may have written."""
+    return host_git_environment(compose_env(None, *layers))
