@@ -6,6 +6,9 @@ sockets are gone afterwards."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +17,7 @@ from seamline.events import Error, Session
 from seamline.providers.claude_code import ClaudeCodeProvider
 from seamline.providers.envelope_launch import envelope_home
 from tests.providers.agent_cli_support import (
+    ROOT,
     AgentAnthropic,
     CliWorld,
     abort_when,
@@ -85,3 +89,24 @@ async def test_close_removes_the_runtime_folder(world: CliWorld) -> None:
         assert runtime.is_dir()
         await claude.close(session)
     assert not runtime.exists()
+
+
+def test_removing_a_session_removes_its_envelope_home(world: CliWorld) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "SEAMLINE_STORE": str(world.home / "s.db")}
+    with AgentAnthropic([{"text": "One."}], fallback={"text": "side"}) as fake:
+        argv = [
+            sys.executable, "-m", "seamline", "run", "--provider", "claude-code", "--model", MODEL, "--json",
+            "--sandbox", "bwrap", "-o", f"executable={cli_path('claude')}", "-o", f"base_url={fake.root_url}",
+            "-o", "max_retries=0", "--workspace", str(world.workspace), "hello",
+        ]  # fmt: skip
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env, check=False)
+    assert done.returncode == 0, done.stderr
+    session_id = json.loads(done.stdout.splitlines()[0])["session_id"]
+    home = envelope_home("claude-code", session_id)
+    assert home.is_dir() and any(home.rglob("*.jsonl")), home  # the CLI's transcript lives there
+    removed = subprocess.run(
+        [sys.executable, "-m", "seamline", "sessions", "rm", session_id],
+        capture_output=True, text=True, timeout=60, env=env, check=False,
+    )  # fmt: skip
+    assert removed.returncode == 0, removed.stderr
+    assert not home.exists()

@@ -118,6 +118,9 @@ def run(args: argparse.Namespace) -> int:
         if command == "rm":
             record = store.require(args.id)
             store.delete_session(record.id)
+            from seamline.providers.envelope_launch import remove_envelope_homes
+
+            remove_envelope_homes(record.id)  # what an enveloped agent CLI kept of it
             _out(args, {"removed": record.id}, f"removed {record.id}")
             return 0
         return continue_session(store, args, fork=command == "fork")

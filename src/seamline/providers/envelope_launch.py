@@ -37,6 +37,7 @@ __all__ = [
     "endpoints_from_env",
     "enter_envelope",
     "envelope_home",
+    "remove_envelope_homes",
     "operator_envelope",
     "sandbox_mode",
 ]
@@ -89,6 +90,22 @@ def envelope_home(provider_name: str, session_id: str) -> Path:
     data_home = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in session_id)
     return Path(data_home) / "seamline" / "envelopes" / provider_name / safe
+
+
+def remove_envelope_homes(session_id: str) -> list[Path]:
+    """Remove the private homes of session ``session_id``'s enveloped programs (every
+    provider's): what the program kept there (its transcript, its config) goes with the
+    session. The removed folders."""
+    root = envelope_home("_", session_id).parent.parent
+    safe = envelope_home("_", session_id).name
+    removed: list[Path] = []
+    for provider_dir in root.iterdir() if root.is_dir() else ():
+        home = provider_dir / safe
+        if provider_dir.is_symlink() or home.is_symlink() or not home.is_dir():
+            continue
+        shutil.rmtree(home, ignore_errors=True)
+        removed.append(home)
+    return removed
 
 
 @dataclass

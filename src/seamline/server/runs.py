@@ -356,6 +356,9 @@ class RunHub:
             await live.provider.close(live.session)
             self.sessions.pop(record.id, None)
         self.store.delete_session(record.id)
+        from seamline.providers.envelope_launch import remove_envelope_homes
+
+        remove_envelope_homes(record.id)  # what an enveloped agent CLI kept of it
         return str(record.id)
 
     def revert(self, session_id: str, *, to_step: int = 0, force: bool = False) -> dict[str, Any]:
