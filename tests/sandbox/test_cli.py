@@ -221,3 +221,26 @@ def test_without_sandbox_the_old_rule_holds(seamline_cmd: list[str], cli_env: di
     policy_alone = _seamline(seamline_cmd, cli_env, "run", "--sandbox-policy", "p.toml", "-w", str(ws), "go")
     assert policy_alone.returncode == 2 and "needs --sandbox" in policy_alone.stderr
     assert os.listdir(ws) == []
+
+
+def test_a_pipeline_with_sandbox_runs_its_tools_in_the_sandbox(
+    bwrap_ready: None, seamline_cmd: list[str], cli_env: dict[str, str], tmp_path: Path
+) -> None:
+    # `run --pipeline --sandbox bwrap` on a model API: the roles' shell runs in bubblewrap,
+    # where nothing outside the workspace can be written (it ran on the host before).
+    ws, outside = tmp_path / "ws", tmp_path / "outside"
+    ws.mkdir()
+    outside.mkdir()
+    escaped = outside / "escaped"
+    script = tmp_path / "script.json"
+    touch = {"tool_calls": [{"name": "shell", "arguments": {"command": f"touch {escaped}; echo done"}}]}
+    script.write_text(json.dumps([touch, {"text": "ok"}]))
+    done = subprocess.run(
+        [*seamline_cmd, "run", "--pipeline", "single", "--sandbox", "bwrap", "--yes", "--json",
+         "-p", "scripted", "-o", f"script={script}", "-w", str(ws), "go"],
+        env=cli_env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    results = [json.loads(line) for line in done.stdout.splitlines() if '"tool_result"' in line]
+    assert results and "done" in results[0]["output"], done.stdout  # the command ran, inside
+    assert not escaped.exists()

@@ -15,6 +15,7 @@ from seamline.cli.main import install_abort_handler, parse_options
 from seamline.events import Complete, Event, Raw, Session, ToolCall, Usage, encode_event
 from seamline.pipeline.builtin import BUILTIN_PIPELINES, open_run, resolve_pipeline, stream_pipeline
 from seamline.pipeline.controller import PipelineController
+from seamline.providers.base import Provider
 from seamline.providers.registry import create_provider
 from seamline.sessions.store import default_store_path, open_store
 from seamline.tools.workspace import Workspace, workspace_tools
@@ -84,13 +85,28 @@ def run(args: argparse.Namespace) -> int:
 def run_pipeline(args: argparse.Namespace, prompt: str) -> int:
     """``seamline run --pipeline``: drive the controller and show its events."""
     definition = resolve_pipeline(args.pipeline)
-    from seamline.cli.sandbox_command import envelope_options
+    from seamline.cli.sandbox_command import envelope_options, sandbox_for_run
     from seamline.providers.registry import provider_class
 
-    options = {**parse_options(args.provider_option), **(envelope_options(args, provider_class(args.provider)) or {})}
-    provider = create_provider(args.provider, model=args.model, options=options)
+    # --sandbox holds for every role: one whose backend runs programs runs in the envelope,
+    # the others' tools (seamline's own) run in the tool sandbox.
+    enveloped = envelope_options(args, provider_class(args.provider))
+    provider = create_provider(
+        args.provider, model=args.model, options={**parse_options(args.provider_option), **(enveloped or {})}
+    )
+    own: dict[str, Provider] = {}
+    seamline_tools = enveloped is None and any(b.provider is None for b in definition.roles.values())
+    for name, binding in definition.roles.items():
+        if binding.provider is None:
+            continue
+        cls = provider_class(binding.provider)
+        role_envelope = envelope_options(args, cls) if cls.runs_own_tools else None
+        seamline_tools = seamline_tools or not cls.runs_own_tools
+        options = {**binding.options, **(role_envelope or {})}
+        own[name] = create_provider(binding.provider, model=binding.model, options=options)
     workspace = Workspace(args.workspace)
-    tools = workspace_tools(workspace)
+    sandbox, journal = sandbox_for_run(args, workspace) if seamline_tools else (None, None)
+    tools = workspace_tools(workspace, sandbox=sandbox, journal=journal)
     if args.allow:
         tools = tools.restrict(args.allow)
     store_path = args.store or default_store_path()
@@ -99,11 +115,12 @@ def run_pipeline(args: argparse.Namespace, prompt: str) -> int:
         controller = open_run(
             definition,
             provider=provider,
+            providers=own,
             workspace=workspace.root,
             store=store,
             store_path=store_path,
             tools=tools,
-            yes=args.yes,
+            yes=args.yes or bool(getattr(args, "sandbox", None)),  # as a plain run: the sandbox holds the tools
             max_steps=args.max_steps,
             budget_usd=args.budget_usd,
             in_memory=args.no_store,  # --no-store: nothing on disk, the trace included
