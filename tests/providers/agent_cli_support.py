@@ -86,6 +86,25 @@ def make_world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CliWorld:
     return CliWorld(home=home, workspace=workspace)
 
 
+def private_runtime_dir(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> Path:
+    """A folder only this user can write, with none above it writable by others, as
+    ``$XDG_RUNTIME_DIR`` (a login's ``/run/user/UID`` is one; the tests' ``/tmp`` is not):
+    the Gemini CLI reads seamline's settings file, which carries its approval hook, only
+    from such a folder. Made under the real home's ``.cache``; removed after the test."""
+    import pwd
+    import shutil
+    import tempfile
+
+    base = Path(pwd.getpwuid(os.getuid()).pw_dir) / ".cache"
+    base.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if any(p.stat().st_mode & 0o022 for p in (base, *base.parents)):
+        pytest.fail(f"no private folder for the Gemini CLI's settings: {base} or a folder above it is shared")
+    made = Path(tempfile.mkdtemp(prefix="seamline-test-", dir=base))
+    request.addfinalizer(lambda: shutil.rmtree(made, ignore_errors=True))
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(made))
+    return made
+
+
 async def collect(session: ProviderSession, prompt: str, **kwargs: Any) -> list[Event]:
     return [event async for event in session.send(prompt, **kwargs)]
 

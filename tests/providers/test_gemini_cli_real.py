@@ -23,6 +23,7 @@ from tests.providers.agent_cli_support import (
     collect,
     make_world,
     one_complete,
+    private_runtime_dir,
     run_async,
 )
 
@@ -31,8 +32,9 @@ MODEL = "gemini-2.5-flash"
 
 
 @pytest.fixture
-def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CliWorld:
+def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> CliWorld:
     made = make_world(tmp_path, monkeypatch)
+    private_runtime_dir(monkeypatch, request)  # where the CLI reads seamline's settings (approval hook)
     # As a user configures it: API-key auth, and one attempt per call. The CLI ignores
     # seamline's own defaults file under /tmp (where every test HOME lives), so the
     # settings that bound its retries are the user's here.
@@ -59,7 +61,7 @@ def test_seamline_run_json_end_to_end_with_tools_usage_and_cost(world: CliWorld)
     ]
     with FakeGemini(script) as fake:
         argv = [
-            sys.executable, "-m", "seamline", "run", "--provider", "gemini-cli", "--model", MODEL, "--json",
+            sys.executable, "-m", "seamline", "run", "--provider", "gemini-cli", "--model", MODEL, "--json", "--yes",
             "-o", f"executable={cli_path('gemini')}", "-o", f"base_url={fake.root_url}", "-o", "max_retries=0",
             "--workspace", str(world.workspace), "What is the secret word?",
         ]  # fmt: skip

@@ -37,6 +37,8 @@ __all__ = [
     "ApprovalSocket",
     "agent_tool",
     "claude_hook_settings",
+    "gemini_hook_settings",
+    "hook_command",
     "decide_agent_call",
     "merge_events",
 ]
@@ -44,7 +46,7 @@ __all__ = [
 SOCKET_NAME: Final = "approve.sock"
 HOOK_NAME: Final = "approve_hook.py"
 _MAX_REQUEST: Final = 8 * 1024 * 1024
-_PATH_KEYS: Final = ("file_path", "notebook_path", "path")
+_PATH_KEYS: Final = ("file_path", "notebook_path", "absolute_path", "dir_path", "path")
 
 HOOK_SOURCE: Final = r"""#!/usr/bin/python3
 # seamline's PreToolUse hook: asks seamline whether Claude Code may run a tool call.
@@ -56,8 +58,9 @@ def fail(why):
     sys.exit(2)
 
 def main():
-    if len(sys.argv) != 3:
-        fail("usage: hook SOCKET TIMEOUT")
+    if len(sys.argv) not in (3, 4):
+        fail("usage: hook SOCKET TIMEOUT [claude|gemini|codex]")
+    dialect = sys.argv[3] if len(sys.argv) == 4 else "claude"
     try:
         hook = json.loads(sys.stdin.buffer.read() or b"{}")
     except ValueError:
@@ -80,8 +83,17 @@ def main():
     decision = answer.get("decision") if isinstance(answer, dict) else None
     if decision not in ("allow", "deny"):
         fail("seamline gave no decision")
-    out = {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": decision,
-                                  "permissionDecisionReason": str(answer.get("reason") or decision)}}
+    reason = str(answer.get("reason") or decision)
+    if dialect == "gemini":  # the Gemini CLI's BeforeTool hook
+        out = {"decision": decision, "reason": reason}
+    elif dialect == "codex":  # Codex's PreToolUse hook: exit 2 blocks, stderr is the reason
+        if decision == "deny":
+            sys.stderr.write(reason + "\n")
+            sys.exit(2)
+        return
+    else:  # Claude Code's PreToolUse hook
+        out = {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": decision,
+                                      "permissionDecisionReason": reason}}
     sys.stdout.write(json.dumps(out))
     sys.stdout.flush()
 
@@ -232,14 +244,45 @@ class ApprovalSocket:
         return {"decision": "allow" if allow else "deny", "reason": f"seamline: {reason}"}
 
 
+def hook_command(bridge: ApprovalSocket, *, timeout: float, dialect: str = "claude") -> tuple[str, int]:
+    """The command line that runs the hook program for ``dialect`` (``claude``, ``gemini``,
+    ``codex``), and the seconds it waits for seamline's answer. The CLI must give it longer
+    (past its own hook timeout a CLI may run the call: only the hook's exit 2 is safe)."""
+    python = shutil.which("python3", path="/usr/bin:/bin") or "/usr/bin/python3"
+    wait = max(int(timeout), 1)
+    suffix = "" if dialect == "claude" else f" {dialect}"
+    return f"{python} {bridge.hook} {bridge.path} {wait}{suffix}", wait
+
+
 def claude_hook_settings(bridge: ApprovalSocket, *, timeout: float) -> str:
     """The ``--settings`` JSON that runs the hook before every tool call. Hooks are turned
     back on (a user's ``disableAllHooks`` would otherwise switch the approval off)."""
-    python = shutil.which("python3", path="/usr/bin:/bin") or "/usr/bin/python3"
-    wait = max(int(timeout), 1)
-    command = f"{python} {bridge.hook} {bridge.path} {wait}"
+    command, wait = hook_command(bridge, timeout=timeout)
     hook = {"type": "command", "command": command, "timeout": wait + 30}
     return json.dumps({"disableAllHooks": False, "hooks": {"PreToolUse": [{"matcher": "*", "hooks": [hook]}]}})
+
+
+GEMINI_HOOK_NAME: Final = "seamline-approval"
+
+
+def gemini_hook_settings(bridge: ApprovalSocket, *, timeout: float, base: Mapping[str, Any]) -> dict[str, Any]:
+    """System settings for the Gemini CLI (the layer that outranks the user's and the
+    workspace's): ``base`` (the machine's own system settings) with hooks turned on, the
+    approval hook first before every tool call, and never listed as disabled."""
+    command, wait = hook_command(bridge, timeout=timeout, dialect="gemini")
+    settings = dict(base)
+    found = settings.get("hooksConfig")
+    config: dict[str, Any] = dict(found) if isinstance(found, dict) else {}
+    listed = config.get("disabled")
+    disabled = [d for d in listed if d != GEMINI_HOOK_NAME] if isinstance(listed, list) else []
+    settings["hooksConfig"] = {**config, "enabled": True, "disabled": disabled}
+    given = settings.get("hooks")
+    hooks: dict[str, Any] = dict(given) if isinstance(given, dict) else {}
+    ours = {"type": "command", "name": GEMINI_HOOK_NAME, "command": command, "timeout": (wait + 30) * 1000}
+    before = hooks.get("BeforeTool")
+    hooks["BeforeTool"] = [{"matcher": ".*", "hooks": [ours]}, *(before if isinstance(before, list) else [])]
+    settings["hooks"] = hooks
+    return settings
 
 
 async def merge_events(inner: AsyncIterator[Event], side: asyncio.Queue[Event]) -> AsyncIterator[Event]:

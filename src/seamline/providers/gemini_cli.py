@@ -16,11 +16,15 @@ from collections.abc import AsyncIterator, Iterable, Mapping
 from pathlib import Path
 from typing import ClassVar
 
+from seamline.errors import InvalidRequest
 from seamline.events import Event
 from seamline.providers.agent_cli import COMMON_OPTIONS, AgentCliProvider, Invocation, SessionMode, uuid_for
 from seamline.providers.base import OptionSpec, PreflightCheck, ProviderSession
+from seamline.providers.cli_approvals import ApprovalSocket, gemini_hook_settings, merge_events
 from seamline.providers.cli_parsers.base import StreamParser
 from seamline.providers.cli_parsers.gemini_cli import GeminiStreamJsonParser
+from seamline.providers.runtime_dir import ensure_runtime_dir
+from seamline.tools.permission_bridge import GEMINI_TOOL_CLASSES
 
 __all__ = ["GeminiCliProvider"]
 
@@ -41,8 +45,8 @@ class GeminiCliProvider(AgentCliProvider):
         ),
         "gemini_home": OptionSpec("home the CLI keeps .gemini under (sets GEMINI_CLI_HOME)", operator_only=True),
     }
-    # Headless, the pinned version has no approval protocol: only the sandbox bounds it.
-    tool_approval = "sandbox"
+    # A BeforeTool hook asks seamline's permission service before each of its tool calls.
+    tool_approval = "every_call"
     forking = "none"
     session_ids = "seamline"
     cost_source = "priced"
@@ -85,6 +89,9 @@ class GeminiCliProvider(AgentCliProvider):
         defaults_path = session.state.get("gemini_defaults")
         if isinstance(defaults_path, str):
             env["GEMINI_CLI_SYSTEM_DEFAULTS_PATH"] = defaults_path
+        system_path = session.state.get("gemini_system")
+        if isinstance(system_path, str):  # the approval hook, above the user's settings
+            env["GEMINI_CLI_SYSTEM_SETTINGS_PATH"] = system_path
         return Invocation(argv=argv, env=env)
 
     def _turn(self, session: ProviderSession, prompt: str) -> AsyncIterator[Event]:
@@ -98,22 +105,45 @@ class GeminiCliProvider(AgentCliProvider):
         if os.environ.get("GEMINI_API_KEY") and not self._user_auth_type():
             defaults["security"] = {"auth": {"selectedType": "gemini-api-key"}}
         folder = _secure_dir()
-        if folder is None:
+        if folder is None and session.approval is not None:
             # The CLI ignores a settings file under a group- or world-writable directory
-            # (any path in /tmp); then its own settings and our turn timeout bound it.
+            # (any path in /tmp): the approval hook could not be given, so nothing runs.
+            raise InvalidRequest(
+                "gemini-cli: seamline's approval hook needs a folder only you can write for the CLI's "
+                "settings ($XDG_RUNTIME_DIR/seamline or ~/.cache/seamline, with no group- or "
+                "world-writable folder above it); none was found, so the CLI was not started"
+            )
+        if folder is None:
+            # The same for the defaults: then its own settings and our turn timeout bound it.
             async for event in self._run_turn(session, prompt):
                 yield event
             return
-        fd, path = tempfile.mkstemp(prefix="gemini-defaults-", suffix=".json", dir=folder)
+        made: list[Path] = []
+        bridge: ApprovalSocket | None = None
         try:
-            with os.fdopen(fd, "w") as fh:
-                json.dump(defaults, fh)
-            session.state["gemini_defaults"] = path
-            async for event in self._run_turn(session, prompt):
+            made.append(_settings_file(folder, "gemini-defaults-", defaults))
+            session.state["gemini_defaults"] = str(made[-1])
+            if session.approval is None:
+                async for event in self._run_turn(session, prompt):
+                    yield event
+                return
+            bridge = ApprovalSocket(
+                session.approval, ensure_runtime_dir(session.session_id, session.state), classes=GEMINI_TOOL_CLASSES
+            )
+            await bridge.start()
+            timeout = self._float_option("turn_timeout", 600.0)
+            settings = gemini_hook_settings(bridge, timeout=timeout, base=_system_settings())
+            made.append(_settings_file(folder, "gemini-system-", settings))
+            session.state["gemini_system"] = str(made[-1])
+            async for event in merge_events(self._run_turn(session, prompt), bridge.events):
                 yield event
         finally:
             session.state.pop("gemini_defaults", None)
-            Path(path).unlink(missing_ok=True)
+            session.state.pop("gemini_system", None)
+            if bridge is not None:
+                await bridge.stop()
+            for path in made:
+                path.unlink(missing_ok=True)
 
     def _user_auth_type(self) -> str | None:
         try:
@@ -128,8 +158,8 @@ class GeminiCliProvider(AgentCliProvider):
         return {"GEMINI_CLI_HOME": str(home)}
 
     def _envelope_ro_paths(self, session: ProviderSession) -> list[Path]:
-        defaults = session.state.get("gemini_defaults")
-        return [Path(defaults)] if isinstance(defaults, str) else []
+        found = (session.state.get(key) for key in ("gemini_defaults", "gemini_system"))
+        return [Path(path) for path in found if isinstance(path, str)]
 
     def _new_parser(self, *, session: ProviderSession, mode: SessionMode, target: str | None) -> StreamParser:
         return GeminiStreamJsonParser(model=self.model)
@@ -197,6 +227,23 @@ class GeminiCliProvider(AgentCliProvider):
             if psid.encode() in head:
                 found.append((stat.st_mtime_ns, stat.st_size, candidate))
         return max(found)[2] if found else None
+
+
+def _settings_file(folder: Path, prefix: str, settings: Mapping[str, object]) -> Path:
+    fd, path = tempfile.mkstemp(prefix=prefix, suffix=".json", dir=folder)
+    with os.fdopen(fd, "w") as fh:
+        json.dump(settings, fh)
+    return Path(path)
+
+
+def _system_settings() -> dict[str, object]:
+    """The machine's own Gemini CLI system settings, which seamline's file stands in for."""
+    path = os.environ.get("GEMINI_CLI_SYSTEM_SETTINGS_PATH") or "/etc/gemini-cli/settings.json"
+    try:
+        found = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}
 
 
 def _secure_dir() -> Path | None:

@@ -26,7 +26,7 @@ from seamline.events import Event, ToolCall
 from seamline.tools.approval import Approval
 from seamline.tools.base import Tool, ToolClass
 
-__all__ = ["CLAUDE_TOOL_CLASSES", "PermissionBridge"]
+__all__ = ["CLAUDE_TOOL_CLASSES", "GEMINI_TOOL_CLASSES", "PermissionBridge"]
 
 # Claude Code's own tools and their classes; a tool not listed is treated as "execute".
 CLAUDE_TOOL_CLASSES: Final[Mapping[str, ToolClass]] = {
@@ -46,6 +46,22 @@ CLAUDE_TOOL_CLASSES: Final[Mapping[str, ToolClass]] = {
     "Task": "execute",
     "WebFetch": "network",
     "WebSearch": "network",
+}
+# The Gemini CLI's own tools (as its BeforeTool hook names them); others are "execute".
+GEMINI_TOOL_CLASSES: Final[Mapping[str, ToolClass]] = {
+    "read_file": "read",
+    "read_many_files": "read",
+    "list_directory": "read",
+    "glob": "read",
+    "search_file_content": "read",
+    "grep_search": "read",
+    "write_todos": "read",
+    "write_file": "write",
+    "replace": "write",
+    "save_memory": "write",
+    "run_shell_command": "execute",
+    "web_fetch": "network",
+    "google_web_search": "network",
 }
 SERVER_NAME: Final = "seamline"
 TOOL_NAME: Final = "approve"
