@@ -14,6 +14,7 @@ import pytest
 pytest.importorskip("uvicorn")
 
 from seamline.events import decode_event
+from seamline.server.agents_file import AgentSpec
 from tests.providers.agent_cli_support import AgentAnthropic, CliWorld, cli_path, make_world
 from tests.server.harness import Served, serve, sse_frames
 
@@ -26,9 +27,14 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CliWorld:
     return make_world(tmp_path, monkeypatch)
 
 
-def _start(served: Served, client: Any, fake: AgentAnthropic) -> tuple[str, str]:
+def _agents(fake: Any) -> dict[str, AgentSpec]:
+    """The operator's agent: the program and its endpoint are the operator's to name."""
     options = {"executable": cli_path("claude"), "base_url": fake.root_url, "max_retries": "0"}
-    reply = client.post("/v1/sessions", json={"provider": "claude-code", "model": MODEL, "options": options})
+    return {"cc": AgentSpec(name="cc", provider="claude-code", model=MODEL, options=options, sandbox="none")}
+
+
+def _start(served: Served, client: Any) -> tuple[str, str]:
+    reply = client.post("/v1/sessions", json={"agent": "cc"})
     assert reply.status_code == 201, reply.text
     session_id = str(reply.json()["id"])
     reply = client.post(f"/v1/sessions/{session_id}/runs", json={"prompt": "do it"})
@@ -51,11 +57,12 @@ def _answer_and_read(client: Any, run_id: str, decision: str) -> list[Any]:
 
 
 def test_a_deny_on_the_http_permissions_route_stops_claude_codes_shell_call(world: CliWorld, tmp_path: Path) -> None:
-    with serve(tmp_path) as served, served.client() as client:
-        marker = served.workspace / "marker"
-        script = [{"tool_calls": [{"name": "Bash", "arguments": {"command": f"touch {marker}"}}]}, {"text": "No."}]
-        with AgentAnthropic(script, fallback={"text": "side"}) as fake:
-            _, run_id = _start(served, client, fake)
+    marker = tmp_path / "ws" / "marker"
+    script = [{"tool_calls": [{"name": "Bash", "arguments": {"command": f"touch {marker}"}}]}, {"text": "No."}]
+    with AgentAnthropic(script, fallback={"text": "side"}) as fake:
+        with serve(tmp_path, agents=_agents(fake)) as served, served.client() as client:
+            assert served.workspace / "marker" == marker
+            _, run_id = _start(served, client)
             events = _answer_and_read(client, run_id, "deny")
         assert not marker.exists()
     types = [e.type for e in events]
@@ -69,17 +76,17 @@ def test_a_deny_on_the_http_permissions_route_stops_claude_codes_shell_call(worl
 
 
 def test_an_allow_on_the_route_runs_the_call_and_revert_undoes_it(world: CliWorld, tmp_path: Path) -> None:
-    with serve(tmp_path) as served, served.client() as client:
-        made = served.workspace / "made.txt"
-        script = [
-            {"tool_calls": [{"name": "Write", "arguments": {"file_path": str(made), "content": "new\n"}}]},
-            {"text": "Written."},
-        ]
-        with AgentAnthropic(script, fallback={"text": "side"}) as fake:
-            session_id, run_id = _start(served, client, fake)
+    made = tmp_path / "ws" / "made.txt"
+    script = [
+        {"tool_calls": [{"name": "Write", "arguments": {"file_path": str(made), "content": "new\n"}}]},
+        {"text": "Written."},
+    ]
+    with AgentAnthropic(script, fallback={"text": "side"}) as fake:
+        with serve(tmp_path, agents=_agents(fake)) as served, served.client() as client:
+            session_id, run_id = _start(served, client)
             events = _answer_and_read(client, run_id, "allow")
-        assert made.read_text() == "new\n"
-        assert [d.decision for d in events if d.type == "permission_decision"] == ["allow"]
-        reply = client.post(f"/v1/sessions/{session_id}/revert", json={})
-        assert reply.status_code == 200, reply.text
-        assert not made.exists()
+            assert made.read_text() == "new\n"
+            assert [d.decision for d in events if d.type == "permission_decision"] == ["allow"]
+            reply = client.post(f"/v1/sessions/{session_id}/revert", json={})
+            assert reply.status_code == 200, reply.text
+            assert not made.exists()
