@@ -39,11 +39,12 @@ ROOT = Path(__file__).resolve().parents[1]
 NO_FSYNC: Final = ("journal_mode=wal", "synchronous=off")
 sys.path.insert(0, str(ROOT / "src"))
 
+from seamline.definitions import definition_from_data  # noqa: E402
 from seamline.durable.client import stream_run  # noqa: E402
 from seamline.durable.steps import RunSpec  # noqa: E402
 from seamline.events import Complete  # noqa: E402
-from seamline.pipeline.builtin import open_run, stream_pipeline  # noqa: E402
-from seamline.pipeline.definition import definition_from_data  # noqa: E402
+from seamline.live import open_run  # noqa: E402
+from seamline.pipeline.builtin import stream_pipeline  # noqa: E402
 from seamline.sessions.store import open_store  # noqa: E402
 
 

@@ -1,5 +1,6 @@
-"""The shape of the house: rooms import one way, no room reaches for the facade, and the
-loop, the provider seam and the pipeline controller stay in small functions.
+"""The shape of the house: every room has a rank and imports only rooms of a lower rank
+(the design's arrows, from the faces down to the vocabulary), no room reaches for the
+facade, and the loop, the provider seam and the pipeline controller stay in small functions.
 
 The graph is read from the source with ``ast``: every import that runs (at module level or
 inside a function; ``if TYPE_CHECKING:`` blocks are left out, they never run), resolved to
@@ -31,6 +32,36 @@ KNOWN_MODULE_CYCLES = {
     # sandbox options of `run` (both imports inside functions).
     frozenset({"seamline.cli.run_command", "seamline.cli.sessions_command"}),
 }
+
+
+# The ranks of the rooms (docs/architecture.md draws the same picture). A room imports only
+# rooms of a lower rank: the engine (sandbox, trace, tools, loop, stages, pipeline) knows
+# no store, no backend and no face; the store knows the engine's protocols; backends know
+# the seam; faces know everything below them. A new room needs a rank here.
+RANKS: dict[str, int] = {
+    # the vocabulary: plain types and functions of the environment
+    "events": 0, "redact": 0, "extras": 0, "_version": 0, "locations": 0, "store_files": 0,
+    "errors": 1, "usage": 1, "events_schema": 1,
+    "definitions": 2,
+    # reusable wire code
+    "transport": 3,
+    # the engine
+    "sandbox": 4, "trace": 4,
+    "tools": 5,
+    "loop": 6,
+    "stages": 7,
+    "pipeline": 8,
+    # the store, the backends, the engine wired to them
+    "sessions": 9,
+    "providers": 10,
+    "live": 11, "runner": 11,
+    # the Python API and its fakes
+    "agent": 12, "testing": 12,
+    # the faces
+    "server": 13, "acp_agent": 13, "durable": 13, "telemetry": 13,
+    "cli": 14,
+    "__main__": 15,
+}  # fmt: skip
 
 
 def _modules() -> dict[str, tuple[Path, bool]]:
@@ -151,6 +182,44 @@ def test_the_graph_sees_the_rooms_imports() -> None:
     assert "seamline.events" in GRAPH["seamline.loop.kernel"]
     assert "seamline.sessions.postgres" in GRAPH["seamline.sessions.store"]
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def _against_ranks(graph: dict[str, set[str]]) -> list[str]:
+    """Every import from a room to one of the same or a higher rank (or to a room with no rank)."""
+    found = []
+    for source, targets in sorted(graph.items()):
+        room = _room(source)
+        for target in sorted(targets):
+            other = _room(target)
+            if room is None or other is None or other == room:
+                continue
+            if room not in RANKS or other not in RANKS:
+                found.append(f"{source} -> {target}: give room {room if room not in RANKS else other!r} a rank")
+            elif RANKS[other] >= RANKS[room]:
+                found.append(
+                    f"{source} -> {target}: {room} (rank {RANKS[room]}) may not import {other} ({RANKS[other]})"
+                )
+    return found
+
+
+def test_every_import_points_down_the_ranks() -> None:
+    assert _against_ranks(GRAPH) == []
+    rooms = {room for module in GRAPH if (room := _room(module)) is not None}
+    assert rooms <= set(RANKS), sorted(rooms - set(RANKS))
+
+
+def test_an_import_against_the_ranks_is_found() -> None:
+    # Planted: the engine reaching for the store, a backend reaching for a face, a new room.
+    planted = {module: set(targets) for module, targets in GRAPH.items()}
+    planted["seamline.tools.workspace"].add("seamline.sessions.store")
+    planted["seamline.providers.base"].add("seamline.server.app")
+    planted["seamline.newroom.thing"] = {"seamline.events"}
+    planted["seamline.loop.kernel"].add("seamline.newroom.thing")
+    found = _against_ranks(planted)
+    assert any(f.startswith("seamline.tools.workspace -> seamline.sessions.store: tools (rank 5)") for f in found)
+    assert any(f.startswith("seamline.providers.base -> seamline.server.app") for f in found)
+    assert any("give room 'newroom' a rank" in f for f in found)
+    assert len(found) == 4
 
 
 def test_no_import_cycle_between_rooms() -> None:

@@ -25,11 +25,11 @@ from seamline.providers.base import Provider, ProviderSession
 from seamline.providers.registry import create_provider
 from seamline.providers.settings import ProviderSettings
 from seamline.redact import redact_url
+from seamline.sessions.rules import permission_service
 from seamline.sessions.store import StoreCore, open_store
 from seamline.stages.builder import AgentBuilder, AgentProfile
 from seamline.tools.approval import Approval
 from seamline.tools.base import Toolset
-from seamline.tools.permissions import permission_service
 from seamline.tools.workspace import Workspace, workspace_tools
 
 __all__ = [

@@ -7,10 +7,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from seamline.definitions import PipelineDefinition
 from seamline.events import Event
-from seamline.pipeline.builtin import open_run, stream_pipeline
+from seamline.live import open_run
+from seamline.pipeline.builtin import stream_pipeline
 from seamline.pipeline.controller import PipelineController
-from seamline.pipeline.definition import PipelineDefinition
 from seamline.providers.base import Provider
 from seamline.testing import scripted
 

@@ -198,7 +198,8 @@ def test_a_crashing_role_is_a_recorded_failure(tmp_path: Path) -> None:
 def test_cancel_ends_the_run_aborted_with_a_complete_trace(tmp_path: Path) -> None:
     import asyncio
 
-    from seamline.pipeline.builtin import open_run, stream_pipeline
+    from seamline.live import open_run
+    from seamline.pipeline.builtin import stream_pipeline
 
     slow = [{"tool_calls": [{"name": "list_dir", "arguments": {}}], "delay": 0.05}] * 20
     writer = scripted_writer(slow)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from seamline.definitions import ConvergenceSpec
 from seamline.pipeline.convergence import Judgement, decide, failed_decision
-from seamline.pipeline.definition import ConvergenceSpec
 
 
 def js(*verdicts: str, subjects: tuple[str, ...] | None = None) -> list[Judgement]:

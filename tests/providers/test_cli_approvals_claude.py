@@ -14,7 +14,8 @@ import pytest
 from seamline.events import Event, PermissionDecision, PermissionRequest, ToolCall, ToolResult
 from seamline.providers.claude_code import ClaudeCodeProvider
 from seamline.providers.cli_approvals import HOOK_SOURCE, ApprovalSocket
-from seamline.tools.permissions import PermissionAnswer, PermissionRules, PermissionService
+from seamline.sessions.rules import PermissionRules
+from seamline.tools.permissions import PermissionAnswer, PermissionService
 from tests.providers.agent_cli_support import (
     AgentAnthropic,
     CliWorld,

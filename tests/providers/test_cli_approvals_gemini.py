@@ -11,7 +11,8 @@ import pytest
 
 from seamline.events import Error, Event, PermissionDecision, ToolResult
 from seamline.providers.gemini_cli import GeminiCliProvider
-from seamline.tools.permissions import PermissionRules, PermissionService
+from seamline.sessions.rules import PermissionRules
+from seamline.tools.permissions import PermissionService
 from tests.fakes.gemini_api import FakeGemini
 from tests.providers.agent_cli_support import (
     CliWorld,

@@ -7,10 +7,10 @@ import sqlite3
 from pathlib import Path
 
 from seamline.events import ToolCall
+from seamline.sessions.rules import PermissionRules, permission_service
 from seamline.sessions.schema import migration_sql
 from seamline.sessions.store import SessionStore
 from seamline.tools import tool
-from seamline.tools.permissions import PermissionRules, permission_service
 
 from .conftest import StoreFactory
 

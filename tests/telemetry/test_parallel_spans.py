@@ -11,8 +11,9 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan
 
 from seamline.events import Event
+from seamline.live import open_run
 from seamline.pipeline import resolve_pipeline
-from seamline.pipeline.builtin import open_run, stream_pipeline
+from seamline.pipeline.builtin import stream_pipeline
 from seamline.telemetry.live import spans_of_trace, tap_pipeline
 from tests.telemetry.support import MemorySink
 

@@ -9,8 +9,9 @@ from pathlib import Path
 from opentelemetry.trace import SpanKind
 
 from seamline.events import Event
+from seamline.live import open_run
 from seamline.pipeline import resolve_pipeline
-from seamline.pipeline.builtin import open_run, stream_pipeline
+from seamline.pipeline.builtin import stream_pipeline
 from seamline.pipeline.controller import PipelineController
 from seamline.telemetry.live import spans_of_trace, tap_pipeline
 from seamline.telemetry.spans import span_id_of, trace_id_of

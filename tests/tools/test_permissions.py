@@ -16,12 +16,12 @@ from hypothesis import strategies as st
 from seamline.errors import InvalidRequest
 from seamline.events import Error, PermissionDecision, PermissionRequest, ToolResult
 from seamline.runner import RunResult, run
+from seamline.sessions.rules import PermissionRules
 from seamline.sessions.store import SessionStore
 from seamline.testing import scripted
 from seamline.tools import Toolset, tool
 from seamline.tools.permissions import (
     PermissionAnswer,
-    PermissionRules,
     PermissionService,
     TerminalPrompter,
     recursive_delete_outside_workspace,

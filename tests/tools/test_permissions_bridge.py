@@ -12,11 +12,12 @@ from typing import Any
 import pytest
 
 from seamline.events import Event, PermissionDecision, PermissionRequest
+from seamline.sessions.rules import PermissionRules
 from seamline.tools.base import ToolContext
 from seamline.tools.mcp import McpToolSource
 from seamline.tools.mcp_config import McpServerConfig
 from seamline.tools.permission_bridge import PermissionBridge
-from seamline.tools.permissions import PermissionRules, PermissionService
+from seamline.tools.permissions import PermissionService
 from seamline.tools.sources import ToolSourceContext
 
 

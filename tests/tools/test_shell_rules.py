@@ -8,8 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from seamline.sessions.rules import PermissionRules
 from seamline.tools import tool
-from seamline.tools.permissions import PermissionRules, PermissionService
+from seamline.tools.permissions import PermissionService
 
 
 @tool(tool_class="execute")

@@ -154,7 +154,8 @@ def test_non_deterministic_parameters_make_a_trace_unreplayable(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, params: dict[str, Any], replayable: bool
 ) -> None:
     monkeypatch.delenv(BLOCK_ENV)
-    from seamline.pipeline.builtin import open_run, stream_pipeline
+    from seamline.live import open_run
+    from seamline.pipeline.builtin import stream_pipeline
 
     controller = open_run(
         resolve_pipeline("single"),

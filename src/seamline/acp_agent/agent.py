@@ -38,10 +38,11 @@ from seamline.errors import InvalidRequest, SeamlineError
 from seamline.events import Complete, ToolCall, Usage
 from seamline.providers.base import Provider, ProviderSession
 from seamline.providers.registry import create_provider
+from seamline.sessions.rules import PermissionRules
 from seamline.sessions.store import StoreCore
 from seamline.tools.approval import ApprovalDecision
 from seamline.tools.base import Tool, Toolset, tool_article
-from seamline.tools.permissions import PermissionRules, PermissionService
+from seamline.tools.permissions import PermissionService
 from seamline.tools.workspace import Workspace, workspace_tools
 from seamline.transport.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, JsonRpcError
 

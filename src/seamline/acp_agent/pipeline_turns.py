@@ -20,10 +20,11 @@ from pathlib import Path
 from typing import Any, Final
 
 from seamline.acp_agent.updates import UpdateTranslator, prompt_usage, turn_error
+from seamline.definitions import ABORT_PHASE, PipelineDefinition
 from seamline.events import Complete, Raw, Usage
-from seamline.pipeline.builtin import open_run, stream_pipeline
+from seamline.live import open_run
+from seamline.pipeline.builtin import stream_pipeline
 from seamline.pipeline.controller import PipelineController
-from seamline.pipeline.definition import ABORT_PHASE, PipelineDefinition
 from seamline.providers.registry import create_provider
 from seamline.sessions.store import SessionStore
 from seamline.tools.base import Toolset

@@ -104,8 +104,8 @@ def run(args: argparse.Namespace) -> int:
     from seamline.acp_agent.stdio import finish_copies
     from seamline.cli.sandbox_command import sandbox_for_run
     from seamline.providers.registry import create_provider
+    from seamline.sessions.rules import PermissionRules
     from seamline.sessions.store import default_store_path, open_store
-    from seamline.tools.permissions import PermissionRules
     from seamline.tools.workspace import Workspace, workspace_tools
 
     if args.max_steps < 1:

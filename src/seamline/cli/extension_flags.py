@@ -7,11 +7,12 @@ import argparse
 import sys
 from typing import Any
 
+from seamline.sessions.rules import permission_service
 from seamline.sessions.store import StoreCore
 from seamline.stages.builder import AgentBuilder
 from seamline.stages.modules import load_module
 from seamline.tools.mcp import McpModule
-from seamline.tools.permissions import PermissionService, TerminalPrompter, permission_service
+from seamline.tools.permissions import PermissionService, TerminalPrompter
 from seamline.tools.workspace import Workspace
 
 __all__ = ["add_extension_flags", "cli_approval", "run_extensions"]

@@ -7,8 +7,9 @@ import json
 from typing import Any, Final
 
 from seamline.cli.main import SeamlineUsage
+from seamline.sessions.rules import PermissionRules
 from seamline.sessions.store import open_store
-from seamline.tools.permissions import EFFECTS, TOOL_CLASSES, PermissionRules
+from seamline.tools.permissions import EFFECTS, TOOL_CLASSES
 
 __all__ = ["add_parser", "run"]
 

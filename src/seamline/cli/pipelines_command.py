@@ -13,7 +13,8 @@ import msgspec
 from seamline.cli.display import one_line
 from seamline.cli.main import install_abort_handler, parse_options
 from seamline.events import Complete, Event, Raw, Session, ToolCall, Usage, encode_event
-from seamline.pipeline.builtin import BUILTIN_PIPELINES, open_run, resolve_pipeline, stream_pipeline
+from seamline.live import open_run
+from seamline.pipeline.builtin import BUILTIN_PIPELINES, resolve_pipeline, stream_pipeline
 from seamline.pipeline.controller import PipelineController
 from seamline.providers.base import Provider
 from seamline.providers.registry import create_provider

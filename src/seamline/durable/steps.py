@@ -28,18 +28,19 @@ from typing import Any
 
 import msgspec
 
+from seamline.definitions import PipelineDefinition, definition_from_data
 from seamline.durable.ledger import RunLedger, turn_key
 from seamline.errors import InvalidRequest, SeamlineError
 from seamline.events import Complete, Error, ErrorKind, Event, Raw, ReasoningDelta, TextDelta, Usage
-from seamline.pipeline.agents import AgentKey, provider_identity
+from seamline.live import provider_identity
+from seamline.pipeline.agents import AgentKey
 from seamline.pipeline.controller import PipelineController, exit_code_for
-from seamline.pipeline.definition import PipelineDefinition, definition_from_data
 from seamline.providers.base import Provider, ProviderSession
 from seamline.providers.registry import create_provider
+from seamline.sessions.rules import permission_service
 from seamline.sessions.store import StoreCore, open_store
 from seamline.sessions.trace_heads import anchor_head
 from seamline.tools.base import Toolset
-from seamline.tools.permissions import permission_service
 from seamline.tools.workspace import Workspace, workspace_tools
 from seamline.trace.writer import TraceWriter, trace_path
 

@@ -1,15 +1,15 @@
 """Pipelines: declared definitions, passive roles, the controller, convergence, teams."""
 
-from seamline.pipeline.builtin import BUILTIN_PIPELINES, open_run, pipeline_names, resolve_pipeline, stream_pipeline
-from seamline.pipeline.controller import STOP_EXIT_CODES, PipelineController, RunReport, exit_code_for
-from seamline.pipeline.convergence import ConvergenceDecision, Judgement, decide
-from seamline.pipeline.definition import (
+from seamline.definitions import (
     PhaseSpec,
     PipelineDefinition,
     RoleBinding,
     definition_from_data,
     load_definition,
 )
+from seamline.pipeline.builtin import BUILTIN_PIPELINES, pipeline_names, resolve_pipeline, stream_pipeline
+from seamline.pipeline.controller import STOP_EXIT_CODES, PipelineController, RunReport, exit_code_for
+from seamline.pipeline.convergence import ConvergenceDecision, Judgement, decide
 from seamline.pipeline.roles import AgentRole, CitationReviewer, Role, RoleContext, RoleFailure, RoleOutput
 
 __all__ = [
@@ -32,7 +32,6 @@ __all__ = [
     "definition_from_data",
     "exit_code_for",
     "load_definition",
-    "open_run",
     "pipeline_names",
     "resolve_pipeline",
     "stream_pipeline",

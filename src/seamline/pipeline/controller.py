@@ -36,12 +36,12 @@ from typing import Any, Final
 import msgspec
 
 from seamline._version import __version__
+from seamline.definitions import ABORT_PHASE, PhaseSpec, PipelineDefinition
 from seamline.errors import SeamlineError
 from seamline.events import Complete, Error, Event, Raw, ReasoningDelta, TextDelta, ToolCall, ToolResult, Usage
 from seamline.pipeline.agents import AgentKey, Agents, prompt_hash
 from seamline.pipeline.bus import AgentBus
 from seamline.pipeline.convergence import ConvergenceDecision, Judgement, decide, failed_decision
-from seamline.pipeline.definition import ABORT_PHASE, PhaseSpec, PipelineDefinition
 from seamline.pipeline.guard import SpawnGuard
 from seamline.pipeline.roles import AgentResponse, Role, RoleContext, RoleFailure, RoleOutput, build_role
 from seamline.trace.fingerprint import split_event

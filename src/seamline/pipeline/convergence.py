@@ -18,7 +18,7 @@ from typing import Final, Literal
 
 import msgspec
 
-from seamline.pipeline.definition import ConvergenceSpec
+from seamline.definitions import ConvergenceSpec
 
 __all__ = ["ConvergenceDecision", "DecisionStatus", "Judgement", "STRATEGIES", "decide", "failed_decision"]
 

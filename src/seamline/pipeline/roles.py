@@ -21,9 +21,9 @@ from typing import Any, ClassVar, Final
 
 import msgspec
 
+from seamline.definitions import RoleBinding
 from seamline.errors import InvalidRequest
 from seamline.events import ErrorKind
-from seamline.pipeline.definition import RoleBinding
 
 __all__ = [
     "AgentResponse",

@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final, Literal
 
-from seamline.sessions.sqlite_file import is_store_file
+from seamline.store_files import is_store_file
 
 __all__ = ["ABSENT", "UNHASHED_PREFIX", "FileIndex", "PathState", "StateKind"]
 

@@ -26,9 +26,10 @@ from seamline.providers.base import Provider, ProviderSession
 from seamline.providers.registry import create_provider
 from seamline.server.agents_file import AGENT_KEY, Plan, ServePolicy
 from seamline.sessions.records import SessionRecord, metadata_problem
+from seamline.sessions.rules import PermissionRules
 from seamline.sessions.store import SessionStore, StoreCore
 from seamline.tools.base import Toolset
-from seamline.tools.permissions import PermissionAnswer, PermissionRules, PermissionService
+from seamline.tools.permissions import PermissionAnswer, PermissionService
 from seamline.tools.workspace import Workspace, workspace_tools
 
 if TYPE_CHECKING:
@@ -486,7 +487,8 @@ class RunHub:
     ) -> Run:
         """Run a built-in pipeline under its controller; its trace is ``traces/RUN.jsonl``
         beside the store, so the run id is also the trace's."""
-        from seamline.pipeline.builtin import BUILTIN_PIPELINES, open_run
+        from seamline.live import open_run
+        from seamline.pipeline.builtin import BUILTIN_PIPELINES
 
         definition = BUILTIN_PIPELINES.get(name)
         if definition is None:

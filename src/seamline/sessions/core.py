@@ -226,7 +226,7 @@ class StoreCore:
         pattern: str | None,
         workspace: str | None,
     ) -> tuple[int, float]:
-        """Store one rule (see :class:`seamline.tools.permissions.PermissionRules`): its id and time."""
+        """Store one rule (see :class:`seamline.sessions.rules.PermissionRules`): its id and time."""
         now = time.time()
         with self._transaction():
             rows = self._query(

@@ -14,54 +14,17 @@ import random
 import sqlite3
 import time
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 from seamline.errors import InvalidRequest
+from seamline.store_files import is_store_file, track
 
 __all__ = ["APP_ID", "connect", "is_store_file", "track"]
 
 APP_ID: Final = 0x53454D4C  # "SEML": marks a file as ours, so a foreign one is never touched
 
-# The files of the SQLite stores this process holds open. Opening and closing one of them
-# outside SQLite (a read tool, a hash) drops every POSIX lock this process holds on it, and
-# concurrent writers then corrupt the database: such code asks :func:`is_store_file` first.
-_LIVE_PATHS: dict[str, int] = {}
-_LIVE_INODES: dict[tuple[int, int], int] = {}
-_STORE_SUFFIXES: Final = ("", "-wal", "-shm", "-journal")
 # How long opening waits on a store another process holds locked while it switches to WAL.
 _OPEN_RETRY_S = 30.0
-
-
-def is_store_file(path: str | os.PathLike[str]) -> bool:
-    """Whether ``path`` is a file of a store this process has open (the database, its WAL,
-    shared memory or journal), which must never be opened outside the store's connection."""
-    if not _LIVE_PATHS:
-        return False
-    real = os.path.realpath(path)
-    if real in _LIVE_PATHS:
-        return True
-    try:
-        info = os.stat(real)
-    except OSError:
-        return False
-    return (info.st_dev, info.st_ino) in _LIVE_INODES  # a hard link to the database
-
-
-def track(path: str, delta: int) -> None:
-    """Count a store at ``path`` as opened (``+1``) or closed (``-1``) by this process."""
-    real = os.path.realpath(path)
-    keys: list[tuple[dict[Any, int], Any]] = [(_LIVE_PATHS, real + suffix) for suffix in _STORE_SUFFIXES]
-    try:
-        info = os.stat(real)
-        keys.append((_LIVE_INODES, (info.st_dev, info.st_ino)))
-    except OSError:
-        pass
-    for table, key in keys:
-        count = table.get(key, 0) + delta
-        if count > 0:
-            table[key] = count
-        else:
-            table.pop(key, None)
 
 
 def connect(path: str, *, create_folder: bool) -> sqlite3.Connection:

@@ -18,9 +18,10 @@ import sqlite3
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
 from seamline.errors import InvalidRequest
+from seamline.locations import STORE_ENV, default_store_path
 from seamline.sessions.core import StoreCore
 from seamline.sessions.records import (
     RawRow,
@@ -40,17 +41,6 @@ __all__ = [
     "is_store_file",
     "open_store",
 ]
-
-STORE_ENV: Final = "SEAMLINE_STORE"
-
-
-def default_store_path() -> Path:
-    """``$SEAMLINE_STORE``, else ``store.db`` under the user's data directory."""
-    env = os.environ.get(STORE_ENV)
-    if env:
-        return Path(env).expanduser()
-    data_home = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(data_home) / "seamline" / "store.db"
 
 
 def open_store(location: str | os.PathLike[str] | None = None, *, read_only: bool = False) -> StoreCore:

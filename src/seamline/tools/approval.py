@@ -39,7 +39,7 @@ class Approval(Protocol):
 @dataclass(frozen=True, slots=True)
 class YesApproval:
     """Reading tools are allowed; the rest only with ``yes=True``. No hard denials and no
-    rules: for tests only; use :func:`seamline.tools.permissions.permission_service`."""
+    rules: for tests only; use :func:`seamline.sessions.rules.permission_service`."""
 
     yes: bool = False
 

@@ -15,15 +15,10 @@ CLI) answers allow or deny with a scope: ``once``, ``session`` (kept in memory f
 service), or ``always`` (a rule stored in the store). Without a prompter the call is
 denied with a message saying how to allow it.
 
-Rules live in the session store (SQLite or PostgreSQL), in a table of their own
-(``permission_rules``), read and written through the store's own connection. A rule names a tool (a glob over tool names), a tool class and an
-argument pattern (``KEY=GLOB`` on one argument, or ``GLOB`` on any string argument); an
-empty field matches everything.
-
->>> rules = PermissionRules(":memory:")
->>> rule = rules.add("deny", tool="shell", pattern="command=git push*")
->>> [r.describe() for r in rules.list()]
-['#1 deny tool=shell pattern=command=git push*']
+Durable rules come from a :class:`RuleBook`; the session store keeps them
+(:mod:`seamline.sessions.rules`). A rule names a tool (a glob over tool names), a tool
+class and an argument pattern (``KEY=GLOB`` on one argument, or ``GLOB`` on any string
+argument); an empty field matches everything.
 """
 
 from __future__ import annotations
@@ -39,9 +34,7 @@ from typing import Any, Final, Literal, Protocol, TextIO, get_args
 
 import msgspec
 
-from seamline.errors import InvalidRequest
 from seamline.events import Event, PermissionDecision, PermissionRequest, ToolCall
-from seamline.sessions.store import StoreCore, open_store
 from seamline.tools.approval import ApprovalDecision
 from seamline.tools.base import Tool, tool_article
 from seamline.tools.shell_rules import CommandPiece, command_pieces, recursive_delete_outside_workspace
@@ -52,12 +45,11 @@ __all__ = [
     "HardDenial",
     "PermissionAnswer",
     "PermissionRule",
-    "PermissionRules",
     "PermissionService",
     "Prompter",
+    "RuleBook",
     "Scope",
     "TerminalPrompter",
-    "permission_service",
     "recursive_delete_outside_workspace",
 ]
 
@@ -138,20 +130,11 @@ def _piece_matches(pattern: str, arguments: dict[str, Any], piece: CommandPiece,
     return any(isinstance(v, str) and fnmatch.fnmatchcase(v, glob) for v in others.values())
 
 
-class PermissionRules:
-    """Durable rules kept in the session store (table ``permission_rules``), SQLite or
-    PostgreSQL alike, read and written through the store's own connection.
+class RuleBook(Protocol):
+    """Where durable rules live (:class:`seamline.sessions.rules.PermissionRules` keeps them
+    in the session store): list them, and add one when a prompt's answer is ``always``."""
 
-    ``store`` is an open store (shared, not closed here), or a location to open one
-    (``":memory:"``, a file path, a ``postgresql://`` URL), which :meth:`close` closes.
-    """
-
-    def __init__(self, store: StoreCore | str | os.PathLike[str]) -> None:
-        if isinstance(store, StoreCore):
-            self.store, self._owned = store, False
-        else:
-            self.store, self._owned = open_store(store), True
-        self.path = self.store.location
+    def list(self) -> list[PermissionRule]: ...
 
     def add(
         self,
@@ -161,27 +144,7 @@ class PermissionRules:
         tool_class: str | None = None,
         pattern: str | None = None,
         workspace: str | os.PathLike[str] | None = None,
-    ) -> PermissionRule:
-        """Store a rule and return it with its id."""
-        if effect not in EFFECTS:
-            raise InvalidRequest(f"a rule's effect is one of {', '.join(EFFECTS)}; got {effect!r}")
-        if tool_class is not None and tool_class not in TOOL_CLASSES:
-            raise InvalidRequest(f"a tool class is one of {', '.join(TOOL_CLASSES)}; got {tool_class!r}")
-        where = str(Path(workspace).resolve()) if workspace is not None else None
-        rule_id, now = self.store.add_permission_rule(effect, tool, tool_class, pattern, where)
-        return PermissionRule(rule_id, effect, tool, tool_class, pattern, where, now)  # type: ignore[arg-type]
-
-    def remove(self, rule_id: int) -> bool:
-        """Delete rule ``rule_id``; False when there was none."""
-        return self.store.remove_permission_rule(rule_id)
-
-    def list(self) -> list[PermissionRule]:
-        """Every rule, oldest first."""
-        return [PermissionRule(*row) for row in self.store.permission_rule_rows()]
-
-    def close(self) -> None:
-        if self._owned:
-            self.store.close()
+    ) -> PermissionRule: ...
 
 
 # -- hard denials ----------------------------------------------------------------------------
@@ -256,7 +219,7 @@ class PermissionService:
     def __init__(
         self,
         *,
-        rules: PermissionRules | None = None,
+        rules: RuleBook | None = None,
         workspace: str | os.PathLike[str] | None = None,
         yes: bool = False,
         prompter: Prompter | None = None,
@@ -345,16 +308,3 @@ def _decided(request: PermissionRequest, answer: PermissionAnswer, reason: str) 
         PermissionDecision(request_id=request.request_id, decision=answer.decision, scope=answer.scope, reason=reason),
     )
     return ApprovalDecision(answer.decision == "allow", reason, scope=answer.scope, events=events)
-
-
-def permission_service(
-    *,
-    store: StoreCore | None,
-    workspace: str | os.PathLike[str] | None,
-    yes: bool = False,
-    prompter: Prompter | None = None,
-) -> PermissionService:
-    """The one approval path of every entry point (``run``, resume, fork, pipelines, the
-    Python API): hard denials, then the store's rules, then ``--yes`` or the prompter."""
-    rules = PermissionRules(store) if store is not None else None
-    return PermissionService(rules=rules, workspace=workspace, yes=yes, prompter=prompter)

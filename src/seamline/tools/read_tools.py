@@ -30,7 +30,7 @@ from typing import Final
 import regex
 
 from seamline.errors import InvalidRequest, PermissionDenied, SandboxViolation, SeamlineError, TimeoutFailure
-from seamline.sessions.sqlite_file import is_store_file
+from seamline.store_files import is_store_file
 from seamline.tools.beneath import open_dir_beneath, regular_file
 
 __all__ = ["MAX_GREP_MEMORY_BYTES", "GrepQuery", "grep_tree", "read_lines", "run_bounded_read", "search_here"]

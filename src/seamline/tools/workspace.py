@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Final
 
 from seamline.errors import InvalidRequest, SandboxViolation
 from seamline.events import FileChange
-from seamline.sessions.sqlite_file import is_store_file
+from seamline.store_files import is_store_file
 from seamline.tools.base import ToolContext, Toolset, tool
 from seamline.tools.beneath import open_dir_beneath, parts_beneath, regular_file, writable_file
 from seamline.tools.read_tools import GrepQuery, grep_tree, read_lines, run_bounded_read

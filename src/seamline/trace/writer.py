@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from seamline.errors import InvalidRequest
+from seamline.locations import default_store_path
 from seamline.trace.fingerprint import Fingerprint
 from seamline.trace.records import GENESIS, RECORD_KINDS, canonical, chain_hash, encode_body, encode_line
 
@@ -36,8 +37,6 @@ def traces_dir(store_path: str | os.PathLike[str] | None = None) -> Path:
     if store_path is None or "://" in str(store_path):
         # A server store (postgresql://...) has no folder: its traces go where the default
         # store's would, never into a folder named after the URL.
-        from seamline.sessions.store import default_store_path
-
         store_path = default_store_path()
     return Path(store_path).expanduser().parent / "traces"
 
