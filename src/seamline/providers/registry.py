@@ -67,13 +67,13 @@ def provider_class(name: str) -> type[Provider]:
     module_name, _, attr = target.partition(":")
     try:
         module = importlib.import_module(module_name)
-        cls = getattr(module, attr)
     except ImportError as exc:
         raise InvalidRequest(f"provider {name!r} cannot be loaded: {exc}") from None
     except Exception as exc:  # noqa: BLE001 - a plug-in's import-time bug is reported, not raised
         raise InvalidRequest(f"provider {name!r} cannot be loaded: {type(exc).__name__}: {exc}") from None
-    except AttributeError:
-        raise InvalidRequest(f"provider {name!r}: {module_name} has no {attr}") from None
+    cls = getattr(module, attr, None)
+    if cls is None:
+        raise InvalidRequest(f"provider {name!r}: {module_name} has no {attr}")
     if not (isinstance(cls, type) and issubclass(cls, Provider)):
         raise InvalidRequest(f"provider {name!r}: {target} is not a seamline Provider")
     return cls
