@@ -108,7 +108,7 @@ def test_a_missing_class_and_an_import_time_bug_are_told_apart(tmp_path: Path, m
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setitem(registry._BUILTIN, "nameless", "seamline.events:NoSuchProvider")
     monkeypatch.setitem(registry._BUILTIN, "buggy", "buggy_backend:Backend")
-    with pytest.raises(InvalidRequest, match="seamline.events has no NoSuchProvider"):
+    with pytest.raises(InvalidRequest, match=r"seamline\.events has no NoSuchProvider"):
         registry.provider_class("nameless")
     with pytest.raises(InvalidRequest, match="cannot be loaded: AttributeError: oops at import"):
         registry.provider_class("buggy")
