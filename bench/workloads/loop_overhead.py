@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import seamline
-from seamline.sessions.store import SessionStore
+from seamline.sessions.store import SQLiteStore
 from seamline.testing import scripted
 from seamline.tools import Toolset, tool
 
@@ -41,7 +41,7 @@ def lookup(key: str) -> str:
     return key.upper()
 
 
-async def _seamline_runs(n: int, store: SessionStore) -> float:
+async def _seamline_runs(n: int, store: SQLiteStore) -> float:
     tools = Toolset([lookup])
     started = time.process_time()
     for _ in range(n):
@@ -95,7 +95,7 @@ def run(*, quick: bool = False) -> dict[str, Any]:
     n = 50 if quick else 1000
     reps = 3 if quick else 7
     with tempfile.TemporaryDirectory() as tmp:
-        store = SessionStore(Path(tmp) / "bench.db")
+        store = SQLiteStore(Path(tmp) / "bench.db")
         seam: list[float] = []
         floor: list[float] = []
         for _ in range(reps):

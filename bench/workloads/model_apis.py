@@ -187,12 +187,12 @@ def run(*, quick: bool = False) -> dict[str, Any]:
     calls = 3 if quick else 40
     reps = 1 if quick else 5
     words = 50 if quick else WORDS
-    from seamline.sessions.store import SessionStore
+    from seamline.sessions.store import SQLiteStore
 
     results: dict[str, Any] = {"calls": calls, "repetitions": reps, "words": words}
     before = os.environ.get("SEAMLINE_BLOCK_REAL_PROVIDERS")
     with tempfile.TemporaryDirectory() as tmp:
-        store = SessionStore(Path(tmp) / "bench.db")
+        store = SQLiteStore(Path(tmp) / "bench.db")
         try:
             for route in ROUTES:
                 results[route] = _measure(route, calls, reps, words, store, Path(tmp))

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from seamline.events import Text, ToolCall, ToolResult, encode_event
-from seamline.sessions.store import StoreCore, open_store
+from seamline.sessions.store import SessionStore, open_store
 
 BATCH = 5  # rows per commit: about what one model call writes
 
@@ -31,7 +31,7 @@ def _payloads(n: int) -> list[str]:
     return [encode_event(e).decode() for e in events]
 
 
-def _measure(store: StoreCore, n: int) -> dict[str, float]:
+def _measure(store: SessionStore, n: int) -> dict[str, float]:
     sid = uuid.uuid4().hex
     store.create_session(sid, provider="bench", model=None)
     payloads = _payloads(n)

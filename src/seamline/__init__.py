@@ -50,7 +50,8 @@ if TYPE_CHECKING:
         ScriptedSettings,
     )
     from seamline.runner import RunResult, run, run_sync, stream
-    from seamline.sessions import SessionStore
+    from seamline.sessions import SessionStore, SQLiteStore
+    from seamline.sessions.postgres import PostgresStore
     from seamline.stages import AgentBuilder, AgentProfile, StageSlot, ToolInvocation
     from seamline.tools import Tool, ToolContext, Toolset, Workspace, tool, workspace_tools
 
@@ -81,7 +82,9 @@ _LAZY = {
     "run": "seamline.runner",
     "run_sync": "seamline.runner",
     "stream": "seamline.runner",
+    "PostgresStore": "seamline.sessions.postgres",
     "SessionStore": "seamline.sessions",
+    "SQLiteStore": "seamline.sessions",
     "AgentBuilder": "seamline.stages",
     "AgentProfile": "seamline.stages",
     "StageSlot": "seamline.stages",
@@ -150,6 +153,8 @@ __all__ = [
     "ScriptedSettings",
     "SeamlineError",
     "Session",
+    "PostgresStore",
+    "SQLiteStore",
     "SessionStore",
     "StageSlot",
     "Text",

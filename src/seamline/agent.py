@@ -34,7 +34,7 @@ from seamline.runner import RunResult, collect, make_provider, open_session
 from seamline.runner import stream as stream_turn
 from seamline.sandbox.probe import SandboxMode, open_sandbox
 from seamline.sandbox.runtime import Sandbox
-from seamline.sessions.store import StoreCore
+from seamline.sessions.store import SessionStore
 from seamline.stages.builder import AgentBuilder, AgentProfile
 from seamline.tools import workspace as workspace_room
 from seamline.tools.approval import Approval
@@ -95,7 +95,7 @@ class Agent:
         workspace_tools: bool | None = None,
         sandbox: SandboxMode | Sandbox | None = None,
         budget_usd: float | None = None,
-        store: StoreCore | str | os.PathLike[str] | None = None,
+        store: SessionStore | str | os.PathLike[str] | None = None,
         max_steps: int = 50,
         observers: Sequence[Observer] = (),
         approval: Approval | None = None,

@@ -26,7 +26,7 @@ from seamline.providers.registry import create_provider
 from seamline.providers.settings import ProviderSettings
 from seamline.redact import redact_url
 from seamline.sessions.rules import permission_service
-from seamline.sessions.store import StoreCore, open_store
+from seamline.sessions.store import SessionStore, open_store
 from seamline.stages.builder import AgentBuilder, AgentProfile
 from seamline.tools.approval import Approval
 from seamline.tools.base import Toolset
@@ -66,7 +66,7 @@ async def open_session(
     model: str | None = None,
     options: Mapping[str, str] | None = None,
     workspace: str | os.PathLike[str] = ".",
-    store: StoreCore | str | os.PathLike[str] | None = None,
+    store: SessionStore | str | os.PathLike[str] | None = None,
     tools: Toolset | None = None,
     yes: bool = False,
     approval: Approval | None = None,
@@ -89,7 +89,7 @@ async def open_session(
     """
     backend = make_provider(provider, model=model, options=options)
     backend.check_budget(budget_usd)  # before a session opens: an unenforceable budget is refused
-    if store is not None and not isinstance(store, StoreCore | str | os.PathLike):
+    if store is not None and not isinstance(store, SessionStore | str | os.PathLike):
         raise InvalidRequest(f"store= takes an open store, a path or a postgresql:// URL, not {store!r}")
     if (resume or fork) and store is None:
         raise InvalidRequest("resume and fork need a store (store=...)")
@@ -97,7 +97,7 @@ async def open_session(
         raise InvalidRequest("give resume= or fork=, not both")
     ws = Workspace(workspace)
     host = tools if tools is not None else workspace_tools(ws)
-    kept: StoreCore | None = open_store(store) if isinstance(store, (str, os.PathLike)) else store
+    kept: SessionStore | None = open_store(store) if isinstance(store, (str, os.PathLike)) else store
     owned = kept if isinstance(store, (str, os.PathLike)) else None  # opened here, closed here
     try:
         async with (builder or AgentBuilder()).open_run(
@@ -165,7 +165,7 @@ async def stream(
     model: str | None = None,
     options: Mapping[str, str] | None = None,
     workspace: str | os.PathLike[str] = ".",
-    store: StoreCore | str | os.PathLike[str] | None = None,
+    store: SessionStore | str | os.PathLike[str] | None = None,
     tools: Toolset | None = None,
     yes: bool = False,
     approval: Approval | None = None,
@@ -296,7 +296,7 @@ async def run(
     model: str | None = None,
     options: Mapping[str, str] | None = None,
     workspace: str | os.PathLike[str] = ".",
-    store: StoreCore | str | os.PathLike[str] | None = None,
+    store: SessionStore | str | os.PathLike[str] | None = None,
     tools: Toolset | None = None,
     yes: bool = False,
     approval: Approval | None = None,
@@ -344,7 +344,7 @@ def run_sync(
     model: str | None = None,
     options: Mapping[str, str] | None = None,
     workspace: str | os.PathLike[str] = ".",
-    store: StoreCore | str | os.PathLike[str] | None = None,
+    store: SessionStore | str | os.PathLike[str] | None = None,
     tools: Toolset | None = None,
     yes: bool = False,
     approval: Approval | None = None,

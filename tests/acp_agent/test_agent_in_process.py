@@ -15,7 +15,7 @@ from seamline.events import Event, TextDelta
 from seamline.loop.messages import ModelRequest
 from seamline.providers import registry
 from seamline.providers.base import Provider
-from seamline.sessions.store import SessionStore
+from seamline.sessions.store import SQLiteStore
 from seamline.transport.jsonrpc import JsonRpcError
 from tests.providers.agent_cli_support import run_async
 
@@ -54,7 +54,7 @@ class FakeConnection:
 @pytest.fixture
 def agent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[SeamlineAcpAgent]:
     monkeypatch.setitem(registry._extra, HangingProvider.name, HangingProvider)
-    store = SessionStore(tmp_path / "s.db")
+    store = SQLiteStore(tmp_path / "s.db")
     a = SeamlineAcpAgent(AcpAgentSettings(provider=HangingProvider.name, store=store, cancel_grace=0.2))
     a.connection = FakeConnection()  # type: ignore[assignment]
     yield a

@@ -15,7 +15,7 @@ import pytest
 from seamline.events import Complete, Error, PermissionRequest, Text, TextDelta, ToolCall, ToolResult, Usage
 from seamline.providers._acp_agent import running_agents
 from seamline.providers.acp import AcpProvider
-from seamline.sessions.store import SessionStore
+from seamline.sessions.store import SQLiteStore
 from seamline.tools.approval import YesApproval
 from seamline.transport.subprocess import group_members
 from tests.acp_agent.support import FAILING, SLOW, WRITE_NOTE, agent_command, write_script
@@ -42,7 +42,7 @@ def provider(command: str, cancel_timeout: str = "5") -> AcpProvider:
 async def test_a_tool_calling_turn_with_permission_answered_by_the_client(world: Path) -> None:
     inner_store = world / "inner.db"
     p = provider(agent_command(write_script(world, "note", WRITE_NOTE), inner_store))
-    outer = SessionStore(world / "outer.db")
+    outer = SQLiteStore(world / "outer.db")
     session = await p.open(workspace=world / "ws", store=outer, approval=YesApproval(yes=True))
     pgid = session.state["acp_agent"].rpc.process.pgid
     try:
@@ -69,7 +69,7 @@ async def test_a_tool_calling_turn_with_permission_answered_by_the_client(world:
     assert len(usage) == 1 and usage[0].cost_usd == pytest.approx(0.003) and usage[0].priced
     assert usage[0].input_tokens == 30 and usage[0].output_tokens == 7
     # Both sides stored the session; the inner id is the outer's provider session id.
-    inner = SessionStore(inner_store)
+    inner = SQLiteStore(inner_store)
     record = outer.require(session.session_id)
     assert record.provider_session_id is not None
     inner_record = inner.require(record.provider_session_id)
@@ -118,7 +118,7 @@ async def test_a_stored_session_is_loaded_and_continued(world: Path) -> None:
     inner_store = world / "inner.db"
     script = [*WRITE_NOTE, {"text": "Still here."}]
     command = agent_command(write_script(world, "two", script), inner_store)
-    outer = SessionStore(world / "outer.db")
+    outer = SQLiteStore(world / "outer.db")
     p = provider(command)
     session = await p.open(workspace=world / "ws", store=outer, approval=YesApproval(yes=True))
     try:
@@ -137,7 +137,7 @@ async def test_a_stored_session_is_loaded_and_continued(world: Path) -> None:
     # The inner agent plays its script from the start in a new process; the session is the same.
     final = events[-1]
     assert isinstance(final, Complete) and final.outcome == "completed"
-    inner = SessionStore(inner_store)
+    inner = SQLiteStore(inner_store)
     record = outer.require(session.session_id)
     transcript = inner.transcript(str(record.provider_session_id))
     assert [e.content for e in transcript if e.kind == "user"] == ["write a note", "are you there?"]
@@ -159,7 +159,7 @@ async def test_a_failing_provider_is_a_json_rpc_error_classified_on_the_other_si
     assert [e.kind for e in errors] == ["quota"] and "slow down" in errors[0].message
     assert isinstance(events[-1], Complete) and events[-1].outcome == "failed"
     # Nothing recorded was lost on the agent's side: the failure is in its store.
-    inner = SessionStore(inner_store)
+    inner = SQLiteStore(inner_store)
     (record,) = inner.list_sessions()
     assert record.status == "failed"
     kinds = [json.loads(r.payload).get("kind") for r in inner.raw_rows(record.id) if r.source == "event"]

@@ -32,7 +32,7 @@ from acp.schema import (  # noqa: E402
     UserMessageChunk,
 )
 
-from seamline.sessions.store import SessionStore  # noqa: E402
+from seamline.sessions.store import SQLiteStore  # noqa: E402
 from tests.acp_agent.support import FAILING, SLOW, WRITE_NOTE, agent_argv, agent_env, write_script  # noqa: E402
 from tests.providers.agent_cli_support import run_async  # noqa: E402
 
@@ -152,7 +152,7 @@ async def test_cancel_while_a_permission_is_pending(tmp_path: Path, ws: Path) ->
         result = await asyncio.wait_for(turn, timeout=60)
     assert result.stop_reason == "cancelled"
     assert not (ws / "note.txt").exists()
-    records = SessionStore(tmp_path / "s.db")
+    records = SQLiteStore(tmp_path / "s.db")
     assert records.require(session.session_id).status == "aborted"
     records.close()
 
@@ -169,7 +169,7 @@ async def test_cancel_of_a_provider_that_does_not_settle(tmp_path: Path, ws: Pat
     # Settled by the abort (between model calls) or stopped outright (during the slow one).
     assert result.stop_reason == "cancelled"
     assert result.field_meta is not None and result.field_meta["seamline"]["outcome"] == "aborted"
-    records = SessionStore(tmp_path / "s.db")
+    records = SQLiteStore(tmp_path / "s.db")
     assert records.require(session.session_id).status == "aborted"
     records.close()
 
@@ -222,7 +222,7 @@ async def test_set_mode_planning_refuses_writing_tools_and_set_model_is_kept(tmp
     assert [u.current_mode_id for u in client.of(CurrentModeUpdate)] == ["planning"]
     assert [u.status for u in client.of(ToolCallProgress) if u.status] == ["failed"]
     assert not (ws / "note.txt").exists()
-    records = SessionStore(store)
+    records = SQLiteStore(store)
     metadata = records.require(session.session_id).metadata
     assert metadata["mode"] == "planning" and metadata["model"] == "m2"
     records.close()
@@ -248,7 +248,7 @@ async def test_failures_are_json_rpc_errors(tmp_path: Path, ws: Path) -> None:
     assert "slow down" in failed.value.data["message"]
     assert unknown.value.code == -32002 and not_stored.value.code == -32002
     assert bad_cwd.value.code == -32602
-    records = SessionStore(store)
+    records = SQLiteStore(store)
     assert records.require(session.session_id).status == "failed"
     records.close()
 
@@ -328,7 +328,7 @@ async def test_a_session_made_by_seamline_run_is_loaded_on_its_own_provider(tmp_
     ]
     assert again.stop_reason == "end_turn"
     assert any(isinstance(u, AgentMessageChunk) for u in client.updates[replayed:])  # the offline provider answered
-    records = SessionStore(store)
+    records = SQLiteStore(store)
     record = records.require(session_id)
     assert record.provider == "offline" and record.status == "completed"
     assert [e.content for e in records.transcript(session_id) if e.kind == "user"] == [

@@ -10,7 +10,7 @@ import pytest
 
 import seamline
 from seamline.providers.base import BLOCK_ENV
-from seamline.sessions.store import SessionStore
+from seamline.sessions.store import SQLiteStore
 from tests.fakes.openai_api import FakeOpenAI
 
 KEY = "sk-test-resume-SECRET-k3y-777"
@@ -26,7 +26,7 @@ def session_of(stdout: str) -> str:
 
 
 def record(store: Path, session_id: str) -> dict[str, object]:
-    opened = SessionStore(store)
+    opened = SQLiteStore(store)
     try:
         return opened.require(session_id).run_options
     finally:

@@ -6,7 +6,7 @@ import subprocess
 from pathlib import Path
 
 import seamline
-from seamline.sessions.store import SessionStore
+from seamline.sessions.store import SQLiteStore
 
 
 def sh(cmd: list[str], env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -50,7 +50,7 @@ def test_run_sync_takes_a_store_path(tmp_path: Path) -> None:
     for where in (str(tmp_path / "str.db"), tmp_path / "path.db"):
         result = seamline.run_sync("store", workspace=ws, store=where)
         assert result.outcome == "completed"
-        store = SessionStore(where)
+        store = SQLiteStore(where)
         try:
             record = store.require(result.session_id)
             assert record.status == "completed" and store.usage_rows(record.id)

@@ -16,7 +16,7 @@ import pytest
 from seamline.durable import RunLedger
 from seamline.durable.wakeup import open_wakeup
 from seamline.events import Text
-from seamline.sessions.store import StoreCore, open_store
+from seamline.sessions.store import SessionStore, open_store
 from tests.durable.conftest import DevServer, Processes
 from tests.durable.pipelines import USAGE, fan_out_pipeline
 from tests.sessions.conftest import fresh_database, postgres_url
@@ -136,7 +136,7 @@ def test_event_ids_of_a_run_grow_in_commit_order_on_postgresql(pg_store: str) ->
             store.close()
 
 
-def _waiting_on_a_lock(store: StoreCore) -> bool:
+def _waiting_on_a_lock(store: SessionStore) -> bool:
     rows = store._query(
         "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()"
     )

@@ -289,9 +289,9 @@ def test_abort_ends_with_outcome_aborted() -> None:
 
 
 def test_task_cancellation_marks_the_session(tmp_path: Any) -> None:
-    from seamline.sessions.store import SessionStore
+    from seamline.sessions.store import SQLiteStore
 
-    store = SessionStore(tmp_path / "s.db")
+    store = SQLiteStore(tmp_path / "s.db")
 
     async def go() -> str:
         provider = Slow()

@@ -21,7 +21,7 @@ import pytest
 import seamline
 from seamline.events import Event, encode_event
 from seamline.providers.base import BLOCK_ENV
-from seamline.sessions.store import SessionStore
+from seamline.sessions.store import SQLiteStore
 from seamline.tools import Toolset, tool
 from tests.fakes._http import FakeAPI
 
@@ -56,7 +56,7 @@ def run_turn(
     *,
     model: str,
     options: Mapping[str, str] | None = None,
-    store: SessionStore | None = None,
+    store: SQLiteStore | None = None,
     prompt: str = "go",
 ) -> seamline.RunResult:
     """One turn of ``provider`` against ``fake`` with the ``lookup`` tool."""
@@ -68,7 +68,7 @@ def of_type(events: Sequence[Event], name: str) -> list[Any]:
     return [e for e in events if e.type == name]
 
 
-def raw_log(store: SessionStore, session_id: str) -> list[tuple[str, str]]:
+def raw_log(store: SQLiteStore, session_id: str) -> list[tuple[str, str]]:
     store.flush()
     return [(row.source, row.payload) for row in store.raw_rows(session_id)]
 

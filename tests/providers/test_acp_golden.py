@@ -196,9 +196,9 @@ async def test_gemini_authenticates_when_session_new_asks_for_it(
 @pytest.mark.parametrize("agent", AGENTS)
 @run_async
 async def test_resume_of_an_unknown_session_is_an_invalid_request(agent: str, tmp_path: Path) -> None:
-    from seamline.sessions.store import SessionStore
+    from seamline.sessions.store import SQLiteStore
 
-    store = SessionStore(tmp_path / "store.db")
+    store = SQLiteStore(tmp_path / "store.db")
     unknown = next(
         r["message"]["params"]["sessionId"]
         for r in records(agent, "resume_unknown")

@@ -30,7 +30,7 @@ from seamline.events import (
 )
 from seamline.providers._acp_agent import running_agents
 from seamline.providers.acp import AcpProvider
-from seamline.sessions.store import SessionStore
+from seamline.sessions.store import SQLiteStore
 from seamline.tools.approval import YesApproval
 from seamline.transport.subprocess import group_members
 from tests.fakes._http import RecordedRequest
@@ -231,7 +231,7 @@ async def test_cancel_mid_turn_gives_aborted_and_one_process_serves_two_sessions
 async def test_resume_loads_the_session_in_a_new_agent_process(
     world: CliWorld, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store = SessionStore(tmp_path / "store.db")
+    store = SQLiteStore(tmp_path / "store.db")
     with AcpAnthropic(
         [{"text": "The word is pelican."}, {"text": "You asked about the word."}], fallback={"text": "side"}
     ) as fake:
@@ -262,7 +262,7 @@ async def test_resume_loads_the_session_in_a_new_agent_process(
 async def test_fork_through_the_store_is_emulated_with_the_history(
     world: CliWorld, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store = SessionStore(tmp_path / "store.db")
+    store = SQLiteStore(tmp_path / "store.db")
     with AcpAnthropic([{"text": "The word is osprey."}, {"text": "Forked reply."}], fallback={"text": "side"}) as fake:
         monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.root_url)
         provider = AcpProvider(options={"command": agent_command()})

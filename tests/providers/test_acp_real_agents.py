@@ -23,7 +23,7 @@ from seamline.events import Complete, Error, Event, Text, ToolCall, ToolResult, 
 from seamline.providers._acp_agent import running_agents
 from seamline.providers.acp import AcpProvider
 from seamline.providers.opencode import opencode_config
-from seamline.sessions.store import SessionStore
+from seamline.sessions.store import SQLiteStore
 from seamline.tools.approval import YesApproval
 from seamline.transport.subprocess import group_members
 from tests.fixtures.acp_capture import FAKES, FALLBACK, SCENARIOS, UNKNOWN_SESSION, _argv
@@ -134,7 +134,7 @@ async def test_a_cut_stream_ends_the_turn_classified(
 async def test_resume_of_an_unknown_session_id_is_an_invalid_request(
     agent: str, world: CliWorld, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store = SessionStore(tmp_path / "store.db")
+    store = SQLiteStore(tmp_path / "store.db")
     try:
         store.create_session("s-unknown", provider="acp", model=None, workspace=str(world.workspace))
         store.set_provider_session_id("s-unknown", UNKNOWN_SESSION)

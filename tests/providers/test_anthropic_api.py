@@ -19,7 +19,7 @@ from seamline.extras import install_hint
 from seamline.loop.messages import Message
 from seamline.providers.anthropic_api import AnthropicProvider, anthropic_messages
 from seamline.providers.registry import create_provider
-from seamline.sessions.store import SessionStore
+from seamline.sessions.store import SQLiteStore
 from tests.fakes.anthropic_api import FakeAnthropic
 from tests.providers.model_api_support import (
     ANTHROPIC_KEY,
@@ -154,7 +154,7 @@ def test_http_failures_are_classified_and_retried_by_policy(
     name: str, script: list, kind: str, retried: bool, outcome: str, tmp_path: Path
 ) -> None:
     first = tool_step(("lookup", {"key": "before"}), text="Step one.")
-    store = SessionStore(tmp_path / "s.db")
+    store = SQLiteStore(tmp_path / "s.db")
     with FakeAnthropic([first, *script]) as fake:
         result = run_turn("anthropic", fake, model=MODEL, store=store)
     logged = "\n".join(payload for _, payload in raw_log(store, result.session_id))
@@ -181,7 +181,7 @@ def test_http_failures_are_classified_and_retried_by_policy(
     ids=["overloaded-mid-stream", "cut-abrupt", "cut-clean"],
 )
 def test_stream_broken_after_it_began_keeps_what_was_recorded(entry: dict, kind: str, tmp_path: Path) -> None:
-    store = SessionStore(tmp_path / "s.db")
+    store = SQLiteStore(tmp_path / "s.db")
     with FakeAnthropic([entry]) as fake:
         result = run_turn("anthropic", fake, model=MODEL, store=store)
     (error,) = of_type(result.events, "error")

@@ -13,7 +13,7 @@ from seamline.errors import QuotaExceeded
 from seamline.events import Complete, Error, Event, Session, Text, TextDelta, Usage
 from seamline.loop.messages import ModelRequest
 from seamline.providers.base import Provider, ProviderSession
-from seamline.sessions.store import SessionStore
+from seamline.sessions.store import SQLiteStore
 
 
 class OwnToolsProvider(Provider):
@@ -36,7 +36,7 @@ def make(script: list[Event | BaseException]) -> type[OwnToolsProvider]:
 
 
 async def turn(
-    provider: Provider, store: SessionStore | None = None, prompt: str = "hi"
+    provider: Provider, store: SQLiteStore | None = None, prompt: str = "hi"
 ) -> tuple[ProviderSession, list[Event]]:
     session = await provider.open(store=store)
     events = [e async for e in session.send(prompt)]
@@ -74,7 +74,7 @@ def test_missing_complete_is_supplied_as_failure() -> None:
 
 
 def test_exception_mid_stream_is_classified_and_record_kept(tmp_path: Path) -> None:
-    store = SessionStore(tmp_path / "s.db")
+    store = SQLiteStore(tmp_path / "s.db")
     cls = make([Text(text="before the crash"), RuntimeError("kaboom")])
     session, events = asyncio.run(turn(cls(), store))
     final = check_shape(events)
@@ -82,7 +82,7 @@ def test_exception_mid_stream_is_classified_and_record_kept(tmp_path: Path) -> N
     errors = [e for e in events if isinstance(e, Error)]
     assert errors and errors[0].kind == "provider" and "kaboom" in errors[0].message
     store.close()
-    reopened = SessionStore(tmp_path / "s.db")
+    reopened = SQLiteStore(tmp_path / "s.db")
     payloads = [r.payload for r in reopened.raw_rows(session.session_id)]
     assert any("before the crash" in p for p in payloads)
     assert any("kaboom" in p for p in payloads)
@@ -98,7 +98,7 @@ def test_classified_exception_keeps_its_kind() -> None:
 
 
 def test_provider_session_id_captured_once_and_stored(tmp_path: Path) -> None:
-    store = SessionStore(tmp_path / "s.db")
+    store = SQLiteStore(tmp_path / "s.db")
     cls = make(
         [
             Session(session_id="ignored", provider="x", model=None, provider_session_id="native-1"),
@@ -182,7 +182,7 @@ class StepRaises(Provider):
 
 
 def test_loop_provider_raising_mid_stream(tmp_path: Path) -> None:
-    store = SessionStore(tmp_path / "s.db")
+    store = SQLiteStore(tmp_path / "s.db")
     session, events = asyncio.run(turn(StepRaises(), store))
     final = check_shape(events)
     assert final.outcome == "failed"

@@ -24,7 +24,7 @@ from seamline.events import (
     Usage,
 )
 from seamline.providers.claude_code import ClaudeCodeProvider
-from seamline.sessions.store import SessionStore
+from seamline.sessions.store import SQLiteStore
 from tests.providers.agent_cli_support import (
     ROOT,
     AgentAnthropic,
@@ -96,7 +96,7 @@ def test_seamline_run_json_end_to_end_with_tools_usage_and_cost(world: CliWorld)
 
 @run_async
 async def test_resume_continues_the_conversation(world: CliWorld, tmp_path: Path) -> None:
-    store = SessionStore(tmp_path / "store.db")
+    store = SQLiteStore(tmp_path / "store.db")
     with AgentAnthropic([{"text": "First answer."}, {"text": "Second answer."}], fallback={"text": "side"}) as fake:
         claude = provider(fake)
         session = await claude.open(workspace=world.workspace, store=store)
@@ -321,7 +321,7 @@ async def test_write_tool_reports_a_created_file(world: CliWorld) -> None:
 
 @run_async
 async def test_store_resume_and_fork_verbs_are_native(world: CliWorld, tmp_path: Path) -> None:
-    store = SessionStore(tmp_path / "verbs.db")
+    store = SQLiteStore(tmp_path / "verbs.db")
     script = [{"text": "Parent."}, {"text": "Resumed."}, {"text": "Forked."}]
     with AgentAnthropic(script, fallback={"text": "side"}) as fake:
         claude = provider(fake)

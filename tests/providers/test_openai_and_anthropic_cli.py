@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import seamline
-from seamline.sessions.store import SessionStore
+from seamline.sessions.store import SQLiteStore
 from tests.fakes.anthropic_api import FakeAnthropic
 from tests.fakes.openai_api import FakeOpenAI
 from tests.providers.model_api_support import (
@@ -110,7 +110,7 @@ def test_api_key_never_leaks(
         {"text": "before the cut", "error_after": 3, "message": echo},
     ]
     store_path = tmp_path / "store.db"
-    store = SessionStore(store_path)
+    store = SQLiteStore(store_path)
     options: dict[str, str] = dict(FAST)
     if route:
         options["route"] = route

@@ -15,7 +15,7 @@ from seamline.errors import InvalidRequest, PermissionDenied
 from seamline.extras import install_hint
 from seamline.providers.openai_api import OpenAIProvider
 from seamline.providers.registry import create_provider
-from seamline.sessions.store import SessionStore
+from seamline.sessions.store import SQLiteStore
 from tests.fakes.openai_api import FakeOpenAI
 from tests.providers.model_api_support import (
     FAST,
@@ -123,7 +123,7 @@ def test_unknown_model_is_unpriced_not_free() -> None:
 @pytest.mark.parametrize("route", ROUTES)
 def test_identity_names_provider_route_host_models_parameters_and_hashes(route: str, tmp_path: Path) -> None:
     script = [{"text": "ok", "model": "gpt-4o-2024-08-06"}]
-    store = SessionStore(tmp_path / "s.db")
+    store = SQLiteStore(tmp_path / "s.db")
     with FakeOpenAI(script) as fake:
         result = run_turn(
             "openai",
@@ -172,7 +172,7 @@ def test_http_failures_are_classified_and_retried_by_policy(
 ) -> None:
     # A first step that works, so the failure hits a turn that has already recorded things.
     first = tool_step(("lookup", {"key": "before"}), text="Step one.")
-    store = SessionStore(tmp_path / "s.db")
+    store = SQLiteStore(tmp_path / "s.db")
     with FakeOpenAI([first, *script]) as fake:
         result = run_turn("openai", fake, model="gpt-4o", options={"route": route}, store=store)
     logged = "\n".join(payload for _, payload in raw_log(store, result.session_id))
@@ -220,7 +220,7 @@ def test_stream_broken_after_it_began_fails_without_retry_and_keeps_what_was_rec
 ) -> None:
     if route == "responses":
         entry = {**entry, **({"error_after": 7} if "error_after" in entry else {"cut_after": 7})}
-    store = SessionStore(tmp_path / "s.db")
+    store = SQLiteStore(tmp_path / "s.db")
     with FakeOpenAI([entry]) as fake:
         result = run_turn("openai", fake, model="gpt-4o", options={"route": route}, store=store)
     assert result.outcome == "failed"

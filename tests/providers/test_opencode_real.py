@@ -21,7 +21,7 @@ import pytest
 from seamline.events import Complete, Event, Session, TextDelta, Usage
 from seamline.providers._opencode_server import running_servers
 from seamline.providers.opencode import OpenCodeProvider
-from seamline.sessions.store import SessionStore
+from seamline.sessions.store import SQLiteStore
 from seamline.tools.approval import YesApproval
 from seamline.transport.subprocess import group_members
 from tests.fakes._http import RecordedRequest
@@ -102,7 +102,7 @@ async def test_abort_mid_turn_fork_and_shared_server(
     world: CliWorld, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     slow = {"chunks": [f"w{i} " for i in range(300)], "chunk_delay": 0.05}
-    store = SessionStore(tmp_path / "store.db")
+    store = SQLiteStore(tmp_path / "store.db")
     with OpenCodeOpenAI(
         [{"text": "First answer."}, slow, {"text": "Forked answer."}], fallback={"text": "A title"}
     ) as fake:
@@ -149,7 +149,7 @@ async def test_abort_mid_turn_fork_and_shared_server(
 async def test_native_resume_through_the_store(
     world: CliWorld, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    store = SessionStore(tmp_path / "store.db")
+    store = SQLiteStore(tmp_path / "store.db")
     with OpenCodeOpenAI([{"text": "Noted: plover."}, {"text": "It was plover."}], fallback={"text": "A title"}) as fake:
         monkeypatch.setenv("OPENAI_BASE_URL", fake.base_url)
         provider = OpenCodeProvider(options={"executable": opencode_path()})

@@ -13,7 +13,7 @@ import pytest
 from seamline.events import FileChange
 from seamline.providers.claude_code import ClaudeCodeProvider
 from seamline.sandbox.journal import EditJournal, journal_path_for
-from seamline.sessions.store import SessionStore
+from seamline.sessions.store import SQLiteStore
 from seamline.tools.permissions import PermissionService
 from tests.providers.agent_cli_support import (
     NOTE,
@@ -67,7 +67,7 @@ async def test_revert_undoes_a_claude_code_run_byte_for_byte(world: CliWorld, tm
     (ws / ".git").mkdir()
     (ws / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
     store_file = tmp_path / "store.db"
-    store = SessionStore(store_file)
+    store = SQLiteStore(store_file)
     service = PermissionService(workspace=ws, yes=True)
     with AgentAnthropic(edit_script(ws), fallback={"text": "side"}) as fake:
         options = {"executable": cli_path("claude"), "base_url": fake.root_url, "max_retries": "0"}

@@ -18,7 +18,7 @@ import httpx2
 import uvicorn
 
 from seamline.server import create_app
-from seamline.sessions.store import SessionStore
+from seamline.sessions.store import SQLiteStore
 
 TOOL_TURN = [
     {
@@ -34,7 +34,7 @@ TOOL_TURN = [
 @dataclass
 class Served:
     base: str
-    store: SessionStore
+    store: SQLiteStore
     workspace: Path
     app: Any
     server: uvicorn.Server
@@ -52,7 +52,7 @@ class Served:
 def serve(tmp_path: Path, **options: Any) -> Iterator[Served]:
     workspace = tmp_path / "ws"
     workspace.mkdir(exist_ok=True)
-    store = SessionStore(tmp_path / "store.db")
+    store = SQLiteStore(tmp_path / "store.db")
     app = create_app(store, workspace=str(workspace), cancel_grace=0.2, **options)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))

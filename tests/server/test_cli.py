@@ -111,9 +111,9 @@ def test_sigterm_ends_open_streams_and_waiting_runs(
             proc.wait()
         if proc.stderr is not None:
             proc.stderr.close()
-    from seamline.sessions.store import SessionStore
+    from seamline.sessions.store import SQLiteStore
 
-    kept = SessionStore(store)
+    kept = SQLiteStore(store)
     try:
         assert kept.require(session_id).status == "aborted"
     finally:

@@ -15,7 +15,7 @@ from starlette.routing import Route
 
 from seamline.server import create_app
 from seamline.server.openapi import openapi_document
-from seamline.sessions.store import SessionStore
+from seamline.sessions.store import SQLiteStore
 
 PINNED = Path(__file__).resolve().parents[2] / "docs" / "openapi.json"
 
@@ -27,7 +27,7 @@ def test_pinned_document_is_current() -> None:
 
 
 def test_document_covers_exactly_the_served_routes() -> None:
-    store = SessionStore(":memory:")
+    store = SQLiteStore(":memory:")
     try:
         guard = create_app(store)
         served = {

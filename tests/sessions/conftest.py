@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from seamline.sessions.store import StoreCore, open_store
+from seamline.sessions.store import SessionStore, open_store
 
 ROOT = Path(__file__).resolve().parents[2]
-StoreFactory = Callable[[], StoreCore]
+StoreFactory = Callable[[], SessionStore]
 
 
 @pytest.fixture(scope="session")
@@ -64,9 +64,9 @@ def store_location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 @pytest.fixture
 def make_store(store_location: str) -> Iterator[StoreFactory]:
-    opened: list[StoreCore] = []
+    opened: list[SessionStore] = []
 
-    def factory() -> StoreCore:
+    def factory() -> SessionStore:
         store = open_store(store_location)
         opened.append(store)
         return store

@@ -20,7 +20,7 @@ import pytest
 from seamline.errors import InvalidRequest
 from seamline.events import Complete
 from seamline.providers.registry import create_provider
-from seamline.sessions.store import SessionStore
+from seamline.sessions.store import SQLiteStore
 from tests.fakes.anthropic_api import FakeAnthropic
 from tests.fakes.gemini_api import FakeGemini
 from tests.fakes.openai_api import FakeOpenAI
@@ -43,7 +43,7 @@ def bodies(fake: FakeOpenAI | FakeAnthropic | FakeGemini) -> list[str]:
 def test_model_apis_resume_and_fork_by_emulation(
     name: str, model: str, options: dict[str, str], fake_class: type[FakeOpenAI], tmp_path: Path
 ) -> None:
-    store = SessionStore(tmp_path / "s.db")
+    store = SQLiteStore(tmp_path / "s.db")
     script = [{"text": "The code word is heron."}, {"text": "It was heron."}, {"text": "Forked answer."}]
     with fake_class(script) as fake:
         opts = {"base_url": fake.base_url, **FAST, **options}
@@ -96,7 +96,7 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CliWorld:
 
 @pytest.mark.real
 def test_codex_resume_and_fork_are_native_through_the_store(world: CliWorld, tmp_path: Path) -> None:
-    store = SessionStore(tmp_path / "s.db")
+    store = SQLiteStore(tmp_path / "s.db")
     with FakeOpenAI([{"text": "Noted."}, {"text": "It was ibis."}, {"text": "Forked."}]) as fake:
         options = {
             "executable": cli_path("codex"),
@@ -131,7 +131,7 @@ def test_gemini_resume_is_native_and_fork_is_refused(world: CliWorld, tmp_path: 
     settings = {"security": {"auth": {"selectedType": "gemini-api-key"}}, "general": {"maxAttempts": 1}}
     (world.home / ".gemini").mkdir()
     (world.home / ".gemini" / "settings.json").write_text(json.dumps(settings))  # API-key auth, as a user sets it
-    store = SessionStore(tmp_path / "s.db")
+    store = SQLiteStore(tmp_path / "s.db")
     with FakeGemini([{"text": "Noted."}, {"text": "It was egret."}]) as fake:
         options = {"executable": cli_path("gemini"), "base_url": fake.root_url, "max_retries": "0"}
 

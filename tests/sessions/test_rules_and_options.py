@@ -9,7 +9,7 @@ from pathlib import Path
 from seamline.events import ToolCall
 from seamline.sessions.rules import PermissionRules, permission_service
 from seamline.sessions.schema import migration_sql
-from seamline.sessions.store import SessionStore
+from seamline.sessions.store import SQLiteStore
 from seamline.tools import tool
 
 from .conftest import StoreFactory
@@ -74,7 +74,7 @@ def test_a_v3_store_with_rules_beside_it_keeps_them(tmp_path: Path) -> None:
         " ('s1', 'offline', 'completed', '{}', 1.0, 1.0)"
     )
     conn.close()
-    store = SessionStore(path)
+    store = SQLiteStore(path)
     try:
         assert [(r.effect, r.tool) for r in PermissionRules(store).list()] == [("deny", "shell")]
         assert store.require("s1").run_options == {}

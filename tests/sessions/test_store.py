@@ -9,19 +9,19 @@ from pathlib import Path
 import pytest
 
 from seamline.errors import InvalidRequest
-from seamline.sessions.store import SessionStore, default_store_path
+from seamline.sessions.store import SQLiteStore, default_store_path
 
 
 def test_records_and_raw_log_survive_reopening(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
-    store = SessionStore(path)
+    store = SQLiteStore(path)
     store.create_session("s1", provider="offline", model="extractive", workspace="/w", metadata={"k": 1})
     store.append_raw("s1", 1, "in", "prompt", '"hi"')
     store.append_raw("s1", 1, "out", "event", '{"type":"text","text":"yo"}')
     store.set_provider_session_id("s1", "native")
     store.set_status("s1", "completed")
     store.close()
-    again = SessionStore(path)
+    again = SQLiteStore(path)
     record = again.get("s1")
     assert record is not None
     assert (record.provider, record.model, record.provider_session_id, record.status, record.metadata) == (
@@ -53,7 +53,7 @@ def test_corrupt_file_is_refused_and_untouched(tmp_path: Path) -> None:
     path.write_bytes(b"this is not a database at all" * 10)
     before = path.read_bytes()
     with pytest.raises(InvalidRequest, match="not a seamline store"):
-        SessionStore(path)
+        SQLiteStore(path)
     assert path.read_bytes() == before
 
 
@@ -65,7 +65,7 @@ def test_foreign_sqlite_database_is_refused_and_untouched(tmp_path: Path) -> Non
     conn.close()
     before = path.read_bytes()
     with pytest.raises(InvalidRequest, match="another program"):
-        SessionStore(path)
+        SQLiteStore(path)
     assert path.read_bytes() == before
 
 
@@ -75,23 +75,23 @@ def test_unwritable_folder_is_a_clear_error(tmp_path: Path) -> None:
     folder.mkdir()
     folder.chmod(0o500)
     with pytest.raises(InvalidRequest, match="not writable"):
-        SessionStore(folder / "s.db")
+        SQLiteStore(folder / "s.db")
 
 
 def test_unusable_store_paths_are_clear_errors(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("x")
     with pytest.raises(InvalidRequest, match="cannot create the store's folder"):
-        SessionStore(blocker / "sub" / "s.db", create_folder=True)
+        SQLiteStore(blocker / "sub" / "s.db", create_folder=True)
     with pytest.raises(InvalidRequest, match=r"folder .* does not exist"):
-        SessionStore(tmp_path / "missing" / "s.db")
+        SQLiteStore(tmp_path / "missing" / "s.db")
     assert not (tmp_path / "missing").exists()
     with pytest.raises(InvalidRequest, match="is a directory"):
-        SessionStore(tmp_path)
+        SQLiteStore(tmp_path)
 
 
 def test_failed_flush_keeps_rows_for_a_later_flush(tmp_path: Path) -> None:
-    store = SessionStore(tmp_path / "s.db")
+    store = SQLiteStore(tmp_path / "s.db")
     store.create_session("s1", provider="p", model=None)
     store.append_raw("s1", 1, "in", "prompt", '"a"')
     blocker = sqlite3.connect(tmp_path / "s.db", timeout=0)

@@ -13,20 +13,20 @@ import pytest
 from seamline.errors import InvalidRequest, SandboxViolation
 from seamline.sessions import sqlite_file
 from seamline.sessions.sqlite_file import is_store_file
-from seamline.sessions.store import SessionStore
+from seamline.sessions.store import SQLiteStore
 from seamline.tools.base import ToolContext
 from seamline.tools.workspace import Workspace, workspace_tools
 
 
 def test_open_store_files_are_known_until_closed(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
-    store = SessionStore(path)
+    store = SQLiteStore(path)
     os.link(path, tmp_path / "hard.db")
     try:
         assert is_store_file(path) and is_store_file(f"{path}-wal") and is_store_file(f"{path}-shm")
         assert is_store_file(tmp_path / "hard.db")
         assert not is_store_file(tmp_path / "other.db")
-        again = SessionStore(path)
+        again = SQLiteStore(path)
         again.close()
         assert is_store_file(path)  # still open once
     finally:
@@ -36,7 +36,7 @@ def test_open_store_files_are_known_until_closed(tmp_path: Path) -> None:
 
 def test_workspace_tools_never_open_the_store(tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("store notes\n")
-    store = SessionStore(tmp_path / "s.db")
+    store = SQLiteStore(tmp_path / "s.db")
     store.create_session("s1", provider="offline", model=None)
     store.flush()
     tools = workspace_tools(Workspace(tmp_path))
@@ -82,7 +82,7 @@ def test_a_store_locked_for_a_moment_at_open_is_opened(tmp_path: Path, monkeypat
 
     monkeypatch.setattr(sqlite_file.sqlite3, "connect", connect)
     monkeypatch.setattr(_LockedAtFirst, "refusals", 3)
-    store = SessionStore(tmp_path / "s.db")
+    store = SQLiteStore(tmp_path / "s.db")
     try:
         store.create_session("s1", provider="offline", model=None)
         store.flush()
@@ -98,7 +98,7 @@ def test_a_store_that_stays_locked_is_a_classified_error(tmp_path: Path, monkeyp
     monkeypatch.setattr(_LockedAtFirst, "refusals", 10**6)
     monkeypatch.setattr(sqlite_file, "_OPEN_RETRY_S", 0.3)
     with pytest.raises(InvalidRequest, match=r"cannot open the store .*s\.db: database is locked"):
-        SessionStore(tmp_path / "s.db")
+        SQLiteStore(tmp_path / "s.db")
     assert not is_store_file(tmp_path / "s.db")
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from seamline.errors import InvalidRequest
 from seamline.events import Usage
-from seamline.sessions.store import SessionStore
+from seamline.sessions.store import SQLiteStore
 from seamline.sessions.writer import StoreWriter
 from seamline.testing import scripted
 from seamline.tools import Toolset, tool
@@ -24,13 +24,13 @@ def lookup(key: str) -> str:
     return key
 
 
-def _writer(store: SessionStore) -> StoreWriter:
+def _writer(store: SQLiteStore) -> StoreWriter:
     return store._start_writer()
 
 
 def test_concurrent_runs_commit_on_the_writer_thread(tmp_path: Path) -> None:
-    store = SessionStore(tmp_path / "s.db")
-    observer = SessionStore(tmp_path / "s.db")
+    store = SQLiteStore(tmp_path / "s.db")
+    observer = SQLiteStore(tmp_path / "s.db")
     assert store._writer is None  # no thread nor second connection until runs share a commit
     writer = _writer(store)
     on_loop: list[str] = []
@@ -64,8 +64,8 @@ def test_concurrent_runs_commit_on_the_writer_thread(tmp_path: Path) -> None:
 
 
 def test_close_writes_what_is_queued(tmp_path: Path) -> None:
-    store = SessionStore(tmp_path / "s.db")
-    observer = SessionStore(tmp_path / "s.db")
+    store = SQLiteStore(tmp_path / "s.db")
+    observer = SQLiteStore(tmp_path / "s.db")
     for sid in ("a", "b"):
         store.create_session(sid, provider="p", model=None)
 
@@ -82,7 +82,7 @@ def test_close_writes_what_is_queued(tmp_path: Path) -> None:
 
 
 def test_a_failed_writer_commit_fails_its_waiters_and_keeps_the_rows(tmp_path: Path) -> None:
-    store = SessionStore(tmp_path / "s.db")
+    store = SQLiteStore(tmp_path / "s.db")
     for sid in ("a", "b"):
         store.create_session(sid, provider="p", model=None)
     writer = _writer(store)
@@ -112,7 +112,7 @@ def test_a_failed_writer_commit_fails_its_waiters_and_keeps_the_rows(tmp_path: P
 
 
 def test_an_in_memory_store_has_no_writer() -> None:
-    store = SessionStore(":memory:")
+    store = SQLiteStore(":memory:")
     for sid in ("a", "b"):
         store.create_session(sid, provider="p", model=None)
 
@@ -126,7 +126,7 @@ def test_an_in_memory_store_has_no_writer() -> None:
 
 
 def test_a_lone_run_never_starts_the_writer(tmp_path: Path) -> None:
-    store = SessionStore(tmp_path / "s.db")
+    store = SQLiteStore(tmp_path / "s.db")
 
     async def go() -> None:
         script = [{"text": "one", "usage": {"input_tokens": 1}}]
@@ -142,8 +142,8 @@ def test_a_lone_run_never_starts_the_writer(tmp_path: Path) -> None:
 @pytest.mark.parametrize("runs", [1, 30])
 def test_every_usage_is_on_disk_before_the_caller_sees_it(tmp_path: Path, runs: int) -> None:
     """Lone runs commit on the loop, concurrent ones on the writer: the promise is the same."""
-    store = SessionStore(tmp_path / "s.db")
-    observer = SessionStore(tmp_path / "s.db")
+    store = SQLiteStore(tmp_path / "s.db")
+    observer = SQLiteStore(tmp_path / "s.db")
     script = [
         {"tool_calls": [{"name": "lookup", "arguments": {"key": "k"}}], "usage": {"input_tokens": n}}
         for n in range(1, 4)
@@ -167,7 +167,7 @@ def test_every_usage_is_on_disk_before_the_caller_sees_it(tmp_path: Path, runs: 
 
 
 def test_a_run_cancelled_during_a_group_commit_leaves_the_others_and_its_figure(tmp_path: Path) -> None:
-    store = SessionStore(tmp_path / "s.db")
+    store = SQLiteStore(tmp_path / "s.db")
     for sid in ("a", "b"):
         store.create_session(sid, provider="p", model=None)
 

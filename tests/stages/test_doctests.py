@@ -13,7 +13,7 @@ MODULES = [
     "seamline.stages.builder",
     "seamline.stages.masking",
     "seamline.tools.sources",
-    "seamline.tools.permissions",
+    "seamline.sessions.rules",
     "seamline.tools.mcp",
 ]
 

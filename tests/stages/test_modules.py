@@ -11,7 +11,7 @@ import pytest
 
 from seamline.errors import InvalidRequest
 from seamline.runner import run
-from seamline.sessions.store import SessionStore
+from seamline.sessions.store import SQLiteStore
 from seamline.stages import AgentBuilder, AgentProfile, MissingModules, StageSlot, available_modules, load_module
 from seamline.stages.builder import RunParts
 from seamline.testing import scripted
@@ -39,7 +39,7 @@ def test_use_calls_configure_and_records_the_name() -> None:
 
 
 def test_missing_modules_are_all_named_and_no_session_opens(tmp_path: Path) -> None:
-    store = SessionStore(tmp_path / "s.db")
+    store = SQLiteStore(tmp_path / "s.db")
     builder = AgentBuilder().use(Named("present"))
     profile = AgentProfile(required_modules=("present", "first.missing", "second.missing"))
     with pytest.raises(MissingModules) as caught:

@@ -17,7 +17,7 @@ from seamline.errors import InvalidRequest
 from seamline.events import Error, PermissionDecision, PermissionRequest, ToolResult
 from seamline.runner import RunResult, run
 from seamline.sessions.rules import PermissionRules
-from seamline.sessions.store import SessionStore
+from seamline.sessions.store import SQLiteStore
 from seamline.testing import scripted
 from seamline.tools import Toolset, tool
 from seamline.tools.permissions import (
@@ -296,12 +296,12 @@ def test_terminal_prompter_reads_the_answer() -> None:
 
 def test_rules_share_the_store_file_and_refuse_a_foreign_one(tmp_path: Path) -> None:
     path = tmp_path / "store.db"
-    store = SessionStore(path)
+    store = SQLiteStore(path)
     store.create_session("s1", provider="offline", model=None)
     rules = PermissionRules(path)
     rules.add("allow", tool="save")
     store.close()
-    again = SessionStore(path)
+    again = SQLiteStore(path)
     assert again.get("s1") is not None
     again.close()
     assert [r.tool for r in PermissionRules(path).list()] == ["save"]

@@ -14,19 +14,19 @@ from harness import ANSWER, KEYS, PROMPT, RunOutcome, lookup_value
 
 import seamline as _seamline
 from seamline.events import Complete, TextDelta, ToolResult
-from seamline.sessions.store import SessionStore
+from seamline.sessions.store import SQLiteStore
 from seamline.testing import scripted
 from seamline.tools import Toolset, tool
 
 NAME = "seamline"
 VERSION = _seamline.__version__
 
-_store: SessionStore | None = None
+_store: SQLiteStore | None = None
 
 
 def setup(workdir: Path) -> None:
     global _store
-    _store = SessionStore(workdir / "bench.db")
+    _store = SQLiteStore(workdir / "bench.db")
 
 
 def teardown() -> None:

@@ -39,7 +39,7 @@ from seamline.events import Complete, ToolCall, Usage
 from seamline.providers.base import Provider, ProviderSession
 from seamline.providers.registry import create_provider
 from seamline.sessions.rules import PermissionRules
-from seamline.sessions.store import StoreCore
+from seamline.sessions.store import SessionStore
 from seamline.tools.approval import ApprovalDecision
 from seamline.tools.base import Tool, Toolset, tool_article
 from seamline.tools.permissions import PermissionService
@@ -65,7 +65,7 @@ class AcpAgentSettings:
     provider: str
     model: str | None = None
     options: dict[str, str] = field(default_factory=dict)
-    store: StoreCore | None = None
+    store: SessionStore | None = None
     rules: PermissionRules | None = None
     tools: ToolsFactory = workspace_tools
     yes: bool = False

@@ -26,7 +26,7 @@ from seamline.live import open_run
 from seamline.pipeline.builtin import stream_pipeline
 from seamline.pipeline.controller import PipelineController
 from seamline.providers.registry import create_provider
-from seamline.sessions.store import SessionStore
+from seamline.sessions.store import SQLiteStore
 from seamline.tools.base import Toolset
 
 __all__ = ["PipelineSession", "PipelineSettings"]
@@ -50,7 +50,7 @@ class PipelineSettings:
     provider: str
     model: str | None
     options: dict[str, str]
-    store: SessionStore | None
+    store: SQLiteStore | None
     store_path: str | None
     yes: bool
     max_steps: int

@@ -128,14 +128,14 @@ def run(args: argparse.Namespace) -> int:
     if args.pipeline:
         from seamline.acp_agent.pipeline_turns import PipelineSettings
         from seamline.pipeline.builtin import resolve_pipeline
-        from seamline.sessions.store import SessionStore
+        from seamline.sessions.store import SQLiteStore
 
         pipeline = PipelineSettings(
             definition=resolve_pipeline(args.pipeline),
             provider=args.provider,
             model=args.model,
             options=options,
-            store=store if isinstance(store, SessionStore) else None,
+            store=store if isinstance(store, SQLiteStore) else None,
             store_path=args.store,
             yes=args.yes or bool(args.sandbox),
             max_steps=args.max_steps,

@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from seamline.sessions.rules import permission_service
-from seamline.sessions.store import StoreCore
+from seamline.sessions.store import SessionStore
 from seamline.stages.builder import AgentBuilder
 from seamline.stages.modules import load_module
 from seamline.tools.mcp import McpModule
@@ -39,7 +39,7 @@ def _notice(message: str) -> None:
     print(f"seamline: warning: {message}", file=sys.stderr)
 
 
-def cli_approval(store: StoreCore | None, workspace: Workspace, *, yes: bool) -> PermissionService:
+def cli_approval(store: SessionStore | None, workspace: Workspace, *, yes: bool) -> PermissionService:
     """The permission service of every command that runs tools: the store's rules, hard
     denials, ``--yes``, and a terminal prompt when there is a terminal."""
     prompter = TerminalPrompter() if sys.stdin.isatty() and sys.stderr.isatty() else None
@@ -47,7 +47,7 @@ def cli_approval(store: StoreCore | None, workspace: Workspace, *, yes: bool) ->
 
 
 def run_extensions(
-    args: argparse.Namespace, workspace: Workspace, *, yes: bool, store: StoreCore | None
+    args: argparse.Namespace, workspace: Workspace, *, yes: bool, store: SessionStore | None
 ) -> dict[str, Any]:
     """Keyword options for :func:`seamline.runner.stream`: builder, approval, allowlist."""
     builder = AgentBuilder()

@@ -16,7 +16,7 @@ from seamline.events import Complete
 from seamline.providers.base import Provider, ProviderSession
 from seamline.providers.registry import create_provider, provider_class
 from seamline.runner import stream
-from seamline.sessions.store import StoreCore, open_store
+from seamline.sessions.store import SessionStore, open_store
 from seamline.tools.base import Toolset
 from seamline.tools.workspace import Workspace, workspace_tools
 
@@ -178,7 +178,7 @@ async def _drive(
     provider: Provider,
     workspace: Workspace,
     tools: Toolset,
-    store: StoreCore | None,
+    store: SessionStore | None,
     display: JsonDisplay | TextDisplay,
 ) -> int:
     opened: list[ProviderSession] = []

@@ -20,7 +20,7 @@ from seamline.providers.base import ProviderSession
 from seamline.providers.registry import create_provider
 from seamline.runner import session_run_options
 from seamline.sessions.records import SessionRecord, session_title
-from seamline.sessions.store import StoreCore, open_store
+from seamline.sessions.store import SessionStore, open_store
 from seamline.tools.workspace import Workspace, workspace_tools
 
 __all__ = ["add_parser", "continue_session", "run"]
@@ -128,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
         store.close()
 
 
-def _row(record: SessionRecord, store: StoreCore) -> dict[str, Any]:
+def _row(record: SessionRecord, store: SessionStore) -> dict[str, Any]:
     totals = store.totals(record.id, include_descendants=False)
     return {
         **asdict(record),
@@ -145,7 +145,7 @@ def _short_path(path: str | None) -> str:
     return "~" + path[len(home) :] if home != "/" and (path == home or path.startswith(home + "/")) else path
 
 
-def _list(store: StoreCore, args: argparse.Namespace) -> int:
+def _list(store: SessionStore, args: argparse.Namespace) -> int:
     for record in store.list_sessions(limit=args.limit):
         if record.status == "not_started" and not args.all:
             continue
@@ -164,7 +164,7 @@ def _list(store: StoreCore, args: argparse.Namespace) -> int:
     return 0
 
 
-def _show(store: StoreCore, args: argparse.Namespace) -> int:
+def _show(store: SessionStore, args: argparse.Namespace) -> int:
     record = store.require(args.id)
     own = store.totals(record.id, include_descendants=False)
     tree = store.totals(record.id)
@@ -205,7 +205,7 @@ def _show(store: StoreCore, args: argparse.Namespace) -> int:
     return 0
 
 
-def _export(store: StoreCore, args: argparse.Namespace) -> int:
+def _export(store: SessionStore, args: argparse.Namespace) -> int:
     record = store.require(args.id)
     print(
         json.dumps(
@@ -224,7 +224,7 @@ def _out(args: argparse.Namespace, data: dict[str, Any], text: str) -> None:
     print(json.dumps(data) if args.json else text)
 
 
-def continue_session(store: StoreCore, args: argparse.Namespace, *, fork: bool) -> int:
+def continue_session(store: SessionStore, args: argparse.Namespace, *, fork: bool) -> int:
     """Resume (or fork) a stored session and run ``args.prompt`` on it, with the options the
     session was started with; a flag given again overrides them and is recorded."""
     record = store.require(args.id)

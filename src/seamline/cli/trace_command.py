@@ -14,7 +14,7 @@ from typing import Any, Final
 from seamline.cli.main import SeamlineUsage
 from seamline.errors import InvalidRequest
 from seamline.pipeline.redrive import redrive
-from seamline.sessions.store import StoreCore, default_store_path, open_store
+from seamline.sessions.store import SessionStore, default_store_path, open_store
 from seamline.sessions.trace_heads import anchored_head
 from seamline.trace.listing import header_run_id, list_traces, resolve_prefix, trace_ids
 from seamline.trace.replay import replay
@@ -107,7 +107,7 @@ def _resolve_run(given: str, store: str | None) -> Path:
 
 
 @contextmanager
-def _existing_store(store: str | None) -> Iterator[StoreCore | None]:
+def _existing_store(store: str | None) -> Iterator[SessionStore | None]:
     """The session store when there is one; never creates one to look something up."""
     location = store or str(default_store_path())
     if "://" not in location and not Path(location).expanduser().is_file():

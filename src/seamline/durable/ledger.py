@@ -25,7 +25,7 @@ import msgspec
 
 from seamline.durable.wakeup import notify_sql
 from seamline.events import Event, encode_event
-from seamline.sessions.store import StoreCore
+from seamline.sessions.store import SessionStore
 
 __all__ = ["RUN_EVENTS", "RunLedger", "turn_key"]
 
@@ -40,14 +40,14 @@ def turn_key(phase: str, role: str, round_no: int, attempt: int) -> str:
 class RunLedger:
     """Durable-run rows in an open store.
 
-    >>> from seamline.sessions.store import SessionStore
-    >>> ledger = RunLedger(SessionStore(":memory:"))
+    >>> from seamline.sessions.store import SQLiteStore
+    >>> ledger = RunLedger(SQLiteStore(":memory:"))
     >>> ledger.register("r1", {"task": "hi"})
     >>> ledger.spec("r1")["task"]
     'hi'
     """
 
-    def __init__(self, store: StoreCore) -> None:
+    def __init__(self, store: SessionStore) -> None:
         self.store = store
         self._notify = notify_sql(store)
 

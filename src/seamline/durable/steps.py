@@ -38,7 +38,7 @@ from seamline.pipeline.controller import PipelineController, exit_code_for
 from seamline.providers.base import Provider, ProviderSession
 from seamline.providers.registry import create_provider
 from seamline.sessions.rules import permission_service
-from seamline.sessions.store import StoreCore, open_store
+from seamline.sessions.store import SessionStore, open_store
 from seamline.sessions.trace_heads import anchor_head
 from seamline.tools.base import Toolset
 from seamline.tools.workspace import Workspace, workspace_tools
@@ -129,7 +129,7 @@ class MalformedRun(InvalidRequest):
     """The run's spec in the store cannot be read: no retry can fix it."""
 
 
-def load_spec(store: StoreCore, run_id: str) -> RunSpec:
+def load_spec(store: SessionStore, run_id: str) -> RunSpec:
     try:
         data = RunLedger(store).spec(run_id)
     except LookupError as exc:
@@ -142,7 +142,7 @@ def load_spec(store: StoreCore, run_id: str) -> RunSpec:
         raise MalformedRun(f"the spec of run {run_id} is malformed: {exc}") from None
 
 
-def _open_existing(location: str) -> StoreCore:
+def _open_existing(location: str) -> SessionStore:
     """The store a workflow names; a store file that does not exist is an :class:`UnknownRun`,
     never a new empty file (a worker on another host or with another folder layout)."""
     if not location.startswith(("postgresql://", "postgres://")) and not Path(location).is_file():
@@ -285,7 +285,7 @@ async def _guarded(
     key: AgentKey,
     prompt: str,
     budget: float | None,
-    store: StoreCore,
+    store: SessionStore,
 ) -> AsyncGenerator[Event, None]:
     """The turn's events; a provider that fails to start or raises mid-turn ends the turn
     ``failed`` with a classified ``error``, as in a local run (the controller turns it into
@@ -309,7 +309,7 @@ async def _role_turn(
     key: AgentKey,
     prompt: str,
     budget: float | None,
-    store: StoreCore,
+    store: SessionStore,
 ) -> AsyncGenerator[Event, None]:
     """Open the turn's session, or resume it where an earlier start of the same turn opened
     it (a worker killed mid-turn, a timed-out activity): natively with the provider session

@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 from typing import Any, Final
 
-from seamline.sessions.store import StoreCore
+from seamline.sessions.store import SessionStore
 
 __all__ = ["CHANNEL", "StoreWakeup", "notify_sql", "open_wakeup"]
 
@@ -21,7 +21,7 @@ CHANNEL: Final = "seamline_durable_events"
 _FALLBACK_S: Final = 1.0  # a PostgreSQL client still looks this often, in case a notification is lost
 
 
-def notify_sql(store: StoreCore) -> str | None:
+def notify_sql(store: SessionStore) -> str | None:
     """The statement that wakes listeners of a run (its id as the one parameter), or None
     where the store has no notification channel."""
     return f"SELECT pg_notify('{CHANNEL}', ?)" if store.dialect == "postgres" else None
@@ -76,7 +76,7 @@ class _PostgresWakeup(StoreWakeup):
         await self.conn.close()
 
 
-async def open_wakeup(store: StoreCore, url: str, run_id: str, *, poll_s: float) -> StoreWakeup:
+async def open_wakeup(store: SessionStore, url: str, run_id: str, *, poll_s: float) -> StoreWakeup:
     """LISTEN where the store is PostgreSQL (``url`` is its full location), else poll."""
     if store.dialect != "postgres":
         return StoreWakeup(poll_s)

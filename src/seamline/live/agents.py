@@ -12,7 +12,7 @@ from seamline.events import Event
 from seamline.pipeline.agents import AgentKey
 from seamline.providers.base import Provider, ProviderSession
 from seamline.sessions.rules import permission_service
-from seamline.sessions.store import StoreCore
+from seamline.sessions.store import SessionStore
 from seamline.tools.base import Toolset
 from seamline.tools.permissions import PermissionService
 
@@ -50,7 +50,7 @@ class LiveAgents:
     default: Provider
     providers: Mapping[str, Provider] = field(default_factory=dict)
     workspace: str | os.PathLike[str] | None = None
-    store: StoreCore | None = None
+    store: SessionStore | None = None
     tools: Toolset | None = None
     yes: bool = False
     max_steps: int = 50

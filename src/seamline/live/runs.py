@@ -13,7 +13,7 @@ from seamline.live.agents import LiveAgents
 from seamline.pipeline.controller import PipelineController
 from seamline.providers.base import Provider
 from seamline.providers.registry import create_provider
-from seamline.sessions.store import StoreCore
+from seamline.sessions.store import SessionStore
 from seamline.sessions.trace_heads import anchor_head
 from seamline.tools.base import Toolset
 from seamline.tools.workspace import Workspace, workspace_tools
@@ -28,7 +28,7 @@ def open_run(
     provider: Provider | str = "offline",
     providers: Mapping[str, Provider] | None = None,
     workspace: str | os.PathLike[str] = ".",
-    store: StoreCore | None = None,
+    store: SessionStore | None = None,
     store_path: str | os.PathLike[str] | None = None,
     trace_file: str | os.PathLike[str] | None = None,
     in_memory: bool = False,

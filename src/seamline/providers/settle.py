@@ -16,7 +16,7 @@ import msgspec
 
 from seamline.errors import SeamlineError
 from seamline.events import Complete, Error, Event, Raw, ReasoningDelta, Session, TextDelta, Usage, encode_event
-from seamline.sessions.store import StoreCore as SessionStore
+from seamline.sessions.store import SessionStore
 from seamline.usage import UsageTotals, priced_usage
 
 if TYPE_CHECKING:

@@ -34,7 +34,7 @@ from seamline.server.guard import BodyTooLarge, Guard
 from seamline.server.openapi import openapi_document
 from seamline.server.runs import Busy, LiveSession, NotFound, Run, RunHub
 from seamline.sessions.records import SessionRecord, session_title
-from seamline.sessions.store import StoreCore
+from seamline.sessions.store import SessionStore
 from seamline.tools.permissions import PermissionAnswer
 
 __all__ = ["MAX_BODY", "create_app"]
@@ -129,7 +129,7 @@ async def _body(request: Request, kind: type[T]) -> T:
         raise InvalidRequest("malformed JSON: nested too deep") from None
 
 
-def _session_row(store: StoreCore, hub: RunHub, record: SessionRecord) -> dict[str, Any]:
+def _session_row(store: SessionStore, hub: RunHub, record: SessionRecord) -> dict[str, Any]:
     totals = store.totals(record.id, include_descendants=False)
     live = hub.sessions.get(record.id)
     return {
@@ -145,7 +145,7 @@ def _session_row(store: StoreCore, hub: RunHub, record: SessionRecord) -> dict[s
 
 
 def create_app(
-    store: StoreCore,
+    store: SessionStore,
     *,
     workspace: str = ".",
     token: str | None = None,
@@ -165,8 +165,8 @@ def create_app(
     :mod:`seamline.server.agents_file`); clients get the safe defaults besides them.
     ``allow_origins``: exact origins (``scheme://host[:port]``) whose pages may call the API.
 
-    >>> from seamline.sessions.store import SessionStore
-    >>> app = create_app(SessionStore(":memory:"))
+    >>> from seamline.sessions.store import SQLiteStore
+    >>> app = create_app(SQLiteStore(":memory:"))
     """
     policy = ServePolicy(Path(workspace), agents, sandbox=sandbox)
     from seamline.providers.envelope_launch import operator_envelope

@@ -27,7 +27,7 @@ from seamline.providers.registry import create_provider
 from seamline.server.agents_file import AGENT_KEY, Plan, ServePolicy
 from seamline.sessions.records import SessionRecord, metadata_problem
 from seamline.sessions.rules import PermissionRules
-from seamline.sessions.store import SessionStore, StoreCore
+from seamline.sessions.store import SessionStore, SQLiteStore
 from seamline.tools.base import Toolset
 from seamline.tools.permissions import PermissionAnswer, PermissionService
 from seamline.tools.workspace import Workspace, workspace_tools
@@ -186,7 +186,7 @@ class RunHub:
 
     def __init__(
         self,
-        store: StoreCore,
+        store: SessionStore,
         *,
         workspace: str | os.PathLike[str] = ".",
         cancel_grace: float = 2.0,
@@ -218,7 +218,7 @@ class RunHub:
             return
         self._opened = True
         store_file = getattr(self.store, "path", None)
-        if isinstance(self.store, SessionStore) and store_file and store_file != ":memory:":
+        if isinstance(self.store, SQLiteStore) and store_file and store_file != ":memory:":
             from seamline.sandbox.journal import EditJournal, journal_path_for
 
             self._rules = PermissionRules(store_file)

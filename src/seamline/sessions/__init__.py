@@ -2,14 +2,14 @@
 append-only raw log, a cost ledger and a canonical transcript derived from the log."""
 
 from seamline.sessions.records import FileTouch, RawRow, SessionRecord, Totals, TranscriptEntry, UsageRow
-from seamline.sessions.store import SessionStore, StoreCore, default_store_path, open_store
+from seamline.sessions.store import SessionStore, SQLiteStore, default_store_path, open_store
 
 __all__ = [
     "FileTouch",
     "RawRow",
     "SessionRecord",
+    "SQLiteStore",
     "SessionStore",
-    "StoreCore",
     "Totals",
     "TranscriptEntry",
     "UsageRow",

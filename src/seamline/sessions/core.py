@@ -1,12 +1,13 @@
 """The store's engine, whatever the database: sessions, raw log, usage, transcript.
 
-:class:`StoreCore` holds every query in portable SQL; :class:`~seamline.sessions.store.SessionStore`
+:class:`SessionStore` holds every query in portable SQL; :class:`~seamline.sessions.store.SQLiteStore`
 (SQLite) and :class:`~seamline.sessions.postgres.PostgresStore` add their connection. It lives
 apart from both so that neither imports the other.
 """
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import json
 import os
@@ -33,7 +34,7 @@ from seamline.sessions.records import (
 from seamline.sessions.schema import Dialect
 from seamline.sessions.transcript import derive_transcript, parser_versions
 
-__all__ = ["StoreCore"]
+__all__ = ["SessionStore"]
 
 _SESSION_COLUMNS: Final = (
     "id, provider, model, provider_session_id, parent_id, workspace, mode, status, metadata, created_at, updated_at,"
@@ -51,8 +52,11 @@ class _SharedCommit(asyncio.Future[None]):
         return False
 
 
-class StoreCore:
-    """The store's logic over a small set of SQL primitives; subclasses bring a database."""
+class SessionStore(abc.ABC):
+    """The session store: its logic over five SQL primitives, which an implementation
+    brings with its database (:class:`~seamline.sessions.store.SQLiteStore`,
+    :class:`~seamline.sessions.postgres.PostgresStore`): ``_execute``, ``_executemany``,
+    ``_query``, ``_transaction`` and ``close``, in the ``dialect`` it names."""
 
     dialect: Dialect = "sqlite"
     location: str = ""
@@ -67,18 +71,23 @@ class StoreCore:
         self._group_waiters = 0  # runs waiting on the group commit being gathered
 
     # -- primitives (per database) ------------------------------------------------------
+    @abc.abstractmethod
     def _execute(self, sql: str, params: Sequence[Any] = ()) -> None:
         raise NotImplementedError
 
+    @abc.abstractmethod
     def _executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         raise NotImplementedError
 
+    @abc.abstractmethod
     def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         raise NotImplementedError
 
+    @abc.abstractmethod
     def _transaction(self) -> AbstractContextManager[None]:
         raise NotImplementedError
 
+    @abc.abstractmethod
     def close(self) -> None:
         raise NotImplementedError
 

@@ -16,7 +16,7 @@ from typing import Any, Final
 from seamline.errors import InvalidRequest
 from seamline.extras import install_hint
 from seamline.redact import redact_url
-from seamline.sessions.core import StoreCore
+from seamline.sessions.core import SessionStore
 from seamline.sessions.schema import SCHEMA_VERSION, migration_sql
 
 __all__ = ["PostgresStore"]
@@ -29,7 +29,7 @@ def _redact(url: str) -> str:
     return redact_url(url)
 
 
-class PostgresStore(StoreCore):
+class PostgresStore(SessionStore):
     """Sessions, raw log, ledger and transcript in a PostgreSQL database."""
 
     dialect = "postgres"

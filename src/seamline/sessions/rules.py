@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 
 from seamline.errors import InvalidRequest
-from seamline.sessions.store import StoreCore, open_store
+from seamline.sessions.store import SessionStore, open_store
 from seamline.tools.permissions import (
     EFFECTS,
     TOOL_CLASSES,
@@ -36,8 +36,8 @@ class PermissionRules:
     (``":memory:"``, a file path, a ``postgresql://`` URL), which :meth:`close` closes.
     """
 
-    def __init__(self, store: StoreCore | str | os.PathLike[str]) -> None:
-        if isinstance(store, StoreCore):
+    def __init__(self, store: SessionStore | str | os.PathLike[str]) -> None:
+        if isinstance(store, SessionStore):
             self.store, self._owned = store, False
         else:
             self.store, self._owned = open_store(store), True
@@ -76,7 +76,7 @@ class PermissionRules:
 
 def permission_service(
     *,
-    store: StoreCore | None,
+    store: SessionStore | None,
     workspace: str | os.PathLike[str] | None,
     yes: bool = False,
     prompter: Prompter | None = None,

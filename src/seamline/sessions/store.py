@@ -1,6 +1,6 @@
 """Session stores: the record of every session, its raw log, cost ledger and transcript.
 
-:class:`SessionStore` is the embedded SQLite store (the default); ``PostgresStore`` in
+:class:`SQLiteStore` is the embedded SQLite store (the default); ``PostgresStore`` in
 :mod:`seamline.sessions.postgres` is the same interface on a PostgreSQL server, for
 teams sharing a store. :func:`open_store` picks one from a path or a ``postgresql://`` URL.
 
@@ -22,7 +22,7 @@ from typing import Any
 
 from seamline.errors import InvalidRequest
 from seamline.locations import STORE_ENV, default_store_path
-from seamline.sessions.core import StoreCore
+from seamline.sessions.core import SessionStore
 from seamline.sessions.records import (
     RawRow,
     SessionRecord,
@@ -35,15 +35,15 @@ __all__ = [
     "STORE_ENV",
     "RawRow",
     "SessionRecord",
+    "SQLiteStore",
     "SessionStore",
-    "StoreCore",
     "default_store_path",
     "is_store_file",
     "open_store",
 ]
 
 
-def open_store(location: str | os.PathLike[str] | None = None, *, read_only: bool = False) -> StoreCore:
+def open_store(location: str | os.PathLike[str] | None = None, *, read_only: bool = False) -> SessionStore:
     """A store at ``location``: a ``postgresql://`` URL or a file path (default: :func:`default_store_path`).
 
     Only the default location gets its folder created; a path given whose folder is
@@ -54,19 +54,19 @@ def open_store(location: str | os.PathLike[str] | None = None, *, read_only: boo
     if where.startswith(("postgresql://", "postgres://")):
         from seamline.sessions.postgres import PostgresStore
 
-        store: StoreCore = PostgresStore(where)
+        store: SessionStore = PostgresStore(where)
         return store
     if read_only and where != ":memory:" and not Path(where).expanduser().exists():
         if not Path(where).expanduser().parent.is_dir() and location is not None:
             raise InvalidRequest(f"the store's folder {Path(where).parent} does not exist")
-        empty = SessionStore(":memory:")
+        empty = SQLiteStore(":memory:")
         empty.location = where
         return empty
-    return SessionStore(where, create_folder=location is None)
+    return SQLiteStore(where, create_folder=location is None)
 
 
 class _SQLiteTransaction(AbstractContextManager[None]):
-    def __init__(self, store: SessionStore) -> None:
+    def __init__(self, store: SQLiteStore) -> None:
         self._store = store
 
     def __enter__(self) -> None:
@@ -82,10 +82,10 @@ class _SQLiteTransaction(AbstractContextManager[None]):
             store._run("ROLLBACK" if kind is not None else "COMMIT")
 
 
-class SessionStore(StoreCore):
+class SQLiteStore(SessionStore):
     """The embedded store: one SQLite file in WAL mode, safe for several processes.
 
-    >>> store = SessionStore(":memory:")
+    >>> store = SQLiteStore(":memory:")
     >>> store.create_session("s1", provider="offline", model="extractive")
     >>> store.get("s1").status
     'open'

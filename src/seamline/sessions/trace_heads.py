@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from typing import NamedTuple
 
-from seamline.sessions.store import StoreCore
+from seamline.sessions.store import SessionStore
 
 __all__ = ["TraceHead", "anchor_head", "anchored_head"]
 
@@ -21,7 +21,7 @@ class TraceHead(NamedTuple):
     records: int
 
 
-def anchor_head(store: StoreCore, run_id: str, head_hash: str, records: int) -> None:
+def anchor_head(store: SessionStore, run_id: str, head_hash: str, records: int) -> None:
     """Keep (or move forward) the head of ``run_id``'s trace."""
     store._execute(
         "INSERT INTO trace_heads (run_id, head_hash, records, updated_at) VALUES (?, ?, ?, ?) "
@@ -31,7 +31,7 @@ def anchor_head(store: StoreCore, run_id: str, head_hash: str, records: int) -> 
     )
 
 
-def anchored_head(store: StoreCore, run_id: str) -> TraceHead | None:
+def anchored_head(store: SessionStore, run_id: str) -> TraceHead | None:
     """The head kept for ``run_id``, or ``None`` when the store holds none."""
     rows = store._query("SELECT head_hash, records FROM trace_heads WHERE run_id = ?", (run_id,))
     return TraceHead(str(rows[0][0]), int(rows[0][1])) if rows else None
