@@ -40,7 +40,7 @@ KNOWN_MODULE_CYCLES = {
 # the seam; faces know everything below them. A new room needs a rank here.
 RANKS: dict[str, int] = {
     # the vocabulary: plain types and functions of the environment
-    "events": 0, "redact": 0, "extras": 0, "_version": 0, "locations": 0, "store_files": 0,
+    "events": 0, "redact": 0, "extras": 0, "_version": 0, "locations": 0, "store_files": 0, "exit_codes": 0,
     "errors": 1, "usage": 1, "events_schema": 1,
     "definitions": 2,
     # reusable wire code

@@ -17,20 +17,9 @@ from collections.abc import Sequence
 from typing import Final, Literal
 
 from seamline.errors import SeamlineError
+from seamline.exit_codes import EXIT_CODES
 
-__all__ = ["EXIT_CODES", "main"]
-
-EXIT_CODES: Final[dict[str, int]] = {
-    "completed": 0,
-    "failed": 1,
-    "usage": 2,
-    "budget": 3,
-    "aborted": 130,
-    "stdout_closed": 141,
-    "terminated": 143,
-}
-# Controller stop reasons of `seamline run --pipeline` (see seamline.pipeline.controller).
-EXIT_CODES.update({"oscillating": 4, "exhausted": 5, "vetoed": 6, "invalid_transition": 7})
+__all__ = ["EXIT_CODES", "main"]  # EXIT_CODES: the one table, seamline.exit_codes
 
 
 # Each command lives in its own module with ``add_parser(commands)`` and ``run(args)``;

@@ -39,6 +39,7 @@ from seamline._version import __version__
 from seamline.definitions import ABORT_PHASE, PhaseSpec, PipelineDefinition
 from seamline.errors import SeamlineError
 from seamline.events import Complete, Error, Event, Raw, ReasoningDelta, TextDelta, ToolCall, ToolResult, Usage
+from seamline.exit_codes import OUTCOME_EXIT_CODES, STOP_EXIT_CODES
 from seamline.pipeline.agents import AgentKey, Agents, prompt_hash
 from seamline.pipeline.bus import AgentBus
 from seamline.pipeline.convergence import ConvergenceDecision, Judgement, decide, failed_decision
@@ -62,19 +63,12 @@ STOP_OUTCOMES: Final[dict[str, str]] = {
     "invalid_transition": "aborted",
     "cancelled": "aborted",
 }
-STOP_EXIT_CODES: Final[dict[str, int]] = {
-    "oscillating": 4,
-    "exhausted": 5,
-    "vetoed": 6,
-    "invalid_transition": 7,
-}
-_OUTCOME_EXIT: Final[dict[str, int]] = {"completed": 0, "failed": 1, "budget": 3, "aborted": 130}
 _MAX_PHASE_VISITS: Final = 1000  # a cycle without a judge cannot spin forever
 
 
 def exit_code_for(outcome: str, stop_reason: str) -> int:
     """The documented exit code: controller stop reasons first, then outcomes."""
-    return STOP_EXIT_CODES.get(stop_reason, _OUTCOME_EXIT.get(outcome, 1))
+    return STOP_EXIT_CODES.get(stop_reason, OUTCOME_EXIT_CODES.get(outcome, 1))
 
 
 def config_hash(config: Mapping[str, Any]) -> str:
