@@ -4,6 +4,10 @@
 >>> provider = scripted([{"text": "hello"}])
 >>> provider.name
 'scripted'
+
+It records what it was sent: ``provider.calls`` (every model call, in order) and
+``provider.last_call`` (its messages, tools, model and params), so a test can assert on
+the requests as well as on the answers.
 """
 
 from __future__ import annotations

@@ -23,6 +23,8 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Final, cast
 
+import msgspec
+
 from seamline.errors import ERROR_KINDS, InvalidRequest, ProviderFailure, error_for_kind
 from seamline.events import ErrorKind, Event, Reasoning, Text, TextDelta, ToolCall, Usage
 from seamline.loop.messages import ModelRequest
@@ -171,6 +173,14 @@ class ScriptedProvider(Provider):
             self.script = []
         self.has_script = script is not None or "script" in self.option_values
         self.position = 0
+        #: every model call it was sent, in order (what the loop asked: messages, tools,
+        #: model, params), so a test can assert on requests as well as answers
+        self.calls: list[ModelRequest] = []
+
+    @property
+    def last_call(self) -> ModelRequest | None:
+        """The latest model call it was sent, or None before the first."""
+        return self.calls[-1] if self.calls else None
 
     async def _preflight(self) -> Sequence[PreflightCheck]:
         if not self.has_script:
@@ -184,6 +194,12 @@ class ScriptedProvider(Provider):
             raise InvalidRequest("the scripted provider needs a script: --provider-option script=FILE")
 
     def _step(self, request: ModelRequest) -> AsyncIterator[Event]:
+        # A snapshot: the loop goes on appending to its message list after this call.
+        self.calls.append(
+            msgspec.structs.replace(
+                request, messages=list(request.messages), tools=list(request.tools), params=dict(request.params)
+            )
+        )
         if self.position >= len(self.script):
             raise ProviderFailure(f"script exhausted after {len(self.script)} responses")
         entry = self.script[self.position]
