@@ -15,13 +15,16 @@ import inspect
 import typing
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias, overload
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, overload
 
 import msgspec
 
 from seamline.errors import InvalidRequest
 from seamline.events import Event
 from seamline.tools.schema import args_schema, parameter_docs
+
+if TYPE_CHECKING:
+    from seamline.tools.workspace import Workspace
 
 __all__ = ["Tool", "ToolClass", "ToolContext", "ToolSpec", "Toolset", "tool", "tool_article"]
 
@@ -45,7 +48,7 @@ class ToolContext:
     session_id: str
     turn_id: int
     emit: Callable[[Event], None]
-    workspace: Any = None  # the Workspace, when the tool set has one
+    workspace: Workspace | None = None  # the tool set's workspace, when it has one
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,7 +175,7 @@ def _build_tool(
 class Toolset:
     """The tools offered in a run, by name; only tools added here are ever offered."""
 
-    def __init__(self, tools: Iterable[Tool] = (), *, workspace: Any = None) -> None:
+    def __init__(self, tools: Iterable[Tool] = (), *, workspace: Workspace | None = None) -> None:
         self._tools: dict[str, Tool] = {}
         self.workspace = workspace
         for t in tools:
