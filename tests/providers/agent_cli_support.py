@@ -105,6 +105,18 @@ def private_runtime_dir(monkeypatch: pytest.MonkeyPatch, request: pytest.Fixture
     return made
 
 
+def make_gemini_world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> CliWorld:
+    """A world for the Gemini CLI as a user configures it: API-key auth and one attempt per
+    call in the user's settings, and a private ``$XDG_RUNTIME_DIR`` where the CLI reads
+    seamline's own settings file (its approval hook)."""
+    made = make_world(tmp_path, monkeypatch)
+    private_runtime_dir(monkeypatch, request)
+    settings = {"security": {"auth": {"selectedType": "gemini-api-key"}}, "general": {"maxAttempts": 1}}
+    (made.home / ".gemini").mkdir()
+    (made.home / ".gemini" / "settings.json").write_text(json.dumps(settings))
+    return made
+
+
 async def collect(session: ProviderSession, prompt: str, **kwargs: Any) -> list[Event]:
     return [event async for event in session.send(prompt, **kwargs)]
 

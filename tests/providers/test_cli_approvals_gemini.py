@@ -4,7 +4,6 @@ socket before each call. The real program against the fake Gemini API on 127.0.0
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -18,9 +17,8 @@ from tests.providers.agent_cli_support import (
     CliWorld,
     cli_path,
     collect,
-    make_world,
+    make_gemini_world,
     one_complete,
-    private_runtime_dir,
     run_async,
 )
 
@@ -30,12 +28,7 @@ MODEL = "gemini-2.5-flash"
 
 @pytest.fixture
 def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> CliWorld:
-    made = make_world(tmp_path, monkeypatch)
-    private_runtime_dir(monkeypatch, request)
-    settings = {"security": {"auth": {"selectedType": "gemini-api-key"}}, "general": {"maxAttempts": 1}}
-    (made.home / ".gemini").mkdir()
-    (made.home / ".gemini" / "settings.json").write_text(json.dumps(settings))
-    return made
+    return make_gemini_world(tmp_path, monkeypatch, request)
 
 
 def provider(fake: FakeGemini) -> GeminiCliProvider:

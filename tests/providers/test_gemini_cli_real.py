@@ -21,9 +21,8 @@ from tests.providers.agent_cli_support import (
     assert_group_gone,
     cli_path,
     collect,
-    make_world,
+    make_gemini_world,
     one_complete,
-    private_runtime_dir,
     run_async,
 )
 
@@ -33,15 +32,7 @@ MODEL = "gemini-2.5-flash"
 
 @pytest.fixture
 def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> CliWorld:
-    made = make_world(tmp_path, monkeypatch)
-    private_runtime_dir(monkeypatch, request)  # where the CLI reads seamline's settings (approval hook)
-    # As a user configures it: API-key auth, and one attempt per call. The CLI ignores
-    # seamline's own defaults file under /tmp (where every test HOME lives), so the
-    # settings that bound its retries are the user's here.
-    settings = {"security": {"auth": {"selectedType": "gemini-api-key"}}, "general": {"maxAttempts": 1}}
-    (made.home / ".gemini").mkdir()
-    (made.home / ".gemini" / "settings.json").write_text(json.dumps(settings))
-    return made
+    return make_gemini_world(tmp_path, monkeypatch, request)
 
 
 def provider(fake: FakeGemini, **options: str) -> GeminiCliProvider:

@@ -4,7 +4,6 @@ on the allowlist is unreachable, the model endpoint works and the turn completes
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.fakes.gemini_api import FakeGemini
-from tests.providers.agent_cli_support import ROOT, CliWorld, cli_path, make_world, private_runtime_dir
+from tests.providers.agent_cli_support import ROOT, CliWorld, cli_path, make_gemini_world
 from tests.sandbox.envelope_support import json_events, reach_command, refused, second_server, tool_outputs
 
 pytestmark = pytest.mark.real
@@ -23,12 +22,7 @@ MODEL = "gemini-2.5-flash"
 def world(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest, bwrap_ready: None
 ) -> CliWorld:
-    made = make_world(tmp_path, monkeypatch)
-    private_runtime_dir(monkeypatch, request)  # where the CLI reads seamline's settings (approval hook)
-    settings = {"security": {"auth": {"selectedType": "gemini-api-key"}}, "general": {"maxAttempts": 1}}
-    (made.home / ".gemini").mkdir()
-    (made.home / ".gemini" / "settings.json").write_text(json.dumps(settings))
-    return made
+    return make_gemini_world(tmp_path, monkeypatch, request)
 
 
 def seamline_run(fake: FakeGemini, world: CliWorld, *extra: str) -> subprocess.CompletedProcess[str]:

@@ -96,8 +96,8 @@ def remove_envelope_homes(session_id: str) -> list[Path]:
     """Remove the private homes of session ``session_id``'s enveloped programs (every
     provider's): what the program kept there (its transcript, its config) goes with the
     session. The removed folders."""
-    root = envelope_home("_", session_id).parent.parent
-    safe = envelope_home("_", session_id).name
+    sample = envelope_home("_", session_id)
+    root, safe = sample.parent.parent, sample.name
     removed: list[Path] = []
     for provider_dir in root.iterdir() if root.is_dir() else ():
         home = provider_dir / safe
