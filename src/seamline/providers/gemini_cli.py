@@ -21,6 +21,7 @@ from seamline.events import Event
 from seamline.providers.agent_cli import COMMON_OPTIONS, AgentCliProvider, Invocation, SessionMode, uuid_for
 from seamline.providers.base import OptionSpec, PreflightCheck, ProviderSession
 from seamline.providers.cli_approvals import ApprovalSocket, gemini_hook_settings, merge_events
+from seamline.providers.cli_journal import journaled_turn
 from seamline.providers.cli_parsers.base import StreamParser
 from seamline.providers.cli_parsers.gemini_cli import GeminiStreamJsonParser
 from seamline.providers.runtime_dir import ensure_runtime_dir
@@ -95,7 +96,8 @@ class GeminiCliProvider(AgentCliProvider):
         return Invocation(argv=argv, env=env)
 
     def _turn(self, session: ProviderSession, prompt: str) -> AsyncIterator[Event]:
-        return self._with_defaults(session, prompt)
+        # The CLI edits the workspace itself: the turn is one step of the edit journal.
+        return journaled_turn(session, self.name, self._with_defaults(session, prompt))
 
     async def _with_defaults(self, session: ProviderSession, prompt: str) -> AsyncIterator[Event]:
         defaults: dict[str, object] = {
