@@ -23,4 +23,4 @@ def test_providers_list_names_the_approval_path_of_each_backend() -> None:
     approval = {name: row["capabilities"]["tool_approval"] for name, row in rows.items()}
     assert approval["claude-code"] == "every_call" and approval["openai"] == "every_call"
     assert approval["acp"] == "asked" and approval["opencode"] == "asked"
-    assert approval["codex"] == "sandbox" and approval["gemini-cli"] == "every_call"
+    assert approval["codex"] == "every_call" and approval["gemini-cli"] == "every_call"

@@ -1,7 +1,7 @@
-"""Under `seamline serve`, Claude Code's own tool call becomes a pending permission of the
-HTTP run: a deny posted to the permissions route stops the call; an allow lets it run,
-and the session's revert route undoes what it wrote. The real program against the fake
-Anthropic API on 127.0.0.1."""
+"""Under `seamline serve`, Claude Code's and Codex's own tool calls become pending
+permissions of the HTTP run: a deny posted to the permissions route stops the call; an
+allow lets it run, and the session's revert route undoes what it wrote. The real programs
+against the fake Anthropic and OpenAI APIs on 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ pytest.importorskip("uvicorn")
 
 from seamline.events import decode_event
 from seamline.server.agents_file import AgentSpec
-from tests.providers.agent_cli_support import AgentAnthropic, CliWorld, cli_path, make_world
+from tests.providers.agent_cli_support import AgentAnthropic, AgentOpenAI, CliWorld, cli_path, make_world
 from tests.server.harness import Served, serve, sse_frames
 
 pytestmark = pytest.mark.real
@@ -90,3 +90,34 @@ def test_an_allow_on_the_route_runs_the_call_and_revert_undoes_it(world: CliWorl
             reply = client.post(f"/v1/sessions/{session_id}/revert", json={})
             assert reply.status_code == 200, reply.text
             assert not made.exists()
+
+
+def _codex_agents(fake: Any) -> dict[str, AgentSpec]:
+    # Codex's own sandbox cannot work under the tests' /tmp home: only seamline's decision counts.
+    options = {"executable": cli_path("codex"), "base_url": fake.base_url, "codex_sandbox": "danger-full-access"}
+    return {"cc": AgentSpec(name="cc", provider="codex", model="gpt-5.5", options=options, sandbox="none")}
+
+
+def test_the_route_decides_codexs_own_calls_and_revert_undoes_what_it_allowed(world: CliWorld, tmp_path: Path) -> None:
+    marker = tmp_path / "ws" / "marker"
+    patch = "*** Begin Patch\n*** Add File: made.txt\n+new\n*** End Patch\n"
+    refused = [{"tool_calls": [{"name": "exec_command", "arguments": {"cmd": f"touch {marker}"}}]}, {"text": "No."}]
+    allowed = [{"custom_tool_calls": [{"name": "apply_patch", "input": patch}]}, {"text": "Written."}]
+    with AgentOpenAI([*refused, *allowed]) as fake:
+        with serve(tmp_path, agents=_codex_agents(fake)) as served, served.client() as client:
+            session_id, run_id = _start(served, client)
+            denied = _answer_and_read(client, run_id, "deny")
+            assert not marker.exists()
+            reply = client.post(f"/v1/sessions/{session_id}/runs", json={"prompt": "now the file"})
+            assert reply.status_code == 201, reply.text
+            granted = _answer_and_read(client, str(reply.json()["id"]), "allow")
+            made = served.workspace / "made.txt"
+            assert made.read_text() == "new\n"
+            reply = client.post(f"/v1/sessions/{session_id}/revert", json={})
+            assert reply.status_code == 200, reply.text
+            assert not made.exists()
+    request = next(e for e in denied if e.type == "permission_request")
+    assert request.tool == "Bash" and request.arguments["command"] == f"touch {marker}"
+    assert [d.decision for d in denied if d.type == "permission_decision"] == ["deny"]
+    assert denied[-1].type == "complete"
+    assert [d.decision for d in granted if d.type == "permission_decision"] == ["allow"]

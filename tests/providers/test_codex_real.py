@@ -61,7 +61,7 @@ def test_seamline_run_json_end_to_end_with_tools_usage_and_cost(world: CliWorld)
         argv = [
             sys.executable, "-m", "seamline", "run", "--provider", "codex", "--model", MODEL, "--json",
             "-o", f"executable={cli_path('codex')}", "-o", f"base_url={fake.base_url}", "-o", "max_retries=0",
-            "-o", "sandbox=danger-full-access", "--workspace", str(world.workspace), "What is the secret word?",
+            "-o", "sandbox=danger-full-access", "--yes", "--workspace", str(world.workspace), "What is the secret word?",
         ]  # fmt: skip
         done = subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=ROOT, check=False)
         seen = inputs(fake)

@@ -1,9 +1,12 @@
 """Codex, the real program, run whole inside the envelope (`--sandbox bwrap`) against the
 fake OpenAI Responses API on 127.0.0.1: a write outside the workspace fails, a server not
-on the allowlist is unreachable, the model endpoint works and the turn completes."""
+on the allowlist is unreachable, the model endpoint works and the turn completes; a stored
+deny rule refuses its shell call there too."""
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -63,3 +66,26 @@ def test_a_server_not_on_the_allowlist_is_unreachable_while_the_model_endpoint_w
     assert {"host": "127.0.0.1", "port": port, "method": "GET", "egress": "refused"} in refused(events)
     assert asked == 2
     assert events[-1]["outcome"] == "completed" and events[-1]["text"] == "Done."
+
+
+def test_a_stored_deny_rule_holds_inside_the_envelope(world: CliWorld, tmp_path: Path) -> None:
+    store = tmp_path / "store.db"
+    marker = world.workspace / "marker"
+    env = dict(os.environ, SEAMLINE_STORE=str(store))
+    seamline = [sys.executable, "-m", "seamline"]
+    add = [*seamline, "permissions", "add", "deny", "--tool", "Bash", "--pattern", "command=touch*"]
+    added = subprocess.run(add, capture_output=True, text=True, timeout=60, cwd=ROOT, env=env, check=False)
+    assert added.returncode == 0, added.stderr
+    with FakeOpenAI([shell(f"touch {marker}"), {"text": "Done."}]) as fake:
+        argv = [
+            *seamline, "run", "--provider", "codex", "--model", MODEL, "--json", "--store", str(store),
+            "-o", f"executable={cli_path('codex')}", "-o", f"base_url={fake.base_url}", "-o", "max_retries=0",
+            "--sandbox", "bwrap", "--workspace", str(world.workspace), "Do it",
+        ]  # fmt: skip
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=180, cwd=ROOT, env=env, check=False)
+    assert done.returncode == 0, done.stderr
+    events = [json.loads(line) for line in done.stdout.splitlines()]
+    decisions = [e for e in events if e["type"] == "permission_decision"]
+    assert [d["decision"] for d in decisions] == ["deny"] and "denied by rule" in decisions[0]["reason"], events
+    assert events[-1]["type"] == "complete" and events[-1]["outcome"] == "completed"
+    assert not marker.exists()

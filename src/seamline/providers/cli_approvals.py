@@ -118,6 +118,12 @@ def agent_tool(name: str, classes: Mapping[str, ToolClass] = CLAUDE_TOOL_CLASSES
     )
 
 
+ArgumentsView = Callable[[str, Mapping[str, Any]], dict[str, Any]]
+"""Turns an agent's tool name and input into the arguments rules see."""
+DeniedReport = Callable[[str, Mapping[str, Any], str, str], list[Event]]
+"""What to add to the stream for a refused call (name, input, call id, reason)."""
+
+
 def agent_arguments(tool_input: Mapping[str, Any]) -> dict[str, Any]:
     """The call's arguments as rules see them: the agent's own, plus ``path`` for a file
     tool that names its file under another key (``file_path``, ``notebook_path``)."""
@@ -137,14 +143,15 @@ async def decide_agent_call(
     tool_input: Mapping[str, Any],
     call_id: str | None,
     classes: Mapping[str, ToolClass] = CLAUDE_TOOL_CLASSES,
+    arguments: ArgumentsView | None = None,
     on_event: Callable[[Event], None] | None = None,
 ) -> tuple[bool, str]:
     """Decide one of the agent's tool calls through ``approval``; the permission events it
-    produced go to ``on_event``. A call the service cannot judge is denied."""
+    produced go to ``on_event``. A call the service cannot judge is denied. ``arguments``
+    turns the agent's input into what rules see (default: :func:`agent_arguments`)."""
     tool = agent_tool(tool_name, classes)
-    call = ToolCall(
-        call_id=call_id or uuid.uuid4().hex, name=tool_name, arguments=agent_arguments(tool_input), source="agent"
-    )
+    seen = arguments(tool_name, tool_input) if arguments is not None else agent_arguments(tool_input)
+    call = ToolCall(call_id=call_id or uuid.uuid4().hex, name=tool_name, arguments=seen, source="agent")
     try:
         decision = await approval.decide(tool, call)
     except Exception as exc:  # noqa: BLE001 - fail closed, and say so in the stream
@@ -167,10 +174,14 @@ class ApprovalSocket:
         folder: Path,
         *,
         classes: Mapping[str, ToolClass] = CLAUDE_TOOL_CLASSES,
+        arguments: ArgumentsView | None = None,
+        on_denied: DeniedReport | None = None,
     ) -> None:
         self.approval = approval
         self.folder = folder
         self.classes = classes
+        self.arguments = arguments
+        self.on_denied = on_denied
         self.path = folder / SOCKET_NAME
         self.hook = folder / HOOK_NAME
         self.events: asyncio.Queue[Event] = asyncio.Queue()
@@ -232,15 +243,21 @@ class ApprovalSocket:
         call_id = asked.get("tool_use_id") if isinstance(asked, dict) else None
         if not isinstance(name, str) or not name:
             return {"decision": "deny", "reason": "the hook's request names no tool"}
+        given = tool_input if isinstance(tool_input, dict) else {}
+        call = call_id if isinstance(call_id, str) and call_id else uuid.uuid4().hex
         async with self._lock:
             allow, reason = await decide_agent_call(
                 self.approval,
                 tool_name=name,
-                tool_input=tool_input if isinstance(tool_input, dict) else {},
-                call_id=call_id if isinstance(call_id, str) and call_id else None,
+                tool_input=given,
+                call_id=call,
                 classes=self.classes,
+                arguments=self.arguments,
                 on_event=self.events.put_nowait,
             )
+        if not allow and self.on_denied is not None:
+            for event in self.on_denied(name, given, call, reason):
+                self.events.put_nowait(event)
         return {"decision": "allow" if allow else "deny", "reason": f"seamline: {reason}"}
 
 

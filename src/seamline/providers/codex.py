@@ -12,14 +12,26 @@ from __future__ import annotations
 import json
 import os
 import tomllib
-from collections.abc import Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from pathlib import Path
 from typing import ClassVar
 
+from seamline.errors import InvalidRequest
+from seamline.events import Event
 from seamline.providers.agent_cli import COMMON_OPTIONS, AgentCliProvider, Invocation, SessionMode
 from seamline.providers.base import OptionSpec, PreflightCheck, ProviderSession
+from seamline.providers.cli_approvals import ApprovalSocket, hook_command, merge_events
 from seamline.providers.cli_parsers.base import StreamParser
 from seamline.providers.cli_parsers.codex import CodexJsonParser
+from seamline.providers.codex_hooks import (
+    CODEX_TOOL_CLASSES,
+    codex_arguments,
+    codex_denied_events,
+    hook_overrides,
+    verify_hook_trust,
+)
+from seamline.providers.runtime_dir import ensure_runtime_dir
+from seamline.transport.env import program_env
 
 __all__ = ["CodexProvider"]
 
@@ -58,8 +70,8 @@ class CodexProvider(AgentCliProvider):
             choices=("true", "false"),
         ),
     }
-    # Headless, the pinned version has no approval protocol: only the sandbox bounds it.
-    tool_approval = "sandbox"
+    # A trusted PreToolUse hook asks seamline's permission service before each tool call.
+    tool_approval = "every_call"
     forking = "native"
     session_ids = "provider"
     cost_source = "priced"
@@ -106,6 +118,10 @@ class CodexProvider(AgentCliProvider):
             config += ['model_provider="seamline"', f"model_providers.seamline={table}"]
         if home := self.option_values.get("codex_home"):
             env["CODEX_HOME"] = home
+        hook = session.state.get("codex_hook")
+        if isinstance(hook, tuple):  # the approval hook, while this turn's socket is served
+            command, wait = hook
+            config += hook_overrides(command, wait)
         flags = [part for item in config for part in ("-c", item)]
         if mode == "resume" and target:
             argv += ["resume", *flags, target, prompt]
@@ -114,6 +130,37 @@ class CodexProvider(AgentCliProvider):
         else:
             argv += [*flags, prompt]
         return Invocation(argv=argv, env=env)
+
+    # -- one approval path: a trusted PreToolUse hook answered by the permission service --
+    def _run_turn(self, session: ProviderSession, prompt: str) -> AsyncIterator[Event]:
+        return self._approved_turn(session, prompt)
+
+    async def _approved_turn(self, session: ProviderSession, prompt: str) -> AsyncIterator[Event]:
+        if session.approval is None:
+            async for event in super()._run_turn(session, prompt):
+                yield event
+            return
+        exe = self.executable()
+        if exe is None:
+            raise InvalidRequest(self._missing_message())
+        await verify_hook_trust(exe, program_env(self._common_env(), {}))
+        bridge = ApprovalSocket(
+            session.approval,
+            ensure_runtime_dir(session.session_id, session.state),
+            classes=CODEX_TOOL_CLASSES,
+            arguments=codex_arguments,
+            on_denied=codex_denied_events,
+        )
+        await bridge.start()
+        command, wait = hook_command(bridge, timeout=self._float_option("turn_timeout", 600.0), dialect="codex")
+        # Codex must wait longer than the hook does: only the hook's own exit 2 is safe.
+        session.state["codex_hook"] = (command, wait + 30)
+        try:
+            async for event in merge_events(super()._run_turn(session, prompt), bridge.events):
+                yield event
+        finally:
+            session.state.pop("codex_hook", None)
+            await bridge.stop()
 
     def _sandbox_mode(self) -> str:
         given = self.option_values.get("sandbox") or "none"
