@@ -1,14 +1,18 @@
 """The Gemini CLI's own tool calls go through seamline's permission service: a BeforeTool
 hook in a system settings file of seamline's (the layer above the user's) asks over a unix
-socket before each call. The real program against the fake Gemini API on 127.0.0.1."""
+socket before each call. The CLI reads that file only from a folder that is root's all the
+way up (so the hook is given outside the envelope only when seamline runs as root; inside,
+see tests/sandbox/test_envelope_gemini_cli.py); where it cannot be, the CLI runs without
+shell or write tools. The real program against the fake Gemini API on 127.0.0.1."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
-from seamline.events import Error, Event, PermissionDecision, ToolResult
+from seamline.events import Error, Event, PermissionDecision, Raw, ToolResult
 from seamline.providers.gemini_cli import GeminiCliProvider
 from seamline.sessions.rules import PermissionRules
 from seamline.tools.permissions import PermissionService
@@ -89,18 +93,49 @@ async def test_an_allowed_call_runs(world: CliWorld) -> None:
     assert marker.exists()
 
 
+def _not_roots(folder: Path) -> None:
+    """Make ``folder`` (the CLI's private settings folder) a user's, not root's, as it is for
+    everyone who does not run seamline as root."""
+    if os.geteuid() == 0:
+        os.chown(folder, 1000, 1000)
+
+
 @run_async
-async def test_without_a_private_folder_the_cli_is_not_started(
-    world: CliWorld, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+async def test_where_the_cli_would_skip_the_hook_it_runs_without_shell_or_write_tools(
+    world: CliWorld, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The CLI ignores a settings file under /tmp: the hook could not be given, so nothing runs.
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "shared"))
+    # The CLI reads a system settings file only when every folder above it is root's; where
+    # the hook cannot be given, yolo would run the call unapproved: default mode has no shell.
+    monkeypatch.setenv("HOME", str(world.home))
+    _not_roots(Path(os.environ["XDG_RUNTIME_DIR"]))
     marker = world.workspace / "marker"
     service = PermissionService(workspace=world.workspace, yes=True)
     with FakeGemini(shell_script(f"touch {marker}"), fallback={"text": "side"}) as fake:
         events = await _turn(fake, world, service)
+        assert fake.model_requests(), "the CLI was started"
+    notices = [e for e in events if isinstance(e, Raw) and isinstance(e.payload, dict) and "notice" in e.payload]
+    assert notices and "no shell or write tools" in notices[0].payload["notice"], events
+    assert one_complete(events).outcome == "completed"
+    assert not marker.exists()
+
+
+@run_async
+async def test_an_explicit_yolo_where_the_hook_cannot_be_given_is_refused(
+    world: CliWorld, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _not_roots(Path(os.environ["XDG_RUNTIME_DIR"]))
+    marker = world.workspace / "marker"
+    service = PermissionService(workspace=world.workspace, yes=True)
+    with FakeGemini(shell_script(f"touch {marker}"), fallback={"text": "side"}) as fake:
+        options = {"executable": cli_path("gemini"), "base_url": fake.root_url, "approval_mode": "yolo"}
+        gemini = GeminiCliProvider(model=MODEL, options=options)
+        session = await gemini.open(workspace=world.workspace, approval=service)
+        try:
+            events = await collect(session, "do it")
+        finally:
+            await gemini.close(session)
         assert fake.model_requests() == []
     errors = [e for e in events if isinstance(e, Error)]
-    assert errors and "approval hook needs a folder only you can write" in errors[0].message, events
+    assert errors and "approval_mode=yolo would run the CLI's tools without seamline's approval" in errors[0].message
     assert one_complete(events).outcome == "failed"
     assert not marker.exists()

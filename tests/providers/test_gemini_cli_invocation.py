@@ -17,6 +17,7 @@ from seamline.providers import gemini_cli
 from seamline.providers.base import ProviderSession
 from seamline.providers.gemini_cli import GeminiCliProvider
 from seamline.transport.subprocess import group_members
+from tests.providers.agent_cli_support import private_runtime_dir
 
 
 @pytest.fixture(autouse=True)
@@ -37,6 +38,7 @@ def test_capabilities_are_truthful() -> None:
 def test_argv_for_fresh_and_resumed_sessions(tmp_path: Path) -> None:
     provider = GeminiCliProvider(model="gemini-2.5-pro", options={"base_url": "http://127.0.0.1:9"})
     session = session_of(provider, tmp_path)
+    session.state["gemini_mode"] = "yolo"  # as the turn sets it when seamline's hook decides every call
     fresh = provider._invocation(session=session, prompt="hi", executable="gemini", mode="fresh", target=None)
     assert fresh.argv == [
         "gemini", "-p", "hi", "-o", "stream-json", "--skip-trust",
@@ -61,6 +63,19 @@ def test_settings_file_goes_only_where_the_cli_trusts_it(tmp_path: Path, monkeyp
     open_home.chmod(0o777)
     monkeypatch.setenv("HOME", str(open_home))
     # /tmp and this folder are world-writable: the CLI would skip a settings file there.
+    assert gemini_cli._secure_dir() is None
+
+
+def test_settings_file_goes_only_where_root_owns_every_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> None:
+    # The CLI skips a system settings file unless it and every folder above it are root's:
+    # a private folder of a user who is not root will not do.
+    private = private_runtime_dir(monkeypatch, request)
+    monkeypatch.setenv("HOME", str(tmp_path))  # /tmp is everyone's: no folder there either
+    if os.geteuid() == 0:
+        assert gemini_cli._secure_dir() == private / "seamline"
+        os.chown(private, 1000, 1000)
     assert gemini_cli._secure_dir() is None
 
 

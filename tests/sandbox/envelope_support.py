@@ -1,14 +1,21 @@
 """What the envelope tests share: a second local server that must stay unreachable, the
-command a model runs to try it, and how to read `seamline run --json` output."""
+command a model runs to try it, how to read `seamline run --json` output, and the stored
+rules and reverts the approval and journal tests use."""
 
 from __future__ import annotations
 
 import http.server
 import json
+import os
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
+
+from tests.providers.agent_cli_support import ROOT
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
@@ -61,3 +68,30 @@ def refused(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
         for e in events
         if e["type"] == "raw" and e.get("source") == "seamline" and e["payload"].get("egress") == "refused"
     ]
+
+
+def seamline_cli(*argv: str, store: Path) -> subprocess.CompletedProcess[str]:
+    """``python -m seamline ARGV`` against the store file ``store``."""
+    env = {**os.environ, "SEAMLINE_STORE": str(store)}
+    command = [sys.executable, "-m", "seamline", *argv]
+    return subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=ROOT, env=env, check=False)
+
+
+def add_deny_rule(store: Path, tool: str, pattern: str) -> None:
+    """A stored rule, added as a user adds one: ``seamline permissions add deny``."""
+    added = seamline_cli("permissions", "add", "deny", "--tool", tool, "--pattern", pattern, store=store)
+    assert added.returncode == 0, added.stderr
+
+
+def assert_denied_by_rule(events: list[dict[str, Any]]) -> None:
+    """One ``permission_decision``, a deny by the stored rule, and the turn completed."""
+    decisions = [e for e in events if e["type"] == "permission_decision"]
+    assert [d["decision"] for d in decisions] == ["deny"], events
+    assert "denied by rule" in decisions[0]["reason"], decisions
+    assert events[-1]["type"] == "complete" and events[-1]["outcome"] == "completed", events[-1]
+
+
+def revert_run(store: Path, events: list[dict[str, Any]]) -> None:
+    """``seamline revert RUN`` for the run whose ``--json`` events these are."""
+    done = seamline_cli("revert", str(events[0]["session_id"]), "--store", str(store), store=store)
+    assert done.returncode == 0, done.stderr

@@ -12,7 +12,16 @@ import pytest
 
 from seamline.errors import SandboxViolation
 from tests.providers.agent_cli_support import ROOT, AgentAnthropic, CliWorld, cli_path, make_world
-from tests.sandbox.envelope_support import json_events, reach_command, refused, second_server, tool_outputs
+from tests.sandbox.envelope_support import (
+    add_deny_rule,
+    assert_denied_by_rule,
+    json_events,
+    reach_command,
+    refused,
+    revert_run,
+    second_server,
+    tool_outputs,
+)
 
 pytestmark = pytest.mark.real
 MODEL = "claude-sonnet-4-5"
@@ -30,6 +39,10 @@ def seamline_run(fake: AgentAnthropic, world: CliWorld, *extra: str) -> subproce
         "--workspace", str(world.workspace), *extra, "Do the task.",
     ]  # fmt: skip
     return subprocess.run(argv, capture_output=True, text=True, timeout=180, cwd=ROOT, check=False)
+
+
+def shell(command: str) -> dict[str, object]:
+    return {"tool_calls": [{"name": "Bash", "arguments": {"command": command}}]}
 
 
 def test_bash_touch_outside_the_workspace_fails_and_creates_nothing(world: CliWorld, tmp_path: Path) -> None:
@@ -124,3 +137,25 @@ def test_a_pipeline_run_with_sandbox_puts_the_cli_in_the_envelope(world: CliWorl
         done = seamline_run(fake, world, "--sandbox", "bwrap", "--pipeline", "single")
     assert done.returncode == 0, done.stderr
     assert not (outside / "escaped").exists()
+
+
+def test_a_stored_deny_rule_refuses_its_shell_call_inside_the_envelope(world: CliWorld, tmp_path: Path) -> None:
+    store = tmp_path / "store.db"
+    marker = world.workspace / "marker"
+    add_deny_rule(store, "Bash", "command=touch*")
+    with AgentAnthropic([shell(f"touch {marker}"), {"text": "Done."}], fallback={"text": "side"}) as fake:
+        done = seamline_run(fake, world, "--sandbox", "bwrap", "--store", str(store))
+    assert done.returncode == 0, done.stderr
+    assert_denied_by_rule(json_events(done.stdout))
+    assert not marker.exists()
+
+
+def test_revert_undoes_a_file_it_wrote_inside_the_envelope(world: CliWorld, tmp_path: Path) -> None:
+    store = tmp_path / "store.db"
+    with AgentAnthropic([shell("printf new > made.txt"), {"text": "Done."}], fallback={"text": "side"}) as fake:
+        done = seamline_run(fake, world, "--sandbox", "bwrap", "--store", str(store))
+    assert done.returncode == 0, done.stderr
+    events = json_events(done.stdout)
+    assert (world.workspace / "made.txt").read_text() == "new"
+    revert_run(store, events)
+    assert not (world.workspace / "made.txt").exists()

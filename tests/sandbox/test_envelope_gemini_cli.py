@@ -12,7 +12,16 @@ import pytest
 
 from tests.fakes.gemini_api import FakeGemini
 from tests.providers.agent_cli_support import ROOT, CliWorld, cli_path, make_gemini_world
-from tests.sandbox.envelope_support import json_events, reach_command, refused, second_server, tool_outputs
+from tests.sandbox.envelope_support import (
+    add_deny_rule,
+    assert_denied_by_rule,
+    json_events,
+    reach_command,
+    refused,
+    revert_run,
+    second_server,
+    tool_outputs,
+)
 
 pytestmark = pytest.mark.real
 MODEL = "gemini-2.5-flash"
@@ -65,3 +74,37 @@ def test_a_server_not_on_the_allowlist_is_unreachable_while_the_model_endpoint_w
     assert {"host": "127.0.0.1", "port": port, "method": "GET", "egress": "refused"} in refused(events)
     assert asked == 2
     assert events[-1]["outcome"] == "completed" and events[-1]["text"] == "Done."
+
+
+def test_a_stored_deny_rule_refuses_its_shell_call_inside_the_envelope(world: CliWorld, tmp_path: Path) -> None:
+    store = tmp_path / "store.db"
+    marker = world.workspace / "marker"
+    add_deny_rule(store, "run_shell_command", "command=touch*")
+    with FakeGemini([shell(f"touch {marker}"), {"text": "Done."}]) as fake:
+        done = seamline_run(fake, world, "--sandbox", "bwrap", "--store", str(store))
+    assert done.returncode == 0, done.stderr
+    assert_denied_by_rule(json_events(done.stdout))
+    assert not marker.exists()
+
+
+def test_revert_undoes_a_file_it_wrote_inside_the_envelope(world: CliWorld, tmp_path: Path) -> None:
+    store = tmp_path / "store.db"
+    with FakeGemini([shell("printf new > made.txt"), {"text": "Done."}]) as fake:
+        done = seamline_run(fake, world, "--sandbox", "bwrap", "--store", str(store))
+    assert done.returncode == 0, done.stderr
+    events = json_events(done.stdout)
+    assert (world.workspace / "made.txt").read_text() == "new"
+    revert_run(store, events)
+    assert not (world.workspace / "made.txt").exists()
+
+
+def test_the_cli_runs_as_root_of_its_namespace_without_capabilities(world: CliWorld, tmp_path: Path) -> None:
+    # uid 0 inside (so seamline's settings file is root's there, as the CLI demands), but every
+    # capability dropped: it cannot remount the read-only system or the home it cannot see.
+    probe = "id -u; grep CapEff /proc/self/status; mount -o remount,rw / && echo REMOUNTED; true"
+    with FakeGemini([shell(probe), {"text": "Done."}]) as fake:
+        done = seamline_run(fake, world, "--sandbox", "bwrap")
+    assert done.returncode == 0, done.stderr
+    output = tool_outputs(json_events(done.stdout))
+    assert output.splitlines()[0].strip() == "0", output
+    assert "CapEff:\t0000000000000000" in output and "REMOUNTED" not in output

@@ -109,6 +109,8 @@ class AgentCliProvider(Provider):
     default_endpoint: ClassVar[tuple[str, int] | None] = None
     #: variables (exact names, or prefixes ending in ``_``) the CLI keeps inside the envelope
     envelope_env: ClassVar[tuple[str, ...]] = ()
+    #: the uid the CLI runs as inside the envelope (None: the envelope's default)
+    envelope_uid: ClassVar[int | None] = None
 
     # -- public helpers ----------------------------------------------------------------
     def install_command(self) -> str:
@@ -300,6 +302,8 @@ class AgentCliProvider(Provider):
             inner_env=self._envelope_inner_env,
             carry=target if mode in ("resume", "fork") else None,
             extra_ro=self._envelope_ro_paths(session),
+            ro_at=self._envelope_ro_at(session),
+            uid=self.envelope_uid,
         )
 
     def _sandbox_mode(self) -> str:
@@ -328,6 +332,10 @@ class AgentCliProvider(Provider):
 
     def _envelope_ro_paths(self, session: ProviderSession) -> list[Path]:
         """Host files the CLI reads inside the envelope (bound read-only at their paths)."""
+        return []
+
+    def _envelope_ro_at(self, session: ProviderSession) -> list[tuple[Path, str]]:
+        """Host files the CLI reads inside the envelope at another path: (host, inside)."""
         return []
 
     def _gave_up(self, retries: int, bound: int) -> str:

@@ -21,6 +21,7 @@ from seamline.errors import InvalidRequest
 from seamline.events import Raw
 from seamline.providers.base import OptionSpec, Provider
 from seamline.providers.runtime_dir import ensure_runtime_dir
+from seamline.sandbox.bwrap import SANDBOX_UID
 from seamline.sandbox.egress import AllowList, EgressGate, Refusal, endpoint_of, is_loopback, loopback_to_unix
 from seamline.sandbox.envelope import (
     EnvelopeSpec,
@@ -175,6 +176,8 @@ async def enter_envelope(
     inner_env: Callable[[Path], Mapping[str, str]] = lambda home: {},
     carry: str | None = None,
     extra_ro: Sequence[Path] = (),
+    ro_at: Sequence[tuple[Path, str]] = (),
+    uid: int | None = None,
     expose: Sequence[int] = (),
 ) -> Enveloped:
     """Set up the envelope for one start of ``argv``; raises :class:`SandboxViolation` (no
@@ -240,6 +243,8 @@ async def enter_envelope(
         listen=tuple(listen),
         expose=tuple((port, str(runtime / f"expose-{port}.sock")) for port in expose),
         extra_ro=tuple(extra_ro),
+        ro_at=tuple(ro_at),
+        uid=SANDBOX_UID if uid is None else uid,
     )
     exposed = {port: runtime / f"expose-{port}.sock" for port in expose}
     for path in exposed.values():

@@ -14,10 +14,10 @@ import os
 import tempfile
 from collections.abc import AsyncIterator, Iterable, Mapping
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, Final
 
 from seamline.errors import InvalidRequest
-from seamline.events import Event
+from seamline.events import Event, Raw
 from seamline.providers.agent_cli import COMMON_OPTIONS, AgentCliProvider, Invocation, SessionMode, uuid_for
 from seamline.providers.base import OptionSpec, PreflightCheck, ProviderSession
 from seamline.providers.cli_approvals import ApprovalSocket, gemini_hook_settings, merge_events
@@ -28,6 +28,15 @@ from seamline.providers.runtime_dir import ensure_runtime_dir
 from seamline.tools.permission_bridge import GEMINI_TOOL_CLASSES
 
 __all__ = ["GeminiCliProvider"]
+
+# Where the envelope binds seamline's settings files for the CLI (root's there, see envelope_uid).
+_INNER_DEFAULTS: Final = "/etc/gemini-cli/system-defaults.json"
+_INNER_SYSTEM: Final = "/etc/gemini-cli/settings.json"
+_NO_HOOK_NOTICE: Final = (
+    "seamline's approval hook cannot be given to the Gemini CLI here (it reads it only from a folder "
+    "that is root's all the way up), so the CLI runs in its default mode: no shell or write tools. "
+    "Run it in the envelope (--sandbox bwrap) to have them, each call approved by seamline"
+)
 
 
 class GeminiCliProvider(AgentCliProvider):
@@ -40,14 +49,18 @@ class GeminiCliProvider(AgentCliProvider):
         **COMMON_OPTIONS,
         "base_url": OptionSpec("Gemini API base URL (sets GOOGLE_GEMINI_BASE_URL)", kind="url", operator_only=True),
         "approval_mode": OptionSpec(
-            "the CLI's --approval-mode; the default offers no shell or write tools headless",
-            default="yolo",
+            "the CLI's --approval-mode (default: yolo when seamline's approval hook decides every call, "
+            "else default, which offers no shell or write tools headless)",
             choices=("default", "auto_edit", "yolo", "plan"),
         ),
         "gemini_home": OptionSpec("home the CLI keeps .gemini under (sets GEMINI_CLI_HOME)", operator_only=True),
     }
     # A BeforeTool hook asks seamline's permission service before each of its tool calls.
     tool_approval = "every_call"
+    # The CLI reads a system settings file (the hook's) only when it and every folder above it
+    # are root's: inside the envelope it runs as uid 0 (capabilities dropped), the file bound
+    # read-only under /etc/gemini-cli, so the user's own file is root's there.
+    envelope_uid: ClassVar[int | None] = 0
     forking = "none"
     session_ids = "seamline"
     cost_source = "priced"
@@ -80,19 +93,21 @@ class GeminiCliProvider(AgentCliProvider):
         # An explicit model also saves the routing request the default "auto" model makes.
         if self.model:
             argv += ["-m", self.model]
-        if approval := self.option_values.get("approval_mode"):
-            argv += ["--approval-mode", approval]
+        mode_name = session.state.get("gemini_mode") or self.option_values.get("approval_mode")
+        if isinstance(mode_name, str) and mode_name:
+            argv += ["--approval-mode", mode_name]
         env: dict[str, str | None] = {}
         if base_url := self.option_values.get("base_url"):
             env["GOOGLE_GEMINI_BASE_URL"] = base_url
         if home := self.option_values.get("gemini_home"):
             env["GEMINI_CLI_HOME"] = home
-        defaults_path = session.state.get("gemini_defaults")
-        if isinstance(defaults_path, str):
-            env["GEMINI_CLI_SYSTEM_DEFAULTS_PATH"] = defaults_path
-        system_path = session.state.get("gemini_system")
-        if isinstance(system_path, str):  # the approval hook, above the user's settings
-            env["GEMINI_CLI_SYSTEM_SETTINGS_PATH"] = system_path
+        enveloped = self._sandbox_mode() != "none"
+        for key, variable, inside in (
+            ("gemini_defaults", "GEMINI_CLI_SYSTEM_DEFAULTS_PATH", _INNER_DEFAULTS),
+            ("gemini_system", "GEMINI_CLI_SYSTEM_SETTINGS_PATH", _INNER_SYSTEM),  # the approval hook
+        ):
+            if isinstance(session.state.get(key), str):
+                env[variable] = inside if enveloped else session.state[key]
         return Invocation(argv=argv, env=env)
 
     def _turn(self, session: ProviderSession, prompt: str) -> AsyncIterator[Event]:
@@ -106,26 +121,21 @@ class GeminiCliProvider(AgentCliProvider):
         }
         if os.environ.get("GEMINI_API_KEY") and not self._user_auth_type():
             defaults["security"] = {"auth": {"selectedType": "gemini-api-key"}}
-        folder = _secure_dir()
-        if folder is None and session.approval is not None:
-            # The CLI ignores a settings file under a group- or world-writable directory
-            # (any path in /tmp): the approval hook could not be given, so nothing runs.
-            raise InvalidRequest(
-                "gemini-cli: seamline's approval hook needs a folder only you can write for the CLI's "
-                "settings ($XDG_RUNTIME_DIR/seamline or ~/.cache/seamline, with no group- or "
-                "world-writable folder above it); none was found, so the CLI was not started"
-            )
-        if folder is None:
-            # The same for the defaults: then its own settings and our turn timeout bound it.
-            async for event in self._run_turn(session, prompt):
-                yield event
-            return
+        enveloped = self._sandbox_mode() != "none"
+        # Inside the envelope the files are bound under /etc/gemini-cli; outside, the CLI reads
+        # them only from a folder that is root's all the way up (so only when seamline is root).
+        folder = ensure_runtime_dir(session.session_id, session.state) if enveloped else _secure_dir()
+        hooked = session.approval is not None and folder is not None
+        session.state["gemini_mode"] = self._approval_mode(hooked=hooked, approval=session.approval is not None)
         made: list[Path] = []
         bridge: ApprovalSocket | None = None
         try:
-            made.append(_settings_file(folder, "gemini-defaults-", defaults))
-            session.state["gemini_defaults"] = str(made[-1])
-            if session.approval is None:
+            if folder is None and session.approval is not None:
+                yield Raw(source="seamline", payload={"notice": _NO_HOOK_NOTICE})
+            if folder is not None:
+                made.append(_settings_file(folder, "gemini-defaults-", defaults))
+                session.state["gemini_defaults"] = str(made[-1])
+            if not hooked or folder is None or session.approval is None:
                 async for event in self._run_turn(session, prompt):
                     yield event
                 return
@@ -140,12 +150,28 @@ class GeminiCliProvider(AgentCliProvider):
             async for event in merge_events(self._run_turn(session, prompt), bridge.events):
                 yield event
         finally:
-            session.state.pop("gemini_defaults", None)
-            session.state.pop("gemini_system", None)
+            for key in ("gemini_defaults", "gemini_system", "gemini_mode"):
+                session.state.pop(key, None)
             if bridge is not None:
                 await bridge.stop()
             for path in made:
                 path.unlink(missing_ok=True)
+
+    def _approval_mode(self, *, hooked: bool, approval: bool) -> str:
+        """The CLI's ``--approval-mode``: as given, else ``yolo`` when seamline's hook decides
+        every call (or nothing is to be approved), else ``default`` (no shell or write tools
+        headless). A mode that runs tools unasked, where the hook cannot be given, is refused."""
+        given = self.option_values.get("approval_mode")
+        if hooked or not approval:
+            return given or "yolo"
+        if given in ("yolo", "auto_edit"):
+            raise InvalidRequest(
+                f"gemini-cli: approval_mode={given} would run the CLI's tools without seamline's approval: "
+                "the CLI reads seamline's approval hook only from a folder that is root's all the way up. "
+                "Run it in the envelope (--sandbox bwrap), where seamline gives it the hook, or drop "
+                "-o approval_mode"
+            )
+        return given or "default"
 
     def _user_auth_type(self) -> str | None:
         try:
@@ -159,9 +185,9 @@ class GeminiCliProvider(AgentCliProvider):
     def _envelope_inner_env(self, home: Path) -> dict[str, str]:
         return {"GEMINI_CLI_HOME": str(home)}
 
-    def _envelope_ro_paths(self, session: ProviderSession) -> list[Path]:
-        found = (session.state.get(key) for key in ("gemini_defaults", "gemini_system"))
-        return [Path(path) for path in found if isinstance(path, str)]
+    def _envelope_ro_at(self, session: ProviderSession) -> list[tuple[Path, str]]:
+        pairs = (("gemini_defaults", _INNER_DEFAULTS), ("gemini_system", _INNER_SYSTEM))
+        return [(Path(session.state[key]), inside) for key, inside in pairs if isinstance(session.state.get(key), str)]
 
     def _new_parser(self, *, session: ProviderSession, mode: SessionMode, target: str | None) -> StreamParser:
         return GeminiStreamJsonParser(model=self.model)
@@ -249,8 +275,9 @@ def _system_settings() -> dict[str, object]:
 
 
 def _secure_dir() -> Path | None:
-    """A folder for seamline's settings file that the Gemini CLI will trust: it and every
-    folder above it are writable by their owner only. ``None`` when there is none."""
+    """A folder for seamline's settings files that the Gemini CLI will read: it and every
+    folder above it are root's and writable by no one else (the CLI's own rule for system
+    settings). Only a seamline running as root has one; ``None`` otherwise."""
     candidates = []
     if runtime := os.environ.get("XDG_RUNTIME_DIR"):
         candidates.append(Path(runtime) / "seamline")
@@ -258,8 +285,13 @@ def _secure_dir() -> Path | None:
     for folder in candidates:
         try:
             folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-            if all(not (p.stat().st_mode & 0o022) for p in (folder, *folder.parents)):
+            if all(_root_only(p) for p in (folder, *folder.parents)):
                 return folder
         except OSError:
             continue
     return None
+
+
+def _root_only(path: Path) -> bool:
+    found = path.stat()
+    return found.st_uid == 0 and not found.st_mode & 0o022

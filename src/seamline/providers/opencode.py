@@ -55,6 +55,7 @@ from seamline.events import (
 )
 from seamline.providers._opencode_server import OpenCodeServer, ServerChannel, acquire_server, release_server
 from seamline.providers.base import OptionSpec, PreflightCheck, Provider, ProviderSession
+from seamline.providers.cli_journal import journaled_turn
 from seamline.providers.envelope_launch import (
     ENVELOPE_OPTIONS,
     Enveloped,
@@ -360,7 +361,8 @@ class OpenCodeProvider(Provider):
 
     # -- the turn --------------------------------------------------------------------------------------
     def _turn(self, session: ProviderSession, prompt: str) -> AsyncIterator[Event]:
-        return self._run_turn(session, prompt)
+        # OpenCode edits the workspace itself: the turn is one step of the edit journal.
+        return journaled_turn(session, self.name, self._run_turn(session, prompt))
 
     async def _run_turn(self, session: ProviderSession, prompt: str) -> AsyncIterator[Event]:
         server = session.state.get("opencode_server")

@@ -89,6 +89,10 @@ class EnvelopeSpec:
     git_config_writable: bool = False
     tmp_bytes: int | None = 512 * 1024**2
     extra_ro: tuple[Path, ...] = field(default_factory=tuple)
+    #: (host file, path inside) pairs bound read-only at another path
+    ro_at: tuple[tuple[Path, str], ...] = ()
+    #: the uid and gid inside (the user's own files appear as theirs); capabilities are dropped
+    uid: int = SANDBOX_UID
 
 
 def bridge_python() -> str | None:
@@ -107,9 +111,9 @@ def envelope_argv(spec: EnvelopeSpec, *, bwrap: str) -> list[str]:
         "--unshare-all",
         "--unshare-user",
         "--uid",
-        str(SANDBOX_UID),
+        str(spec.uid),
         "--gid",
-        str(SANDBOX_UID),
+        str(spec.uid),
         "--die-with-parent",
         "--cap-drop",
         "ALL",
@@ -135,6 +139,8 @@ def envelope_argv(spec: EnvelopeSpec, *, bwrap: str) -> list[str]:
     argv += ["--tmpfs", "/tmp"]
     for root in (*spec.program_roots, *spec.extra_ro):
         argv += ["--ro-bind", str(root), str(root)]
+    for source, inside in spec.ro_at:
+        argv += ["--ro-bind", str(source), inside]
     argv += ["--bind", str(spec.home), str(spec.home)]
     argv += ["--bind", str(spec.runtime_dir), str(spec.runtime_dir)]
     argv += ["--bind", str(spec.workspace), str(spec.workspace)]
