@@ -49,11 +49,14 @@ if TYPE_CHECKING:
         ProviderSettings,
         ScriptedSettings,
     )
-    from seamline.runner import RunResult, run, run_sync, stream
+    from seamline.runner import RunFields, RunOptions, RunResult, run, run_sync, stream
+    from seamline.sandbox.probe import SandboxMode
+    from seamline.sandbox.runtime import Sandbox
     from seamline.sessions import SessionStore, SQLiteStore
     from seamline.sessions.postgres import PostgresStore
     from seamline.stages import AgentBuilder, AgentProfile, StageSlot, ToolInvocation
     from seamline.tools import Tool, ToolContext, Toolset, Workspace, tool, workspace_tools
+    from seamline.tools.approval import Approval
 
 # The events and errors load with the package; the rest on first use, so `import seamline`
 # stays cheap for tools that only read or write events.
@@ -78,7 +81,12 @@ _LAZY = {
     "Provider": "seamline.providers",
     "ProviderSession": "seamline.providers",
     "create_provider": "seamline.providers",
+    "RunFields": "seamline.runner",
+    "RunOptions": "seamline.runner",
     "RunResult": "seamline.runner",
+    "Sandbox": "seamline.sandbox.runtime",
+    "SandboxMode": "seamline.sandbox.probe",
+    "Approval": "seamline.tools.approval",
     "run": "seamline.runner",
     "run_sync": "seamline.runner",
     "stream": "seamline.runner",
@@ -119,6 +127,7 @@ def __dir__() -> list[str]:
 __all__ = [
     "ACPSettings",
     "Agent",
+    "Approval",
     "AgentBuilder",
     "AgentSession",
     "AnthropicSettings",
@@ -149,7 +158,11 @@ __all__ = [
     "Raw",
     "Reasoning",
     "ReasoningDelta",
+    "RunFields",
+    "RunOptions",
     "RunResult",
+    "Sandbox",
+    "SandboxMode",
     "ScriptedSettings",
     "SeamlineError",
     "Session",

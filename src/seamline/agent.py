@@ -22,7 +22,6 @@ import tempfile
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 from seamline.errors import InvalidRequest, SandboxViolation
 from seamline.events import Event
@@ -30,7 +29,7 @@ from seamline.loop.observers import Observer
 from seamline.providers.base import Provider, ProviderSession
 from seamline.providers.registry import create_provider
 from seamline.providers.settings import ProviderSettings
-from seamline.runner import RunResult, collect, make_provider, open_session
+from seamline.runner import RunOptions, RunResult, collect, make_provider, open_session
 from seamline.runner import stream as stream_turn
 from seamline.sandbox.probe import SandboxMode, open_sandbox
 from seamline.sandbox.runtime import Sandbox
@@ -167,32 +166,33 @@ class Agent:
         outputs = Path(tempfile.mkdtemp(prefix="seamline-outputs-"))
         return open_sandbox(self.sandbox, workspace=ws.root, outputs=outputs)
 
-    def _common(self) -> dict[str, Any]:
+    def _run_options(self) -> RunOptions:
+        """The options of one run of this agent (a fresh provider and toolset each time)."""
         sandbox = self.sandbox if isinstance(self.sandbox, str) else None
-        return {
-            "provider": self._backend(),
-            "workspace": self.workspace,
-            "store": self.store,
-            "tools": self._toolset(),
-            "yes": self.yes or self.sandbox is not None,  # isolated tools need no approval (as `run --sandbox`)
-            "approval": self.approval,
-            "observers": self.observers,
-            "budget_usd": self.budget_usd,
-            "builder": self.builder,
-            "profile": self.profile,
-            "allow": self.allow,
-            "on_notice": self.on_notice,
-            "run_options": {"sandbox": sandbox} if sandbox else None,
-        }
+        return RunOptions(
+            provider=self._backend(),
+            workspace=self.workspace,
+            store=self.store,
+            tools=self._toolset(),
+            yes=self.yes or self.sandbox is not None,  # isolated tools need no approval (as `run --sandbox`)
+            approval=self.approval,
+            observers=self.observers,
+            max_steps=self.max_steps,
+            budget_usd=self.budget_usd,
+            builder=self.builder,
+            profile=self.profile,
+            allow=self.allow,
+            instructions=self.instructions,
+            on_notice=self.on_notice,
+            stored={"sandbox": sandbox} if sandbox else None,
+        )
 
     async def stream(self, prompt: str, *, max_steps: int | None = None) -> AsyncIterator[Event]:
         """Run ``prompt`` as one turn on a new session and yield its events."""
-        async for event in stream_turn(
-            prompt,
-            max_steps=self.max_steps if max_steps is None else max_steps,
-            system_prompt=self.instructions,
-            **self._common(),
-        ):
+        options = self._run_options()
+        if max_steps is not None:
+            options = options.replace(max_steps=max_steps)
+        async for event in stream_turn(prompt, options):
             yield event
 
     async def run(self, prompt: str, *, max_steps: int | None = None) -> RunResult:
@@ -208,5 +208,5 @@ class Agent:
         """A session for several turns: new, or going on from a stored one (``resume``) or
         a copy of one (``fork``); both need a store and keep the stored instructions
         unless this agent has its own."""
-        async with open_session(system_prompt=self.instructions, resume=resume, fork=fork, **self._common()) as opened:
+        async with open_session(self._run_options(), resume=resume, fork=fork) as opened:
             yield AgentSession(opened, max_steps=self.max_steps, budget_usd=self.budget_usd)

@@ -1,5 +1,12 @@
 """Run a prompt on a provider in one call: the convenience layer over the seam.
 
+Every option of a run is a field of one frozen :class:`RunOptions`; :func:`run`,
+:func:`stream`, :func:`run_sync` and :func:`open_session` take one (``options``) and/or the
+same names as keywords (``**fields``, checked by type checkers against
+:class:`RunFields`), which override it. A new option is a field of :class:`RunOptions`
+(and its line in :class:`RunFields`, which ``tests/api/test_run_options.py`` holds
+together).
+
 >>> import seamline
 >>> result = seamline.run_sync("What is seamline?", workspace=".", store=None)  # doctest: +SKIP
 >>> result.outcome
@@ -14,7 +21,7 @@ import os
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, TypedDict, Unpack
 
 from seamline.errors import InvalidRequest
 from seamline.events import Complete, Event, Outcome, Usage
@@ -33,6 +40,8 @@ from seamline.tools.base import Toolset
 from seamline.tools.workspace import Workspace, workspace_tools
 
 __all__ = [
+    "RunFields",
+    "RunOptions",
     "RunResult",
     "collect",
     "make_provider",
@@ -43,6 +52,77 @@ __all__ = [
     "session_run_options",
     "stream",
 ]
+
+ProviderChoice = str | Provider | ProviderSettings
+StoreChoice = SessionStore | str | os.PathLike[str] | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunOptions:
+    """Everything about a run but its prompt, in one frozen object.
+
+    ``provider`` is a provider's name (with ``model`` and string ``options``, as on the
+    CLI), typed settings, or a provider object. ``store`` is an open store or a location
+    (a path or ``postgresql://`` URL) opened and closed by the run, or ``None`` for no
+    record. ``tools`` replaces the workspace's tools. ``yes`` allows write and shell calls
+    without asking (hard denials and stored deny rules still hold); ``approval`` replaces
+    the permission service. ``builder`` brings modules, stages, tools and tool sources;
+    ``profile`` may require modules and name the allowed tools; ``allow`` overrides the
+    profile's allowlist; ``on_notice`` gets one-line notices (a shadowed tool, an MCP
+    server left out). ``instructions`` are the system prompt. ``on_open`` hears the session
+    once it is open. ``stored`` is more of the run's options to keep in the store (the
+    CLI's sandbox, for one), so resume and fork reuse them.
+    """
+
+    provider: ProviderChoice = "offline"
+    model: str | None = None
+    options: Mapping[str, str] | None = None
+    workspace: str | os.PathLike[str] = "."
+    store: StoreChoice = None
+    tools: Toolset | None = None
+    yes: bool = False
+    approval: Approval | None = None
+    observers: Sequence[Observer] = ()
+    max_steps: int = 50
+    budget_usd: float | None = None
+    builder: AgentBuilder | None = None
+    profile: AgentProfile | None = None
+    allow: Sequence[str] | None = None
+    instructions: str | None = None
+    on_open: Callable[[ProviderSession], None] | None = None
+    on_notice: Callable[[str], None] | None = None
+    stored: Mapping[str, object] | None = None
+
+    def replace(self, **fields: Unpack[RunFields]) -> RunOptions:
+        """A copy with ``fields`` changed."""
+        return dataclasses.replace(self, **fields) if fields else self
+
+
+class RunFields(TypedDict, total=False):
+    """The fields of :class:`RunOptions`, as keyword arguments (for type checkers)."""
+
+    provider: ProviderChoice
+    model: str | None
+    options: Mapping[str, str] | None
+    workspace: str | os.PathLike[str]
+    store: StoreChoice
+    tools: Toolset | None
+    yes: bool
+    approval: Approval | None
+    observers: Sequence[Observer]
+    max_steps: int
+    budget_usd: float | None
+    builder: AgentBuilder | None
+    profile: AgentProfile | None
+    allow: Sequence[str] | None
+    instructions: str | None
+    on_open: Callable[[ProviderSession], None] | None
+    on_notice: Callable[[str], None] | None
+    stored: Mapping[str, object] | None
+
+
+def _given(options: RunOptions | None, fields: RunFields) -> RunOptions:
+    return (options or RunOptions()).replace(**fields)
 
 
 @dataclass(slots=True)
@@ -61,54 +141,44 @@ class RunResult:
 
 @asynccontextmanager
 async def open_session(
+    options: RunOptions | None = None,
+    /,
     *,
-    provider: str | Provider | ProviderSettings = "offline",
-    model: str | None = None,
-    options: Mapping[str, str] | None = None,
-    workspace: str | os.PathLike[str] = ".",
-    store: SessionStore | str | os.PathLike[str] | None = None,
-    tools: Toolset | None = None,
-    yes: bool = False,
-    approval: Approval | None = None,
-    observers: Sequence[Observer] = (),
-    budget_usd: float | None = None,
-    builder: AgentBuilder | None = None,
-    profile: AgentProfile | None = None,
-    allow: Sequence[str] | None = None,
-    on_notice: Callable[[str], None] | None = None,
-    system_prompt: str | None = None,
-    run_options: Mapping[str, Any] | None = None,
     resume: str | None = None,
     fork: str | None = None,
+    **fields: Unpack[RunFields],
 ) -> AsyncIterator[ProviderSession]:
     """Open a session (new, or ``resume``/``fork`` of a stored one) for any number of
     turns, and close it, its tool sources and a store opened here, on the way out.
 
-    A resumed or forked session gets the system prompt it was started with (kept in the
-    store's run options) unless ``system_prompt`` gives another.
+    A resumed or forked session gets the instructions it was started with (kept in the
+    store's run options) unless ``instructions`` gives others.
     """
-    backend = make_provider(provider, model=model, options=options)
-    backend.check_budget(budget_usd)  # before a session opens: an unenforceable budget is refused
+    given = _given(options, fields)
+    backend = make_provider(given.provider, model=given.model, options=given.options)
+    backend.check_budget(given.budget_usd)  # before a session opens: an unenforceable budget is refused
+    store = given.store
     if store is not None and not isinstance(store, SessionStore | str | os.PathLike):
         raise InvalidRequest(f"store= takes an open store, a path or a postgresql:// URL, not {store!r}")
     if (resume or fork) and store is None:
         raise InvalidRequest("resume and fork need a store (store=...)")
     if resume and fork:
         raise InvalidRequest("give resume= or fork=, not both")
-    ws = Workspace(workspace)
-    host = tools if tools is not None else workspace_tools(ws)
+    ws = Workspace(given.workspace)
+    host = given.tools if given.tools is not None else workspace_tools(ws)
     kept: SessionStore | None = open_store(store) if isinstance(store, (str, os.PathLike)) else store
     owned = kept if isinstance(store, (str, os.PathLike)) else None  # opened here, closed here
+    instructions = given.instructions
     try:
-        async with (builder or AgentBuilder()).open_run(
-            host=host, profile=profile, allow=allow, workspace=ws.root, report=on_notice
+        async with (given.builder or AgentBuilder()).open_run(
+            host=host, profile=given.profile, allow=given.allow, workspace=ws.root, report=given.on_notice
         ) as parts:
-            permits = approval or permission_service(store=kept, workspace=ws.root, yes=yes)
-            observing = (*observers, *parts.observers)
+            permits = given.approval or permission_service(store=kept, workspace=ws.root, yes=given.yes)
+            observing = (*given.observers, *parts.observers)
             earlier = resume or fork
             if kept is not None and earlier:
-                if system_prompt is None:
-                    system_prompt = kept.require(earlier).run_options.get("system_prompt")
+                if instructions is None:
+                    instructions = kept.require(earlier).run_options.get("system_prompt")
                 if fork:
                     session = await backend.fork(
                         fork, store=kept, tools=parts.tools, observers=observing, approval=permits
@@ -117,8 +187,8 @@ async def open_session(
                     session = await backend.resume(
                         earlier, store=kept, tools=parts.tools, observers=observing, approval=permits
                     )
-                if system_prompt and not (session.messages and session.messages[0].role == "system"):
-                    session.messages.insert(0, Message(role="system", content=system_prompt))
+                if instructions and not (session.messages and session.messages[0].role == "system"):
+                    session.messages.insert(0, Message(role="system", content=instructions))
             else:
                 session = await backend.open(
                     workspace=ws.root,
@@ -127,15 +197,21 @@ async def open_session(
                     observers=observing,
                     approval=permits,
                     stages=parts.stages if parts.stages else None,
-                    system_prompt=system_prompt,
+                    system_prompt=instructions,
                 )
             try:
                 if kept is not None:
                     started = session_run_options(
-                        backend, budget_usd=budget_usd, allow=allow, system_prompt=system_prompt, extra=run_options
+                        backend,
+                        budget_usd=given.budget_usd,
+                        allow=given.allow,
+                        instructions=instructions,
+                        extra=given.stored,
                     )
                     if started:
                         kept.set_run_options(session.session_id, started)
+                if given.on_open is not None:
+                    given.on_open(session)
                 yield session
             finally:
                 await backend.close(session)
@@ -159,61 +235,19 @@ def make_provider(
 
 
 async def stream(
-    prompt: str,
-    *,
-    provider: str | Provider | ProviderSettings = "offline",
-    model: str | None = None,
-    options: Mapping[str, str] | None = None,
-    workspace: str | os.PathLike[str] = ".",
-    store: SessionStore | str | os.PathLike[str] | None = None,
-    tools: Toolset | None = None,
-    yes: bool = False,
-    approval: Approval | None = None,
-    observers: Sequence[Observer] = (),
-    max_steps: int = 50,
-    budget_usd: float | None = None,
-    on_open: Callable[[ProviderSession], None] | None = None,
-    builder: AgentBuilder | None = None,
-    profile: AgentProfile | None = None,
-    allow: Sequence[str] | None = None,
-    on_notice: Callable[[str], None] | None = None,
-    system_prompt: str | None = None,
-    run_options: Mapping[str, Any] | None = None,
+    prompt: str, options: RunOptions | None = None, /, **fields: Unpack[RunFields]
 ) -> AsyncIterator[Event]:
     """Open a session, run one turn, stream its events, close the session.
 
-    ``builder`` brings modules, stages, tools and tool sources; ``profile`` may require
-    modules (checked before any session opens) and name the allowed tools; ``allow``
-    overrides the profile's allowlist. Tool sources (MCP servers) open before the session
-    and close after it; ``on_notice`` gets their one-line notices (shadowed tools, a
-    server left out).
-
-    ``store`` is an open store or a location (a path or ``postgresql://`` URL) opened and
-    closed here. The session keeps its options in the store (provider options without
-    secrets, ``budget_usd``, ``allow``, ``system_prompt``, and ``run_options``, such as
-    the CLI's sandbox): ``run --session``, ``sessions resume`` and ``fork`` reuse them.
+    ``options`` and ``fields`` are those of :class:`RunOptions`. Tool sources (MCP
+    servers) open before the session and close after it. The session keeps its options in
+    the store (provider options without secrets, ``budget_usd``, ``allow``, the
+    instructions, and ``stored``): ``run --session``, ``sessions resume`` and ``fork``
+    reuse them.
     """
-    async with open_session(
-        provider=provider,
-        model=model,
-        options=options,
-        workspace=workspace,
-        store=store,
-        tools=tools,
-        yes=yes,
-        approval=approval,
-        observers=observers,
-        budget_usd=budget_usd,
-        builder=builder,
-        profile=profile,
-        allow=allow,
-        on_notice=on_notice,
-        system_prompt=system_prompt,
-        run_options=run_options,
-    ) as session:
-        if on_open is not None:
-            on_open(session)
-        async for event in session.send(prompt, max_steps=max_steps, budget_usd=budget_usd):
+    given = _given(options, fields)
+    async with open_session(given) as session:
+        async for event in session.send(prompt, max_steps=given.max_steps, budget_usd=given.budget_usd):
             yield event
 
 
@@ -245,8 +279,8 @@ def session_run_options(
     *,
     budget_usd: float | None = None,
     allow: Sequence[str] | None = None,
-    system_prompt: str | None = None,
-    extra: Mapping[str, Any] | None = None,
+    instructions: str | None = None,
+    extra: Mapping[str, object] | None = None,
 ) -> dict[str, Any]:
     """What a session is started with, to keep in the store (secret-free); resume and
     fork reuse it. Empty values are left out."""
@@ -254,7 +288,7 @@ def session_run_options(
         "provider_options": public_options(provider),
         "budget_usd": budget_usd,
         "allow": list(allow) if allow else None,
-        "system_prompt": system_prompt,
+        "system_prompt": instructions,  # the stored name of the instructions
         **(extra or {}),
     }
     return {k: v for k, v in found.items() if v not in (None, {}, [], "")}
@@ -289,97 +323,11 @@ async def collect(events: AsyncIterator[Event]) -> RunResult:
     )
 
 
-async def run(
-    prompt: str,
-    *,
-    provider: str | Provider | ProviderSettings = "offline",
-    model: str | None = None,
-    options: Mapping[str, str] | None = None,
-    workspace: str | os.PathLike[str] = ".",
-    store: SessionStore | str | os.PathLike[str] | None = None,
-    tools: Toolset | None = None,
-    yes: bool = False,
-    approval: Approval | None = None,
-    observers: Sequence[Observer] = (),
-    max_steps: int = 50,
-    budget_usd: float | None = None,
-    on_open: Callable[[ProviderSession], None] | None = None,
-    builder: AgentBuilder | None = None,
-    profile: AgentProfile | None = None,
-    allow: Sequence[str] | None = None,
-    on_notice: Callable[[str], None] | None = None,
-    system_prompt: str | None = None,
-    run_options: Mapping[str, Any] | None = None,
-) -> RunResult:
-    """Run one turn and collect it; the options are those of :func:`stream`."""
-    return await collect(
-        stream(
-            prompt,
-            provider=provider,
-            model=model,
-            options=options,
-            workspace=workspace,
-            store=store,
-            tools=tools,
-            yes=yes,
-            approval=approval,
-            observers=observers,
-            max_steps=max_steps,
-            budget_usd=budget_usd,
-            on_open=on_open,
-            builder=builder,
-            profile=profile,
-            allow=allow,
-            on_notice=on_notice,
-            system_prompt=system_prompt,
-            run_options=run_options,
-        )
-    )
+async def run(prompt: str, options: RunOptions | None = None, /, **fields: Unpack[RunFields]) -> RunResult:
+    """Run one turn and collect it; the options are those of :class:`RunOptions`."""
+    return await collect(stream(prompt, _given(options, fields)))
 
 
-def run_sync(
-    prompt: str,
-    *,
-    provider: str | Provider | ProviderSettings = "offline",
-    model: str | None = None,
-    options: Mapping[str, str] | None = None,
-    workspace: str | os.PathLike[str] = ".",
-    store: SessionStore | str | os.PathLike[str] | None = None,
-    tools: Toolset | None = None,
-    yes: bool = False,
-    approval: Approval | None = None,
-    observers: Sequence[Observer] = (),
-    max_steps: int = 50,
-    budget_usd: float | None = None,
-    on_open: Callable[[ProviderSession], None] | None = None,
-    builder: AgentBuilder | None = None,
-    profile: AgentProfile | None = None,
-    allow: Sequence[str] | None = None,
-    on_notice: Callable[[str], None] | None = None,
-    system_prompt: str | None = None,
-    run_options: Mapping[str, Any] | None = None,
-) -> RunResult:
-    """:func:`run` for code without an event loop; ``store`` may also be a path or URL."""
-    return asyncio.run(
-        run(
-            prompt,
-            provider=provider,
-            model=model,
-            options=options,
-            workspace=workspace,
-            store=store,
-            tools=tools,
-            yes=yes,
-            approval=approval,
-            observers=observers,
-            max_steps=max_steps,
-            budget_usd=budget_usd,
-            on_open=on_open,
-            builder=builder,
-            profile=profile,
-            allow=allow,
-            on_notice=on_notice,
-            system_prompt=system_prompt,
-            run_options=run_options,
-        )
-    )
+def run_sync(prompt: str, options: RunOptions | None = None, /, **fields: Unpack[RunFields]) -> RunResult:
+    """:func:`run` for code without an event loop."""
+    return asyncio.run(run(prompt, _given(options, fields)))

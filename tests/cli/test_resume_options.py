@@ -54,7 +54,7 @@ def test_resume_and_fork_keep_provider_options_system_prompt_and_allowlist(
             options={"base_url": fake.base_url, **FAST},
             workspace=ws,
             store=str(store),
-            system_prompt="Answer in French",
+            instructions="Answer in French",
             allow=["read_file"],
         )
         assert first.outcome == "completed"

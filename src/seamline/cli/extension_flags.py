@@ -7,6 +7,7 @@ import argparse
 import sys
 from typing import Any
 
+from seamline.runner import RunFields
 from seamline.sessions.rules import permission_service
 from seamline.sessions.store import SessionStore
 from seamline.stages.builder import AgentBuilder
@@ -48,8 +49,9 @@ def cli_approval(store: SessionStore | None, workspace: Workspace, *, yes: bool)
 
 def run_extensions(
     args: argparse.Namespace, workspace: Workspace, *, yes: bool, store: SessionStore | None
-) -> dict[str, Any]:
-    """Keyword options for :func:`seamline.runner.stream`: builder, approval, allowlist."""
+) -> RunFields:
+    """Run options (:class:`seamline.runner.RunOptions`) of these flags: builder, approval,
+    allowlist, notices."""
     builder = AgentBuilder()
     for name in getattr(args, "module", None) or []:
         builder.use(load_module(name))

@@ -15,7 +15,7 @@ from seamline.cli.otel_command import add_otel_flag, otel_events
 from seamline.events import Complete
 from seamline.providers.base import Provider, ProviderSession
 from seamline.providers.registry import create_provider, provider_class
-from seamline.runner import stream
+from seamline.runner import RunOptions, stream
 from seamline.sessions.store import SessionStore, open_store
 from seamline.tools.base import Toolset
 from seamline.tools.workspace import Workspace, workspace_tools
@@ -191,19 +191,19 @@ async def _drive(
 
     interruption = install_abort_handler(asyncio.get_running_loop(), abort)
     final: Complete | None = None
-    events = stream(
-        prompt,
+    yes = args.yes or bool(getattr(args, "sandbox", None))
+    options = RunOptions(
         provider=provider,
         workspace=workspace.root,
         store=store,
         tools=tools,
-        yes=args.yes or bool(getattr(args, "sandbox", None)),
+        yes=yes,
         max_steps=args.max_steps,
         budget_usd=args.budget_usd,
         on_open=opened.append,
-        run_options=sandbox_run_options(args),
-        **run_extensions(args, workspace, yes=args.yes or bool(getattr(args, "sandbox", None)), store=store),
-    )
+        stored=sandbox_run_options(args),
+    ).replace(**run_extensions(args, workspace, yes=yes, store=store))
+    events = stream(prompt, options)
     reader_gone = False
     flow = spin_while(display, otel_events(args, events, prompt=prompt))
     try:

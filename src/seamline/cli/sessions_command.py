@@ -267,7 +267,7 @@ def continue_session(store: SessionStore, args: argparse.Namespace, *, fork: boo
         provider,
         budget_usd=budget,
         allow=allow,
-        system_prompt=system_prompt,
+        instructions=system_prompt,
         extra={**sandbox_run_options(args), "model": args.model},  # a model given again is kept
     )
     display: JsonDisplay | TextDisplay = JsonDisplay() if args.json else TextDisplay()

@@ -19,7 +19,7 @@ observer is telemetry: its exceptions are swallowed and the run goes on.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 if TYPE_CHECKING:
     from seamline.events import Event, ToolCall, ToolResult
@@ -43,7 +43,7 @@ class Intervention:
     action: Literal["stop", "retry", "replace", "continue_free"]
     reason: str = ""
     content: str | None = None
-    arguments: dict[str, Any] | None = None
+    arguments: dict[str, object] | None = None
     outcome: Literal["completed", "failed", "aborted"] = "completed"
 
     @classmethod
@@ -55,7 +55,7 @@ class Intervention:
         return cls("retry", reason=reason)
 
     @classmethod
-    def replace(cls, content: str | None = None, *, arguments: dict[str, Any] | None = None) -> Intervention:
+    def replace(cls, content: str | None = None, *, arguments: dict[str, object] | None = None) -> Intervention:
         return cls("replace", content=content, arguments=arguments)
 
     @classmethod
@@ -71,7 +71,7 @@ class LoopContext:
     turn: int
     step: int = 0
     messages: list[Message] = field(default_factory=list)
-    state: dict[str, Any] = field(default_factory=dict)
+    state: dict[str, object] = field(default_factory=dict)
 
 
 class Observer:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Sized
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from seamline.events import Event, ToolCall
@@ -29,7 +29,7 @@ class ToolInvocation:
 
     tool: Tool
     call: ToolCall
-    arguments: dict[str, Any]
+    arguments: dict[str, object]
     tool_class: ToolClass
     session_id: str
     turn_id: int

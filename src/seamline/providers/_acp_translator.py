@@ -201,7 +201,7 @@ class AcpTranslator:
         cost: float | None = None
         if self.session_cost is not None:
             before = state.get("acp_session_cost", 0.0)
-            cost = max(self.session_cost - float(before), 0.0)
+            cost = max(self.session_cost - (float(before) if isinstance(before, int | float) else 0.0), 0.0)
             state["acp_session_cost"] = self.session_cost
         if not isinstance(raw, dict):
             raw = _quota_usage(meta)

@@ -24,7 +24,7 @@ import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Final, Literal
+from typing import ClassVar, Final, Literal
 
 import msgspec
 
@@ -198,7 +198,7 @@ class Provider:
         session_id: str | None = None,
         parent_id: str | None = None,
         mode: Literal["planning", "agent"] = "agent",
-        metadata: Mapping[str, Any] | None = None,
+        metadata: Mapping[str, object] | None = None,
         system_prompt: str | None = None,
         stages: StageChain | None = None,
     ) -> ProviderSession:
@@ -472,7 +472,7 @@ class ProviderSession:
     messages: list[Message] = field(default_factory=list)
     turn: int = 0
     aborted: bool = False
-    state: dict[str, Any] = field(default_factory=dict)
+    state: dict[str, object] = field(default_factory=dict)
     totals: TurnTotals = field(default_factory=TurnTotals)
     resumed: Literal["native", "emulated"] | None = None
     forked_from: SessionRecord | None = None
@@ -510,7 +510,7 @@ class ProviderSession:
         *,
         max_steps: int = 50,
         budget_usd: float | None = None,
-        params: Mapping[str, Any] | None = None,
+        params: Mapping[str, object] | None = None,
     ) -> AsyncIterator[Event]:
         """Run one turn and stream its events; the last one is the only ``complete``."""
         settler = self._start_turn(prompt, budget_usd)
@@ -562,7 +562,7 @@ class ProviderSession:
         settler.log.record_input("prompt", prompt)
         return settler
 
-    def _turn_source(self, prompt: str, max_steps: int, params: Mapping[str, Any] | None) -> AsyncIterator[Event]:
+    def _turn_source(self, prompt: str, max_steps: int, params: Mapping[str, object] | None) -> AsyncIterator[Event]:
         """The provider's own turn (an agent CLI), or the loop over the provider's steps."""
         provider = self.provider
         if provider.runs_own_tools:

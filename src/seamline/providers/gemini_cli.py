@@ -106,8 +106,9 @@ class GeminiCliProvider(AgentCliProvider):
             ("gemini_defaults", "GEMINI_CLI_SYSTEM_DEFAULTS_PATH", _INNER_DEFAULTS),
             ("gemini_system", "GEMINI_CLI_SYSTEM_SETTINGS_PATH", _INNER_SYSTEM),  # the approval hook
         ):
-            if isinstance(session.state.get(key), str):
-                env[variable] = inside if enveloped else session.state[key]
+            value = session.state.get(key)
+            if isinstance(value, str):
+                env[variable] = inside if enveloped else value
         return Invocation(argv=argv, env=env)
 
     def _turn(self, session: ProviderSession, prompt: str) -> AsyncIterator[Event]:
@@ -187,7 +188,8 @@ class GeminiCliProvider(AgentCliProvider):
 
     def _envelope_ro_at(self, session: ProviderSession) -> list[tuple[Path, str]]:
         pairs = (("gemini_defaults", _INNER_DEFAULTS), ("gemini_system", _INNER_SYSTEM))
-        return [(Path(session.state[key]), inside) for key, inside in pairs if isinstance(session.state.get(key), str)]
+        found = [(session.state.get(key), inside) for key, inside in pairs]
+        return [(Path(path), inside) for path, inside in found if isinstance(path, str)]
 
     def _new_parser(self, *, session: ProviderSession, mode: SessionMode, target: str | None) -> StreamParser:
         return GeminiStreamJsonParser(model=self.model)

@@ -34,7 +34,10 @@ from seamline.sessions.records import (
 from seamline.sessions.schema import Dialect
 from seamline.sessions.transcript import derive_transcript, parser_versions
 
-__all__ = ["SessionStore"]
+__all__ = ["RuleRow", "SessionStore"]
+
+RuleRow = tuple[int, str, str | None, str | None, str | None, str | None, float]
+"""A stored permission rule: (id, effect, tool, tool_class, pattern, workspace, created_at)."""
 
 _SESSION_COLUMNS: Final = (
     "id, provider, model, provider_session_id, parent_id, workspace, mode, status, metadata, created_at, updated_at,"
@@ -101,7 +104,7 @@ class SessionStore(abc.ABC):
         parent_id: str | None = None,
         workspace: str | None = None,
         mode: str = "agent",
-        metadata: Mapping[str, Any] | None = None,
+        metadata: Mapping[str, object] | None = None,
     ) -> None:
         """Write a new session record (status ``open``, owned by this process)."""
         self._execute(*self._session_insert(session_id, provider, model, parent_id, workspace, mode, metadata))
@@ -116,7 +119,7 @@ class SessionStore(abc.ABC):
         parent_id: str | None = None,
         workspace: str | None = None,
         mode: str = "agent",
-        metadata: Mapping[str, Any] | None = None,
+        metadata: Mapping[str, object] | None = None,
     ) -> None:
         """:meth:`create_session` sharing one commit with every session opened in the same
         turn of the event loop. Returns once the record is written."""
@@ -201,7 +204,7 @@ class SessionStore(abc.ABC):
         )
         await self.commit_soon()
 
-    def update_metadata(self, session_id: str, changes: Mapping[str, Any]) -> None:
+    def update_metadata(self, session_id: str, changes: Mapping[str, object]) -> None:
         with self._transaction():
             rows = self._query("SELECT metadata FROM sessions WHERE id = ?", (session_id,))
             if not rows:
@@ -212,7 +215,7 @@ class SessionStore(abc.ABC):
                 (json.dumps(merged), time.time(), session_id),
             )
 
-    def set_run_options(self, session_id: str, options: Mapping[str, Any]) -> None:
+    def set_run_options(self, session_id: str, options: Mapping[str, object]) -> None:
         """Record what the session runs with (merged over what it had; ``None`` drops a key).
         Never pass secrets: these are shown by ``sessions show``."""
         with self._transaction():
@@ -250,7 +253,7 @@ class SessionStore(abc.ABC):
             rows = self._query("DELETE FROM permission_rules WHERE id = ? RETURNING id", (rule_id,))
         return bool(rows)
 
-    def permission_rule_rows(self) -> list[tuple[Any, ...]]:
+    def permission_rule_rows(self) -> list[RuleRow]:
         """Every rule, oldest first: (id, effect, tool, tool_class, pattern, workspace, created_at)."""
         return self._query(
             "SELECT id, effect, tool, tool_class, pattern, workspace, created_at FROM permission_rules ORDER BY id"

@@ -20,12 +20,20 @@ from seamline.sessions.store import SessionStore, open_store
 from seamline.tools.permissions import (
     EFFECTS,
     TOOL_CLASSES,
+    Effect,
     PermissionRule,
     PermissionService,
     Prompter,
 )
 
 __all__ = ["PermissionRules", "permission_service"]
+
+
+def _effect(value: str) -> Effect:
+    for effect in EFFECTS:
+        if value == effect:
+            return effect
+    raise InvalidRequest(f"a stored rule has the effect {value!r}; the store is damaged")
 
 
 class PermissionRules:
@@ -59,7 +67,7 @@ class PermissionRules:
             raise InvalidRequest(f"a tool class is one of {', '.join(TOOL_CLASSES)}; got {tool_class!r}")
         where = str(Path(workspace).resolve()) if workspace is not None else None
         rule_id, now = self.store.add_permission_rule(effect, tool, tool_class, pattern, where)
-        return PermissionRule(rule_id, effect, tool, tool_class, pattern, where, now)  # type: ignore[arg-type]
+        return PermissionRule(rule_id, _effect(effect), tool, tool_class, pattern, where, now)
 
     def remove(self, rule_id: int) -> bool:
         """Delete rule ``rule_id``; False when there was none."""
@@ -67,7 +75,7 @@ class PermissionRules:
 
     def list(self) -> list[PermissionRule]:
         """Every rule, oldest first."""
-        return [PermissionRule(*row) for row in self.store.permission_rule_rows()]
+        return [PermissionRule(row[0], _effect(row[1]), *row[2:]) for row in self.store.permission_rule_rows()]
 
     def close(self) -> None:
         if self._owned:

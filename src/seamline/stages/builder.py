@@ -22,7 +22,6 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from seamline.errors import InvalidRequest, SeamlineError
 from seamline.loop.observers import Observer
@@ -55,7 +54,7 @@ class AgentProfile:
     name: str = "default"
     required_modules: tuple[str, ...] = ()
     allowed_tools: tuple[str, ...] | None = None
-    mcp_servers: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    mcp_servers: Mapping[str, Mapping[str, object]] = field(default_factory=dict)
 
 
 @dataclass(slots=True)

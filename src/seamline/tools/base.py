@@ -21,7 +21,7 @@ import msgspec
 
 from seamline.errors import InvalidRequest
 from seamline.events import Event
-from seamline.tools.schema import args_schema, parameter_docs
+from seamline.tools.schema import ModelClass, args_schema, parameter_docs
 
 if TYPE_CHECKING:
     from seamline.tools.workspace import Workspace
@@ -37,7 +37,7 @@ class ToolSpec(msgspec.Struct, frozen=True, kw_only=True):
 
     name: str
     description: str
-    parameters: dict[str, Any]
+    parameters: dict[str, object]
 
 
 @dataclass(slots=True)
@@ -57,7 +57,7 @@ class Tool:
 
     name: str
     description: str
-    parameters: dict[str, Any]
+    parameters: dict[str, object]
     function: ToolFunction
     tool_class: ToolClass = "read"
     source: str = "host"
@@ -66,13 +66,13 @@ class Tool:
     _args_type: type[msgspec.Struct] | None = field(default=None, repr=False)
     _context_param: str | None = field(default=None, repr=False)
     _is_async: bool = field(default=False, repr=False)
-    _models: tuple[tuple[str, Any], ...] = field(default=(), repr=False)  # pydantic parameters
+    _models: tuple[tuple[str, ModelClass], ...] = field(default=(), repr=False)  # pydantic parameters
 
     @property
     def spec(self) -> ToolSpec:
         return ToolSpec(name=self.name, description=self.description, parameters=self.parameters)
 
-    def validate(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+    def validate(self, arguments: Mapping[str, object]) -> dict[str, object]:
         """Check ``arguments`` against the schema; :class:`InvalidRequest` says what is wrong."""
         if self._args_type is None:
             return dict(arguments)
@@ -89,7 +89,7 @@ class Tool:
                     raise InvalidRequest(f"invalid arguments for {self.name}: {name}: {exc}") from None
         return values
 
-    async def invoke(self, arguments: Mapping[str, Any], context: ToolContext) -> str:
+    async def invoke(self, arguments: Mapping[str, object], context: ToolContext) -> str:
         kwargs = self.validate(arguments)
         if self._context_param is not None:
             kwargs[self._context_param] = context

@@ -55,7 +55,7 @@ __all__ = [
 
 Effect = Literal["allow", "deny", "ask"]
 Scope = Literal["once", "session", "always"]
-EFFECTS: Final[tuple[str, ...]] = get_args(Effect)
+EFFECTS: Final[tuple[Effect, ...]] = get_args(Effect)
 TOOL_CLASSES: Final[tuple[str, ...]] = ("read", "write", "execute", "network")
 
 

@@ -12,7 +12,7 @@ pydantic models by their own schema, descriptions from the docstring.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 
@@ -75,13 +75,23 @@ def parameter_docs(doc: str) -> dict[str, str]:
     return found
 
 
+class ModelClass(Protocol):
+    """A pydantic model class: a parameter annotated with one is validated by it."""
+
+    __name__: str
+
+    def model_validate(self, obj: object, /) -> object: ...
+
+    def model_json_schema(self, *, ref_template: str) -> dict[str, Any]: ...
+
+
 class ArgsSchema(msgspec.Struct, frozen=True):
     """What :func:`args_schema` gives: the struct that validates arguments, the JSON schema
     a model sees, and the parameters that are pydantic models (validated by pydantic)."""
 
     args_type: type[msgspec.Struct]
     schema: dict[str, Any]
-    models: tuple[tuple[str, Any], ...]
+    models: tuple[tuple[str, ModelClass], ...]
 
 
 def args_schema(
@@ -89,7 +99,7 @@ def args_schema(
 ) -> ArgsSchema:
     """The schema of a tool taking ``fields`` (name, annotation[, default]); an annotation
     that cannot be described to a model is an :class:`InvalidRequest` naming it."""
-    models: list[tuple[str, Any]] = []
+    models: list[tuple[str, ModelClass]] = []
     plain: list[tuple[str, Any] | tuple[str, Any, Any]] = []
     for entry in fields:
         if is_pydantic_model(entry[1]):
