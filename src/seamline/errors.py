@@ -21,6 +21,7 @@ __all__ = [
     "QuotaExceeded",
     "SandboxViolation",
     "SeamlineError",
+    "StorageFailure",
     "TimeoutFailure",
     "TransportFailure",
     "error_for_kind",
@@ -36,6 +37,7 @@ ERROR_KINDS: Final[tuple[ErrorKind, ...]] = (
     "sandbox",
     "permission",
     "budget",
+    "storage",
 )
 
 
@@ -99,6 +101,14 @@ class BudgetExceeded(SeamlineError):
     kind = "budget"
 
 
+class StorageFailure(SeamlineError):
+    """The store or a journal cannot be opened, read or written: a missing or unwritable
+    folder, a damaged file, another program's database, a server that refuses. Not a
+    mistake in the request (that is ``invalid_request``, as an unknown session id is)."""
+
+    kind = "storage"
+
+
 _BY_KIND: Final[dict[ErrorKind, type[SeamlineError]]] = {
     cls.kind: cls
     for cls in (
@@ -111,6 +121,7 @@ _BY_KIND: Final[dict[ErrorKind, type[SeamlineError]]] = {
         SandboxViolation,
         PermissionDenied,
         BudgetExceeded,
+        StorageFailure,
     )
 }
 

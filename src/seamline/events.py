@@ -52,6 +52,7 @@ ErrorKind: TypeAlias = Literal[
     "sandbox",
     "permission",
     "budget",
+    "storage",
 ]
 Outcome: TypeAlias = Literal["completed", "aborted", "failed", "budget"]
 FileChangeKind: TypeAlias = Literal["read", "edited", "created", "deleted"]

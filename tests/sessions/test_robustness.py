@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from seamline.errors import InvalidRequest
+from seamline.errors import StorageFailure
 from seamline.sessions.schema import SCHEMA_VERSION, migration_sql
 from seamline.sessions.store import open_store
 from tests.sessions.conftest import StoreFactory
@@ -173,7 +173,7 @@ def test_a_newer_store_is_refused(tmp_path: Path) -> None:
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 5}")
     conn.commit()
     conn.close()
-    with pytest.raises(InvalidRequest, match="reads up to"):
+    with pytest.raises(StorageFailure, match="reads up to"):
         open_store(path)
 
 
@@ -196,13 +196,13 @@ def test_postgres_migrates_from_v1_and_refuses_foreign(postgres_url: str) -> Non
     with psycopg.connect(foreign, autocommit=True) as conn:
         conn.execute("CREATE TABLE invoices (id INT)")
         conn.execute("CREATE TABLE customers (id INT)")
-    with pytest.raises(InvalidRequest, match="another program"):
+    with pytest.raises(StorageFailure, match="another program"):
         open_store(foreign)
-    with pytest.raises(InvalidRequest, match="cannot connect"):
+    with pytest.raises(StorageFailure, match="cannot connect"):
         open_store("postgresql://nobody:secret-pw@127.0.0.1:1/none")
     try:
         open_store("postgresql://nobody:secret-pw@127.0.0.1:1/none")
-    except InvalidRequest as exc:
+    except StorageFailure as exc:
         assert "secret-pw" not in str(exc)
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from seamline.errors import InvalidRequest
+from seamline.errors import InvalidRequest, StorageFailure
 from seamline.sessions.store import SQLiteStore, default_store_path
 
 
@@ -52,7 +52,7 @@ def test_corrupt_file_is_refused_and_untouched(tmp_path: Path) -> None:
     path = tmp_path / "junk.db"
     path.write_bytes(b"this is not a database at all" * 10)
     before = path.read_bytes()
-    with pytest.raises(InvalidRequest, match="not a seamline store"):
+    with pytest.raises(StorageFailure, match="not a seamline store"):
         SQLiteStore(path)
     assert path.read_bytes() == before
 
@@ -64,7 +64,7 @@ def test_foreign_sqlite_database_is_refused_and_untouched(tmp_path: Path) -> Non
     conn.commit()
     conn.close()
     before = path.read_bytes()
-    with pytest.raises(InvalidRequest, match="another program"):
+    with pytest.raises(StorageFailure, match="another program"):
         SQLiteStore(path)
     assert path.read_bytes() == before
 
@@ -74,14 +74,14 @@ def test_unwritable_folder_is_a_clear_error(tmp_path: Path) -> None:
     folder = tmp_path / "ro"
     folder.mkdir()
     folder.chmod(0o500)
-    with pytest.raises(InvalidRequest, match="not writable"):
+    with pytest.raises(StorageFailure, match="not writable"):
         SQLiteStore(folder / "s.db")
 
 
 def test_unusable_store_paths_are_clear_errors(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    with pytest.raises(InvalidRequest, match="cannot create the store's folder"):
+    with pytest.raises(StorageFailure, match="cannot create the store's folder"):
         SQLiteStore(blocker / "sub" / "s.db", create_folder=True)
     with pytest.raises(InvalidRequest, match=r"folder .* does not exist"):
         SQLiteStore(tmp_path / "missing" / "s.db")
@@ -97,7 +97,7 @@ def test_failed_flush_keeps_rows_for_a_later_flush(tmp_path: Path) -> None:
     blocker = sqlite3.connect(tmp_path / "s.db", timeout=0)
     blocker.execute("BEGIN EXCLUSIVE")
     store._conn.execute("PRAGMA busy_timeout = 50")
-    with pytest.raises(InvalidRequest, match=r"cannot (use|write) the store"):
+    with pytest.raises(StorageFailure, match=r"cannot (use|write) the store"):
         store.flush()
     blocker.rollback()
     blocker.close()

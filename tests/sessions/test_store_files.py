@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from seamline.errors import InvalidRequest, SandboxViolation
+from seamline.errors import SandboxViolation, StorageFailure
 from seamline.sessions import sqlite_file
 from seamline.sessions.sqlite_file import is_store_file
 from seamline.sessions.store import SQLiteStore
@@ -97,7 +97,7 @@ def test_a_store_that_stays_locked_is_a_classified_error(tmp_path: Path, monkeyp
     monkeypatch.setattr(sqlite_file.sqlite3, "connect", lambda *a, **k: real_connect(*a, factory=_LockedAtFirst, **k))
     monkeypatch.setattr(_LockedAtFirst, "refusals", 10**6)
     monkeypatch.setattr(sqlite_file, "_OPEN_RETRY_S", 0.3)
-    with pytest.raises(InvalidRequest, match=r"cannot open the store .*s\.db: database is locked"):
+    with pytest.raises(StorageFailure, match=r"cannot open the store .*s\.db: database is locked"):
         SQLiteStore(tmp_path / "s.db")
     assert not is_store_file(tmp_path / "s.db")
 

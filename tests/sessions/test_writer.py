@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from seamline.errors import InvalidRequest
+from seamline.errors import StorageFailure
 from seamline.events import Usage
 from seamline.sessions.store import SQLiteStore
 from seamline.sessions.writer import StoreWriter
@@ -103,7 +103,7 @@ def test_a_failed_writer_commit_fails_its_waiters_and_keeps_the_rows(tmp_path: P
     finally:
         blocker.rollback()
         blocker.close()
-    assert len(results) == 2 and all(isinstance(r, InvalidRequest) for r in results), results
+    assert len(results) == 2 and all(isinstance(r, StorageFailure) for r in results), results
     assert "cannot write the store" in str(results[0])
     store.flush()  # a later write carries the failed batch
     assert [u.input_tokens for u in store.usage_rows("a")] == [5]

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from seamline.errors import InvalidRequest
+from seamline.errors import InvalidRequest, StorageFailure
 from seamline.events import Error, PermissionDecision, PermissionRequest, ToolResult
 from seamline.runner import RunResult, run
 from seamline.sessions.rules import PermissionRules
@@ -310,7 +310,7 @@ def test_rules_share_the_store_file_and_refuse_a_foreign_one(tmp_path: Path) -> 
     conn.execute("CREATE TABLE songs (title TEXT)")
     conn.commit()
     conn.close()
-    with pytest.raises(InvalidRequest, match="another program"):
+    with pytest.raises(StorageFailure, match="another program"):
         PermissionRules(foreign)
 
 

@@ -24,7 +24,7 @@ from seamline.durable.ledger import RUN_EVENTS, RunLedger
 from seamline.durable.steps import RunSpec
 from seamline.durable.wakeup import StoreWakeup, open_wakeup
 from seamline.durable.workflow import WORKFLOW
-from seamline.errors import InvalidRequest, ProviderFailure, SeamlineError, TransportFailure
+from seamline.errors import InvalidRequest, ProviderFailure, SeamlineError, StorageFailure, TransportFailure
 from seamline.events import Complete, Event, decode_event
 from seamline.sessions.store import open_store
 
@@ -191,6 +191,8 @@ def _failure(run_id: str, exc: BaseException | None) -> Exception:
         message = f"run {run_id} failed on Temporal: {cause}"
         if isinstance(cause, ApplicationError) and cause.type == "invalid_request":
             return InvalidRequest(message)
+        if isinstance(cause, ApplicationError) and cause.type == "storage":
+            return StorageFailure(message)
         return ProviderFailure(message)
     if exc is not None:
         return TransportFailure(f"run {run_id}: lost the workflow: {type(exc).__name__}: {exc}")

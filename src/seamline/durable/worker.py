@@ -20,7 +20,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 
 from seamline.durable.steps import advance, run_turn
 from seamline.durable.workflow import ADVANCE, ROLE_TURN, PipelineWorkflow
-from seamline.errors import InvalidRequest
+from seamline.errors import InvalidRequest, StorageFailure
 
 __all__ = ["advance_activity", "role_turn_activity", "serve", "worker_identity"]
 
@@ -34,8 +34,8 @@ def worker_identity() -> str:
 async def advance_activity(store: str, run_id: str) -> dict[str, Any]:
     try:
         return await advance(store, run_id)
-    except InvalidRequest as exc:  # no such run or store, a malformed spec: no retry can help
-        raise ApplicationError(exc.message, type="invalid_request", non_retryable=True) from None
+    except (InvalidRequest, StorageFailure) as exc:  # no such run, a malformed spec, a bad store
+        raise ApplicationError(exc.message, type=exc.kind, non_retryable=True) from None
 
 
 @activity.defn(name=ROLE_TURN)
@@ -53,8 +53,8 @@ async def role_turn_activity(store: str, run_id: str, key: str) -> dict[str, Any
     beating = asyncio.create_task(beat())
     try:
         return await run_turn(store, run_id, key, heartbeat=activity.heartbeat, worker=worker_identity())
-    except InvalidRequest as exc:
-        raise ApplicationError(exc.message, type="invalid_request", non_retryable=True) from None
+    except (InvalidRequest, StorageFailure) as exc:
+        raise ApplicationError(exc.message, type=exc.kind, non_retryable=True) from None
     finally:
         beating.cancel()
         with contextlib.suppress(asyncio.CancelledError):

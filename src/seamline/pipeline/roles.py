@@ -147,7 +147,18 @@ class AgentRole(Role):
 
 
 _KINDS: Final = frozenset(
-    {"timeout", "auth", "quota", "transport", "provider", "invalid_request", "sandbox", "permission", "budget"}
+    {
+        "timeout",
+        "auth",
+        "quota",
+        "transport",
+        "provider",
+        "invalid_request",
+        "sandbox",
+        "permission",
+        "budget",
+        "storage",
+    }
 )
 _CITATION: Final = re.compile(r"([\w./-]+):(\d+)-(\d+)")
 

@@ -17,7 +17,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Final
 
-from seamline.errors import InvalidRequest
+from seamline.errors import InvalidRequest, StorageFailure
 from seamline.events import Usage
 from seamline.sessions.records import (
     METADATA_MAX_DEPTH,
@@ -345,7 +345,7 @@ class SessionStore(abc.ABC):
                 self._run_statements(statements, before_rows=True)
                 self._write_pending(rows, usage)
                 self._run_statements(statements, before_rows=False)
-        except InvalidRequest:
+        except StorageFailure:
             self._pending_statements[:0] = statements  # keep them: a later flush may succeed
             self._pending[:0] = rows
             self._pending_usage[:0] = usage
@@ -414,7 +414,7 @@ class SessionStore(abc.ABC):
         self._group_waiters = 0
         try:
             self.flush()
-        except InvalidRequest as exc:
+        except StorageFailure as exc:
             if waiter is not None and not waiter.done():
                 waiter.set_exception(exc)
             return

@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, Final
 
-from seamline.errors import InvalidRequest
+from seamline.errors import InvalidRequest, StorageFailure
 from seamline.extras import install_hint
 from seamline.redact import redact_url
 from seamline.sessions.core import SessionStore
@@ -45,7 +45,7 @@ class PostgresStore(SessionStore):
         try:
             self._conn = psycopg.connect(url, autocommit=True, connect_timeout=10)
         except psycopg.Error as exc:
-            raise InvalidRequest(f"cannot connect to the store {self.location}: {_first_line(exc)}") from None
+            raise StorageFailure(f"cannot connect to the store {self.location}: {_first_line(exc)}") from None
         self._lock = threading.RLock()
         self._depth = 0
         self._migrate()
@@ -58,7 +58,7 @@ class PostgresStore(SessionStore):
         try:
             self._conn.execute(self._sql(sql), tuple(params))
         except self._psycopg.Error as exc:
-            raise InvalidRequest(f"cannot use the store {self.location}: {_first_line(exc)}") from None
+            raise StorageFailure(f"cannot use the store {self.location}: {_first_line(exc)}") from None
 
     def _executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         if not rows:
@@ -67,13 +67,13 @@ class PostgresStore(SessionStore):
             with self._conn.cursor() as cur:
                 cur.executemany(self._sql(sql), [tuple(r) for r in rows])
         except self._psycopg.Error as exc:
-            raise InvalidRequest(f"cannot write the store {self.location}: {_first_line(exc)}") from None
+            raise StorageFailure(f"cannot write the store {self.location}: {_first_line(exc)}") from None
 
     def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         try:
             return list(self._conn.execute(self._sql(sql), tuple(params)).fetchall())
         except self._psycopg.Error as exc:
-            raise InvalidRequest(f"cannot read the store {self.location}: {_first_line(exc)}") from None
+            raise StorageFailure(f"cannot read the store {self.location}: {_first_line(exc)}") from None
 
     def _transaction(self) -> AbstractContextManager[None]:
         return self._tx()
@@ -93,7 +93,7 @@ class PostgresStore(SessionStore):
                 with self._conn.transaction():
                     yield
             except self._psycopg.Error as exc:
-                raise InvalidRequest(f"cannot write the store {self.location}: {_first_line(exc)}") from None
+                raise StorageFailure(f"cannot write the store {self.location}: {_first_line(exc)}") from None
             finally:
                 self._depth = 0
 
@@ -104,7 +104,7 @@ class PostgresStore(SessionStore):
             rows = self._query("SELECT version FROM schema_version")
             version = rows[0][0] if rows else 0
             if version > SCHEMA_VERSION:
-                raise InvalidRequest(
+                raise StorageFailure(
                     f"store {self.location} has schema version {version}; this seamline reads up to {SCHEMA_VERSION}"
                 )
             if not rows:
@@ -112,7 +112,7 @@ class PostgresStore(SessionStore):
                     "SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema()"
                 )
                 if tables[0][0] > 1:
-                    raise InvalidRequest(f"{self.location} holds another program's tables; refusing to touch it")
+                    raise StorageFailure(f"{self.location} holds another program's tables; refusing to touch it")
                 self._execute("INSERT INTO schema_version (version) VALUES (0)")
             while version < SCHEMA_VERSION:
                 version += 1

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Final
 
-from seamline.errors import InvalidRequest
+from seamline.errors import InvalidRequest, StorageFailure
 from seamline.store_files import is_store_file, track
 
 __all__ = ["APP_ID", "connect", "is_store_file", "track"]
@@ -41,13 +41,13 @@ def connect(path: str, *, create_folder: bool) -> sqlite3.Connection:
             try:
                 target.parent.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
-                raise InvalidRequest(f"cannot create the store's folder {target.parent}: {exc.strerror}") from None
+                raise StorageFailure(f"cannot create the store's folder {target.parent}: {exc.strerror}") from None
         if not target.exists() and not os.access(target.parent, os.W_OK):
-            raise InvalidRequest(f"cannot write the store {path}: folder is not writable")
+            raise StorageFailure(f"cannot write the store {path}: folder is not writable")
     try:
         conn = sqlite3.connect(path, timeout=60.0, isolation_level=None, check_same_thread=False)
     except sqlite3.Error as exc:
-        raise InvalidRequest(f"cannot open the store {path}: {exc}") from None
+        raise StorageFailure(f"cannot open the store {path}: {exc}") from None
     try:
         conn.execute("PRAGMA busy_timeout = 60000")
         _check_ours(conn, path)  # before anything is written to the file
@@ -56,8 +56,8 @@ def connect(path: str, *, create_folder: bool) -> sqlite3.Connection:
         conn.execute("PRAGMA synchronous = NORMAL")
     except sqlite3.DatabaseError as exc:
         conn.close()
-        raise InvalidRequest(f"cannot open the store {path}: {exc}") from None
-    except InvalidRequest:
+        raise StorageFailure(f"cannot open the store {path}: {exc}") from None
+    except StorageFailure:
         conn.close()
         raise
     return conn
@@ -101,11 +101,11 @@ def _check_ours(conn: sqlite3.Connection, path: str) -> None:
                 conn.execute("COMMIT")
     except sqlite3.DatabaseError as exc:
         if "not a database" in str(exc) or "malformed" in str(exc):
-            raise InvalidRequest(
+            raise StorageFailure(
                 f"{path} is not a seamline store (not an SQLite database); refusing to touch it"
             ) from None
-        raise InvalidRequest(f"{path} is not a readable seamline store: {exc}") from None
+        raise StorageFailure(f"{path} is not a readable seamline store: {exc}") from None
     if app_id not in (0, APP_ID):
-        raise InvalidRequest(f"{path} is an SQLite database of another program; refusing to touch it")
+        raise StorageFailure(f"{path} is an SQLite database of another program; refusing to touch it")
     if app_id == 0 and (user_version != 0 or (names and not {"sessions", "raw_log"} <= names)):
-        raise InvalidRequest(f"{path} is an SQLite database of another program; refusing to touch it")
+        raise StorageFailure(f"{path} is an SQLite database of another program; refusing to touch it")

@@ -20,7 +20,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-from seamline.errors import InvalidRequest
+from seamline.errors import InvalidRequest, StorageFailure
 from seamline.locations import STORE_ENV, default_store_path
 from seamline.sessions.core import SessionStore
 from seamline.sessions.records import (
@@ -47,7 +47,7 @@ def open_store(location: str | os.PathLike[str] | None = None, *, read_only: boo
     """A store at ``location``: a ``postgresql://`` URL or a file path (default: :func:`default_store_path`).
 
     Only the default location gets its folder created; a path given whose folder is
-    missing is an :class:`InvalidRequest`. ``read_only``: a store file that does not exist
+    missing is a :class:`~seamline.errors.StorageFailure`. ``read_only``: a store file that does not exist
     is not created; an empty store (in memory) stands in for it.
     """
     where = str(location) if location is not None else str(default_store_path())
@@ -124,7 +124,7 @@ class SQLiteStore(SessionStore):
                 return
             try:
                 writer = self._start_writer()
-            except InvalidRequest:
+            except StorageFailure:
                 super()._commit_group()  # commits here, or fails its waiters with the cause
                 return
         waiter, self._group_commit = self._group_commit, None
@@ -136,7 +136,7 @@ class SQLiteStore(SessionStore):
             batch.loop, batch.future = waiter.get_loop(), waiter
         try:
             writer.submit(batch)
-        except InvalidRequest as exc:
+        except StorageFailure as exc:
             if waiter is not None and not waiter.done():
                 waiter.set_exception(exc)
 
@@ -165,7 +165,7 @@ class SQLiteStore(SessionStore):
         try:
             return self._conn.execute(sql, params)
         except sqlite3.Error as exc:
-            raise InvalidRequest(f"cannot use the store {self.path}: {exc}") from None
+            raise StorageFailure(f"cannot use the store {self.path}: {exc}") from None
 
     def _execute(self, sql: str, params: Sequence[Any] = ()) -> None:
         self._run(sql, params)
@@ -174,7 +174,7 @@ class SQLiteStore(SessionStore):
         try:
             self._conn.executemany(sql, rows)
         except sqlite3.Error as exc:
-            raise InvalidRequest(f"cannot write the store {self.path}: {exc}") from None
+            raise StorageFailure(f"cannot write the store {self.path}: {exc}") from None
 
     def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         return self._run(sql, params).fetchall()
@@ -185,7 +185,7 @@ class SQLiteStore(SessionStore):
     def _migrate(self) -> None:
         version = self._query("PRAGMA user_version")[0][0]
         if version > SCHEMA_VERSION:
-            raise InvalidRequest(
+            raise StorageFailure(
                 f"store {self.path} has schema version {version}; this seamline reads up to {SCHEMA_VERSION}"
             )
         while version < SCHEMA_VERSION:

@@ -18,7 +18,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any, Final
 
-from seamline.errors import InvalidRequest
+from seamline.errors import StorageFailure
 from seamline.sessions.sqlite_file import connect
 
 __all__ = ["Batch", "StoreWriter"]
@@ -71,7 +71,7 @@ class StoreWriter:
 
     def submit(self, batch: Batch) -> None:
         if self._stopped:
-            raise InvalidRequest(f"the store {self.path} is closed")
+            raise StorageFailure(f"the store {self.path} is closed")
         self._handed += 1
         self._inbox.put(batch)
 
@@ -126,7 +126,7 @@ class StoreWriter:
             if stop:
                 return
 
-    def _commit(self, batches: Sequence[Batch]) -> InvalidRequest | None:
+    def _commit(self, batches: Sequence[Batch]) -> StorageFailure | None:
         conn = self._conn
         try:
             conn.execute("BEGIN IMMEDIATE")
@@ -150,12 +150,12 @@ class StoreWriter:
                 raise
             conn.execute("COMMIT")
         except sqlite3.Error as exc:
-            return InvalidRequest(f"cannot write the store {self.path}: {exc}")
+            return StorageFailure(f"cannot write the store {self.path}: {exc}")
         self.commits += 1
         return None
 
     @staticmethod
-    def _settle(batches: Sequence[Batch], error: InvalidRequest | None) -> None:
+    def _settle(batches: Sequence[Batch], error: StorageFailure | None) -> None:
         for batch in batches:
             if batch.loop is not None and batch.future is not None:
                 try:
@@ -164,7 +164,7 @@ class StoreWriter:
                     pass
 
 
-def _resolve(future: asyncio.Future[None], error: InvalidRequest | None) -> None:
+def _resolve(future: asyncio.Future[None], error: StorageFailure | None) -> None:
     if future.done():
         return
     if error is None:
