@@ -3,7 +3,9 @@
 - import: in-process time of ``import <package>`` in a fresh interpreter (median);
 - one run: wall time of a fresh process doing one checked W1 run (run_peer.py ... once),
   the same for every target, interpreter start included;
-- ``seamline run --provider offline``: the real CLI, cold, store in a temporary folder.
+- ``seamline run --provider offline``: the real CLI, cold, store in a temporary folder;
+- ``seamline --version``, ``--help`` and ``run --help`` beside a bare interpreter importing
+  asyncio (the goal: at most three times that).
 """
 
 from __future__ import annotations
@@ -26,6 +28,36 @@ def _cli_run(reps: int) -> dict[str, Any]:
         if result["status"] == "ok" and not (Path(tmp) / "store.db").exists():
             result = {"status": "error", "detail": "seamline run left no session store"}
     return result
+
+
+# Commands a user (and the test suite) starts many times; the floor is a bare interpreter
+# importing asyncio, started the same way.
+_COMMANDS: dict[str, tuple[str, ...]] = {
+    "w6_cli_version_ms": ("--version",),
+    "w6_cli_help_ms": ("--help",),
+    "w6_cli_run_help_ms": ("run", "--help"),
+}
+
+
+def _cli_commands(reps: int) -> list[dict[str, Any]]:
+    cli = Path(sys.executable).with_name("seamline")
+    floor = launch.timed_process([sys.executable, "-c", "import asyncio"], reps=reps)
+    rows = []
+    for key, argv in _COMMANDS.items():
+        timed = launch.timed_process([str(cli), *argv], reps=reps)
+        rows.append(
+            launch.metric(
+                key,
+                f"W6 `seamline {' '.join(argv)}`",
+                unit="ms",
+                better="lower",
+                values={"floor": floor, "seamline": timed},
+                field="ms",
+                goal="≤ 3× floor",
+                note="a fresh process, wall; the floor is `python -c 'import asyncio'`",
+            )
+        )
+    return rows
 
 
 def run(*, quick: bool = False) -> dict[str, Any]:
@@ -70,5 +102,6 @@ def run(*, quick: bool = False) -> dict[str, Any]:
                 goal="< 500 ms",
                 note="the CLI, cold, wall",
             ),
+            *_cli_commands(reps if not quick else 3),
         ],
     }

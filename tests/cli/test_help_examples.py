@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import argparse
 
-from seamline.cli.main import _parser
+from seamline.cli.main import full_parser
 
 
 def _leaves() -> list[tuple[str, str, argparse.ArgumentParser]]:
-    parser, _ = _parser(["--help"])
+    parser = full_parser()
     found = []
     for action in parser._actions:
         if not isinstance(action, argparse._SubParsersAction):

@@ -40,7 +40,29 @@ _COMMANDS: Final[dict[str, str]] = {
 }
 
 
-def _parser(argv: Sequence[str]) -> tuple[argparse.ArgumentParser, dict[str, str]]:
+# What each command is, for the top-level help, which then imports no command at all
+# (tests/cli/test_startup.py holds it equal to each command's own help line).
+SUMMARIES: Final[dict[str, str]] = {
+    "run": "answer a prompt with an agent (the offline provider by default)",
+    "providers": "list backends and check that they are ready",
+    "sandbox": "check what isolation this machine can give the file and shell tools",
+    "revert": "undo the workspace changes of a run (journaled with --sandbox)",
+    "sessions": "list, inspect, resume, fork, export and remove stored sessions",
+    "pipelines": "list and show pipeline definitions",
+    "trace": "show, verify, replay, re-drive and export run traces",
+    "permissions": "list, add and remove permission rules (allow, deny, ask)",
+    "acp": "serve as an ACP agent on stdio (for Zed, JetBrains, Toad and other ACP clients)",
+    "serve": "serve the HTTP API v1 (AG-UI streams) and the web page",
+    "worker": "serve durable runs from a Temporal task queue",
+}
+
+
+def full_parser() -> argparse.ArgumentParser:
+    """The parser with every command loaded (for the docs and the tests)."""
+    return _parser(["--help"], load_all=True)[0]
+
+
+def _parser(argv: Sequence[str], *, load_all: bool = False) -> tuple[argparse.ArgumentParser, dict[str, str]]:
     parser = argparse.ArgumentParser(
         prog="seamline",
         description="Run agents on any backend: one event vocabulary, sessions, cost, tools.",
@@ -50,9 +72,13 @@ def _parser(argv: Sequence[str]) -> tuple[argparse.ArgumentParser, dict[str, str
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     named = next((a for a in argv if not a.startswith("-")), None)
-    wanted = [_COMMANDS[named]] if named in _COMMANDS else list(_COMMANDS.values())
     owners: dict[str, str] = {}
-    for module_name in wanted:
+    if named not in _COMMANDS and not load_all:
+        # No command named (--version, --help, a mistake): the summaries, no command loaded.
+        for name, summary in SUMMARIES.items():
+            commands.add_parser(name, help=summary)
+        return parser, owners
+    for module_name in list(_COMMANDS.values()) if load_all else [_COMMANDS[str(named)]]:
         module = importlib.import_module(module_name)
         owners[module.add_parser(commands)] = module_name
     for name, command in commands.choices.items():

@@ -25,11 +25,10 @@ import re
 import shlex
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-import bashlex
-import bashlex.errors
-import bashlex.subst
+if TYPE_CHECKING:
+    from types import ModuleType
 
 __all__ = ["Redirect", "ShellReading", "SimpleCommand", "read_shell", "unwrap"]
 
@@ -52,16 +51,30 @@ _INLINE_CODE: Final = frozenset({"-c", "-e", "-E", "-r", "--eval", "--command"})
 SHELLS: Final = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "rbash", "fish", "yash", "posh"})
 
 
-def _guarded_paramexpand(parserobj: Any, string: str, sindex: int) -> Any:
-    # bashlex 0.18 loops forever on `${` without a closing `}` inside a word (for example
-    # in `$' ${ $'`): it takes find()'s -1 as the end. Refuse such a word instead.
-    if string[sindex + 1 : sindex + 2] == "{" and string.find("}", sindex + 2) < 0:
-        raise bashlex.errors.ParsingError("bad substitution: no closing '}'", string, sindex)
-    return _paramexpand(parserobj, string, sindex)
+_bashlex: ModuleType | None = None
 
 
-_paramexpand = bashlex.subst._paramexpand
-bashlex.subst._paramexpand = _guarded_paramexpand
+def _parser() -> ModuleType:
+    """bashlex, imported when the first command is read (it costs a fifth of a second to
+    import, and most runs never judge a shell command), with its one known hang guarded."""
+    global _bashlex
+    if _bashlex is None:
+        import bashlex
+        import bashlex.errors
+        import bashlex.subst
+
+        expand = bashlex.subst._paramexpand
+
+        def guarded(parserobj: Any, string: str, sindex: int) -> Any:
+            # bashlex 0.18 loops forever on `${` without a closing `}` inside a word (for
+            # example in `$' ${ $'`): it takes find()'s -1 as the end. Refuse such a word.
+            if string[sindex + 1 : sindex + 2] == "{" and string.find("}", sindex + 2) < 0:
+                raise bashlex.errors.ParsingError("bad substitution: no closing '}'", string, sindex)
+            return expand(parserobj, string, sindex)
+
+        bashlex.subst._paramexpand = guarded
+        _bashlex = bashlex
+    return _bashlex
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,7 +145,7 @@ def _read(
     if not source.strip():
         return cwds
     try:
-        trees = bashlex.parse(source)
+        trees = _parser().parse(source)
     except RecursionError:
         walk.opaque.append("shell text nested too deeply to read")
         return cwds
