@@ -13,7 +13,9 @@ from __future__ import annotations
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -41,7 +43,7 @@ def _lock_still_held(db: Path) -> bool:
 
 
 @pytest.fixture
-def locked(tmp_path: Path) -> tuple[Path, Path]:
+def locked(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
     """A workspace with an open store in it, and a write lock on the store held by this process."""
     ws = tmp_path / "ws"
     ws.mkdir()
@@ -59,7 +61,7 @@ def locked(tmp_path: Path) -> tuple[Path, Path]:
 
 def test_the_read_tools_leave_the_stores_locks_alone(locked: tuple[Path, Path]) -> None:
     ws, db = locked
-    script = [
+    script: list[dict[str, Any]] = [
         {"tool_calls": [{"name": "grep", "arguments": {"pattern": "usage"}}]},
         {"tool_calls": [{"name": "read_file", "arguments": {"path": "shared.db"}}]},
         {"tool_calls": [{"name": "read_file", "arguments": {"path": "shared.db-shm"}}]},
