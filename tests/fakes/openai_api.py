@@ -339,6 +339,7 @@ def _stream(frames: list[bytes], entry: dict[str, Any], *, error: Any, error_eve
         chunk_delay=float(entry.get("chunk_delay", 0) or 0),
         cut_after=int(entry["cut_after"]) if "cut_after" in entry else None,
         cut=str(entry.get("cut", "abrupt")),
+        headers=dict(entry.get("headers") or {}),
     )
 
 
