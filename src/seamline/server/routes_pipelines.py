@@ -48,9 +48,8 @@ async def verify_trace(request: Request) -> Response:
     from seamline.trace.verify import verify_trace as verify
 
     verification = verify(_trace_file(request))
-    return JSONResponse(
-        {"ok": verification.ok, "replayable": verification.replayable, "problems": verification.problems}
-    )
+    problems = [str(p) for p in verification.problems]  # each a line, as in the summary
+    return JSONResponse({"ok": verification.ok, "replayable": verification.replayable, "problems": problems})
 
 
 def _trace_file(request: Request) -> Path:
