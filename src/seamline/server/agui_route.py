@@ -32,7 +32,8 @@ from starlette.responses import Response, StreamingResponse
 from seamline.errors import InvalidRequest
 from seamline.events import PermissionRequest
 from seamline.server.agui import AgUiTranslator
-from seamline.server.api_models import AgentChoice
+from seamline.server.api_models import AgentChoice, AgUiRunInput, ResumeHeaders
+from seamline.server.operations import Reply, operation
 from seamline.server.runs import Busy, NotFound, Run, RunHub
 from seamline.server.state import run_hub, state_value
 from seamline.tools.permissions import PermissionAnswer
@@ -87,15 +88,40 @@ class AgUiThreads:
             self.current = {k: t for k, t in self.current.items() if id(t) not in gone}
 
 
+_AGUI_ERRORS: Final = (400, 404, 409, 413)
+_STREAM: Final = {
+    200: Reply(
+        "the run's AG-UI stream over SSE (ids N.K), until the run ends or an interrupt",
+        str,
+        media=("text/event-stream",),
+    )
+}
+
+
 def agui_threads(request: Request) -> AgUiThreads:
     """The app's threads (``app.state.agui_threads``, set by ``create_app``)."""
     return state_value(request.app.state, "agui_threads", AgUiThreads)
 
 
+@operation(
+    "run the agent for an AG-UI client (HttpAgent): a new run on the thread's session, "
+    "or, with resume, the rest of the interrupted one; Last-Event-ID reads a run on",
+    replies=_STREAM,
+    body=AgUiRunInput,
+    headers=ResumeHeaders,
+    errors=_AGUI_ERRORS,
+)
 async def agui(request: Request) -> Response:
     return await _serve(run_hub(request), agui_threads(request), request, agent=None)
 
 
+@operation(
+    "the same for the declared agent NAME",
+    replies=_STREAM,
+    body=AgUiRunInput,
+    headers=ResumeHeaders,
+    errors=_AGUI_ERRORS,
+)
 async def agent_agui(request: Request) -> Response:
     hub = run_hub(request)
     name = request.path_params["name"]

@@ -6,7 +6,7 @@ Every error is one JSON object ``{"error": {"kind", "message"}}`` with a fitting
 400 bad input, 401 token, 403 host or origin (or a refused provider), 404 unknown session,
 run or request, 405 a method the path lacks, 409 a busy session, 413 an oversized body,
 502 or 504 the backend failed. docs/serve.md describes each route; docs/openapi.json is
-the pinned document (built by :func:`seamline.server.openapi.openapi_document`).
+the pinned document, generated from the routes (:mod:`seamline.server.openapi`).
 """
 
 from __future__ import annotations

@@ -1,5 +1,7 @@
-"""The route table of ``seamline serve``: one route per path and method; the page and the
-OpenAPI document are not part of the API (``include_in_schema=False``).
+"""The route table of ``seamline serve``: one route per path and method.
+
+Every route in the OpenAPI document declares its models (``@operation`` on its handler);
+the page and the document itself are left out of it (``include_in_schema=False``).
 """
 
 from __future__ import annotations

@@ -12,7 +12,9 @@ from starlette.responses import JSONResponse, Response
 
 from seamline.errors import SeamlineError
 from seamline.providers.registry import create_provider, provider_class, provider_names
-from seamline.server.openapi import openapi_document
+from seamline.server.api_document import api_document
+from seamline.server.api_models import AgentList, Info, ProviderList, ProvidersQuery
+from seamline.server.operations import Reply, operation
 from seamline.server.runs import NotFound
 from seamline.server.state import serve_policy, serve_settings, session_store
 
@@ -32,6 +34,7 @@ _PAGE_FILES: Final = {
 }
 
 
+@operation("server, API and protocol versions", replies={200: Reply("info", Info)})
 async def info(request: Request) -> Response:
     from ag_ui.core import PROTOCOL_VERSION
 
@@ -50,6 +53,11 @@ async def info(request: Request) -> Response:
     )
 
 
+@operation(
+    "every provider with its capabilities and preflight",
+    replies={200: Reply("providers", ProviderList)},
+    query=ProvidersQuery,
+)
 async def list_providers(request: Request) -> Response:
     check = request.query_params.get("preflight", "true").lower() not in ("0", "false", "no")
     rows: list[dict[str, Any]] = []
@@ -85,13 +93,17 @@ async def _preflight(row: dict[str, Any]) -> None:
         row["ready"] = False
 
 
+@operation(
+    "the agents this server's operator declared (--agents FILE); never their option values",
+    replies={200: Reply("agents", AgentList)},
+)
 async def list_agents(request: Request) -> Response:
     return JSONResponse({"agents": [spec.public() for spec in serve_policy(request).agents.values()]})
 
 
 async def openapi(request: Request) -> Response:
-    """The pinned OpenAPI document (left out of itself)."""
-    return JSONResponse(openapi_document())
+    """The document of the routes this app serves (left out of the document itself)."""
+    return JSONResponse(api_document(request.app.routes))
 
 
 async def page(request: Request) -> Response:

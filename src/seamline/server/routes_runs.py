@@ -12,8 +12,17 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from seamline.errors import InvalidRequest
 from seamline.events import encode_event
 from seamline.server.agui import AgUiTranslator
-from seamline.server.api_models import PermissionReply
+from seamline.server.api_models import (
+    EventsQuery,
+    PermissionAnswered,
+    PermissionReply,
+    ResumeHeaders,
+    RunList,
+    RunsQuery,
+    RunSummary,
+)
 from seamline.server.inputs import read_body, whole_number
+from seamline.server.operations import Reply, operation
 from seamline.server.runs import Run
 from seamline.server.state import run_hub
 from seamline.tools.permissions import PermissionAnswer
@@ -23,21 +32,30 @@ __all__ = ["HEARTBEAT", "answer_permission", "cancel_run", "get_run", "list_runs
 HEARTBEAT: Final = 15.0
 
 
+@operation("runs this server holds", replies={200: Reply("runs", RunList)}, query=RunsQuery)
 async def list_runs(request: Request) -> Response:
     wanted = request.query_params.get("session_id")
     runs = [r.summary() for r in run_hub(request).runs.values() if wanted is None or r.session_id == wanted]
     return JSONResponse({"runs": runs})
 
 
+@operation("one run", replies={200: Reply("the run", RunSummary)}, errors=(404,))
 async def get_run(request: Request) -> Response:
     return JSONResponse(run_hub(request).require_run(request.path_params["run_id"]).summary())
 
 
+@operation("end the run `aborted`", replies={202: Reply("the run", RunSummary)}, errors=(404,))
 async def cancel_run(request: Request) -> Response:
     run = await run_hub(request).cancel(request.path_params["run_id"])
     return JSONResponse(run.summary(), status_code=202)
 
 
+@operation(
+    "answer a pending permission request",
+    replies={200: Reply("the answer", PermissionAnswered)},
+    body=PermissionReply,
+    errors=(400, 404, 413),
+)
 async def answer_permission(request: Request) -> Response:
     body = await read_body(request, PermissionReply)
     asked = run_hub(request).answer(
@@ -48,6 +66,16 @@ async def answer_permission(request: Request) -> Response:
     return JSONResponse({"request_id": asked.request_id, "decision": body.decision, "scope": body.scope})
 
 
+@operation(
+    "the run's events: AG-UI over SSE (default), or seamline's own over SSE or NDJSON; "
+    "every SSE event has an id, and Last-Event-ID (or ?after=) resumes after it",
+    replies={
+        200: Reply("the event stream, until the run ends", str, media=("text/event-stream", "application/x-ndjson"))
+    },
+    query=EventsQuery,
+    headers=ResumeHeaders,
+    errors=(400, 404),
+)
 async def run_events(request: Request) -> Response:
     run = run_hub(request).require_run(request.path_params["run_id"])
     fmt = request.query_params.get("format", "agui")
