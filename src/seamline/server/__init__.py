@@ -15,7 +15,7 @@ __all__ = ["create_app"]
 
 
 def __getattr__(name: str) -> Any:
-    # Imported on use, so `python -m seamline.server.openapi` runs without the app loaded.
+    # Imported on use, so importing a part of the server (its guard) does not load the app.
     if name == "create_app":
         from seamline.server.app import create_app
 

@@ -19,7 +19,7 @@ declared agent NAME of `--agents FILE` (:func:`resolve_agent`).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -32,28 +32,19 @@ from starlette.responses import Response, StreamingResponse
 from seamline.errors import InvalidRequest
 from seamline.events import PermissionRequest
 from seamline.server.agui import AgUiTranslator
+from seamline.server.api_models import AgentChoice, AgUiRunInput, ResumeHeaders
+from seamline.server.operations import Reply, operation
 from seamline.server.runs import Busy, NotFound, Run, RunHub
+from seamline.server.state import run_hub, state_value
 from seamline.tools.permissions import PermissionAnswer
 
-__all__ = ["AgentChoice", "AgUiThreads", "agui_routes", "resolve_agent"]
+__all__ = ["AgUiThreads", "AgentChoice", "agent_agui", "agui", "agui_threads", "resolve_agent"]
 
 HEARTBEAT: Final = 15.0
 THREAD_KEY: Final = "agui_thread_id"
 AGENT_KEY: Final = "agui_agent"
 _WHOLE: Final = 2**62
 _SCAN: Final = 10_000  # stored sessions looked through for a thread this process does not know
-
-
-class AgentChoice(msgspec.Struct, forbid_unknown_fields=True):
-    """What a thread's session runs on: ``forwardedProps.seamline``, or a declared agent."""
-
-    provider: str = "offline"
-    model: str | None = None
-    options: dict[str, str] = {}
-    workspace: str | None = None
-    yes: bool = False
-    max_steps: int = 50
-    budget_usd: float | None = None
 
 
 def resolve_agent(hub: RunHub, name: str) -> AgentChoice:
@@ -97,19 +88,45 @@ class AgUiThreads:
             self.current = {k: t for k, t in self.current.items() if id(t) not in gone}
 
 
-def agui_routes(hub: RunHub) -> dict[str, dict[str, Callable[[Request], Awaitable[Response]]]]:
-    """The AG-UI routes over ``hub``, for the app's route table."""
-    threads = AgUiThreads()
+_AGUI_ERRORS: Final = (400, 404, 409, 413)
+_STREAM: Final = {
+    200: Reply(
+        "the run's AG-UI stream over SSE (ids N.K), until the run ends or an interrupt",
+        str,
+        media=("text/event-stream",),
+    )
+}
 
-    async def agui(request: Request) -> Response:
-        return await _serve(hub, threads, request, agent=None)
 
-    async def agent_agui(request: Request) -> Response:
-        name = request.path_params["name"]
-        resolve_agent(hub, name)  # 404 before the body is read
-        return await _serve(hub, threads, request, agent=name)
+def agui_threads(request: Request) -> AgUiThreads:
+    """The app's threads (``app.state.agui_threads``, set by ``create_app``)."""
+    return state_value(request.app.state, "agui_threads", AgUiThreads)
 
-    return {"/v1/agui": {"POST": agui}, "/v1/agents/{name}/agui": {"POST": agent_agui}}
+
+@operation(
+    "run the agent for an AG-UI client (HttpAgent): a new run on the thread's session, "
+    "or, with resume, the rest of the interrupted one; Last-Event-ID reads a run on",
+    replies=_STREAM,
+    body=AgUiRunInput,
+    headers=ResumeHeaders,
+    errors=_AGUI_ERRORS,
+)
+async def agui(request: Request) -> Response:
+    return await _serve(run_hub(request), agui_threads(request), request, agent=None)
+
+
+@operation(
+    "the same for the declared agent NAME",
+    replies=_STREAM,
+    body=AgUiRunInput,
+    headers=ResumeHeaders,
+    errors=_AGUI_ERRORS,
+)
+async def agent_agui(request: Request) -> Response:
+    hub = run_hub(request)
+    name = request.path_params["name"]
+    resolve_agent(hub, name)  # 404 before the body is read
+    return await _serve(hub, agui_threads(request), request, agent=name)
 
 
 async def _input(request: Request) -> RunAgentInput:
