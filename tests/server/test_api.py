@@ -329,3 +329,17 @@ def test_a_stored_session_not_held_is_resumed_for_a_run(tmp_path: Path) -> None:
         assert _wait_done(client, run.json()["id"])["status"] == "completed"
         row = client.get("/v1/sessions/feedfacecafe0001").json()
         assert row["live"] is True and row["status"] == "completed" and row["runs"] == [run.json()["id"]]
+
+
+def test_a_store_that_fails_is_a_500_of_kind_storage(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from seamline.errors import StorageFailure
+
+    with serve(tmp_path) as served, served.client() as client:
+
+        def broken(**_: object) -> list[object]:
+            raise StorageFailure("cannot read the store s.db: disk I/O error")
+
+        monkeypatch.setattr(served.store, "list_sessions", broken)
+        reply = client.get("/v1/sessions")
+    assert reply.status_code == 500, reply.text
+    assert reply.json()["error"]["kind"] == "storage" and "disk I/O error" in reply.json()["error"]["message"]

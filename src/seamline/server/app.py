@@ -37,7 +37,14 @@ __all__ = ["MAX_BODY", "create_app"]
 MAX_BODY: Final = 1_000_000
 
 # A classified error's HTTP status: the client's mistake, a refusal, or the backend's trouble.
-_STATUS_OF_KIND: Final = {"invalid_request": 400, "permission": 403, "sandbox": 403, "budget": 400, "timeout": 504}
+_STATUS_OF_KIND: Final = {
+    "invalid_request": 400,
+    "permission": 403,
+    "sandbox": 403,
+    "budget": 400,
+    "timeout": 504,
+    "storage": 500,
+}
 
 
 def create_app(
