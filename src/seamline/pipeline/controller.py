@@ -55,6 +55,7 @@ from seamline.pipeline.agents import AgentKey, Agents, prompt_hash
 from seamline.pipeline.bus import AgentBus
 from seamline.pipeline.convergence import ConvergenceDecision, Judgement, decide, failed_decision
 from seamline.pipeline.guard import SpawnGuard
+from seamline.pipeline.payloads import DecisionPayload, RunEndPayload, RunStartPayload, TransitionPayload
 from seamline.pipeline.roles import AgentResponse, Role, RoleContext, RoleFailure, RoleOutput, build_role
 from seamline.trace.fingerprint import split_event
 from seamline.trace.records import SCHEMA_VERSION
@@ -255,7 +256,11 @@ class PipelineController:
             run.stop = exc
             w.append(TransitionData(from_=run.phase.name, to=ABORT_PHASE, reason=exc.reason, detail=exc.detail))
             self.report.transitions.append((run.phase.name, ABORT_PHASE))
-            yield self._controller_event("transition", source=run.phase.name, target=ABORT_PHASE, reason=exc.reason)
+            yield self._controller_event(
+                TransitionPayload(
+                    run_id=self.run_id, what="transition", source=run.phase.name, target=ABORT_PHASE, reason=exc.reason
+                )
+            )
         except BaseException:
             # Cancelled from outside: what is recorded stays on disk, marked unfinished.
             w.flush()
@@ -284,10 +289,8 @@ class PipelineController:
         w.append(header, RunObserved(run_id=self.run_id))
         w.append(RunStartData(pipeline=d.name, first_phase=d.phases[0].name), RunObserved(run_id=self.run_id))
         w.flush()
-        return Raw(
-            source="run",
-            payload={"run_id": self.run_id, "pipeline": d.name, "definition_hash": header.definition_hash},
-        )
+        started = RunStartPayload(run_id=self.run_id, pipeline=d.name, definition_hash=header.definition_hash)
+        return Raw(source="run", payload=msgspec.to_builtins(started))
 
     def _check_not_stopped(self, phase: PhaseSpec, round_no: int) -> None:
         """After a phase: the spawn guard's budget or a cancel stops the run here."""
@@ -312,7 +315,7 @@ class PipelineController:
         if phase.judge:
             decision = failed_decision(f"{role_name} failed: {fail.message}", run.history, self.definition.convergence)
             self._record_decision(phase, run.round_no, decision)
-            decided = self._controller_event("decision", decision=msgspec.to_builtins(decision))
+            decided = self._controller_event(DecisionPayload(run_id=self.run_id, what="decision", decision=decision))
         return decided, _Stop("failed", f"{role_name} failed ({fail.kind}): {fail.message}")
 
     def _judge(
@@ -327,7 +330,7 @@ class PipelineController:
         run.history.append(Judgement(judged.verdict, judged.confidence, subject_hash))
         decision = decide(run.history, d.convergence)
         self._record_decision(phase, run.round_no, decision)
-        decided = self._controller_event("decision", decision=msgspec.to_builtins(decision))
+        decided = self._controller_event(DecisionPayload(run_id=self.run_id, what="decision", decision=decision))
         if decision.status == "continue":
             run.feedback = judged.feedback
             run.round_no += 1
@@ -350,7 +353,9 @@ class PipelineController:
             raise _Stop("invalid_transition", f"{phase.name} -> {target} is not an allowed transition")
         self.writer.append(TransitionData(from_=phase.name, to=target, reason="next"))
         self.writer.flush()
-        return self._controller_event("transition", source=phase.name, target=target)
+        return self._controller_event(
+            TransitionPayload(run_id=self.run_id, what="transition", source=phase.name, target=target)
+        )
 
     def _finish(self, run: _RunState) -> tuple[Event, ...]:
         """Write ``run_end``, fill in the report; the run's last two events."""
@@ -378,18 +383,19 @@ class PipelineController:
         r.outcome, r.stop_reason, r.text = outcome, stop_reason, text
         r.detail = stop.detail if stop is not None else ""
         r.head_hash, r.fingerprint = w.head_hash, w.fingerprint.hex
-        summary = {
-            "run_id": self.run_id,
-            "outcome": outcome,
-            "stop_reason": stop_reason,
-            "definition_hash": r.definition_hash,
-            "head_hash": r.head_hash,
-            "fingerprint": r.fingerprint,
-            "trace": str(w.path) if w.path is not None else None,
-            "usage": msgspec.to_builtins(usage.total),
-            **({"detail": stop.detail} if stop is not None else {}),
-        }
-        return Raw(source="run", payload=summary), Complete(outcome=outcome, stop_reason=stop_reason, text=text)
+        summary = RunEndPayload(
+            run_id=self.run_id,
+            outcome=outcome,
+            stop_reason=stop_reason,
+            definition_hash=r.definition_hash,
+            head_hash=r.head_hash,
+            fingerprint=r.fingerprint,
+            trace=str(w.path) if w.path is not None else None,
+            usage=usage.total,
+            detail=detail,
+        )
+        ended = Raw(source="run", payload=msgspec.to_builtins(summary))
+        return ended, Complete(outcome=outcome, stop_reason=stop_reason, text=text)
 
     async def cancel(self) -> None:
         """Stop the run: in-flight turns are aborted, the run ends ``aborted`` / ``cancelled``."""
@@ -565,8 +571,9 @@ class PipelineController:
     def _phase_end(self, phase: PhaseSpec, round_no: int, status: PhaseStatus) -> None:
         self.writer.append(PhaseEndData(phase=phase.name, round=round_no, status=status))
 
-    def _controller_event(self, what: str, **payload: Any) -> Raw:
-        return Raw(source="controller", payload={"run_id": self.run_id, "what": what, **payload})
+    @staticmethod
+    def _controller_event(payload: TransitionPayload | DecisionPayload) -> Raw:
+        return Raw(source="controller", payload=msgspec.to_builtins(payload))
 
     def _total(self) -> UsageTotals:
         total = UsageTotals()
