@@ -115,7 +115,7 @@ class RunReport:
     """What a finished run gave, and where its evidence is."""
 
     run_id: str
-    outcome: str = "failed"
+    outcome: Outcome = "failed"
     stop_reason: str = "no_result"
     text: str = ""
     head_hash: str = ""

@@ -17,6 +17,7 @@ from typing import Any
 import msgspec
 
 from seamline.definitions import PipelineDefinition, definition_from_data
+from seamline.events import Outcome
 from seamline.pipeline.agents import RecordedAgents
 from seamline.pipeline.controller import PipelineController, RunReport, config_hash
 from seamline.trace.replay import checked_trace
@@ -43,7 +44,7 @@ class RedriveReport:
     same: bool
     drift: dict[str, list[str]]
     differences: list[str]
-    outcome: str
+    outcome: Outcome
     stop_reason: str
 
     def data(self) -> dict[str, Any]:

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 import msgspec
 
 from seamline.errors import InvalidRequest
+from seamline.events import Outcome
 from seamline.trace.schema import (
     DecisionRecord,
     RecordedUsage,
@@ -35,7 +36,7 @@ class ReplayResult:
 
     run_id: str | None
     pipeline: str
-    outcome: str
+    outcome: Outcome
     stop_reason: str
     text: str
     transitions: list[tuple[str, str]] = field(default_factory=list)
@@ -59,7 +60,7 @@ class ReplayResult:
         }
 
 
-_STOP_OUTCOME = {
+_STOP_OUTCOME: Final[dict[str, Outcome]] = {
     "converged": "completed",
     "completed": "completed",
     "oscillating": "failed",
