@@ -17,6 +17,23 @@ from typing import Any
 from seamline.pipeline.builtin import SINGLE
 from seamline.trace.records import SCHEMA_VERSION
 from seamline.trace.replay import replay
+from seamline.trace.schema import (
+    EventData,
+    EventObserved,
+    HeaderData,
+    PhaseEndData,
+    PhaseStartData,
+    PromptData,
+    RecordedOutput,
+    RecordedUsage,
+    RoleEndData,
+    RoleStartData,
+    RunEndData,
+    RunObserved,
+    RunStartData,
+    RunUsage,
+    TransitionData,
+)
 from seamline.trace.verify import verify_trace
 from seamline.trace.writer import TraceWriter
 
@@ -61,57 +78,56 @@ def _events(n: int) -> list[dict[str, Any]]:
 def _write(path: Path, n: int) -> float:
     where = {"phase": "answer", "role": "agent", "round": 1, "attempt": 1}
     events = _events(n - 10)  # ten lifecycle records around the turn's events
-    usage = {
-        "input_tokens": 0,
-        "output_tokens": 0,
-        "cache_read_tokens": 0,
-        "cache_write_tokens": 0,
-        "cost_usd": 0.0,
-        "priced": True,
-    }
+    tokens = {"input_tokens": 0, "output_tokens": 0}
     for e in events:
         if e["type"] == "usage":
-            usage["input_tokens"] += e["input_tokens"]
-            usage["output_tokens"] += e["output_tokens"]
+            tokens["input_tokens"] += e["input_tokens"]
+            tokens["output_tokens"] += e["output_tokens"]
+    usage = RecordedUsage(**tokens, cache_read_tokens=0, cache_write_tokens=0, cost_usd=0.0, priced=True)
+    observed = EventObserved(session_id="s")
     started = time.perf_counter()
     w = TraceWriter(path)
     w.append(
-        "header",
-        {
-            "schema_version": SCHEMA_VERSION,
-            "pipeline": "single",
-            "definition": SINGLE.to_data(),
-            "definition_hash": SINGLE.definition_hash(),
-            "task": "bench",
-            "prompt_hash": "0" * 64,
-            "config": {},
-            "config_hash": "0" * 64,
-            "providers": {},
-            "seamline_version": "bench",
-        },
-        {"run_id": "bench"},
+        HeaderData(
+            schema_version=SCHEMA_VERSION,
+            pipeline="single",
+            definition=SINGLE.to_data(),
+            definition_hash=SINGLE.definition_hash(),
+            task="bench",
+            prompt_hash="0" * 64,
+            config={},
+            config_hash="0" * 64,
+            providers={},
+            seamline_version="bench",
+        ),
+        RunObserved(run_id="bench"),
     )
-    w.append("run_start", {"pipeline": "single", "first_phase": "answer"})
-    w.append("phase_start", {"phase": "answer", "round": 1, "roles": ["agent"]})
-    w.append("role_start", dict(where))
-    w.append("prompt", {**where, "prompt": "bench", "prompt_hash": "0" * 64, "provider": {}})
+    w.append(RunStartData(pipeline="single", first_phase="answer"))
+    w.append(PhaseStartData(phase="answer", round=1, roles=["agent"]))
+    w.append(RoleStartData(**where))
+    w.append(PromptData(**where, prompt="bench", prompt_hash="0" * 64, provider={}))
     for i, event in enumerate(events, 1):
-        w.append("event", {**where, "event": event}, {"session_id": "s"})
+        w.append(EventData(**where, event=event), observed)
         if i % BATCH == 0:
             w.flush()
     w.append(
-        "event",
-        {**where, "event": {"type": "complete", "outcome": "completed", "stop_reason": "end_turn", "text": "done"}},
+        EventData(
+            **where, event={"type": "complete", "outcome": "completed", "stop_reason": "end_turn", "text": "done"}
+        )
     )
-    w.append("role_end", {**where, "status": "ok", "output": {"text": "done"}, "usage": usage})
-    w.append("phase_end", {"phase": "answer", "round": 1, "status": "ok"})
-    w.append("transition", {"from": "answer", "to": "done", "reason": "next"})
-    total = {"by_role": {"agent": usage}, "by_phase": {"answer": usage}, "total": usage}
-    w.append("run_end", {"outcome": "completed", "stop_reason": "completed", "text": "done", "usage": total})
+    w.append(RoleEndData(**where, status="ok", output=_output("done"), usage=usage))
+    w.append(PhaseEndData(phase="answer", round=1, status="ok"))
+    w.append(TransitionData(from_="answer", to="done", reason="next"))
+    total = RunUsage(by_role={"agent": usage}, by_phase={"answer": usage}, total=usage)
+    w.append(RunEndData(outcome="completed", stop_reason="completed", text="done", usage=total))
     w.close()
     elapsed = time.perf_counter() - started
     assert w.seq == n, (w.seq, n)
     return elapsed
+
+
+def _output(text: str) -> RecordedOutput:
+    return RecordedOutput(text=text, verdict=None, confidence=None, feedback=None, skip=None, data={})
 
 
 def run(*, quick: bool = False) -> dict[str, Any]:
@@ -124,7 +140,7 @@ def run(*, quick: bool = False) -> dict[str, Any]:
         verification = verify_trace(path)
         verify_s, verify_cpu = time.perf_counter() - started, time.process_time() - cpu
         assert verification.ok, verification.problems[:3]
-        assert len(verification.records) == records
+        assert len(verification.typed_records) == records
         started, cpu = time.perf_counter(), time.process_time()
         result = replay(path)
         replay_s, replay_cpu = time.perf_counter() - started, time.process_time() - cpu

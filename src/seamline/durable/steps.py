@@ -177,7 +177,7 @@ async def advance(store_location: str, run_id: str) -> dict[str, Any]:
         _write_whole(path, b"".join(writer.lines or []))
         anchor_head(store, run_id, writer.head_hash, writer.seq)
         report = controller.report
-        shown.append(Complete(outcome=report.outcome, stop_reason=report.stop_reason, text=report.text))  # type: ignore[arg-type]
+        shown.append(Complete(outcome=report.outcome, stop_reason=report.stop_reason, text=report.text))
         summary = {
             "run_id": run_id,
             "outcome": report.outcome,

@@ -31,28 +31,63 @@ import json
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, TypedDict
 
 import msgspec
 
 from seamline._version import __version__
 from seamline.definitions import ABORT_PHASE, PhaseSpec, PipelineDefinition
 from seamline.errors import SeamlineError
-from seamline.events import Complete, Error, Event, Raw, ReasoningDelta, TextDelta, ToolCall, ToolResult, Usage
+from seamline.events import (
+    Complete,
+    Error,
+    Event,
+    Outcome,
+    Raw,
+    ReasoningDelta,
+    TextDelta,
+    ToolCall,
+    ToolResult,
+    Usage,
+)
 from seamline.exit_codes import OUTCOME_EXIT_CODES, STOP_EXIT_CODES
 from seamline.pipeline.agents import AgentKey, Agents, prompt_hash
 from seamline.pipeline.bus import AgentBus
 from seamline.pipeline.convergence import ConvergenceDecision, Judgement, decide, failed_decision
 from seamline.pipeline.guard import SpawnGuard
+from seamline.pipeline.payloads import DecisionPayload, RunEndPayload, RunStartPayload, TransitionPayload
 from seamline.pipeline.roles import AgentResponse, Role, RoleContext, RoleFailure, RoleOutput, build_role
 from seamline.trace.fingerprint import split_event
 from seamline.trace.records import SCHEMA_VERSION
+from seamline.trace.schema import (
+    DecisionData,
+    EventData,
+    GuardData,
+    HeaderData,
+    PhaseEndData,
+    PhaseStartData,
+    PhaseStatus,
+    PromptData,
+    RecordedDecision,
+    RecordedFailure,
+    RecordedOutput,
+    RecordedUsage,
+    RetryData,
+    RoleEndData,
+    RoleStartData,
+    RunEndData,
+    RunObserved,
+    RunStartData,
+    RunUsage,
+    SkipData,
+    TransitionData,
+)
 from seamline.trace.writer import TraceWriter
 from seamline.usage import UsageTotals
 
 __all__ = ["STOP_EXIT_CODES", "STOP_OUTCOMES", "PipelineController", "RunReport", "config_hash", "exit_code_for"]
 
-STOP_OUTCOMES: Final[dict[str, str]] = {
+STOP_OUTCOMES: Final[dict[str, Outcome]] = {
     "converged": "completed",
     "completed": "completed",
     "failed": "failed",
@@ -80,7 +115,7 @@ class RunReport:
     """What a finished run gave, and where its evidence is."""
 
     run_id: str
-    outcome: str = "failed"
+    outcome: Outcome = "failed"
     stop_reason: str = "no_result"
     text: str = ""
     head_hash: str = ""
@@ -180,7 +215,7 @@ class PipelineController:
         try:
             while True:
                 phase, round_no = run.phase, run.round_no
-                w.append("phase_start", {"phase": phase.name, "round": round_no, "roles": list(phase.bound_roles())})
+                w.append(PhaseStartData(phase=phase.name, round=round_no, roles=list(phase.bound_roles())))
                 outputs: dict[str, RoleOutput] = {}
                 failure: tuple[str, RoleFailure] | None = None
                 try:
@@ -193,7 +228,7 @@ class PipelineController:
                             outputs[item[0]] = item[1]
                 except SeamlineError as exc:  # the spawn guard refused a task
                     self.bus.cancel_all()
-                    w.append("phase_end", {"phase": phase.name, "round": round_no, "status": "stopped"})
+                    self._phase_end(phase, round_no, "stopped")
                     raise _Stop("budget" if exc.kind == "budget" else "failed", exc.message) from None
                 self._check_not_stopped(phase, round_no)
                 if failure is not None:
@@ -201,7 +236,7 @@ class PipelineController:
                     if decided is not None:
                         yield decided
                     raise stop
-                w.append("phase_end", {"phase": phase.name, "round": round_no, "status": "ok"})
+                self._phase_end(phase, round_no, "ok")
                 for role_name in phase.bound_roles():
                     run.evidence[role_name] = outputs[role_name]
                 decided, target = (
@@ -219,11 +254,13 @@ class PipelineController:
                 run.advance(target, self.definition)
         except _Stop as exc:
             run.stop = exc
-            w.append(
-                "transition", {"from": run.phase.name, "to": ABORT_PHASE, "reason": exc.reason, "detail": exc.detail}
-            )
+            w.append(TransitionData(from_=run.phase.name, to=ABORT_PHASE, reason=exc.reason, detail=exc.detail))
             self.report.transitions.append((run.phase.name, ABORT_PHASE))
-            yield self._controller_event("transition", source=run.phase.name, target=ABORT_PHASE, reason=exc.reason)
+            yield self._controller_event(
+                TransitionPayload(
+                    run_id=self.run_id, what="transition", source=run.phase.name, target=ABORT_PHASE, reason=exc.reason
+                )
+            )
         except BaseException:
             # Cancelled from outside: what is recorded stays on disk, marked unfinished.
             w.flush()
@@ -235,27 +272,25 @@ class PipelineController:
         """Write the header and ``run_start``; the run's first event."""
         d = self.definition
         providers = {r: self.agents.identity(r) for r, role in self.roles.items() if role.uses_agent}
-        header = {
-            "schema_version": SCHEMA_VERSION,
-            "pipeline": d.name,
-            "definition": d.to_data(),
-            "definition_hash": self.report.definition_hash,
-            "task": task,
-            "prompt_hash": prompt_hash(task),
-            "config": self.config,
-            "config_hash": config_hash(self.config),
-            "providers": providers,
-            "roles": {name: role.identity() for name, role in self.roles.items()},
-            "seamline_version": __version__,
-        }
-        w = self.writer
-        w.append("header", header, {"run_id": self.run_id})
-        w.append("run_start", {"pipeline": d.name, "first_phase": d.phases[0].name}, {"run_id": self.run_id})
-        w.flush()
-        return Raw(
-            source="run",
-            payload={"run_id": self.run_id, "pipeline": d.name, "definition_hash": header["definition_hash"]},
+        header = HeaderData(
+            schema_version=SCHEMA_VERSION,
+            pipeline=d.name,
+            definition=d.to_data(),
+            definition_hash=self.report.definition_hash,
+            task=task,
+            prompt_hash=prompt_hash(task),
+            config=self.config,
+            config_hash=config_hash(self.config),
+            providers=providers,
+            roles={name: role.identity() for name, role in self.roles.items()},
+            seamline_version=__version__,
         )
+        w = self.writer
+        w.append(header, RunObserved(run_id=self.run_id))
+        w.append(RunStartData(pipeline=d.name, first_phase=d.phases[0].name), RunObserved(run_id=self.run_id))
+        w.flush()
+        started = RunStartPayload(run_id=self.run_id, pipeline=d.name, definition_hash=header.definition_hash)
+        return Raw(source="run", payload=msgspec.to_builtins(started))
 
     def _check_not_stopped(self, phase: PhaseSpec, round_no: int) -> None:
         """After a phase: the spawn guard's budget or a cancel stops the run here."""
@@ -265,14 +300,14 @@ class PipelineController:
         elif self._cancelled:
             stopped = _Stop("cancelled", "the run was cancelled")
         if stopped is not None:
-            self.writer.append("phase_end", {"phase": phase.name, "round": round_no, "status": "stopped"})
+            self._phase_end(phase, round_no, "stopped")
             raise stopped
 
     def _phase_failed(
         self, phase: PhaseSpec, run: _RunState, failure: tuple[str, RoleFailure]
     ) -> tuple[Raw | None, _Stop]:
         """A role failed: the phase ends ``failed``; a judge phase records a failed decision."""
-        self.writer.append("phase_end", {"phase": phase.name, "round": run.round_no, "status": "failed"})
+        self._phase_end(phase, run.round_no, "failed")
         role_name, fail = failure
         if fail.kind == "budget":
             return None, _Stop("budget", f"{role_name}: {fail.message}")
@@ -280,7 +315,7 @@ class PipelineController:
         if phase.judge:
             decision = failed_decision(f"{role_name} failed: {fail.message}", run.history, self.definition.convergence)
             self._record_decision(phase, run.round_no, decision)
-            decided = self._controller_event("decision", decision=msgspec.to_builtins(decision))
+            decided = self._controller_event(DecisionPayload(run_id=self.run_id, what="decision", decision=decision))
         return decided, _Stop("failed", f"{role_name} failed ({fail.kind}): {fail.message}")
 
     def _judge(
@@ -295,7 +330,7 @@ class PipelineController:
         run.history.append(Judgement(judged.verdict, judged.confidence, subject_hash))
         decision = decide(run.history, d.convergence)
         self._record_decision(phase, run.round_no, decision)
-        decided = self._controller_event("decision", decision=msgspec.to_builtins(decision))
+        decided = self._controller_event(DecisionPayload(run_id=self.run_id, what="decision", decision=decision))
         if decision.status == "continue":
             run.feedback = judged.feedback
             run.round_no += 1
@@ -316,9 +351,11 @@ class PipelineController:
     def _transition(self, phase: PhaseSpec, target: str) -> Raw:
         if not self.definition.allowed(phase.name, target):
             raise _Stop("invalid_transition", f"{phase.name} -> {target} is not an allowed transition")
-        self.writer.append("transition", {"from": phase.name, "to": target, "reason": "next"})
+        self.writer.append(TransitionData(from_=phase.name, to=target, reason="next"))
         self.writer.flush()
-        return self._controller_event("transition", source=phase.name, target=target)
+        return self._controller_event(
+            TransitionPayload(run_id=self.run_id, what="transition", source=phase.name, target=target)
+        )
 
     def _finish(self, run: _RunState) -> tuple[Event, ...]:
         """Write ``run_end``, fill in the report; the run's last two events."""
@@ -332,32 +369,33 @@ class PipelineController:
             stop_reason = stop.reason
         outcome = STOP_OUTCOMES.get(stop_reason, "failed")
         text = run.subject.text if run.subject is not None else ""
-        usage = {
-            "by_role": {k: v.data() for k, v in sorted(self._usage_by_role.items())},
-            "by_phase": {k: v.data() for k, v in sorted(self._usage_by_phase.items())},
-            "total": self._total().data(),
-        }
-        detail = {"detail": stop.detail} if stop is not None else {}
+        usage = RunUsage(
+            by_role={k: RecordedUsage.of(v) for k, v in sorted(self._usage_by_role.items())},
+            by_phase={k: RecordedUsage.of(v) for k, v in sorted(self._usage_by_phase.items())},
+            total=RecordedUsage.of(self._total()),
+        )
+        detail = stop.detail if stop is not None else msgspec.UNSET
         w = self.writer
-        end = {"outcome": outcome, "stop_reason": stop_reason, "text": text, "usage": usage, **detail}
-        w.append("run_end", end, {"run_id": self.run_id})
+        end = RunEndData(outcome=outcome, stop_reason=stop_reason, text=text, usage=usage, detail=detail)
+        w.append(end, RunObserved(run_id=self.run_id))
         w.flush()
         r = self.report
         r.outcome, r.stop_reason, r.text = outcome, stop_reason, text
         r.detail = stop.detail if stop is not None else ""
         r.head_hash, r.fingerprint = w.head_hash, w.fingerprint.hex
-        summary = {
-            "run_id": self.run_id,
-            "outcome": outcome,
-            "stop_reason": stop_reason,
-            "definition_hash": r.definition_hash,
-            "head_hash": r.head_hash,
-            "fingerprint": r.fingerprint,
-            "trace": str(w.path) if w.path is not None else None,
-            "usage": usage["total"],
-            **detail,
-        }
-        return Raw(source="run", payload=summary), Complete(outcome=outcome, stop_reason=stop_reason, text=text)  # type: ignore[arg-type]
+        summary = RunEndPayload(
+            run_id=self.run_id,
+            outcome=outcome,
+            stop_reason=stop_reason,
+            definition_hash=r.definition_hash,
+            head_hash=r.head_hash,
+            fingerprint=r.fingerprint,
+            trace=str(w.path) if w.path is not None else None,
+            usage=usage.total,
+            detail=detail,
+        )
+        ended = Raw(source="run", payload=msgspec.to_builtins(summary))
+        return ended, Complete(outcome=outcome, stop_reason=stop_reason, text=text)
 
     async def cancel(self) -> None:
         """Stop the run: in-flight turns are aborted, the run ends ``aborted`` / ``cancelled``."""
@@ -426,14 +464,7 @@ class PipelineController:
                     return result
                 assert isinstance(result, RoleFailure)
                 self.writer.append(
-                    "retry",
-                    {
-                        "phase": phase.name,
-                        "role": role_name,
-                        "round": ctx.round,
-                        "attempt": attempt,
-                        "reason": result.kind,
-                    },
+                    RetryData(phase=phase.name, role=role_name, round=ctx.round, attempt=attempt, reason=result.kind)
                 )
                 attempt += 1
         finally:
@@ -444,19 +475,16 @@ class PipelineController:
         if phase.name not in self.definition.phases_of(role_name):  # pragma: no cover - validate() guarantees it
             return RoleFailure(kind="invalid_request", message=f"role {role_name} is not bound to phase {phase.name}")
         w = self.writer
-        where = {"phase": phase.name, "role": role_name, "round": ctx.round, "attempt": ctx.attempt}
-        w.append("role_start", dict(where))
+        key = AgentKey(phase.name, role_name, ctx.round, ctx.attempt)
+        w.append(RoleStartData(**_where(key)))
         totals = UsageTotals()
         result: RoleOutput | RoleFailure
         try:
             if role.uses_agent:
                 prompt = role.prompt(ctx)
                 identity = self.agents.identity(role_name)
-                w.append(
-                    "prompt", {**where, "prompt": prompt, "prompt_hash": prompt_hash(prompt), "provider": identity}
-                )
-                key = AgentKey(phase.name, role_name, ctx.round, ctx.attempt)
-                response = await self._turn(key, prompt, where, totals)
+                w.append(PromptData(**_where(key), prompt=prompt, prompt_hash=prompt_hash(prompt), provider=identity))
+                response = await self._turn(key, prompt, totals)
                 result = role.interpret(ctx, response)
             else:
                 result = role.decide(ctx)
@@ -466,16 +494,13 @@ class PipelineController:
             result = RoleFailure(kind="provider", message=f"{type(exc).__name__}: {exc}")
         self._usage_by_role.setdefault(role_name, UsageTotals()).merge(totals)
         self._usage_by_phase.setdefault(phase.name, UsageTotals()).merge(totals)
-        if isinstance(result, RoleFailure):
-            body = {**where, "status": "failed", "failure": msgspec.to_builtins(result), "usage": totals.data()}
-        else:
-            body = {**where, "status": "ok", "output": msgspec.to_builtins(result), "usage": totals.data()}
-        w.append("role_end", body)
+        w.append(_role_end(key, result, totals))
         w.flush()
         return result
 
-    async def _turn(self, key: AgentKey, prompt: str, where: dict[str, Any], totals: UsageTotals) -> AgentResponse:
+    async def _turn(self, key: AgentKey, prompt: str, totals: UsageTotals) -> AgentResponse:
         w = self.writer
+        where = _where(key)
         calls: dict[str, str] = {}
         reads: dict[str, str] = {}
         error: Error | None = None
@@ -488,21 +513,20 @@ class PipelineController:
                 if kind is TextDelta or kind is ReasoningDelta:
                     continue  # the final text is in ``complete``; deltas would only bloat the trace
                 d, o = split_event(event)
-                seq = w.append("event", {**where, "event": d}, o)
+                seq = w.append(EventData(**where, event=d), o)
                 if isinstance(event, Usage):
                     totals.add(event)
                     stopped = self.guard.charge(event)
                     if stopped is not None and not self._guard_recorded:
                         self._guard_recorded = True
                         w.append(
-                            "guard",
-                            {
+                            GuardData(
                                 **where,
-                                "limit": stopped.limit,
-                                "spent": stopped.spent,
-                                "cap": stopped.cap,
-                                "at_seq": seq,
-                            },
+                                limit=stopped.limit,
+                                spent=stopped.spent,
+                                cap=stopped.cap,
+                                at_seq=seq,
+                            )
                         )
                         await self.agents.abort_all()
                 elif isinstance(event, ToolCall) and event.name == "read_file":
@@ -537,20 +561,64 @@ class PipelineController:
             raise _Stop(
                 "invalid_transition", f"{phase.name} asked to skip {target} for an undeclared reason {reason!r}"
             )
-        self.writer.append("skip", {"phase": target, "reason": reason})
+        self.writer.append(SkipData(phase=target, reason=reason))
         return self.definition.next_of(self.definition.phase(target))
 
     def _record_decision(self, phase: PhaseSpec, round_no: int, decision: ConvergenceDecision) -> None:
         self.report.decisions.append(decision)
-        self.writer.append(
-            "decision", {"phase": phase.name, "round": round_no, "decision": msgspec.to_builtins(decision)}
-        )
+        self.writer.append(DecisionData(phase=phase.name, round=round_no, decision=_decision_part(decision)))
 
-    def _controller_event(self, what: str, **payload: Any) -> Raw:
-        return Raw(source="controller", payload={"run_id": self.run_id, "what": what, **payload})
+    def _phase_end(self, phase: PhaseSpec, round_no: int, status: PhaseStatus) -> None:
+        self.writer.append(PhaseEndData(phase=phase.name, round=round_no, status=status))
+
+    @staticmethod
+    def _controller_event(payload: TransitionPayload | DecisionPayload) -> Raw:
+        return Raw(source="controller", payload=msgspec.to_builtins(payload))
 
     def _total(self) -> UsageTotals:
         total = UsageTotals()
         for item in self._usage_by_role.values():
             total.merge(item)
         return total
+
+
+class _Where(TypedDict):
+    """Where a role acts: the fields every role-scoped trace record starts with."""
+
+    phase: str
+    role: str
+    round: int
+    attempt: int
+
+
+def _where(key: AgentKey) -> _Where:
+    return {"phase": key.phase, "role": key.role, "round": key.round, "attempt": key.attempt}
+
+
+def _role_end(key: AgentKey, result: RoleOutput | RoleFailure, totals: UsageTotals) -> RoleEndData:
+    """The ``role_end`` part of an attempt: its output or failure, and its usage."""
+    usage = RecordedUsage.of(totals)
+    if isinstance(result, RoleFailure):
+        failure = RecordedFailure(kind=result.kind, message=result.message, retryable=result.retryable)
+        return RoleEndData(**_where(key), status="failed", failure=failure, usage=usage)
+    output = RecordedOutput(
+        text=result.text,
+        verdict=result.verdict,
+        confidence=result.confidence,
+        feedback=result.feedback,
+        skip=result.skip,
+        data=result.data,
+    )
+    return RoleEndData(**_where(key), status="ok", output=output, usage=usage)
+
+
+def _decision_part(decision: ConvergenceDecision) -> RecordedDecision:
+    return RecordedDecision(
+        confidences=list(decision.confidences),
+        iteration=decision.iteration,
+        reason=decision.reason,
+        status=decision.status,
+        strategy=decision.strategy,
+        verdicts=list(decision.verdicts),
+        window_hash=decision.window_hash,
+    )

@@ -17,9 +17,18 @@ from typing import Any
 import msgspec
 
 from seamline.definitions import PipelineDefinition, definition_from_data
+from seamline.events import Outcome
 from seamline.pipeline.agents import RecordedAgents
 from seamline.pipeline.controller import PipelineController, RunReport, config_hash
 from seamline.trace.replay import checked_trace
+from seamline.trace.schema import (
+    DecisionRecord,
+    EventRecord,
+    HeaderData,
+    PromptRecord,
+    RecordedDecision,
+    TransitionRecord,
+)
 from seamline.trace.verify import Verification
 from seamline.trace.writer import TraceWriter
 
@@ -35,7 +44,7 @@ class RedriveReport:
     same: bool
     drift: dict[str, list[str]]
     differences: list[str]
-    outcome: str
+    outcome: Outcome
     stop_reason: str
 
     def data(self) -> dict[str, Any]:
@@ -56,7 +65,7 @@ class _Recorded:
     responses: dict[AttemptKey, list[dict[str, Any]]]
     prompts: dict[AttemptKey, str]
     transitions: list[tuple[str, str]]
-    decisions: list[dict[str, Any]]
+    decisions: list[RecordedDecision]
 
 
 def redrive(
@@ -72,12 +81,13 @@ def redrive(
     ``definition``, ``config`` and ``identities`` (provider identity per role) default to
     the recorded ones; give today's to see whether a change would alter the run."""
     verification = checked_trace(source)
-    header = verification.header
-    chosen = definition or definition_from_data(header["definition"], origin="recorded definition")
-    run_config = dict(config) if config is not None else dict(header["config"])
+    header = verification.header_data
+    assert header is not None  # a verified trace starts with its header
+    chosen = definition or definition_from_data(header.definition, origin="recorded definition")
+    run_config = dict(config) if config is not None else dict(header.config)
     drift = _drift(header, chosen, run_config, identities or {})
     recorded = _recorded(verification)
-    recorded_ids: dict[str, Any] = header.get("providers", {})
+    recorded_ids = header.providers
     agents = RecordedAgents(
         responses=recorded.responses,
         prompts=recorded.prompts,
@@ -93,7 +103,7 @@ def redrive(
     )
 
     async def drive() -> None:
-        async for _ in controller.run(str(header["task"])):
+        async for _ in controller.run(header.task):
             pass
 
     asyncio.run(drive())
@@ -110,25 +120,25 @@ def redrive(
 
 
 def _drift(
-    header: Mapping[str, Any],
+    header: HeaderData,
     chosen: PipelineDefinition,
     run_config: dict[str, Any],
     identities: Mapping[str, Mapping[str, Any]],
 ) -> dict[str, list[str]]:
     """Why a re-drive may differ before it runs: definition, config and model drift."""
     drift: dict[str, list[str]] = {"definition": [], "config": [], "model": [], "prompt": []}
-    if chosen.definition_hash() != header["definition_hash"]:
+    if chosen.definition_hash() != header.definition_hash:
         drift["definition"].append(
-            f"definition hash {chosen.definition_hash()[:12]} != recorded {header['definition_hash'][:12]}"
+            f"definition hash {chosen.definition_hash()[:12]} != recorded {header.definition_hash[:12]}"
         )
-    if config_hash(run_config) != header["config_hash"]:
+    if config_hash(run_config) != header.config_hash:
+        recorded_config = header.config
         changed = sorted(
-            k for k in set(run_config) | set(header["config"]) if run_config.get(k) != header["config"].get(k)
+            k for k in set(run_config) | set(recorded_config) if run_config.get(k) != recorded_config.get(k)
         )
         drift["config"].append(f"config differs in {', '.join(changed)}")
-    recorded_ids: dict[str, dict[str, Any]] = header.get("providers", {})
     for role, ident in identities.items():
-        was = recorded_ids.get(role, {})
+        was = header.providers.get(role, {})
         for key in ("provider", "model", "implementation"):
             if ident.get(key) != was.get(key):
                 drift["model"].append(f"role {role}: {key} {ident.get(key)!r} != recorded {was.get(key)!r}")
@@ -137,17 +147,19 @@ def _drift(
 
 def _recorded(verification: Verification) -> _Recorded:
     recorded = _Recorded(responses={}, prompts={}, transitions=[], decisions=[])
-    for rec in verification.records:
-        d = rec.d
-        if rec.kind == "event":
-            key = (str(d["phase"]), str(d["role"]), int(d["round"]), int(d["attempt"]))
-            recorded.responses.setdefault(key, []).append({**d["event"], **rec.o})
-        elif rec.kind == "prompt":
-            recorded.prompts[(d["phase"], d["role"], int(d["round"]), int(d["attempt"]))] = d["prompt_hash"]
-        elif rec.kind == "transition":
-            recorded.transitions.append((d["from"], d["to"]))
-        elif rec.kind == "decision":
-            recorded.decisions.append(d["decision"])
+    for rec in verification.typed_records:
+        match rec:
+            case EventRecord(d=d, o=o):
+                key = (d.phase, d.role, d.round, d.attempt)
+                recorded.responses.setdefault(key, []).append({**d.event, **msgspec.to_builtins(o)})
+            case PromptRecord(d=d):
+                recorded.prompts[(d.phase, d.role, d.round, d.attempt)] = d.prompt_hash
+            case TransitionRecord(d=d):
+                recorded.transitions.append((d.from_, d.to))
+            case DecisionRecord(d=d):
+                recorded.decisions.append(d.decision)
+            case _:
+                pass  # the rest is the controller's to reach again
     return recorded
 
 
@@ -158,8 +170,8 @@ def _differences(report: RunReport, recorded: _Recorded) -> list[str]:
         differences.append(f"transitions {report.transitions} != recorded {recorded.transitions}")
     now = [msgspec.to_builtins(dec) for dec in report.decisions]
     for i, (a, b) in enumerate(zip(now, recorded.decisions, strict=False), 1):
-        if (a["status"], list(a["verdicts"]), a["reason"]) != (b["status"], list(b["verdicts"]), b["reason"]):
-            differences.append(f"decision {i}: {a['status']} ({a['reason']}) != recorded {b['status']} ({b['reason']})")
+        if (a["status"], list(a["verdicts"]), a["reason"]) != (b.status, b.verdicts, b.reason):
+            differences.append(f"decision {i}: {a['status']} ({a['reason']}) != recorded {b.status} ({b.reason})")
     if len(now) != len(recorded.decisions):
         differences.append(f"{len(now)} decision(s) != {len(recorded.decisions)} recorded")
     return differences

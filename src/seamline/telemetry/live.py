@@ -47,7 +47,7 @@ def spans_of_records(records: Iterable[TraceRecord], *, capture_content: bool | 
     builder = SpanBuilder(capture_content=capture_content_from_env() if capture_content is None else capture_content)
     spans: list[SpanRecord] = []
     for record in records:
-        spans += builder.add(record.seq, record.kind, record.at, record.d, record.o)
+        spans += builder.add_record(record)
     return spans + builder.finish()
 
 
@@ -101,10 +101,10 @@ async def tap_pipeline(
             yield event
             if type(event) is not TextDelta:  # deltas are never recorded; skip the look
                 for record in follower.new_records():
-                    sink.emit(builder.add(record.seq, record.kind, record.at, record.d, record.o))
+                    sink.emit(builder.add_record(record))
     finally:
         for record in follower.new_records():
-            sink.emit(builder.add(record.seq, record.kind, record.at, record.d, record.o))
+            sink.emit(builder.add_record(record))
         sink.emit(builder.finish())
         sink.close()
 

@@ -1,10 +1,10 @@
 """GenAI spans rebuilt from trace records, deterministically.
 
-:class:`SpanBuilder` reads records (``seq``, ``kind``, ``at``, ``d``, ``o``: the trace's
-line format) one at a time and hands back each span as it ends. It never imports
-OpenTelemetry: ids are derived from the run id and the record's ``seq`` (a hash), times come
-from the records' ``at``, so the spans of a run are the same whether they are built while
-it runs or afterwards from its trace.
+:class:`SpanBuilder` reads records one at a time (decoded trace records, typed; or a plain
+turn's, given as ``seq``, ``kind``, ``at``, ``d``, ``o``) and hands back each span as it
+ends. It never imports OpenTelemetry: ids are derived from the run id and the record's
+``seq`` (a hash), times come from the records' ``at``, so the spans of a run are the same
+whether they are built while it runs or afterwards from its trace.
 
 The shape follows the OpenTelemetry GenAI semantic conventions:
 
@@ -30,8 +30,29 @@ import hashlib
 import json
 import os
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal, TypeAlias
+from typing import Any, Final, Literal, TypeAlias, assert_never
 from urllib.parse import urlsplit
+
+import msgspec
+
+from seamline.trace.schema import (
+    DecisionRecord,
+    EventRecord,
+    GuardRecord,
+    HeaderRecord,
+    PhaseEndRecord,
+    PhaseStartRecord,
+    PromptRecord,
+    RetryRecord,
+    RoleEndRecord,
+    RoleScopedData,
+    RoleStartRecord,
+    RunEndRecord,
+    RunStartRecord,
+    SkipRecord,
+    TraceRecord,
+    TransitionRecord,
+)
 
 __all__ = [
     "CAPTURE_CONTENT_ENV",
@@ -154,68 +175,135 @@ class SpanBuilder:
 
     # -- records in, spans out ---------------------------------------------------------
 
+    def add_record(self, record: TraceRecord) -> list[SpanRecord]:
+        """Read one decoded trace record; returns the spans it ended (children before parents)."""
+        self._last_at = max(self._last_at, record.at)
+        seq, at = record.seq, record.at
+        match record:
+            case HeaderRecord(o=o):
+                self._name_run(o.run_id if isinstance(o.run_id, str) else None)
+            case RunStartRecord(d=d, o=o):
+                self._name_run(o.run_id if isinstance(o.run_id, str) else None)
+                self._open_root(seq, at, d.pipeline or "pipeline")
+            case RoleStartRecord(d=d):
+                where: dict[str, AttributeValue] = {"phase": d.phase, "round": d.round, "attempt": d.attempt}
+                return self._role_start(_key_of(d), seq, at, d.role, where)
+            case PromptRecord(d=d):
+                self._prompt(_key_of(d), d.prompt, d.provider)
+            case RoleEndRecord(d=d):
+                failure = d.failure.kind if d.failure else None
+                return self._role_end(_key_of(d), at, msgspec.to_builtins(d.usage), failure, d.status)
+            case RunEndRecord(d=d):
+                return self._run_end(at, d.outcome, d.stop_reason)
+            case EventRecord(d=d, o=o):
+                return self._event(_key_of(d), seq, at, d.event, msgspec.to_builtins(o))
+            case (
+                PhaseStartRecord()
+                | PhaseEndRecord()
+                | RetryRecord()
+                | GuardRecord()
+                | DecisionRecord()
+                | SkipRecord()
+                | TransitionRecord()
+            ):
+                pass  # no span opens or ends there
+            case _:
+                assert_never(record)
+        return []
+
     def add(self, seq: int, kind: str, at: float, d: dict[str, Any], o: dict[str, Any]) -> list[SpanRecord]:
-        """Read one record; returns the spans it ended (children before parents)."""
+        """Read one record given as plain values (a plain turn's, or one made by hand), any
+        field possibly missing; returns the spans it ended (children before parents)."""
         self._last_at = max(self._last_at, at)
-        out: list[SpanRecord] = []
         key = _turn_key(d)
-        turn: _Open | None
         if kind in ("header", "run_start"):
             run_id = o.get("run_id")
-            if isinstance(run_id, str) and run_id and self.run_id is None:
-                self.run_id = run_id
+            self._name_run(run_id if isinstance(run_id, str) else None)
             if kind == "run_start":
-                self._root = _Open(seq, at, None, provider=_SELF)
-                pipeline = str(d.get("pipeline") or "pipeline")
-                self._root.attributes.update(
-                    {
-                        "gen_ai.operation.name": "invoke_workflow",
-                        "gen_ai.workflow.name": pipeline,
-                        "seamline.pipeline": pipeline,
-                    }
-                )
-                if self.run_id:
-                    self._root.attributes["seamline.run_id"] = self.run_id
+                self._open_root(seq, at, str(d.get("pipeline") or "pipeline"))
         elif kind == "role_start":
-            out += self._close_turn(key, at)
-            turn = self._open_turn(key, seq, at)
-            turn.attributes["gen_ai.agent.name"] = str(d.get("role") or "")
-            for name in ("phase", "round", "attempt"):
-                if isinstance(d.get(name), str | int):
-                    turn.attributes[f"seamline.{name}"] = d[name]
+            where = {name: d[name] for name in ("phase", "round", "attempt") if isinstance(d.get(name), str | int)}
+            return self._role_start(key, seq, at, str(d.get("role") or ""), where)
         elif kind == "prompt":
-            turn = self._turns.get(key)
-            if turn is not None:
-                turn.prompt = d.get("prompt") if isinstance(d.get("prompt"), str) else None
-                provider = d.get("provider")
-                if isinstance(provider, dict):
-                    if isinstance(provider.get("model"), str):
-                        turn.model = turn.model or provider["model"]
-                    if isinstance(provider.get("provider"), str):
-                        turn.provider = turn.provider or provider["provider"]
-                    turn.server = _server_of(provider.get("options"))
-            elif key is None:  # a plain run's prompt comes before its session
-                self._plain_prompt = d.get("prompt") if isinstance(d.get("prompt"), str) else None
+            self._prompt(key, d.get("prompt") if isinstance(d.get("prompt"), str) else None, d.get("provider"))
         elif kind == "role_end":
-            turn = self._turns.get(key)
-            if turn is not None:
-                if not turn.usage and isinstance(d.get("usage"), dict):
-                    self._add_usage(turn, d["usage"])
-                failure = d.get("failure")
-                if isinstance(failure, dict) and failure.get("kind"):
-                    turn.error_type = str(failure["kind"])  # the role's classified failure wins
-                elif d.get("status") not in (None, "ok") and turn.error_type is None:
-                    turn.error_type = str(d.get("status"))
-            out += self._close_turn(key, at)
+            usage, failure, status = d.get("usage"), d.get("failure"), d.get("status")
+            failure_kind = str(failure["kind"]) if isinstance(failure, dict) and failure.get("kind") else None
+            return self._role_end(
+                key,
+                at,
+                usage if isinstance(usage, dict) else None,
+                failure_kind,
+                None if status is None else str(status),
+            )
         elif kind == "run_end":
-            for open_key in list(self._turns):
-                out += self._close_turn(open_key, at)
-            out += self._close_root(at, d)
+            outcome = d.get("outcome")
+            return self._run_end(at, outcome if isinstance(outcome, str) else None, str(d.get("stop_reason") or ""))
         elif kind == "event":
             event = d.get("event")
             if isinstance(event, dict):
-                out += self._event(key, seq, at, event, o)
+                return self._event(key, seq, at, event, o)
+        return []
+
+    # -- the lifecycle -----------------------------------------------------------------
+
+    def _name_run(self, run_id: str | None) -> None:
+        if run_id and self.run_id is None:
+            self.run_id = run_id
+
+    def _open_root(self, seq: int, at: float, pipeline: str) -> None:
+        self._root = _Open(seq, at, None, provider=_SELF)
+        self._root.attributes.update(
+            {
+                "gen_ai.operation.name": "invoke_workflow",
+                "gen_ai.workflow.name": pipeline,
+                "seamline.pipeline": pipeline,
+            }
+        )
+        if self.run_id:
+            self._root.attributes["seamline.run_id"] = self.run_id
+
+    def _role_start(
+        self, key: TurnKey, seq: int, at: float, role: str, where: dict[str, AttributeValue]
+    ) -> list[SpanRecord]:
+        out = self._close_turn(key, at)
+        turn = self._open_turn(key, seq, at)
+        turn.attributes["gen_ai.agent.name"] = role
+        for name, value in where.items():
+            turn.attributes[f"seamline.{name}"] = value
         return out
+
+    def _prompt(self, key: TurnKey, prompt: str | None, provider: Any) -> None:
+        turn = self._turns.get(key)
+        if turn is not None:
+            turn.prompt = prompt
+            if isinstance(provider, dict):
+                if isinstance(provider.get("model"), str):
+                    turn.model = turn.model or provider["model"]
+                if isinstance(provider.get("provider"), str):
+                    turn.provider = turn.provider or provider["provider"]
+                turn.server = _server_of(provider.get("options"))
+        elif key is None:  # a plain run's prompt comes before its session
+            self._plain_prompt = prompt
+
+    def _role_end(
+        self, key: TurnKey, at: float, usage: dict[str, Any] | None, failure_kind: str | None, status: str | None
+    ) -> list[SpanRecord]:
+        turn = self._turns.get(key)
+        if turn is not None:
+            if not turn.usage and usage is not None:
+                self._add_usage(turn, usage)
+            if failure_kind:
+                turn.error_type = failure_kind  # the role's classified failure wins
+            elif status not in (None, "ok") and turn.error_type is None:
+                turn.error_type = str(status)
+        return self._close_turn(key, at)
+
+    def _run_end(self, at: float, outcome: str | None, stop_reason: str) -> list[SpanRecord]:
+        out: list[SpanRecord] = []
+        for open_key in list(self._turns):
+            out += self._close_turn(open_key, at)
+        return out + self._close_root(at, outcome, stop_reason)
 
     def finish(self) -> list[SpanRecord]:
         """End whatever is still open (a run cut short), at the last time seen."""
@@ -226,7 +314,7 @@ class SpanBuilder:
             out += self._close_turn(key, self._last_at, incomplete=True)
         if self._root is not None:
             self._root.error_type = self._root.error_type or "incomplete"
-            out += self._close_root(self._last_at, {})
+            out += self._close_root(self._last_at, None, "")
         return out
 
     # -- events inside a turn ----------------------------------------------------------
@@ -380,21 +468,20 @@ class SpanBuilder:
         out.append(self._span(turn, f"invoke_agent {name}".rstrip(), kind, at))
         return out
 
-    def _close_root(self, at: float, d: dict[str, Any]) -> list[SpanRecord]:
+    def _close_root(self, at: float, outcome: str | None, stop_reason: str) -> list[SpanRecord]:
         root = self._root
         if root is None:
             return []
         self._root = None
-        outcome = d.get("outcome")
-        if isinstance(outcome, str):
+        if outcome is not None:
             root.attributes["seamline.outcome"] = outcome
-            root.attributes["seamline.stop_reason"] = str(d.get("stop_reason") or "")
+            root.attributes["seamline.stop_reason"] = stop_reason
             if outcome == "completed":
                 root.error_type = None  # a failed attempt the controller recovered from
             elif outcome == "budget":
                 root.error_type = "budget"
             elif outcome != "aborted":
-                root.error_type = root.error_type or str(d.get("stop_reason") or outcome)
+                root.error_type = root.error_type or stop_reason or outcome
         root.attributes.update(self._provider_attributes(root))
         self._usage_attributes(root)
         name = str(root.attributes.get("gen_ai.workflow.name") or "pipeline")
@@ -479,6 +566,11 @@ def _messages(role: str, text: str, *, finish_reason: str | None = None) -> str:
 
 def _finish_reason(stop_reason: str) -> str:
     return _FINISH_REASONS.get(stop_reason, stop_reason or "stop")
+
+
+def _key_of(d: RoleScopedData) -> TurnKey:
+    """The turn of a role-scoped record."""
+    return (d.phase, d.role, d.round, d.attempt)
 
 
 def _turn_key(d: dict[str, Any]) -> TurnKey:

@@ -15,7 +15,8 @@ from typing import Any, Final
 import msgspec
 
 from seamline.events import Event
-from seamline.trace.records import TraceRecord, canonical
+from seamline.trace.records import canonical
+from seamline.trace.schema import EventObserved, PlainRecord, TraceRecord
 
 __all__ = ["OBSERVATIONAL_EVENT_FIELDS", "Fingerprint", "fingerprint_of", "split_event"]
 
@@ -25,12 +26,12 @@ OBSERVATIONAL_EVENT_FIELDS: Final = frozenset({"session_id", "provider_session_i
 _to_builtins: Final = msgspec.to_builtins
 
 
-def split_event(event: Event) -> tuple[dict[str, Any], dict[str, Any]]:
+def split_event(event: Event) -> tuple[dict[str, Any], EventObserved]:
     """``(deterministic, observational)`` fields of one event, ``type`` in the first."""
     data: dict[str, Any] = _to_builtins(event)
     data["type"] = event.type
     observed = {k: data.pop(k) for k in OBSERVATIONAL_EVENT_FIELDS if k in data}
-    return data, observed
+    return data, EventObserved(**observed)
 
 
 class Fingerprint:
@@ -49,8 +50,9 @@ class Fingerprint:
         return self._hash.hexdigest()
 
 
-def fingerprint_of(records: Iterable[TraceRecord]) -> str:
-    """The fingerprint of decoded records (equal to what the writer computed)."""
+def fingerprint_of(records: Iterable[TraceRecord | PlainRecord]) -> str:
+    """The fingerprint of decoded records (equal to what the writer computed: a typed
+    ``d`` encodes back to the bytes written, see :mod:`seamline.trace.schema`)."""
     fp = Fingerprint()
     for record in records:
         fp.add(record.kind, canonical(record.d))

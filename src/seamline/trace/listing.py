@@ -15,7 +15,7 @@ from typing import Final
 import msgspec
 
 from seamline.errors import InvalidRequest
-from seamline.trace.records import split_line
+from seamline.trace.records import PlainRecord, decode_plain, split_line
 
 __all__ = ["MIN_PREFIX", "TraceEntry", "header_run_id", "list_traces", "resolve_prefix", "trace_ids"]
 
@@ -84,8 +84,8 @@ def header_run_id(path: Path) -> str | None:
             head = fh.read(_HEAD_BYTES).split(b"\n", 1)[0]
     except OSError:
         return None
-    o = _record(head).get("o")
-    run_id = o.get("run_id") if isinstance(o, dict) else None
+    first = _record(head)
+    run_id = first.o.get("run_id") if first is not None else None
     return run_id if isinstance(run_id, str) else None
 
 
@@ -97,10 +97,8 @@ def _entry(path: Path) -> TraceEntry:
         fh.seek(max(0, size - _TAIL_BYTES))
         tail = fh.read().rstrip(b"\r\n").rsplit(b"\n", 1)[-1]
     first, last = _record(head), _record(tail)
-    end = last if last.get("kind") == "run_end" else {}
-    end_d = end.get("d") if isinstance(end.get("d"), dict) else {}
-    first_d = first.get("d") if isinstance(first.get("d"), dict) else {}
-    assert isinstance(end_d, dict) and isinstance(first_d, dict)
+    end_d = last.d if last is not None and last.kind == "run_end" else {}
+    first_d = first.d if first is not None else {}
     return TraceEntry(
         run_id=path.name[: -len(_SUFFIX)],
         path=path,
@@ -111,15 +109,15 @@ def _entry(path: Path) -> TraceEntry:
     )
 
 
-def _record(line: bytes) -> dict[str, object]:
+def _record(line: bytes) -> PlainRecord | None:
+    """One record read plain (a listing shows what a damaged trace still says), or None."""
     parts = split_line(line.rstrip(b"\r").removeprefix(b"\xef\xbb\xbf"))
     if parts is None:
-        return {}
+        return None
     try:
-        value = msgspec.json.decode(parts[1])
-    except (msgspec.DecodeError, UnicodeDecodeError):  # the latter: such bytes inside a string
-        return {}
-    return value if isinstance(value, dict) else {}
+        return decode_plain(parts[1])
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
 
 
 def _text(value: object) -> str | None:

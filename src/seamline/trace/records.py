@@ -9,7 +9,8 @@ A body is ``{"seq":N,"kind":K,"at":T,"d":{...},"o":{...}}``. ``d`` holds the
 *deterministic* fields (definition, inputs, prompts, outputs, decisions, usage) and
 ``o`` the *observational* ones (run id, session ids, timestamps, durations). The
 fingerprint hashes ``kind`` and ``d`` only, so two runs of a deterministic pipeline
-share it.
+share it. The kinds and their fields are typed in :mod:`seamline.trace.schema`; a body
+decodes to one :data:`TraceRecord`.
 """
 
 from __future__ import annotations
@@ -20,15 +21,20 @@ from typing import Any, Final
 
 import msgspec
 
+from seamline.trace.schema import LIFECYCLE_KINDS, RECORD_KINDS, PlainRecord, TraceRecord
+
 __all__ = [
     "GENESIS",
     "LIFECYCLE_KINDS",
     "RECORD_KINDS",
     "SCHEMA_VERSION",
+    "PlainRecord",
     "TraceLine",
     "TraceRecord",
+    "canonical",
     "chain_hash",
     "decode_body",
+    "decode_plain",
     "encode_body",
     "encode_line",
     "split_line",
@@ -37,12 +43,6 @@ __all__ = [
 SCHEMA_VERSION: Final = 1
 GENESIS: Final = "0" * 64
 
-# Lifecycle kinds the grammar checks; the others are evidence inside a role's turn.
-LIFECYCLE_KINDS: Final = frozenset(
-    {"header", "run_start", "phase_start", "phase_end", "role_start", "role_end", "transition", "run_end"}
-)
-RECORD_KINDS: Final = LIFECYCLE_KINDS | frozenset({"prompt", "event", "retry", "decision", "skip", "guard"})
-
 _PREFIX: Final = b'{"h":"'
 _MIDDLE: Final = b'","r":'
 _HASH_END: Final = len(_PREFIX) + 64
@@ -50,28 +50,22 @@ _BODY_START: Final = _HASH_END + len(_MIDDLE)
 
 # Sorted keys make the deterministic part canonical: decoding and re-encoding a ``d``
 # gives the same bytes, so the fingerprint can be recomputed from a file.
+# Sorted struct fields too: a typed part encodes like the same object as a dict would.
 _canonical: Final = msgspec.json.Encoder(order="sorted")
-_decoder: Final = msgspec.json.Decoder()
-
-
-class TraceRecord(msgspec.Struct, frozen=True, kw_only=True, gc=False):
-    """One decoded record."""
-
-    seq: int
-    kind: str
-    at: float
-    d: dict[str, Any]
-    o: dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
 class TraceLine:
-    """A record as read from a file: its chained hash and the exact body bytes."""
+    """A record as read from a file: its chained hash and the exact body bytes.
+
+    ``record`` is a :class:`PlainRecord` when the body is not a well-formed record (an
+    unknown kind, a missing or mistyped field); ``fault`` then says why."""
 
     number: int  # 1-based line number in the file
     hash: str
     body: bytes
-    record: TraceRecord
+    record: TraceRecord | PlainRecord
+    fault: str | None = None
 
 
 def chain_hash(previous: str, body: bytes) -> str:
@@ -87,7 +81,7 @@ def encode_body(seq: int, kind: str, at: float, d_bytes: bytes, o_bytes: bytes) 
 
 
 def canonical(value: Any) -> bytes:
-    """Canonical JSON bytes (sorted keys, compact) of a plain value."""
+    """Canonical JSON bytes (sorted keys, compact) of a plain value or a record part."""
     return _canonical.encode(value)
 
 
@@ -108,10 +102,12 @@ def split_line(line: bytes) -> tuple[str, bytes] | None:
 
 
 _record_decoder: Final = msgspec.json.Decoder(TraceRecord)
+_plain_decoder: Final = msgspec.json.Decoder(PlainRecord)
 
 
 def decode_body(body: bytes) -> TraceRecord:
-    """Decode one body; raises ``msgspec.DecodeError`` / ``ValidationError`` when bad."""
+    """Decode one body to its typed record; raises ``msgspec.DecodeError`` (not JSON, not
+    UTF-8) or ``msgspec.ValidationError`` (an unknown kind, a missing or mistyped field)."""
     try:
         record: TraceRecord = _record_decoder.decode(body)
     except UnicodeDecodeError as exc:  # msgspec's error for such bytes inside a string
@@ -119,4 +115,10 @@ def decode_body(body: bytes) -> TraceRecord:
     return record
 
 
-__all__ += ["canonical"]
+def decode_plain(body: bytes) -> PlainRecord:
+    """Decode one body to plain values, whatever its kind and fields; raises like :func:`decode_body`."""
+    try:
+        record: PlainRecord = _plain_decoder.decode(body)
+    except UnicodeDecodeError as exc:
+        raise msgspec.DecodeError(f"not UTF-8: {exc}") from None
+    return record

@@ -11,12 +11,20 @@ the trace knows nothing of the controller.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
+
+import msgspec
 
 from seamline.errors import InvalidRequest
-from seamline.trace.records import TraceRecord
+from seamline.events import Outcome
+from seamline.trace.schema import (
+    DecisionRecord,
+    RecordedUsage,
+    RoleEndRecord,
+    RunEndRecord,
+    TransitionRecord,
+)
 from seamline.trace.verify import Verification, gc_paused, verify_trace
 
 __all__ = ["ReplayResult", "checked_trace", "replay"]
@@ -28,7 +36,7 @@ class ReplayResult:
 
     run_id: str | None
     pipeline: str
-    outcome: str
+    outcome: Outcome
     stop_reason: str
     text: str
     transitions: list[tuple[str, str]] = field(default_factory=list)
@@ -52,7 +60,7 @@ class ReplayResult:
         }
 
 
-_STOP_OUTCOME = {
+_STOP_OUTCOME: Final[dict[str, Outcome]] = {
     "converged": "completed",
     "completed": "completed",
     "oscillating": "failed",
@@ -74,12 +82,12 @@ def checked_trace(source: str | os.PathLike[str] | bytes | Verification) -> Veri
     return verification
 
 
-def _add(into: dict[str, dict[str, Any]], key: str, usage: Mapping[str, Any]) -> None:
+def _add(into: dict[str, dict[str, Any]], key: str, usage: RecordedUsage) -> None:
     slot = into.setdefault(key, {"input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0, "priced": True})
-    slot["input_tokens"] += int(usage.get("input_tokens", 0))
-    slot["output_tokens"] += int(usage.get("output_tokens", 0))
-    slot["cost_usd"] = round(slot["cost_usd"] + float(usage.get("cost_usd") or 0.0), 9)
-    slot["priced"] = slot["priced"] and bool(usage.get("priced", True))
+    slot["input_tokens"] += usage.input_tokens
+    slot["output_tokens"] += usage.output_tokens
+    slot["cost_usd"] = round(slot["cost_usd"] + float(usage.cost_usd), 9)
+    slot["priced"] = slot["priced"] and usage.priced
 
 
 def replay(source: str | os.PathLike[str] | bytes | Verification) -> ReplayResult:
@@ -90,33 +98,36 @@ def replay(source: str | os.PathLike[str] | bytes | Verification) -> ReplayResul
 
 
 def _rebuild(verification: Verification) -> ReplayResult:
-    records = verification.records
-    judges = {p["name"] for p in verification.header["definition"]["phases"] if p.get("judge")}
+    records = verification.typed_records
+    header = verification.header_data
+    assert header is not None  # a verified trace starts with its header
+    judges = {p["name"] for p in header.definition["phases"] if p.get("judge")}
     text = ""
     transitions: list[tuple[str, str]] = []
     decisions: list[dict[str, Any]] = []
     by_role: dict[str, dict[str, Any]] = {}
     by_phase: dict[str, dict[str, Any]] = {}
     stop_reason = "completed"
-    end: TraceRecord = records[-1]
     for rec in records:
-        d = rec.d
-        if rec.kind == "role_end":
-            _add(by_role, d["role"], d.get("usage", {}))
-            _add(by_phase, d["phase"], d.get("usage", {}))
-            if d.get("status") == "ok" and d["phase"] not in judges:
-                text = str(d["output"].get("text", ""))
-        elif rec.kind == "decision":
-            decisions.append(d["decision"])
-        elif rec.kind == "transition":
-            transitions.append((d["from"], d["to"]))
-            if d.get("reason", "next") != "next":
-                stop_reason = str(d["reason"])
+        match rec:
+            case RoleEndRecord(d=d):
+                _add(by_role, d.role, d.usage)
+                _add(by_phase, d.phase, d.usage)
+                if d.status == "ok" and d.phase not in judges and d.output:
+                    text = d.output.text
+            case DecisionRecord(d=d):
+                decisions.append(msgspec.to_builtins(d.decision))
+            case TransitionRecord(d=d):
+                transitions.append((d.from_, d.to))
+                if d.reason != "next":
+                    stop_reason = d.reason
+            case _:
+                pass  # the other kinds add nothing to the result
     if stop_reason == "completed" and any(dec["status"] == "converged" for dec in decisions):
         stop_reason = "converged"
     result = ReplayResult(
         run_id=verification.run_id,
-        pipeline=str(verification.header.get("pipeline")),
+        pipeline=header.pipeline,
         outcome=_STOP_OUTCOME.get(stop_reason, "failed"),
         stop_reason=stop_reason,
         text=text,
@@ -125,9 +136,12 @@ def _rebuild(verification: Verification) -> ReplayResult:
         usage_by_role=by_role,
         usage_by_phase=by_phase,
     )
+    end = records[-1]
+    assert isinstance(end, RunEndRecord)  # a verified trace ends with run_end
+    said = msgspec.to_builtins(end.d)
     for name in ("outcome", "stop_reason", "text"):
-        if end.d.get(name) != getattr(result, name):
+        if said.get(name) != getattr(result, name):
             result.mismatches.append(
-                f"{name}: the evidence gives {getattr(result, name)!r}, run_end says {end.d.get(name)!r}"
+                f"{name}: the evidence gives {getattr(result, name)!r}, run_end says {said.get(name)!r}"
             )
     return result

@@ -9,43 +9,54 @@ from __future__ import annotations
 
 import gc
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, assert_never
 
 import msgspec
 
-from seamline.definitions import definition_from_data
+from seamline.definitions import PhaseSpec, PipelineDefinition, definition_from_data
 from seamline.errors import InvalidRequest
 from seamline.trace.fingerprint import fingerprint_of
 from seamline.trace.records import (
     GENESIS,
     RECORD_KINDS,
     SCHEMA_VERSION,
+    PlainRecord,
     TraceLine,
     TraceRecord,
     chain_hash,
     decode_body,
+    decode_plain,
     split_line,
+)
+from seamline.trace.schema import (
+    DecisionRecord,
+    EventRecord,
+    GuardRecord,
+    HeaderData,
+    HeaderRecord,
+    PhaseEndRecord,
+    PhaseStartRecord,
+    PromptRecord,
+    RetryRecord,
+    RoleEndRecord,
+    RoleScopedData,
+    RoleStartRecord,
+    RunEndRecord,
+    RunObserved,
+    RunStartRecord,
+    SkipRecord,
+    TransitionRecord,
 )
 
 __all__ = ["Problem", "Verification", "gc_paused", "read_lines", "verify_trace"]
 
-_HEADER_FIELDS: Final = (
-    "schema_version",
-    "pipeline",
-    "definition",
-    "definition_hash",
-    "task",
-    "prompt_hash",
-    "config",
-    "config_hash",
-    "providers",
-    "seamline_version",
-)
-_ROLE_SCOPED: Final = frozenset({"prompt", "event", "retry", "guard"})
+# What a header must hold, in the order a problem lists what it lacks.
+_HEADER_FIELDS: Final = tuple(f.encode_name for f in msgspec.structs.fields(HeaderData) if f.required)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +78,8 @@ class Verification:
     """The verdict on one trace."""
 
     problems: list[Problem] = field(default_factory=list)
-    records: list[TraceRecord] = field(default_factory=list)
+    #: the well-formed records, typed, in file order (every record, when the trace verifies)
+    typed_records: list[TraceRecord] = field(default_factory=list)
     head_hash: str = GENESIS
     replayable: bool = False
     replay_reasons: list[str] = field(default_factory=list)
@@ -75,35 +87,53 @@ class Verification:
     notes: list[str] = field(default_factory=list)
     #: whether the head was checked against the one the store kept (False: none kept)
     anchored: bool = False
+    #: every readable record in file order: typed, or plain where it is not well formed
+    all_records: list[TraceRecord | PlainRecord] = field(default_factory=list, repr=False)
 
     @property
     def ok(self) -> bool:
         return not self.problems
 
+    @cached_property
+    def records(self) -> list[PlainRecord]:
+        """Every readable record as plain values (``d`` and ``o`` as dicts), in file order."""
+        return [PlainRecord.of(r) for r in self.all_records]
+
+    @property
+    def header_data(self) -> HeaderData | None:
+        """The typed header, when the first record is a well-formed one."""
+        first = self.all_records[0] if self.all_records else None
+        return first.d if isinstance(first, HeaderRecord) else None
+
     @property
     def header(self) -> dict[str, Any]:
-        return self.records[0].d if self.records and self.records[0].kind == "header" else {}
+        """The header's ``d`` as plain values (``{}`` when the first record is no header)."""
+        first = self.all_records[0] if self.all_records else None
+        return PlainRecord.of(first).d if first is not None and first.kind == "header" else {}
 
     @property
     def run_id(self) -> str | None:
-        if self.records and self.records[0].kind == "header":
-            value = self.records[0].o.get("run_id")
-            return str(value) if value is not None else None
-        return None
+        first = self.all_records[0] if self.all_records else None
+        if first is None or first.kind != "header":
+            return None
+        value = _named_run(first)
+        return str(value) if value is not None else None
 
     @property
     def fingerprint(self) -> str:
-        return fingerprint_of(self.records)
+        return fingerprint_of(self.all_records)
 
     def summary(self) -> dict[str, Any]:
-        end = self.records[-1].d if self.records and self.records[-1].kind == "run_end" else {}
+        last = self.all_records[-1] if self.all_records else None
+        end = PlainRecord.of(last).d if last is not None and last.kind == "run_end" else {}
+        header = self.header
         return {
             "run_id": self.run_id,
-            "pipeline": self.header.get("pipeline"),
-            "definition_hash": self.header.get("definition_hash"),
+            "pipeline": header.get("pipeline"),
+            "definition_hash": header.get("definition_hash"),
             "head_hash": self.head_hash,
             "fingerprint": self.fingerprint,
-            "records": len(self.records),
+            "records": len(self.all_records),
             "outcome": end.get("outcome"),
             "stop_reason": end.get("stop_reason"),
             "detail": end.get("detail"),
@@ -183,9 +213,20 @@ def _read(data: bytes) -> tuple[list[TraceLine], list[Problem], str]:
                 problems.append(Problem("chain", number, None, "not a trace record (malformed or truncated line)"))
             continue
         stated, body = parts
+        record: TraceRecord | PlainRecord
+        fault: str | None = None
         try:
             record = decode_body(body)
-        except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError) as exc:
+        except msgspec.ValidationError as exc:
+            # Not a well-formed record: read it plain, so the chain is checked past it.
+            fault = str(exc)
+            try:
+                record = decode_plain(body)
+            except (msgspec.DecodeError, msgspec.ValidationError) as plain_exc:
+                problems.append(Problem("chain", number, None, f"record body does not decode: {plain_exc}"))
+                previous = stated
+                continue
+        except msgspec.DecodeError as exc:
             problems.append(Problem("chain", number, None, f"record body does not decode: {exc}"))
             previous = stated
             continue
@@ -206,7 +247,7 @@ def _read(data: bytes) -> tuple[list[TraceLine], list[Problem], str]:
             problems.append(Problem("grammar", number, record.seq, f"unknown record kind {record.kind!r}"))
         expected = record.seq + 1  # resynchronise, so one fault is reported once
         previous = stated
-        lines.append(TraceLine(number, stated, body, record))
+        lines.append(TraceLine(number, stated, body, record, fault))
     return lines, problems, previous
 
 
@@ -225,7 +266,14 @@ def verify_trace(
     """
     notes: list[str] = []
     lines, problems, head = read_lines(source, notes)
-    result = Verification(problems=problems, records=[ln.record for ln in lines], head_hash=head, notes=notes)
+    every = [ln.record for ln in lines]
+    result = Verification(
+        problems=problems,
+        typed_records=[r for r in every if not isinstance(r, PlainRecord)],
+        head_hash=head,
+        notes=notes,
+        all_records=every,
+    )
     if not lines:
         result.problems.append(Problem("completeness", 1, None, "the trace is empty"))
         return result
@@ -233,16 +281,23 @@ def verify_trace(
     if anchor is not None:
         result.anchored = True
         _anchor(lines, result, anchor)
-    grammar = _Grammar(lines, result)
-    try:
-        with gc_paused():
-            grammar.check()
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        # A record whose fields have the wrong shape (hand-made or damaged): name it.
-        line = grammar.at
-        result.problems.append(Problem("grammar", line.number, line.record.seq, f"malformed record fields: {exc!r}"))
-    _replayability(lines, result)
+    with gc_paused():
+        _Grammar(lines, result).check()
+    _replayability(result)
     return result
+
+
+@dataclass(frozen=True, slots=True)
+class _Rules:
+    """The definition the trace recorded, as the grammar looks it up."""
+
+    definition: PipelineDefinition
+    phases: dict[str, PhaseSpec]
+    terminals: frozenset[str]
+
+    @classmethod
+    def of(cls, definition: PipelineDefinition) -> _Rules:
+        return cls(definition, {p.name: p for p in definition.phases}, frozenset(definition.terminal_phases))
 
 
 class _Grammar:
@@ -251,12 +306,15 @@ class _Grammar:
     def __init__(self, lines: list[TraceLine], result: Verification) -> None:
         self.lines = lines
         self.result = result
-        self.phases: dict[str, dict[str, Any]] = {}
-        self.transitions: dict[str, list[str]] = {}
-        self.terminals: set[str] = set()
-        self.skips: dict[str, list[str]] = {}
-        self.first_phase: str | None = None
-        self.at = lines[0]
+        self.current: str | None = None  # the open phase
+        self.last_ended: str | None = None
+        self.pending_to: str | None = None  # where the last transition leads
+        self.started = False
+        self.ended = False
+        self.open_roles: dict[tuple[str, int], TraceLine] = {}
+        self.terminal_reached: list[str] = []
+        self.agent_attempts: dict[tuple[str, str, int, int], set[str]] = {}
+        self.usage_sum = 0
 
     def fail(self, line: TraceLine, reason: str, check: str = "grammar") -> None:
         self.result.problems.append(Problem(check, line.number, line.record.seq, reason))
@@ -266,161 +324,191 @@ class _Grammar:
         if first.record.kind != "header":
             self.fail(first, "the first record is not the header", "completeness")
             return
-        if not self._header(first):
+        definition = self._header(first)
+        if definition is None:
             return
-        current: str | None = None
-        last_ended: str | None = None
-        pending_to: str | None = None
-        started = False
-        open_roles: dict[tuple[str, int], TraceLine] = {}
-        terminal_reached: list[str] = []
-        ended = False
-        agent_attempts: dict[tuple[str, str, int, int], set[str]] = {}
-        usage_sum = 0
+        rules = _Rules.of(definition)
         for line in self.lines[1:]:
-            self.at = line
-            rec = line.record
-            kind, d = rec.kind, rec.d
-            if ended:
-                self.fail(line, f"{kind} after run_end")
+            if not self._in_order(line):
                 continue
-            if kind == "header":
-                self.fail(line, "a second header")
-            elif kind == "run_start":
-                if started:
-                    self.fail(line, "a second run_start")
-                started = True
-            elif not started:
-                self.fail(line, f"{kind} before run_start")
-                started = True
-            if kind == "phase_start":
-                phase = str(d.get("phase"))
-                if current is not None:
-                    self.fail(line, f"phase {phase} starts inside phase {current}")
-                if phase not in self.phases:
-                    self.fail(line, f"phase {phase!r} is not in the recorded definition")
-                if last_ended is None and pending_to is None:
-                    if phase != self.first_phase:
-                        self.fail(line, f"the run starts in {phase}, not the first phase {self.first_phase}")
-                elif pending_to != phase:
-                    self.fail(line, f"phase {phase} starts without a transition to it")
-                if terminal_reached:
-                    self.fail(line, f"phase {phase} starts after the terminal {terminal_reached[-1]}")
-                current, pending_to = phase, None
-            elif kind == "role_start":
-                role, phase = str(d.get("role")), str(d.get("phase"))
-                if current is None or phase != current:
-                    self.fail(line, f"role {role} starts outside its phase {phase}")
-                elif role not in self._roles_of(phase):
-                    self.fail(line, f"role {role} is not bound to phase {phase}")
-                key = (role, int(d.get("attempt", 0)))
-                if key in open_roles:
-                    self.fail(line, f"role {role} attempt {key[1]} starts twice")
-                open_roles[key] = line
-            elif kind in _ROLE_SCOPED:
-                role = str(d.get("role"))
-                if (role, int(d.get("attempt", 0))) not in open_roles and kind != "retry":
-                    self.fail(line, f"{kind} of role {role} outside that role's attempt")
-                if kind in ("prompt", "event"):
-                    akey = (str(d.get("phase")), role, int(d.get("round", 0)), int(d.get("attempt", 0)))
-                    agent_attempts.setdefault(akey, set()).add(
-                        "prompt" if kind == "prompt" else str(d.get("event", {}).get("type"))
-                    )
-            elif kind == "role_end":
-                role = str(d.get("role"))
-                key = (role, int(d.get("attempt", 0)))
-                if open_roles.pop(key, None) is None:
-                    self.fail(line, f"role {role} ends without having started")
-                usage = d.get("usage", {})
-                usage_sum += int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0))
-            elif kind == "phase_end":
-                phase = str(d.get("phase"))
-                if current != phase:
-                    self.fail(line, f"phase {phase} ends but {current} is the open phase")
-                for (role, attempt), start in open_roles.items():
-                    self.fail(
-                        line,
-                        f"phase {phase} ends while role {role} attempt {attempt} (record {start.record.seq}) is open",
-                    )
-                open_roles.clear()
-                current, last_ended = None, phase
-            elif kind == "decision":
-                phase = str(d.get("phase"))
-                if current is not None or phase != last_ended or not self.phases.get(phase, {}).get("judge"):
-                    self.fail(line, f"a decision outside the end of a judge phase ({phase})")
-            elif kind == "skip":
-                phase, reason = str(d.get("phase")), str(d.get("reason"))
-                if reason not in self.skips.get(phase, []):
-                    self.fail(line, f"phase {phase} skipped for an undeclared reason {reason!r}")
-            elif kind == "transition":
-                source, target = str(d.get("from")), str(d.get("to"))
-                if current is not None:
-                    self.fail(line, f"transition {source} -> {target} inside phase {current}")
-                elif source != last_ended:
-                    self.fail(line, f"transition from {source}, but the last phase to end was {last_ended}")
-                if not self._allowed(source, target):
-                    self.fail(line, f"transition {source} -> {target} is not allowed by the definition")
-                if target in self.terminals:
-                    terminal_reached.append(target)
-                pending_to = target
-            elif kind == "run_end":
-                ended = True
-                if current is not None:
-                    self.fail(line, f"run_end while phase {current} is open")
-                if len(terminal_reached) != 1:
-                    self.fail(line, f"{len(terminal_reached)} terminal phase(s) reached; exactly one is required")
-                total = d.get("usage", {}).get("total", {})
-                recorded = int(total.get("input_tokens", 0)) + int(total.get("output_tokens", 0))
-                if recorded != usage_sum:
-                    self.fail(line, f"run usage {recorded} tokens != {usage_sum} summed over the roles", "completeness")
-        last = self.lines[-1]
-        if not ended:
-            self.fail(last, "the trace ends without run_end (incomplete or truncated)", "completeness")
-        for (phase, role, rnd, attempt), seen in agent_attempts.items():
-            if "prompt" in seen and "complete" not in seen and ended:
-                self.result.replay_reasons.append(f"missing response: {phase}/{role} round {rnd} attempt {attempt}")
+            record = line.record
+            if isinstance(record, PlainRecord):
+                if record.kind in RECORD_KINDS:  # an unknown kind was named when it was read
+                    self.fail(line, f"malformed record fields: {line.fault}")
+                    return  # its fields say nothing reliable; what follows would only echo it
+                continue
+            self._record(line, record, rules)
+        self._end()
 
-    def _header(self, line: TraceLine) -> bool:
-        d = line.record.d
-        missing = [f for f in _HEADER_FIELDS if f not in d]
-        if missing:
-            self.fail(line, f"header lacks {', '.join(missing)}", "completeness")
+    def _in_order(self, line: TraceLine) -> bool:
+        """A header, then ``run_start``, nothing after ``run_end``; False: skip the record."""
+        kind = line.record.kind
+        if self.ended:
+            self.fail(line, f"{kind} after run_end")
             return False
-        if d["schema_version"] != SCHEMA_VERSION:
-            self.fail(line, f"trace schema {d['schema_version']} is not {SCHEMA_VERSION}", "completeness")
-            return False
-        try:
-            definition = definition_from_data(d["definition"], origin="recorded definition")
-        except InvalidRequest as exc:
-            self.fail(line, exc.message, "completeness")
-            return False
-        if definition.definition_hash() != d["definition_hash"]:
-            self.fail(line, "the definition hash does not match the recorded definition", "completeness")
-        self.first_phase = definition.phases[0].name
-        self.phases = {p.name: {"roles": p.bound_roles(), "judge": p.judge} for p in definition.phases}
-        self.transitions = {k: list(v) for k, v in definition.transitions.items()}
-        self.terminals = set(definition.terminal_phases)
-        self.skips = {k: list(v) for k, v in definition.skip_reasons.items()}
-        self._definition = definition
+        if kind == "header":
+            self.fail(line, "a second header")
+        elif kind == "run_start":
+            if self.started:
+                self.fail(line, "a second run_start")
+            self.started = True
+        elif not self.started:
+            self.fail(line, f"{kind} before run_start")
+            self.started = True
         return True
 
-    def _roles_of(self, phase: str) -> Iterable[str]:
-        return self.phases.get(phase, {}).get("roles", ())  # type: ignore[no-any-return]
+    def _record(self, line: TraceLine, record: TraceRecord, rules: _Rules) -> None:
+        match record:
+            case PhaseStartRecord(d=d):
+                self._phase_start(line, d.phase, rules)
+            case RoleStartRecord(d=d):
+                if self.current is None or d.phase != self.current:
+                    self.fail(line, f"role {d.role} starts outside its phase {d.phase}")
+                elif d.role not in _bound(rules, d.phase):
+                    self.fail(line, f"role {d.role} is not bound to phase {d.phase}")
+                key = (d.role, d.attempt)
+                if key in self.open_roles:
+                    self.fail(line, f"role {d.role} attempt {d.attempt} starts twice")
+                self.open_roles[key] = line
+            case PromptRecord(d=d):
+                self._in_attempt(line, d, "prompt")
+            case EventRecord(d=d):
+                self._in_attempt(line, d, str(d.event.get("type")))
+            case RetryRecord(d=d) | GuardRecord(d=d):
+                self._in_attempt(line, d, None)
+            case RoleEndRecord(d=d):
+                if self.open_roles.pop((d.role, d.attempt), None) is None:
+                    self.fail(line, f"role {d.role} ends without having started")
+                self.usage_sum += d.usage.input_tokens + d.usage.output_tokens
+            case PhaseEndRecord(d=d):
+                self._phase_end(line, d.phase)
+            case DecisionRecord(d=d):
+                spec = rules.phases.get(d.phase)
+                if self.current is not None or d.phase != self.last_ended or spec is None or not spec.judge:
+                    self.fail(line, f"a decision outside the end of a judge phase ({d.phase})")
+            case SkipRecord(d=d):
+                if d.reason not in rules.definition.skip_reasons.get(d.phase, ()):
+                    self.fail(line, f"phase {d.phase} skipped for an undeclared reason {d.reason!r}")
+            case TransitionRecord(d=d):
+                self._transition(line, d.from_, d.to, rules)
+            case RunEndRecord(d=d):
+                self.ended = True
+                if self.current is not None:
+                    self.fail(line, f"run_end while phase {self.current} is open")
+                if len(self.terminal_reached) != 1:
+                    self.fail(line, f"{len(self.terminal_reached)} terminal phase(s) reached; exactly one is required")
+                recorded = d.usage.total.input_tokens + d.usage.total.output_tokens
+                if recorded != self.usage_sum:
+                    self.fail(
+                        line, f"run usage {recorded} tokens != {self.usage_sum} summed over the roles", "completeness"
+                    )
+            case HeaderRecord() | RunStartRecord():
+                pass  # ordered by _in_order
+            case _:
+                assert_never(record)
 
-    def _allowed(self, source: str, target: str) -> bool:
-        return self._definition.allowed(source, target)
+    def _phase_start(self, line: TraceLine, phase: str, rules: _Rules) -> None:
+        if self.current is not None:
+            self.fail(line, f"phase {phase} starts inside phase {self.current}")
+        if phase not in rules.phases:
+            self.fail(line, f"phase {phase!r} is not in the recorded definition")
+        if self.last_ended is None and self.pending_to is None:
+            first_phase = rules.definition.phases[0].name
+            if phase != first_phase:
+                self.fail(line, f"the run starts in {phase}, not the first phase {first_phase}")
+        elif self.pending_to != phase:
+            self.fail(line, f"phase {phase} starts without a transition to it")
+        if self.terminal_reached:
+            self.fail(line, f"phase {phase} starts after the terminal {self.terminal_reached[-1]}")
+        self.current, self.pending_to = phase, None
+
+    def _in_attempt(self, line: TraceLine, d: RoleScopedData, mark: str | None) -> None:
+        """A prompt, event, retry or guard: inside its role's attempt (a retry comes after it)."""
+        kind = line.record.kind
+        if (d.role, d.attempt) not in self.open_roles and kind != "retry":
+            self.fail(line, f"{kind} of role {d.role} outside that role's attempt")
+        if mark is not None:
+            self.agent_attempts.setdefault((d.phase, d.role, d.round, d.attempt), set()).add(mark)
+
+    def _phase_end(self, line: TraceLine, phase: str) -> None:
+        if self.current != phase:
+            self.fail(line, f"phase {phase} ends but {self.current} is the open phase")
+        for (role, attempt), start in self.open_roles.items():
+            self.fail(
+                line, f"phase {phase} ends while role {role} attempt {attempt} (record {start.record.seq}) is open"
+            )
+        self.open_roles.clear()
+        self.current, self.last_ended = None, phase
+
+    def _transition(self, line: TraceLine, source: str, target: str, rules: _Rules) -> None:
+        if self.current is not None:
+            self.fail(line, f"transition {source} -> {target} inside phase {self.current}")
+        elif source != self.last_ended:
+            self.fail(line, f"transition from {source}, but the last phase to end was {self.last_ended}")
+        if not rules.definition.allowed(source, target):
+            self.fail(line, f"transition {source} -> {target} is not allowed by the definition")
+        if target in rules.terminals:
+            self.terminal_reached.append(target)
+        self.pending_to = target
+
+    def _end(self) -> None:
+        if not self.ended:
+            self.fail(self.lines[-1], "the trace ends without run_end (incomplete or truncated)", "completeness")
+            return
+        for (phase, role, rnd, attempt), seen in self.agent_attempts.items():
+            if "prompt" in seen and "complete" not in seen:
+                self.result.replay_reasons.append(f"missing response: {phase}/{role} round {rnd} attempt {attempt}")
+
+    def _header(self, line: TraceLine) -> PipelineDefinition | None:
+        """The recorded definition, when the header holds everything and hashes right."""
+        record = line.record
+        if not isinstance(record, HeaderRecord):
+            assert isinstance(record, PlainRecord)  # a header that is not well formed
+            missing = [f for f in _HEADER_FIELDS if f not in record.d]
+            if missing:
+                self.fail(line, f"header lacks {', '.join(missing)}", "completeness")
+            elif record.d["schema_version"] != SCHEMA_VERSION:
+                self.fail(line, f"trace schema {record.d['schema_version']} is not {SCHEMA_VERSION}", "completeness")
+            else:
+                self.fail(line, f"malformed record fields: {line.fault}", "completeness")
+            return None
+        d = record.d
+        if d.schema_version != SCHEMA_VERSION:
+            self.fail(line, f"trace schema {d.schema_version} is not {SCHEMA_VERSION}", "completeness")
+            return None
+        try:
+            definition = definition_from_data(d.definition, origin="recorded definition")
+        except InvalidRequest as exc:
+            self.fail(line, exc.message, "completeness")
+            return None
+        if definition.definition_hash() != d.definition_hash:
+            self.fail(line, "the definition hash does not match the recorded definition", "completeness")
+        return definition
+
+
+def _bound(rules: _Rules, phase: str) -> tuple[str, ...]:
+    spec = rules.phases.get(phase)
+    return spec.bound_roles() if spec is not None else ()
+
+
+def _named_run(record: TraceRecord | PlainRecord) -> object:
+    """The run id a record's ``o`` names, or None."""
+    if isinstance(record, PlainRecord):
+        return record.o.get("run_id")
+    o = record.o
+    return o.run_id if isinstance(o, RunObserved) and isinstance(o.run_id, str) else None
 
 
 def _identity(lines: list[TraceLine], result: Verification, asked: str | None) -> None:
     """One run id throughout, and the one asked for."""
     first = lines[0]
-    own = first.record.o.get("run_id") if first.record.kind == "header" else None
+    own = _named_run(first.record) if first.record.kind == "header" else None
     if asked is not None and own != asked:
         result.problems.append(
             Problem("identity", first.number, first.record.seq, f"the trace is of run {own!r}, not of run {asked!r}")
         )
     for line in lines[1:]:
-        named = line.record.o.get("run_id")
+        named = _named_run(line.record)
         if named is not None and named != own:
             result.problems.append(
                 Problem("identity", line.number, line.record.seq, f"names run {named!r}; the header names {own!r}")
@@ -448,12 +536,11 @@ def _anchor(lines: list[TraceLine], result: Verification, anchor: tuple[str, int
         result.notes.append(f"{len(lines) - records} record(s) after the head the store kept (a run cut short?)")
 
 
-def _replayability(lines: list[TraceLine], result: Verification) -> None:
-    header = result.header
-    providers = header.get("providers", {})
-    for role, identity in sorted(providers.items() if isinstance(providers, dict) else []):
-        if not isinstance(identity, dict) or not identity.get("deterministic", False):
-            identity = identity if isinstance(identity, dict) else {}
+def _replayability(result: Verification) -> None:
+    header = result.header_data
+    providers = header.providers if header is not None else {}
+    for role, identity in sorted(providers.items()):
+        if not identity.get("deterministic", False):
             why = identity.get("deterministic_why", "unknown")
             result.replay_reasons.append(
                 f"role {role}: provider {identity.get('provider')} is non-deterministic ({why})"

@@ -14,12 +14,13 @@ import re
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Final
+from typing import Final, overload
 
 from seamline.errors import InvalidRequest
 from seamline.locations import default_store_path
 from seamline.trace.fingerprint import Fingerprint
-from seamline.trace.records import GENESIS, RECORD_KINDS, canonical, chain_hash, encode_body, encode_line
+from seamline.trace.records import GENESIS, canonical, chain_hash, encode_body, encode_line
+from seamline.trace.schema import EventData, EventObserved, RecordData, RunObserved
 
 __all__ = ["TRACES_ENV", "TraceWriter", "trace_path", "traces_dir"]
 
@@ -51,9 +52,14 @@ def trace_path(run_id: str, *, store_path: str | os.PathLike[str] | None = None)
 class TraceWriter:
     """Appends chained records to one trace file (or keeps them in memory when ``path`` is None).
 
+    A record is its typed ``d`` part (whose class names the kind) and its ``o`` part:
+
+    >>> from seamline.trace.schema import RunObserved, RunStartData
     >>> w = TraceWriter(None)
-    >>> w.append("header", {"schema_version": 1}, {"run_id": "r1"})
+    >>> w.append(RunStartData(pipeline="single", first_phase="answer"), RunObserved(run_id="r1"))
     0
+    >>> w.lines[0][76:-2]  # the body, between the chained hash and the line's end
+    b'{"seq":0,"kind":"run_start","at":...,"d":{"first_phase":"answer","pipeline":"single"},"o":{"run_id":"r1"}}'
     >>> len(w.head_hash)
     64
     """
@@ -84,12 +90,17 @@ class TraceWriter:
             except FileExistsError:
                 raise InvalidRequest(f"trace {self.path} already exists") from None
 
-    def append(self, kind: str, d: dict[str, Any], o: dict[str, Any] | None = None, *, at: float | None = None) -> int:
+    @overload
+    def append(self, d: EventData, o: EventObserved | None = None, *, at: float | None = None) -> int: ...
+    @overload
+    def append(self, d: RecordData, o: RunObserved | None = None, *, at: float | None = None) -> int: ...
+    def append(self, d: RecordData, o: RunObserved | EventObserved | None = None, *, at: float | None = None) -> int:
         """Add one record; returns its ``seq``. Nothing is on disk until :meth:`flush`."""
-        if kind not in RECORD_KINDS:
-            raise ValueError(f"unknown trace record kind {kind!r}")
+        kind = d.kind
         d_bytes = canonical(d)
-        body = encode_body(self.seq, kind, time.time() if at is None else at, d_bytes, canonical(o) if o else _EMPTY)
+        body = encode_body(
+            self.seq, kind, time.time() if at is None else at, d_bytes, canonical(o) if o is not None else _EMPTY
+        )
         self.head_hash = chain_hash(self.head_hash, body)
         line = encode_line(self.head_hash, body)
         if self.lines is not None:
