@@ -137,7 +137,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_CODES["usage"]
     except SeamlineError as exc:
         print(f"seamline: {exc.kind} error: {_one_line(exc.message)}", file=sys.stderr)
-        return EXIT_CODES["usage"] if exc.kind == "invalid_request" else EXIT_CODES["failed"]
+        # The store named is unusable: a usage error, as docs/cli.md says.
+        return EXIT_CODES["usage"] if exc.kind in ("invalid_request", "storage") else EXIT_CODES["failed"]
     except KeyboardInterrupt:
         print("seamline: interrupted", file=sys.stderr)
         return EXIT_CODES["aborted"]

@@ -114,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         asyncio.run(connect(target, namespace=args.namespace))  # one clear line when unreachable
     except SeamlineError as exc:  # main() prints it; leave with the code it returns, guarded
-        _exit_guard(2 if exc.kind == "invalid_request" else 1)
+        _exit_guard(2 if exc.kind in ("invalid_request", "storage") else 1)
         raise
     try:
         asyncio.run(main())
@@ -207,7 +207,7 @@ def run_on_temporal(args: argparse.Namespace, prompt: str) -> int:
         if sink is not None:  # the run's spans, rebuilt from the trace its last step wrote
             _send_spans(sink, spec.store, spec.run_id)
     except SeamlineError as exc:  # main() prints it; leave with the code it returns, guarded
-        _exit_guard(2 if exc.kind == "invalid_request" else 1)
+        _exit_guard(2 if exc.kind in ("invalid_request", "storage") else 1)
         raise
     except KeyboardInterrupt:
         # Ctrl-C stops this client, never the run: say where it is and how to stop it, and
