@@ -333,39 +333,38 @@ class _Record(msgspec.Struct, tag_field="kind", kw_only=True, frozen=True, forbi
         return str(self.__struct_config__.tag)
 
 
-class HeaderRecord(_Record, tag="header", frozen=True, kw_only=True):
+class _RunRecord(_Record, frozen=True, kw_only=True):
+    """A record observed at the run's level (every kind but ``event``)."""
+
+    o: RunObserved
+
+
+class HeaderRecord(_RunRecord, tag="header", frozen=True, kw_only=True):
     d: HeaderData
-    o: RunObserved
 
 
-class RunStartRecord(_Record, tag="run_start", frozen=True, kw_only=True):
+class RunStartRecord(_RunRecord, tag="run_start", frozen=True, kw_only=True):
     d: RunStartData
-    o: RunObserved
 
 
-class PhaseStartRecord(_Record, tag="phase_start", frozen=True, kw_only=True):
+class PhaseStartRecord(_RunRecord, tag="phase_start", frozen=True, kw_only=True):
     d: PhaseStartData
-    o: RunObserved
 
 
-class PhaseEndRecord(_Record, tag="phase_end", frozen=True, kw_only=True):
+class PhaseEndRecord(_RunRecord, tag="phase_end", frozen=True, kw_only=True):
     d: PhaseEndData
-    o: RunObserved
 
 
-class RoleStartRecord(_Record, tag="role_start", frozen=True, kw_only=True):
+class RoleStartRecord(_RunRecord, tag="role_start", frozen=True, kw_only=True):
     d: RoleStartData
-    o: RunObserved
 
 
-class RoleEndRecord(_Record, tag="role_end", frozen=True, kw_only=True):
+class RoleEndRecord(_RunRecord, tag="role_end", frozen=True, kw_only=True):
     d: RoleEndData
-    o: RunObserved
 
 
-class PromptRecord(_Record, tag="prompt", frozen=True, kw_only=True):
+class PromptRecord(_RunRecord, tag="prompt", frozen=True, kw_only=True):
     d: PromptData
-    o: RunObserved
 
 
 class EventRecord(_Record, tag="event", frozen=True, kw_only=True):
@@ -373,34 +372,28 @@ class EventRecord(_Record, tag="event", frozen=True, kw_only=True):
     o: EventObserved
 
 
-class RetryRecord(_Record, tag="retry", frozen=True, kw_only=True):
+class RetryRecord(_RunRecord, tag="retry", frozen=True, kw_only=True):
     d: RetryData
-    o: RunObserved
 
 
-class GuardRecord(_Record, tag="guard", frozen=True, kw_only=True):
+class GuardRecord(_RunRecord, tag="guard", frozen=True, kw_only=True):
     d: GuardData
-    o: RunObserved
 
 
-class DecisionRecord(_Record, tag="decision", frozen=True, kw_only=True):
+class DecisionRecord(_RunRecord, tag="decision", frozen=True, kw_only=True):
     d: DecisionData
-    o: RunObserved
 
 
-class SkipRecord(_Record, tag="skip", frozen=True, kw_only=True):
+class SkipRecord(_RunRecord, tag="skip", frozen=True, kw_only=True):
     d: SkipData
-    o: RunObserved
 
 
-class TransitionRecord(_Record, tag="transition", frozen=True, kw_only=True):
+class TransitionRecord(_RunRecord, tag="transition", frozen=True, kw_only=True):
     d: TransitionData
-    o: RunObserved
 
 
-class RunEndRecord(_Record, tag="run_end", frozen=True, kw_only=True):
+class RunEndRecord(_RunRecord, tag="run_end", frozen=True, kw_only=True):
     d: RunEndData
-    o: RunObserved
 
 
 TraceRecord: TypeAlias = (
