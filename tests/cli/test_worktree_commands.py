@@ -180,3 +180,19 @@ def test_a_resumed_run_commits_its_turns_and_rm_waits_for_merge_or_discard(
     again = _seamline(seamline_cmd, world, "sessions", "resume", run_id, "more", "--store", store)
     assert again.returncode == 2 and "was discarded" in again.stderr
     assert _seamline(seamline_cmd, world, "sessions", "rm", run_id, "--store", store).returncode == 0
+
+
+@pytest.mark.real
+def test_the_sandboxs_workspace_is_the_worktree(seamline_cmd: list[str], world: dict[str, Any]) -> None:
+    script = world["tmp"] / "boxed.json"
+    call = {"name": "shell", "arguments": {"command": "pwd > where.txt && echo boxed > boxed.txt"}}
+    script.write_text(json.dumps([{"tool_calls": [call]}, {"text": "ok"}]))
+    args = _run_args(world, script)
+    args[args.index("--yes")] = "--sandbox=bwrap"
+    done = _seamline(seamline_cmd, world, *args)
+    assert done.returncode == 0, done.stderr
+    run_id = str(json.loads(done.stdout.splitlines()[0])["session_id"])
+    branch = f"seamline/{run_id[:8]}"
+    assert git(world["repo"], "show", f"{branch}:boxed.txt") == "boxed"
+    assert git(world["repo"], "show", f"{branch}:where.txt") == "/workspace"  # bubblewrap's view of the worktree
+    assert snapshot(world["repo"])[1] == "" and not (world["repo"] / "boxed.txt").exists()
