@@ -215,7 +215,9 @@ class Agent:
             return
         store = self.store
         location = store.location if isinstance(store, SessionStore) else store
-        tree = worktrees.create(self.workspace, run_id=uuid.uuid4().hex, store=location, branch=self.branch)
+        tree = await asyncio.to_thread(
+            worktrees.create, self.workspace, run_id=uuid.uuid4().hex, store=location, branch=self.branch
+        )
         opened: list[ProviderSession] = []
         try:
             yield self._run_options(tree).replace(on_open=opened.append)

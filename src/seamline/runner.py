@@ -183,8 +183,13 @@ async def open_session(
     made: Worktree | None = None  # a worktree made here, removed again if no session opens
     try:
         tree = given.worktree if isinstance(given.worktree, Worktree) else None
-        if given.worktree is True and kept is not None:
-            tree = made = create(given.workspace, run_id=uuid.uuid4().hex, store=kept.location, branch=given.branch)
+        if kept is not None and (resume or fork):
+            tree = _carried(kept, resume=resume, fork=fork)  # a resumed worktree run goes on in its worktree
+        elif given.worktree is True and kept is not None:
+            where = kept.location
+            tree = made = await asyncio.to_thread(
+                create, given.workspace, run_id=uuid.uuid4().hex, store=where, branch=given.branch
+            )
         if tree is not None:
             ws = Workspace(tree.workspace)
         async with _session(given, backend, kept, ws, tree, resume=resume, fork=fork) as session:
@@ -192,9 +197,17 @@ async def open_session(
             yield session
     finally:
         if made is not None:
-            abandon(made)
+            abandon(made)  # on the way out of a failed open, perhaps cancelled: no await here
         if owned is not None:
             owned.close()
+
+
+def _carried(store: SessionStore, *, resume: str | None, fork: str | None) -> Worktree | None:
+    """The worktree a resumed run goes on in; forking a worktree run is refused."""
+    record = store.require(resume or fork or "")
+    if fork and worktree_of(record) is not None:
+        raise WorktreeRefused(f"run {record.id[:12]} has a worktree; forking a worktree run is not supported")
+    return continuing(record)
 
 
 def _check_worktree(given: RunOptions, *, resumed: bool) -> None:
@@ -233,12 +246,8 @@ async def _session(
         observing = (*given.observers, *parts.observers)
         earlier = resume or fork
         if kept is not None and earlier:
-            record = kept.require(earlier)
-            if fork and worktree_of(record) is not None:
-                raise WorktreeRefused(f"run {record.id[:12]} has a worktree; forking a worktree run is not supported")
-            tree = continuing(record)
             if instructions is None:
-                instructions = record.run_options.get("system_prompt")
+                instructions = kept.require(earlier).run_options.get("system_prompt")
             if fork:
                 session = await backend.fork(fork, store=kept, tools=parts.tools, observers=observing, approval=permits)
             else:

@@ -222,3 +222,35 @@ def test_a_store_inside_the_repository_puts_worktrees_in_the_data_folder(
     assert Path(tree.path) == tmp_path / "data" / "seamline" / "worktrees" / ("b" * 32)
     worktrees.abandon(tree)
     assert not Path(tree.path).exists() and "seamline/bbbbbbbb" not in snapshot(repo)[2]
+
+
+def test_a_resumed_run_works_and_commits_in_its_worktree(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = tmp_path / "store.db"
+    elsewhere = tmp_path / "cwd"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)  # the default workspace, "."
+    first = seamline.run_sync(
+        "one", provider=scripted([_write("a.txt", "A"), {"text": "ok"}]), workspace=repo, store=store,
+        worktree=True, yes=True,
+    )  # fmt: skip
+
+    async def again() -> None:
+        # No workspace given: the run goes on in its worktree, not in the current folder.
+        async with open_session(
+            provider=scripted([_write("b.txt", "B"), {"text": "ok"}]), store=store, resume=first.session_id, yes=True
+        ) as session:
+            [e async for e in session.send("two")]
+
+    asyncio.run(again())
+    assert _subjects(repo, f"seamline/{first.session_id[:8]}")[0] == f"seamline run {first.session_id} turn 2"
+    assert (tmp_path / "worktrees" / first.session_id / "b.txt").read_text() == "B"
+    assert list(elsewhere.iterdir()) == []
+
+    async def fork() -> None:
+        async with open_session(provider=scripted([]), store=store, fork=first.session_id):
+            pass
+
+    with pytest.raises(WorktreeRefused, match="forking"):
+        asyncio.run(fork())
