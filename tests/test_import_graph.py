@@ -53,7 +53,7 @@ RANKS: dict[str, int] = {
     "pipeline": 8,
     # the store, the backends, the engine wired to them
     "sessions": 9,
-    "providers": 10,
+    "providers": 10, "worktrees": 10,
     "live": 11, "runner": 11,
     # the Python API and its fakes
     "agent": 12, "testing": 12,

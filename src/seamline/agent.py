@@ -19,10 +19,12 @@ from __future__ import annotations
 import asyncio
 import os
 import tempfile
+import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+from seamline import worktrees
 from seamline.errors import InvalidRequest, SandboxViolation
 from seamline.events import Event
 from seamline.loop.observers import Observer
@@ -38,6 +40,7 @@ from seamline.stages.builder import AgentBuilder, AgentProfile
 from seamline.tools import workspace as workspace_room
 from seamline.tools.approval import Approval
 from seamline.tools.base import Tool, Toolset
+from seamline.worktrees import Worktree
 
 __all__ = ["Agent", "AgentSession"]
 
@@ -79,7 +82,12 @@ class Agent:
     ``workspace_tools=False`` none, and ``sandbox`` asks for all of them isolated (``"auto"``, ``"bwrap"``, ``"container"`` or an open sandbox; as with
     ``seamline run --sandbox``, isolated write and shell tools need no ``yes``).
     ``budget_usd`` caps each turn's cost; ``store`` is an open store, a path or a
-    ``postgresql://`` URL, or ``None`` for no record.
+    ``postgresql://`` URL, or ``None`` for no record. ``worktree=True`` gives each run (each
+    ``run``, ``stream`` or ``session()``) a new git worktree of the repository holding
+    ``workspace``, on its own branch (``branch``, default ``seamline/<run id[:8]>``), with
+    one commit per turn, and all the workspace tools there (unless ``workspace_tools=False``;
+    write and shell calls still need ``yes`` or an approval); it needs a store (see
+    :mod:`seamline.worktrees`).
     """
 
     def __init__(
@@ -103,16 +111,23 @@ class Agent:
         profile: AgentProfile | None = None,
         allow: Sequence[str] | None = None,
         on_notice: Callable[[str], None] | None = None,
+        worktree: bool = False,
+        branch: str | None = None,
     ) -> None:
         if max_steps < 1:
             raise InvalidRequest("max_steps must be at least 1")
+        if worktree and store is None:
+            raise InvalidRequest("worktree=True needs a store (store=...): the store records the run's worktree")
+        if branch is not None and not worktree:
+            raise InvalidRequest("branch= names a worktree run's branch: give worktree=True too")
         self.provider = provider
         self.model = model
         self.options = dict(options or {})
         self.instructions = instructions
         self.tools: tuple[Tool, ...] = tuple(tools)
         self.workspace = Path(workspace if workspace is not None else ".")
-        self.workspace_tools = bool(workspace_tools) or sandbox is not None
+        # Isolated tools (a sandbox, a worktree of its own) are all offered unless told otherwise.
+        self.workspace_tools = bool(workspace_tools) or sandbox is not None or (worktree and workspace_tools is None)
         # A workspace named means its read tools are wanted, unless told otherwise.
         self.workspace_read_tools = workspace_tools is None and workspace is not None
         self.sandbox = sandbox
@@ -126,6 +141,8 @@ class Agent:
         self.profile = profile
         self.allow = tuple(allow) if allow is not None else None
         self.on_notice = on_notice
+        self.worktree = worktree
+        self.branch = branch
         self._backend().check_budget(budget_usd)  # a bad name, option or budget fails here
 
     def _backend(self) -> Provider:
@@ -148,8 +165,8 @@ class Agent:
         options = {**backend.option_values, "sandbox": mode}
         return create_provider(backend.name, model=backend.model, options=options)
 
-    def _toolset(self) -> Toolset:
-        ws = workspace_room.Workspace(self.workspace)
+    def _toolset(self, root: Path) -> Toolset:
+        ws = workspace_room.Workspace(root)
         if not self.workspace_tools:
             if not self.workspace_read_tools:
                 return Toolset(self.tools, workspace=ws)
@@ -166,14 +183,16 @@ class Agent:
         outputs = Path(tempfile.mkdtemp(prefix="seamline-outputs-"))
         return open_sandbox(self.sandbox, workspace=ws.root, outputs=outputs)
 
-    def _run_options(self) -> RunOptions:
-        """The options of one run of this agent (a fresh provider and toolset each time)."""
+    def _run_options(self, tree: Worktree | None = None) -> RunOptions:
+        """The options of one run of this agent (a fresh provider and toolset each time),
+        in ``tree`` for a worktree run."""
         sandbox = self.sandbox if isinstance(self.sandbox, str) else None
+        root = Path(tree.workspace) if tree is not None else self.workspace
         return RunOptions(
             provider=self._backend(),
-            workspace=self.workspace,
+            workspace=root,
             store=self.store,
-            tools=self._toolset(),
+            tools=self._toolset(root),
             yes=self.yes or self.sandbox is not None,  # isolated tools need no approval (as `run --sandbox`)
             approval=self.approval,
             observers=self.observers,
@@ -185,15 +204,34 @@ class Agent:
             instructions=self.instructions,
             on_notice=self.on_notice,
             stored={"sandbox": sandbox} if sandbox else None,
+            worktree=tree or False,
         )
+
+    @asynccontextmanager
+    async def _options(self) -> AsyncIterator[RunOptions]:
+        """The options of one run; a worktree made for it is removed again if no session opens."""
+        if not self.worktree:
+            yield self._run_options()
+            return
+        store = self.store
+        location = store.location if isinstance(store, SessionStore) else store
+        tree = await asyncio.to_thread(
+            worktrees.create, self.workspace, run_id=uuid.uuid4().hex, store=location, branch=self.branch
+        )
+        opened: list[ProviderSession] = []
+        try:
+            yield self._run_options(tree).replace(on_open=opened.append)
+        finally:
+            if not opened:
+                worktrees.abandon(tree)
 
     async def stream(self, prompt: str, *, max_steps: int | None = None) -> AsyncIterator[Event]:
         """Run ``prompt`` as one turn on a new session and yield its events."""
-        options = self._run_options()
-        if max_steps is not None:
-            options = options.replace(max_steps=max_steps)
-        async for event in stream_turn(prompt, options):
-            yield event
+        async with self._options() as options:
+            if max_steps is not None:
+                options = options.replace(max_steps=max_steps)
+            async for event in stream_turn(prompt, options):
+                yield event
 
     async def run(self, prompt: str, *, max_steps: int | None = None) -> RunResult:
         """Run ``prompt`` as one turn on a new session and collect it."""
@@ -208,5 +246,9 @@ class Agent:
         """A session for several turns: new, or going on from a stored one (``resume``) or
         a copy of one (``fork``); both need a store and keep the stored instructions
         unless this agent has its own."""
-        async with open_session(self._run_options(), resume=resume, fork=fork) as opened:
+        if self.worktree and (resume or fork):
+            raise InvalidRequest(
+                "a resumed or forked session goes on in its own workspace; use an agent without worktree=True"
+            )
+        async with self._options() as options, open_session(options, resume=resume, fork=fork) as opened:
             yield AgentSession(opened, max_steps=self.max_steps, budget_usd=self.budget_usd)

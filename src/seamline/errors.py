@@ -24,6 +24,8 @@ __all__ = [
     "StorageFailure",
     "TimeoutFailure",
     "TransportFailure",
+    "WorktreeFailure",
+    "WorktreeRefused",
     "error_for_kind",
 ]
 
@@ -107,6 +109,17 @@ class StorageFailure(SeamlineError):
     mistake in the request (that is ``invalid_request``, as an unknown session id is)."""
 
     kind = "storage"
+
+
+class WorktreeRefused(InvalidRequest):
+    """A worktree request that cannot be done as asked, and was not begun: a workspace
+    outside any git repository, a branch that exists, a main working tree with
+    uncommitted changes, a merge that conflicts, a run without a worktree."""
+
+
+class WorktreeFailure(StorageFailure):
+    """git could not do what a worktree run needs (git missing, a damaged repository, a
+    commit or removal that failed): the run's work is kept where git left it."""
 
 
 _BY_KIND: Final[dict[ErrorKind, type[SeamlineError]]] = {

@@ -18,12 +18,13 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
+import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Final, TypedDict, Unpack
 
-from seamline.errors import InvalidRequest
+from seamline.errors import InvalidRequest, WorktreeRefused
 from seamline.events import Complete, Event, Outcome, Usage
 from seamline.events import Session as SessionEvent
 from seamline.loop.messages import Message
@@ -38,6 +39,7 @@ from seamline.stages.builder import AgentBuilder, AgentProfile
 from seamline.tools.approval import Approval
 from seamline.tools.base import Toolset
 from seamline.tools.workspace import Workspace, workspace_tools
+from seamline.worktrees import Worktree, abandon, continuing, create, turn_committer, worktree_of
 
 __all__ = [
     "RunFields",
@@ -71,7 +73,12 @@ class RunOptions:
     profile's allowlist; ``on_notice`` gets one-line notices (a shadowed tool, an MCP
     server left out). ``instructions`` are the system prompt. ``on_open`` hears the session
     once it is open. ``stored`` is more of the run's options to keep in the store (the
-    CLI's sandbox, for one), so resume and fork reuse them.
+    CLI's sandbox, for one), so resume and fork reuse them. ``worktree=True`` runs in a new
+    git worktree of the repository holding ``workspace``, on its own branch (``branch``,
+    default ``seamline/<first 8 characters of the run id>``) beside the store, with one
+    commit per turn that changed something (see :mod:`seamline.worktrees`); it needs a
+    store, and tools built by the run (with ``tools=``, pass a
+    :class:`~seamline.worktrees.Worktree` made by :func:`seamline.worktrees.create` instead).
     """
 
     provider: ProviderChoice = "offline"
@@ -92,6 +99,8 @@ class RunOptions:
     on_open: Callable[[ProviderSession], None] | None = None
     on_notice: Callable[[str], None] | None = None
     stored: Mapping[str, object] | None = None
+    worktree: bool | Worktree = False
+    branch: str | None = None
 
     def replace(self, **fields: Unpack[RunFields]) -> RunOptions:
         """A copy with ``fields`` changed."""
@@ -119,6 +128,8 @@ class RunFields(TypedDict, total=False):
     on_open: Callable[[ProviderSession], None] | None
     on_notice: Callable[[str], None] | None
     stored: Mapping[str, object] | None
+    worktree: bool | Worktree
+    branch: str | None
 
 
 def _given(options: RunOptions | None, fields: RunFields) -> RunOptions:
@@ -152,7 +163,8 @@ async def open_session(
     turns, and close it, its tool sources and a store opened here, on the way out.
 
     A resumed or forked session gets the instructions it was started with (kept in the
-    store's run options) unless ``instructions`` gives others.
+    store's run options) unless ``instructions`` gives others. A worktree run (new, or
+    resumed) commits each turn's changes on its branch before the turn's ``complete``.
     """
     given = _given(options, fields)
     backend = make_provider(given.provider, model=given.model, options=given.options)
@@ -164,60 +176,116 @@ async def open_session(
         raise InvalidRequest("resume and fork need a store (store=...)")
     if resume and fork:
         raise InvalidRequest("give resume= or fork=, not both")
+    _check_worktree(given, resumed=bool(resume or fork))
     ws = Workspace(given.workspace)
-    host = given.tools if given.tools is not None else workspace_tools(ws)
     kept: SessionStore | None = open_store(store) if isinstance(store, (str, os.PathLike)) else store
     owned = kept if isinstance(store, (str, os.PathLike)) else None  # opened here, closed here
-    instructions = given.instructions
+    made: Worktree | None = None  # a worktree made here, removed again if no session opens
     try:
-        async with (given.builder or AgentBuilder()).open_run(
-            host=host, profile=given.profile, allow=given.allow, workspace=ws.root, report=given.on_notice
-        ) as parts:
-            permits = given.approval or permission_service(store=kept, workspace=ws.root, yes=given.yes)
-            observing = (*given.observers, *parts.observers)
-            earlier = resume or fork
-            if kept is not None and earlier:
-                if instructions is None:
-                    instructions = kept.require(earlier).run_options.get("system_prompt")
-                if fork:
-                    session = await backend.fork(
-                        fork, store=kept, tools=parts.tools, observers=observing, approval=permits
-                    )
-                else:
-                    session = await backend.resume(
-                        earlier, store=kept, tools=parts.tools, observers=observing, approval=permits
-                    )
-                if instructions and not (session.messages and session.messages[0].role == "system"):
-                    session.messages.insert(0, Message(role="system", content=instructions))
-            else:
-                session = await backend.open(
-                    workspace=ws.root,
-                    store=kept,
-                    tools=parts.tools,
-                    observers=observing,
-                    approval=permits,
-                    stages=parts.stages if parts.stages else None,
-                    system_prompt=instructions,
-                )
-            try:
-                if kept is not None:
-                    started = session_run_options(
-                        backend,
-                        budget_usd=given.budget_usd,
-                        allow=given.allow,
-                        instructions=instructions,
-                        extra=given.stored,
-                    )
-                    if started:
-                        kept.set_run_options(session.session_id, started)
-                if given.on_open is not None:
-                    given.on_open(session)
-                yield session
-            finally:
-                await backend.close(session)
+        tree = given.worktree if isinstance(given.worktree, Worktree) else None
+        if kept is not None and (resume or fork):
+            tree = _carried(kept, resume=resume, fork=fork)  # a resumed worktree run goes on in its worktree
+        elif given.worktree is True and kept is not None:
+            where = kept.location
+            tree = made = await asyncio.to_thread(
+                create, given.workspace, run_id=uuid.uuid4().hex, store=where, branch=given.branch
+            )
+        if tree is not None:
+            ws = Workspace(tree.workspace)
+        async with _session(given, backend, kept, ws, tree, resume=resume, fork=fork) as session:
+            made = None  # the session is recorded: its worktree is the run's now
+            yield session
     finally:
+        if made is not None:
+            abandon(made)  # on the way out of a failed open, perhaps cancelled: no await here
         if owned is not None:
             owned.close()
+
+
+def _carried(store: SessionStore, *, resume: str | None, fork: str | None) -> Worktree | None:
+    """The worktree a resumed run goes on in; forking a worktree run is refused."""
+    record = store.require(resume or fork or "")
+    if fork and worktree_of(record) is not None:
+        raise WorktreeRefused(f"run {record.id[:12]} has a worktree; forking a worktree run is not supported")
+    return continuing(record)
+
+
+def _check_worktree(given: RunOptions, *, resumed: bool) -> None:
+    if given.worktree is False:
+        if given.branch is not None:
+            raise InvalidRequest("branch= names a worktree run's branch: give worktree=True too")
+        return
+    if resumed:
+        raise InvalidRequest("a resumed or forked session goes on in its own workspace: drop worktree=")
+    if given.store is None:
+        raise InvalidRequest("worktree=True needs a store (store=...): the store records the run's worktree")
+    if given.worktree is True and given.tools is not None:
+        raise InvalidRequest(
+            "worktree=True builds the run's tools in its worktree; with tools=, pass "
+            "worktree=seamline.worktrees.create(...) and tools built on its workspace"
+        )
+
+
+@asynccontextmanager
+async def _session(
+    given: RunOptions,
+    backend: Provider,
+    kept: SessionStore | None,
+    ws: Workspace,
+    tree: Worktree | None,
+    *,
+    resume: str | None,
+    fork: str | None,
+) -> AsyncIterator[ProviderSession]:
+    host = given.tools if given.tools is not None else workspace_tools(ws)
+    instructions = given.instructions
+    async with (given.builder or AgentBuilder()).open_run(
+        host=host, profile=given.profile, allow=given.allow, workspace=ws.root, report=given.on_notice
+    ) as parts:
+        permits = given.approval or permission_service(store=kept, workspace=ws.root, yes=given.yes)
+        observing = (*given.observers, *parts.observers)
+        earlier = resume or fork
+        if kept is not None and earlier:
+            if instructions is None:
+                instructions = kept.require(earlier).run_options.get("system_prompt")
+            if fork:
+                session = await backend.fork(fork, store=kept, tools=parts.tools, observers=observing, approval=permits)
+            else:
+                session = await backend.resume(
+                    earlier, store=kept, tools=parts.tools, observers=observing, approval=permits
+                )
+            if instructions and not (session.messages and session.messages[0].role == "system"):
+                session.messages.insert(0, Message(role="system", content=instructions))
+        else:
+            session = await backend.open(
+                workspace=ws.root,
+                store=kept,
+                tools=parts.tools,
+                observers=observing,
+                approval=permits,
+                stages=parts.stages if parts.stages else None,
+                system_prompt=instructions,
+                session_id=tree.run_id if tree is not None else None,
+            )
+        try:
+            if tree is not None:
+                session.turn_hooks.append(turn_committer(tree))
+            if kept is not None:
+                extra = {**(given.stored or {}), **({"worktree": tree.record()} if tree and not earlier else {})}
+                started = session_run_options(
+                    backend,
+                    budget_usd=given.budget_usd,
+                    allow=given.allow,
+                    instructions=instructions,
+                    extra=extra,
+                )
+                if started:
+                    kept.set_run_options(session.session_id, started)
+            if given.on_open is not None:
+                given.on_open(session)
+            yield session
+        finally:
+            await backend.close(session)
 
 
 def make_provider(

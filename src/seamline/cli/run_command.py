@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+import uuid
 from pathlib import Path
 from typing import Any, Final
 
@@ -19,6 +20,8 @@ from seamline.runner import RunOptions, stream
 from seamline.sessions.store import SessionStore, open_store
 from seamline.tools.base import Toolset
 from seamline.tools.workspace import Workspace, workspace_tools
+from seamline.worktrees import Worktree, abandon
+from seamline.worktrees import create as create_worktree
 
 __all__ = ["add_parser", "run", "sandbox_run_options"]
 
@@ -27,6 +30,7 @@ examples:
   seamline run "How do I add a provider?" --workspace docs
   seamline run --json "What does the store keep?"
   seamline run --provider scripted --provider-option script=demo.yaml --yes "Fix the typo"
+  seamline run --worktree --workspace ~/src/app --yes "Add a test for the parser"
 
 Without --json the answer goes to stdout and, on a terminal, progress (tools, tokens,
 cost) to stderr. With --json every stdout line is one event: the first is `session`,
@@ -95,6 +99,15 @@ def add_parser(commands: Any) -> str:
         "endpoint; repeatable",
     )
     run.add_argument(
+        "--worktree",
+        action="store_true",
+        help="work in a new git worktree of the workspace's repository, on a branch of its own from HEAD, with "
+        "one commit per turn; then `seamline diff`, `merge` or `discard` (see docs/worktrees.md)",
+    )
+    run.add_argument(
+        "--branch", metavar="NAME", help="with --worktree: the run's branch (default: seamline/<run id[:8]>)"
+    )
+    run.add_argument(
         "--session",
         metavar="ID",
         help="continue this stored session (see `seamline sessions list`) instead of a new one",
@@ -116,6 +129,7 @@ def run(args: argparse.Namespace) -> int:
         raise SeamlineUsage("the prompt is empty")
     if args.max_steps < 1:
         raise SeamlineUsage("--max-steps must be at least 1")
+    _check_worktree_flags(args)
     if args.on == "temporal":
         from seamline.cli.worker_command import run_on_temporal
 
@@ -132,20 +146,47 @@ def run(args: argparse.Namespace) -> int:
     enveloped = envelope_options(args, provider_class(args.provider))
     provider = create_provider(args.provider, model=args.model, options={**options, **(enveloped or {})})
     workspace = Workspace(args.workspace)
-    if enveloped is None:
-        sandbox, journal = sandbox_for_run(args, workspace)  # (None, None) without --sandbox
-    else:
-        sandbox, journal = None, None  # the program runs its own tools, inside the envelope
-    tools = workspace_tools(workspace, sandbox=sandbox, journal=journal)
-    # The allowlist (--allow) applies after MCP servers added their tools: see run_extensions.
-    store = None if args.no_store else open_store(args.store)
-    display: JsonDisplay | TextDisplay = JsonDisplay() if args.json else TextDisplay()
+    store: SessionStore | None = None
+    tree: Worktree | None = None
+    opened: list[ProviderSession] = []
     try:
-        return asyncio.run(_drive(args, prompt, provider, workspace, tools, store, display))
+        if args.worktree:  # the run works in its worktree: the tools and the sandbox are made there
+            store = open_store(args.store)
+            tree = create_worktree(args.workspace, run_id=uuid.uuid4().hex, store=store.location, branch=args.branch)
+            workspace = Workspace(tree.workspace)
+        if enveloped is None:
+            sandbox, journal = sandbox_for_run(args, workspace)  # (None, None) without --sandbox
+        else:
+            sandbox, journal = None, None  # the program runs its own tools, inside the envelope
+        tools = workspace_tools(workspace, sandbox=sandbox, journal=journal)
+        # The allowlist (--allow) applies after MCP servers added their tools: see run_extensions.
+        if store is None and not args.no_store:
+            store = open_store(args.store)
+        display: JsonDisplay | TextDisplay = JsonDisplay() if args.json else TextDisplay()
+        try:
+            return asyncio.run(_drive(args, prompt, provider, workspace, tools, store, display, tree, opened))
+        finally:
+            display.close()
     finally:
-        display.close()
+        if tree is not None and not opened:
+            abandon(tree)  # no session recorded it: nothing to merge or discard later
         if store is not None:
             store.close()
+
+
+def _check_worktree_flags(args: argparse.Namespace) -> None:
+    if not args.worktree:
+        if args.branch:
+            raise SeamlineUsage("--branch names a worktree run's branch: give --worktree too")
+        return
+    for flag, given in (
+        ("--session", args.session),
+        ("--pipeline", args.pipeline),
+        ("--no-store", args.no_store),
+        ("--on temporal", args.on == "temporal"),
+    ):
+        if given:
+            raise SeamlineUsage(f"--worktree does not go with {flag} (see docs/worktrees.md)")
 
 
 def _continue(args: argparse.Namespace, prompt: str) -> int:
@@ -180,8 +221,9 @@ async def _drive(
     tools: Toolset,
     store: SessionStore | None,
     display: JsonDisplay | TextDisplay,
+    tree: Worktree | None,
+    opened: list[ProviderSession],
 ) -> int:
-    opened: list[ProviderSession] = []
 
     async def abort() -> bool:
         if not opened:
@@ -202,6 +244,7 @@ async def _drive(
         budget_usd=args.budget_usd,
         on_open=opened.append,
         stored=sandbox_run_options(args),
+        worktree=tree or False,
     ).replace(**run_extensions(args, workspace, yes=yes, store=store))
     events = stream(prompt, options)
     reader_gone = False
@@ -236,4 +279,10 @@ async def _drive(
     if final is None:  # pragma: no cover - the seam guarantees a complete
         return EXIT_CODES["failed"]
     turn_ended(final, max_steps=args.max_steps)
+    if tree is not None and sys.stderr.isatty():
+        short = tree.run_id[:12]
+        print(
+            f"seamline: worktree {tree.path} on branch {tree.branch}; next: seamline diff|merge|discard {short}",
+            file=sys.stderr,
+        )
     return EXIT_CODES.get(final.outcome, EXIT_CODES["failed"])

@@ -117,6 +117,10 @@ def run(args: argparse.Namespace) -> int:
             return _export(store, args)
         if command == "rm":
             record = store.require(args.id)
+            if (record.run_options.get("worktree") or {}).get("state") == "open":
+                raise SeamlineUsage(
+                    f"run {record.id[:12]} has an open worktree: `seamline merge` or `seamline discard` it first"
+                )
             store.delete_session(record.id)
             from seamline.providers.envelope_launch import remove_envelope_homes
 
@@ -130,11 +134,15 @@ def run(args: argparse.Namespace) -> int:
 
 def _row(record: SessionRecord, store: SessionStore) -> dict[str, Any]:
     totals = store.totals(record.id, include_descendants=False)
+    tree = record.run_options.get("worktree")
+    tree = tree if isinstance(tree, dict) else {}
     return {
         **asdict(record),
         "cost_usd": totals.cost_usd if totals.cost_known else None,
         "cost": totals.describe_cost(),
         "title": session_title(store.first_prompt(record.id)),
+        "branch": tree.get("branch"),  # a worktree run's branch and state (open, merged, discarded)
+        "worktree_state": tree.get("state"),
     }
 
 
@@ -157,9 +165,10 @@ def _list(store: SessionStore, args: argparse.Namespace) -> int:
             parent = f" ← {record.parent_id[:8]}" if record.parent_id else ""
             title = row["title"] or ("(fork)" if record.parent_id else "(no prompt)")
             where = f"  · {_short_path(record.workspace)}" if record.workspace else ""
+            branch = f"  ⎇ {row['branch']} ({row['worktree_state']})" if row["branch"] else ""
             print(
                 f"{record.id[:12]}  {when}  {record.status:<11} {record.provider:<12} {row['cost']:<8}  "
-                f"{title}{where}{parent}"
+                f"{title}{branch}{where}{parent}"
             )
     return 0
 
@@ -231,6 +240,13 @@ def continue_session(store: SessionStore, args: argparse.Namespace, *, fork: boo
     if args.max_steps < 1:
         raise SeamlineUsage("--max-steps must be at least 1")
     kept = record.run_options
+    from seamline.worktrees import continuing, turn_committer
+
+    tree = continuing(record)  # a worktree run goes on in its worktree; a merged or discarded one cannot
+    if tree is not None and (fork or args.workspace):
+        raise SeamlineUsage(
+            f"run {record.id[:12]} works in its worktree: it can be resumed there, not forked or moved (--workspace)"
+        )
     given = parse_options(args.provider_option)
     provider = create_provider(
         record.provider,
@@ -277,6 +293,8 @@ def continue_session(store: SessionStore, args: argparse.Namespace, *, fork: boo
             session = await provider.fork(record.id, store=store, at=args.at, tools=tools, approval=approval)
         else:
             session = await provider.resume(record.id, store=store, tools=tools, approval=approval)
+            if tree is not None:
+                session.turn_hooks.append(turn_committer(tree))  # each turn a commit on the run's branch
         if system_prompt and not (session.messages and session.messages[0].role == "system"):
             # The system prompt is not part of the transcript: put it back in front.
             session.messages.insert(0, Message(role="system", content=system_prompt))

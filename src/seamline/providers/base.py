@@ -21,7 +21,7 @@ import json
 import math
 import os
 import uuid
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar, Final, Literal
@@ -55,6 +55,7 @@ __all__ = [
     "PreflightCheck",
     "Provider",
     "ProviderSession",
+    "TurnHook",
     "TurnTotals",
 ]
 
@@ -69,6 +70,8 @@ ResultCadence = Literal["stream", "turn"]
 # Which of an agent's own tool calls seamline's permission service decides: every one, the
 # ones the agent asks about, or none (only the sandbox bounds the agent).
 ToolApproval = Literal["every_call", "asked", "sandbox"]
+# Awaited at the end of each turn with its number and its `complete` (ProviderSession.turn_hooks).
+TurnHook = Callable[[int, Complete], Awaitable[None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -494,6 +497,9 @@ class ProviderSession:
         return "\n".join(lines)
 
     stages: StageChain | None = None
+    turn_hooks: list[TurnHook] = field(default_factory=list)
+    """Awaited with the turn's number and its ``complete`` once the turn is done, before
+    the ``complete`` is recorded and emitted (a worktree run commits its changes here)."""
 
     def capture_provider_session_id(self, provider_session_id: str) -> bool:
         """Record the provider's session id once; a different later id is refused."""

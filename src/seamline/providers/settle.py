@@ -211,9 +211,22 @@ class TurnSettler:
         return self.fail(Error(kind="provider", message=message), Complete(outcome="failed", stop_reason="no_result"))
 
     async def finish(self) -> AsyncIterator[Event]:
-        """Write what is queued and the final status together, then end the turn."""
+        """Run the session's turn hooks, write what is queued and the final status
+        together, then end the turn. A hook that fails with a classified error fails the
+        turn; the turn still ends with its one ``complete``."""
         final = self.final
         assert final is not None
+        for hook in self.session.turn_hooks:  # a worktree run commits the turn (seamline.worktrees)
+            try:
+                await hook(self.session.turn, final)
+            except SeamlineError as exc:
+                failure = exc.to_event()
+                self.log.record(failure)
+                yield failure
+                final = Complete(outcome="failed", stop_reason=exc.kind, text=final.text)
+            except BaseException:
+                self.cancelled()
+                raise
         self.log.record(final)
         try:
             await self.log.finish(_STATUS[final.outcome])
