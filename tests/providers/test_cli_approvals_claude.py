@@ -63,8 +63,8 @@ async def test_stored_deny_rule_refuses_claude_codes_own_shell_call(world: CliWo
         claude = provider(fake, allowed_tools="Bash", permission_mode="bypassPermissions")
         session = await claude.open(workspace=world.workspace, approval=service)
         events = await collect(session, "make the marker")
-        assert_group_gone(session)
         await claude.close(session)
+        assert_group_gone(session)
     call = next(e for e in events if isinstance(e, ToolCall))
     decision = _index(events, PermissionDecision, request_id=f"perm-{call.call_id}", decision="deny")
     assert "denied by rule" in events[decision].reason  # type: ignore[attr-defined]
@@ -107,17 +107,21 @@ async def test_ask_without_a_prompter_is_a_request_then_a_deny(world: CliWorld) 
     assert not marker.exists()
 
 
+@pytest.mark.parametrize("warm", ["true", "false"])
 @run_async
-async def test_allowed_call_runs_and_the_hook_leaves_no_socket(world: CliWorld) -> None:
+async def test_allowed_call_runs_and_the_hook_leaves_no_socket(world: CliWorld, warm: str) -> None:
     marker = world.workspace / "marker"
     service = PermissionService(workspace=world.workspace, yes=True)
     with AgentAnthropic(bash_script(f"touch {marker}"), fallback={"text": "side"}) as fake:
-        claude = provider(fake, allowed_tools="Read")  # Claude Code alone would refuse Bash
+        claude = provider(fake, allowed_tools="Read", warm=warm)  # Claude Code alone would refuse Bash
         session = await claude.open(workspace=world.workspace, approval=service)
         events = await collect(session, "make the marker")
         folder = session.state["runtime_dir"]
-        assert not (folder / "approve.sock").exists()
+        # The socket lives as long as the process that names it: the turn's, or the warm one.
+        assert (folder / "approve.sock").exists() is (warm == "true")
         await claude.close(session)
+        assert not (folder / "approve.sock").exists()
+        assert_group_gone(session)
     assert marker.exists()
     assert [d.decision for d in events if isinstance(d, PermissionDecision)] == ["allow"]
     assert not folder.exists()
@@ -179,8 +183,11 @@ async def test_abort_while_a_prompt_waits_ends_the_turn_and_the_socket(world: Cl
         aborting = asyncio.create_task(abort_once_asked())
         events = await asyncio.wait_for(collect(session, "make the marker"), timeout=60)
         assert aborting.done() and asked.is_set()
-        assert_group_gone(session)
-        assert not (session.state["runtime_dir"] / "approve.sock").exists()
+        # The CLI ended the turn on its interrupt; its warm process and socket stay until close.
+        socket = session.state["runtime_dir"] / "approve.sock"
+        assert socket.exists()
         await claude.close(session)
+        assert_group_gone(session)
+        assert not socket.exists()
     assert one_complete(events).outcome == "aborted"
     assert not marker.exists()
