@@ -173,7 +173,9 @@ async def test_stored_deny_rule_refuses_a_shell_call_on_turn_two(world: CliWorld
         pid = pid_of(session)
         second = await collect(session, "make the marker")
         assert pid_of(session) == pid
+        bridge = session.state["approval_bridge"]
         await claude.close(session)
+        assert not bridge.running  # type: ignore[attr-defined]
     assert [d.decision for d in first if isinstance(d, PermissionDecision)] == ["allow"]
     call = next(e for e in second if isinstance(e, ToolCall))
     decisions = [e for e in second if isinstance(e, PermissionDecision)]

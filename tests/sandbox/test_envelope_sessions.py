@@ -112,7 +112,9 @@ async def test_a_warm_sandbox_lives_across_turns_and_reports_each_turns_refusals
             assert session.state["cli_process"].pid == pid
             runtime = session.state["runtime_dir"]
             assert list(runtime.glob("egress-*.sock"))  # the gate serves the live process
+            gate = session.state["cli_warm"].envelope.gate  # type: ignore[attr-defined]
             await claude.close(session)
+            assert gate._servers == []  # closed with the process
     assert one_complete(first).text == "One." and one_complete(second).outcome == "aborted"
     assert one_complete(third).text == "Three." and hits == []
 
