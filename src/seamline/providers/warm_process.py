@@ -94,9 +94,8 @@ class WarmProcess:
     @property
     def alive(self) -> bool:
         """Whether it can take a turn: running, its output not ended, not being ended."""
-        if self._closing or self._eof or self.proc.returncode is not None:
-            return False
-        return self.proc.group_alive()
+        # The leader only: reading every process's /proc entry would cost a turn milliseconds.
+        return not (self._closing or self._eof) and self.proc.leader_alive()
 
     def attach(self, thing: object, closer: Callable[[], Awaitable[None]]) -> None:
         """Keep ``thing`` (an envelope, an approval socket) until the process ends."""
@@ -201,7 +200,11 @@ class WarmProcess:
                     self._turn_over.set()
         except asyncio.CancelledError:
             if not self._ended:
-                # The event loop is shutting down with this process unclosed: leave nothing.
+                # The event loop is shutting down with this process unclosed: leave nothing,
+                # and reap it while the loop still runs (asyncio warns about a late exit).
+                kill_group(self.proc.pgid)
+                with contextlib.suppress(BaseException):
+                    await asyncio.wait_for(asyncio.shield(self.proc.wait()), timeout=2.0)
                 self.proc.kill_now()
                 _LIVE.discard(self.proc.pgid)
             raise

@@ -312,6 +312,11 @@ class LineProcess:
             await asyncio.wait_for(asyncio.shield(self._stderr_task), timeout=2.0)
         return code
 
+    def leader_alive(self) -> bool:
+        """Whether the program itself still runs (a zombie does not): one ``/proc`` read,
+        where :meth:`group_alive` reads every process's."""
+        return self._proc.returncode is None and _live(self.pid)
+
     def group_alive(self) -> bool:
         """Whether any live process of the group is left (the leader or its children)."""
         return bool(group_members(self.pgid))
