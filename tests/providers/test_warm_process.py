@@ -20,7 +20,8 @@ from seamline.providers.claude_code import ClaudeCodeProvider
 from seamline.transport.subprocess import group_members
 
 # Each user message is a turn. "hang": wait for an interrupt; "deaf": ignore everything,
-# SIGINT included. Anything else is answered with the argv and the turn's number.
+# SIGINT included; "linger": answer, then outlive the end of stdin. Anything else is
+# answered with the argv and the turn's number.
 STAND_IN = r"""
 import json, os, queue, signal, sys, threading, time
 inbox = queue.Queue()
@@ -31,16 +32,19 @@ def read():
 threading.Thread(target=read, daemon=True).start()
 def say(frame):
     print(json.dumps(frame, separators=(",", ":")), flush=True)
-turns, cost, tokens = 0, 0.0, 0
+turns, cost, tokens, linger = 0, 0.0, 0, False
 while True:
     msg = inbox.get()
     if msg is None:
+        if linger:  # outlives its stdin: only a signal ends it
+            time.sleep(60)
         break
     if msg["type"] == "control_request":
         say({"type": "control_response", "response": {"subtype": "success", "request_id": msg["request_id"]}})
         continue
     turns += 1
     prompt = msg["message"]["content"][0]["text"]
+    linger = linger or prompt == "linger"
     say({"type": "system", "subtype": "init", "session_id": "stand-in-1", "model": "m"})
     if prompt == "deaf":
         signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -257,3 +261,35 @@ def test_warm_invocation_message_interrupt_and_terminal_line(tmp_path: Path) -> 
     assert claude._warm_terminal(b'{"type":"result","subtype":"success"}')
     assert not claude._warm_terminal(b'{"type":"assistant","message":{"content":"{\\"type\\":\\"result\\"}"}}')
     assert not claude._warm_terminal(b'{"type":"result"')  # cut short: not a frame
+
+
+LEFT_OPEN = """
+import asyncio, sys
+from seamline.providers.claude_code import ClaudeCodeProvider
+
+async def one_turn() -> None:
+    claude = ClaudeCodeProvider(options={"executable": sys.argv[1]})
+    session = await claude.open(workspace=sys.argv[2])
+    [e async for e in session.send("linger")]
+    print(session.state["cli_process"].pgid, flush=True)
+
+loop = asyncio.new_event_loop()
+loop.run_until_complete(one_turn())  # the loop is never closed, the session never closed
+"""
+
+
+def test_a_warm_process_left_open_is_ended_when_python_exits(tmp_path: Path) -> None:
+    import os
+    import subprocess
+
+    from seamline.transport.subprocess import pids_gone
+
+    stand_in(tmp_path)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run(
+        [sys.executable, "-c", LEFT_OPEN, str(tmp_path / "bin" / "claude"), str(tmp_path)],
+        capture_output=True, text=True, timeout=60, env=env, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    pgid = int(done.stdout.split()[-1])
+    assert pids_gone([pgid], timeout=5) == [] and group_members(pgid) == []
