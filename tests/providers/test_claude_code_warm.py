@@ -13,6 +13,7 @@ import pytest
 
 from seamline.events import Error, Event, PermissionDecision, Raw, Session, Text, ToolCall, ToolResult, Usage
 from seamline.providers.claude_code import ClaudeCodeProvider
+from seamline.sandbox.journal import EditJournal, journal_path_for
 from seamline.sessions.rules import PermissionRules
 from seamline.sessions.store import SQLiteStore
 from seamline.tools.permissions import PermissionService
@@ -87,6 +88,10 @@ async def test_turns_of_a_session_reuse_one_process(world: CliWorld, tmp_path: P
     ledger = [row.cost_usd or 0.0 for row in store.usage_rows(session.session_id)]
     assert ledger == pytest.approx(costs) and sum(costs) == pytest.approx(results[-1]["total_cost_usd"])
     assert {r.turn for r in rows if r.direction == "out"} == set(range(1, turns + 1))
+    journal = EditJournal(journal_path_for(str(tmp_path / "store.db")))
+    steps = [(s.tool, s.call_id) for s in journal.steps(session.session_id)]
+    journal.close()
+    assert steps == [("claude-code", f"turn-{n}") for n in range(1, turns + 1)]  # a journal step per turn
     store.close()
 
 
