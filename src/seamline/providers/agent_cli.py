@@ -301,6 +301,7 @@ class AgentCliProvider(Provider):
             session.state["cli_process"] = warm.proc
             if session.aborted:
                 # Aborted before the CLI was sent the turn: nothing to stop, the process stays.
+                warm.end_turn(idle=self._float_option("warm_idle", 300.0), grace=bounds.grace)
                 for event in parser.finish(returncode=None, aborted=True):
                     yield event
                 return

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import os
 from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
@@ -84,9 +85,10 @@ class WarmProcess:
         argv: list[str],
         *,
         env: dict[str, str],
-        cwd: Any,
+        cwd: str | os.PathLike[str],
         is_terminal: Callable[[bytes], bool],
     ) -> WarmProcess:
+        """Start ``argv`` in its own process group, its stdin kept open for the turns."""
         proc = await LineProcess.spawn(argv, env=env, cwd=cwd, keep_stdin=True)
         return cls(proc, is_terminal=is_terminal)
 
