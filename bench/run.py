@@ -35,6 +35,7 @@ from workloads import stages as stages_workload  # noqa: E402
 from workloads import store as store_workload  # noqa: E402
 from workloads import trace as trace_workload  # noqa: E402
 from workloads import worktree as worktree_workload  # noqa: E402
+from workloads import warm_sessions as warm_sessions_workload  # noqa: E402
 
 WORKLOADS = {
     "loop_overhead": loop_overhead.run,
@@ -51,6 +52,7 @@ WORKLOADS["model_apis"] = model_apis_workload.run
 WORKLOADS["cli_parsers"] = cli_parsers_workload.run
 WORKLOADS["acp_opencode"] = acp_opencode_workload.run
 WORKLOADS["worktree"] = worktree_workload.run
+WORKLOADS["warm_sessions"] = warm_sessions_workload.run
 
 
 def main() -> int:

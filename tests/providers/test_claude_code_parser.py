@@ -3,7 +3,11 @@ fixtures from tests/fixtures/claude-code, captured by tests/fixtures/capture.py)
 
 from __future__ import annotations
 
+import json
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from seamline.events import (
     Complete,
@@ -233,3 +237,67 @@ ALL = [line for s in ("tools", "error_429", "abort") for line in fixture_lines(P
 test_damaged_lines = props.check_damage(ClaudeStreamJsonParser, fixture_lines(P, "tools"))
 test_shuffled_lines = props.check_shuffled(ClaudeStreamJsonParser, ALL)
 test_random_frames = props.check_random(ClaudeStreamJsonParser)
+
+
+# -- a process that takes several turns (``--input-format stream-json``) -------------------
+
+
+def _result(totals: dict[str, tuple[int, int, float]], n: int) -> bytes:
+    """A result frame whose modelUsage and total_cost_usd are the process's running totals."""
+    usage = {m: {"inputTokens": i, "outputTokens": o, "costUSD": c} for m, (i, o, c) in totals.items()}
+    frame = {
+        "type": "result",
+        "subtype": "success",
+        "is_error": False,
+        "result": f"turn {n}",
+        "session_id": "s",
+        "uuid": f"u{n}",
+        "total_cost_usd": sum(c for _, _, c in totals.values()),
+        "modelUsage": usage,
+    }
+    return json.dumps(frame).encode()
+
+
+figures = st.tuples(st.integers(0, 10_000), st.integers(0, 1_000), st.integers(0, 10_000).map(lambda c: c / 1000))
+
+
+@settings(max_examples=60, deadline=None)
+@given(turns=st.lists(st.dictionaries(st.sampled_from(["opus", "haiku"]), figures, min_size=1), min_size=1, max_size=6))
+def test_each_turn_reports_its_share_of_the_running_totals(turns: list[dict[str, tuple[int, int, float]]]) -> None:
+    totals: dict[str, tuple[int, int, float]] = {}
+    carried: dict[str, object] = {}
+    reported: dict[str, list[float]] = {}
+    for n, spent in enumerate(turns, 1):
+        for model, (i, o, c) in spent.items():
+            was = totals.get(model, (0, 0, 0.0))
+            totals[model] = (was[0] + i, was[1] + o, was[2] + c)
+        parser = ClaudeStreamJsonParser()
+        parser.continue_from(dict(carried))
+        events = parser.feed(_result(totals, n)) + parser.finish(returncode=None)
+        carried = parser.carry_over()
+        for usage in (e for e in events if isinstance(e, Usage)):
+            assert usage.model is not None and usage.cost_usd is not None and usage.cost_usd >= 0
+            assert usage.input_tokens >= 0 and usage.output_tokens >= 0
+            mine = spent.get(usage.model, (0, 0, 0.0))
+            assert (usage.input_tokens, usage.output_tokens) == mine[:2]
+            reported.setdefault(usage.model, []).append(usage.cost_usd)
+        assert isinstance(events[-1], Complete) and events[-1].text == f"turn {n}"
+    for model, costs in reported.items():
+        assert sum(costs) == pytest.approx(totals[model][2])  # the turns add up to the process's total
+
+
+def test_a_turn_without_a_result_leaves_the_running_totals_as_they_were() -> None:
+    first = ClaudeStreamJsonParser()
+    first.feed(_result({"opus": (100, 5, 0.5)}, 1))
+    interrupted = ClaudeStreamJsonParser()
+    interrupted.continue_from(first.carry_over())
+    interrupted.finish(returncode=None, aborted=True)  # no result frame at all
+    third = ClaudeStreamJsonParser()
+    third.continue_from(interrupted.carry_over())
+    usage = [e for e in third.feed(_result({"opus": (130, 7, 0.75)}, 3)) if isinstance(e, Usage)]
+    assert [(u.input_tokens, u.output_tokens, u.cost_usd) for u in usage] == [(30, 2, 0.25)]
+
+
+def test_an_answer_to_a_control_request_reports_nothing() -> None:
+    parser = ClaudeStreamJsonParser()
+    assert parser.feed(b'{"type":"control_response","response":{"subtype":"success","request_id":"r1"}}') == []

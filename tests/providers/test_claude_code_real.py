@@ -167,6 +167,7 @@ async def test_api_errors_are_classified(world: CliWorld, status: int, kind: str
     assert errors and errors[-1].kind == kind and errors[-1].retryable is retryable
     assert str(status) in errors[-1].message
     assert not [e for e in events if isinstance(e, Text)]  # the synthetic "API Error" text is no answer
+    await claude.close(session)  # a warm process outlives its turn
     assert_group_gone(session)
 
 
@@ -201,6 +202,7 @@ async def test_denied_tool_is_a_permission_decision_by_the_agent(world: CliWorld
     assert [(c.name, c.arguments["file_path"]) for c in calls] == [("Write", str(target))]
     assert [(d.request_id, d.decision) for d in decisions] == [(f"perm-{calls[0].call_id}", "deny")]
     assert one_complete(events).outcome == "completed" and not target.exists()
+    await claude.close(session)  # a warm process outlives its turn
     assert_group_gone(session)
 
 
@@ -219,6 +221,7 @@ async def test_unreachable_endpoint_is_transport(world: CliWorld) -> None:
     assert final.outcome == "failed" and final.stop_reason == "transport"
     errors = [e for e in events if isinstance(e, Error)]
     assert all(e.kind == "transport" and e.retryable for e in errors)
+    await claude.close(session)  # a warm process outlives its turn
     assert_group_gone(session)
 
 
@@ -234,6 +237,7 @@ async def test_max_retries_bounds_the_cli_own_retries(world: CliWorld) -> None:
     retries = [e for e in events if isinstance(e, Error) and e.attempt is not None]
     assert [e.attempt for e in retries] == [1] and retries[0].retryable
     assert asked == 2  # the first call and one retry, as bounded
+    await claude.close(session)  # a warm process outlives its turn
     assert_group_gone(session)
 
 
@@ -249,6 +253,7 @@ async def test_stream_cut_midway_is_retried_without_streaming(world: CliWorld) -
     final = one_complete(events)
     assert streamed == [True, False]
     assert final.outcome == "completed" and final.text == "cut answer that never ends"
+    await claude.close(session)  # a warm process outlives its turn
     assert_group_gone(session)
 
 
@@ -266,15 +271,17 @@ async def test_stream_cut_then_failing_retry_is_classified(world: CliWorld) -> N
     errors = [e for e in events if isinstance(e, Error) and e.attempt is None]
     assert final.outcome == "failed"
     assert errors and errors[-1].kind in ("transport", "provider") and errors[-1].retryable
+    await claude.close(session)  # a warm process outlives its turn
     assert_group_gone(session)
 
 
 @run_async
 async def test_abort_mid_turn_ends_the_process_group(world: CliWorld) -> None:
-    # The server holds its answer back; the turn is aborted while the CLI waits for it.
+    # The server holds its answer back; the turn is aborted while the CLI waits for it. A
+    # process per turn is ended (a warm one is only interrupted: test_claude_code_warm.py).
     script = [{"text": "a slow answer that will not finish", "delay": 30}]
     with AgentAnthropic(script, fallback={"text": "side"}) as fake:
-        claude = provider(fake, grace="2")
+        claude = provider(fake, grace="2", warm="false")
         session = await claude.open(workspace=world.workspace)
         events = await abort_when(
             claude, session, "hi", lambda e: isinstance(e, Session) and bool(e.provider_session_id)

@@ -63,8 +63,8 @@ async def test_stored_deny_rule_refuses_claude_codes_own_shell_call(world: CliWo
         claude = provider(fake, allowed_tools="Bash", permission_mode="bypassPermissions")
         session = await claude.open(workspace=world.workspace, approval=service)
         events = await collect(session, "make the marker")
-        assert_group_gone(session)
         await claude.close(session)
+        assert_group_gone(session)
     call = next(e for e in events if isinstance(e, ToolCall))
     decision = _index(events, PermissionDecision, request_id=f"perm-{call.call_id}", decision="deny")
     assert "denied by rule" in events[decision].reason  # type: ignore[attr-defined]
@@ -107,17 +107,21 @@ async def test_ask_without_a_prompter_is_a_request_then_a_deny(world: CliWorld) 
     assert not marker.exists()
 
 
+@pytest.mark.parametrize("warm", ["true", "false"])
 @run_async
-async def test_allowed_call_runs_and_the_hook_leaves_no_socket(world: CliWorld) -> None:
+async def test_allowed_call_runs_and_the_hook_leaves_no_socket(world: CliWorld, warm: str) -> None:
     marker = world.workspace / "marker"
     service = PermissionService(workspace=world.workspace, yes=True)
     with AgentAnthropic(bash_script(f"touch {marker}"), fallback={"text": "side"}) as fake:
-        claude = provider(fake, allowed_tools="Read")  # Claude Code alone would refuse Bash
+        claude = provider(fake, allowed_tools="Read", warm=warm)  # Claude Code alone would refuse Bash
         session = await claude.open(workspace=world.workspace, approval=service)
         events = await collect(session, "make the marker")
         folder = session.state["runtime_dir"]
-        assert not (folder / "approve.sock").exists()
+        # The socket lives as long as the process that names it: the turn's, or the warm one.
+        assert (folder / "approve.sock").exists() is (warm == "true")
         await claude.close(session)
+        assert not (folder / "approve.sock").exists()
+        assert_group_gone(session)
     assert marker.exists()
     assert [d.decision for d in events if isinstance(d, PermissionDecision)] == ["allow"]
     assert not folder.exists()
@@ -160,27 +164,37 @@ def test_hook_program_denies_when_seamline_is_unreachable(tmp_path: Path) -> Non
 
 @run_async
 async def test_abort_while_a_prompt_waits_ends_the_turn_and_the_socket(world: CliWorld) -> None:
-    marker = world.workspace / "marker"
+    marker, second_marker = world.workspace / "marker", world.workspace / "second"
     asked, never = asyncio.Event(), asyncio.Event()
 
-    async def waits_for_ever(request: PermissionRequest) -> PermissionAnswer:
-        asked.set()
-        await never.wait()
-        raise AssertionError("never answered")
+    async def waits_for_ever_then_allows(request: PermissionRequest) -> PermissionAnswer:
+        if not asked.is_set():
+            asked.set()
+            await never.wait()
+            raise AssertionError("never answered")
+        return PermissionAnswer("allow")
 
     async def abort_once_asked() -> None:
         await asked.wait()
         await claude.abort(session)
 
-    service = PermissionService(workspace=world.workspace, prompter=waits_for_ever)
-    with AgentAnthropic(bash_script(f"touch {marker}"), fallback={"text": "side"}) as fake:
+    service = PermissionService(workspace=world.workspace, prompter=waits_for_ever_then_allows)
+    script = [*bash_script(f"touch {marker}")[:1], *bash_script(f"touch {second_marker}")]
+    with AgentAnthropic(script, fallback={"text": "side"}) as fake:
         claude = provider(fake, allowed_tools="Bash")
         session = await claude.open(workspace=world.workspace, approval=service)
         aborting = asyncio.create_task(abort_once_asked())
         events = await asyncio.wait_for(collect(session, "make the marker"), timeout=60)
         assert aborting.done() and asked.is_set()
-        assert_group_gone(session)
-        assert not (session.state["runtime_dir"] / "approve.sock").exists()
+        # The CLI ended the turn on its interrupt; its warm process and socket stay until close,
+        # and the decision left waiting is dropped: the next turn's call is decided at once.
+        socket = session.state["runtime_dir"] / "approve.sock"
+        assert socket.exists()
+        again = await asyncio.wait_for(collect(session, "make the second marker"), timeout=60)
         await claude.close(session)
+        assert_group_gone(session)
+        assert not socket.exists()
     assert one_complete(events).outcome == "aborted"
     assert not marker.exists()
+    assert one_complete(again).outcome == "completed" and second_marker.exists()
+    assert [d.decision for d in again if isinstance(d, PermissionDecision)] == ["allow"]

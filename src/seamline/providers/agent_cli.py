@@ -9,9 +9,15 @@ group: the timeout reports ``timeout``, the retry bound the kind of the failure 
 are read from there while the turn runs. Abort ends the group too (SIGINT, SIGTERM, then
 SIGKILL) and the turn's outcome is ``aborted``.
 
+A CLI that takes its turns on stdin can be kept warm (:mod:`seamline.providers.warm_process`):
+one process per session, started on the first turn and sent each later one; abort then
+interrupts only the turn (the process is ended if it does not stop within ``grace``), and a
+process that died is replaced by a fresh one that resumes the CLI's session.
+
 A subclass supplies the dialect: :meth:`AgentCliProvider._invocation` (argv and environment
 keys for a fresh, resumed or forked session), :meth:`AgentCliProvider._new_parser`, the
-credential check, seeding and transcript location.
+credential check, seeding and transcript location; for a warm process ``_warm_wanted``,
+``_warm_invocation``, ``_warm_message``, ``_warm_interrupt`` and ``_warm_terminal``.
 """
 
 from __future__ import annotations
@@ -21,9 +27,8 @@ import contextlib
 import os
 import re
 import shutil
-import signal
 import uuid
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Final, Literal
@@ -33,6 +38,7 @@ from seamline.events import Event, Raw
 from seamline.providers.base import OptionSpec, PreflightCheck, Provider, ProviderSession
 from seamline.providers.cli_journal import journaled_turn
 from seamline.providers.cli_parsers.base import StreamParser
+from seamline.providers.cli_turn import STDERR_LINES, TurnBounds, TurnReading, ending_diagnostic, read_turn_output
 from seamline.providers.envelope_launch import (
     ENVELOPE_OPTIONS,
     Enveloped,
@@ -42,6 +48,7 @@ from seamline.providers.envelope_launch import (
 )
 from seamline.providers.program_lookup import FoundProgram, find_program, searched_places
 from seamline.providers.runtime_dir import remove_runtime_dir
+from seamline.providers.warm_process import WarmProcess
 from seamline.sandbox.egress import endpoint_of
 from seamline.transport.env import compose_env, program_env
 from seamline.transport.subprocess import LineProcess
@@ -52,8 +59,6 @@ SessionMode = Literal["fresh", "resume", "fork"]
 
 _VERSION: Final = re.compile(r"(\d+)\.(\d+)\.(\d+)")
 _SAFE_ID: Final = re.compile(r"^[A-Za-z0-9_-]+$")
-_STDERR_TICK: Final = 1.0
-_STDERR_LINES: Final = 200
 
 COMMON_OPTIONS: Final[dict[str, OptionSpec]] = {
     "executable": OptionSpec("path of the CLI program (default: found on PATH)", operator_only=True),
@@ -176,13 +181,31 @@ class AgentCliProvider(Provider):
         exe = self.executable()
         if exe is None:
             raise InvalidRequest(self._missing_message())
+        turn = (
+            self._warm_turn(session, prompt, exe)
+            if self._warm_wanted(session)
+            else self._cold_turn(session, prompt, exe)
+        )
+        try:
+            async for event in turn:
+                yield event
+        finally:
+            await turn.aclose()
+
+    def _bounds(self) -> TurnBounds:
+        return TurnBounds(
+            timeout=self._float_option("turn_timeout", 600.0),
+            max_retries=self._int_option("max_retries", 2),
+            grace=self._float_option("grace", 3.0),
+        )
+
+    async def _cold_turn(self, session: ProviderSession, prompt: str, exe: str) -> AsyncGenerator[Event, None]:
+        """One process for the turn: started with the prompt, read to its end, ended."""
         mode, target = self._mode(session)
         invocation = self._invocation(session=session, prompt=prompt, executable=exe, mode=mode, target=target)
         env = program_env(self._common_env(), invocation.env)
         parser = self._new_parser(session=session, mode=mode, target=target)
-        timeout = self._float_option("turn_timeout", 600.0)
-        max_retries = self._int_option("max_retries", 2)
-        grace = self._float_option("grace", 3.0)
+        bounds = self._bounds()
         cwd = session.workspace or Path.cwd()
         argv = invocation.argv
         envelope: Enveloped | None = None
@@ -196,87 +219,207 @@ class AgentCliProvider(Provider):
                 await envelope.close()
             raise
         session.state["cli_process"] = proc
-        store = session.store
-        timed_out: str | None = None
-        gave_up: str | None = None
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
         lines = proc.lines().__aiter__()
-        next_line: asyncio.Future[bytes] | None = None
-        next_check = loop.time() + _STDERR_TICK
+
+        async def fetch() -> bytes | None:
+            try:
+                return await lines.__anext__()
+            except StopAsyncIteration:
+                return None
+
+        reading = TurnReading()
+        reader = read_turn_output(
+            who=self.name,
+            session=session,
+            parser=parser,
+            proc=proc,
+            envelope=envelope,
+            bounds=bounds,
+            fetch=fetch,
+            gave_up=self._gave_up,
+            until_terminal=False,
+            reading=reading,
+        )
         try:
-            while True:
-                remaining = deadline - loop.time()
-                if remaining <= 0:
-                    timed_out = f"{self.name}: the turn passed its timeout of {timeout:g} s"
-                    break
-                if next_line is None:
-                    next_line = asyncio.ensure_future(lines.__anext__())
-                # Wake at least every second: some CLIs report their retries on stderr only.
-                await asyncio.wait({next_line}, timeout=min(remaining, _STDERR_TICK))
-                if loop.time() >= next_check:
-                    # At most once a tick, so a fast stream of deltas pays nothing for it.
-                    next_check = loop.time() + _STDERR_TICK
-                    for event in parser.watch_stderr(proc.stderr_tail(_STDERR_LINES)):
-                        yield event
-                    if parser.retries > max_retries:
-                        gave_up = self._gave_up(parser.retries, max_retries)
-                        break
-                if envelope is not None:
-                    for event in envelope.refusals():
-                        yield event
-                if not next_line.done():
-                    continue
-                try:
-                    line = next_line.result()
-                except StopAsyncIteration:
-                    break
-                finally:
-                    next_line = None
-                if store is not None and line.strip():
-                    store.append_raw(
-                        session.session_id, session.turn, "out", parser.source, line.decode("utf-8", "replace")
-                    )
-                parser.aborting = session.aborted
-                for event in parser.feed(line):
-                    yield event
-                if parser.retries > max_retries:
-                    gave_up = self._gave_up(parser.retries, max_retries)
-                    break
+            async for event in reader:
+                yield event
         finally:
-            if next_line is not None and not next_line.done():
-                next_line.cancel()
-                with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
-                    await next_line
-            if timed_out is None and gave_up is None and not session.aborted and proc.returncode is None:
+            await reader.aclose()
+            if not reading.cut_short and not session.aborted and proc.returncode is None:
                 # Output ended: give the program a moment to exit on its own before signalling.
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(asyncio.shield(proc.wait()), timeout=grace)
-            ending = session.state.pop("cli_ending", None)
-            if isinstance(ending, asyncio.Future):
-                # An abort is ending the group: wait for it rather than race it with a second ending.
-                with contextlib.suppress(Exception):
-                    await ending
+                    await asyncio.wait_for(asyncio.shield(proc.wait()), timeout=bounds.grace)
+            await _await_ending(session)
             if proc.returncode is None or proc.group_alive():
-                await proc.end(grace=grace)
+                await proc.end(grace=bounds.grace)
             if envelope is not None:
                 await envelope.close()
         returncode = await proc.wait()
-        diagnostic = _ending_diagnostic(proc, returncode)
-        if diagnostic is not None:
-            yield diagnostic
-        if envelope is not None:
-            for event in envelope.refusals():
-                yield event
-            yield envelope.summary()
-        for event in parser.finish(
-            returncode=returncode,
-            stderr=proc.stderr_tail(_STDERR_LINES),
-            aborted=session.aborted and timed_out is None and gave_up is None,
-            timed_out=timed_out,
-            gave_up=gave_up,
-        ):
+        for event in self._turn_end(session, parser, proc, envelope, reading, returncode):
             yield event
+
+    def _turn_end(
+        self,
+        session: ProviderSession,
+        parser: StreamParser,
+        proc: LineProcess,
+        envelope: Enveloped | None,
+        reading: TurnReading,
+        returncode: int | None,
+    ) -> list[Event]:
+        """The events that close a turn: how the program ended, the envelope's report, and
+        the parser's verdict with the turn's one ``complete``."""
+        events: list[Event] = []
+        diagnostic = ending_diagnostic(proc, returncode) if returncode is not None else None
+        if diagnostic is not None:
+            events.append(diagnostic)
+        if envelope is not None:
+            events += envelope.refusals()
+            events.append(envelope.summary())
+        events += parser.finish(
+            returncode=returncode,
+            stderr=proc.stderr_tail(STDERR_LINES),
+            aborted=session.aborted and not reading.cut_short,
+            timed_out=reading.timed_out,
+            gave_up=reading.gave_up,
+        )
+        return events
+
+    # -- the warm process: one per session, a turn at a time on its stdin ------------------
+    async def _warm_turn(self, session: ProviderSession, prompt: str, exe: str) -> AsyncGenerator[Event, None]:
+        """One turn on the session's warm process (started now if it has none, or a fresh one
+        resuming the CLI's session if the last one died), read up to the turn's terminal
+        line. A turn cut short (timeout, retry bound, no terminal line) ends the process."""
+        bounds = self._bounds()
+        message = self._warm_message(prompt)
+        warm = await self._warm_process(session, exe)
+        mode, target = self._mode(session)
+        parser = self._new_parser(session=session, mode=mode, target=target)
+        for _ in range(2):
+            if (notice := session.state.pop("cli_warm_notice", None)) is not None and isinstance(notice, Raw):
+                yield notice
+            session.state["cli_process"] = warm.proc
+            if session.aborted:
+                # Aborted before the CLI was sent the turn: nothing to stop, the process stays.
+                warm.end_turn(idle=self._float_option("warm_idle", 300.0), grace=bounds.grace)
+                for event in parser.finish(returncode=None, aborted=True):
+                    yield event
+                return
+            if await warm.begin_turn(message):
+                break
+            # It died between the check and the message: the CLI never saw this turn.
+            await self._end_warm(session, warm, because="exited")
+            warm = await self._warm_process(session, exe)
+        parser.continue_from(warm.carry)
+        reading = TurnReading()
+        reader = read_turn_output(
+            who=self.name,
+            session=session,
+            parser=parser,
+            proc=warm.proc,
+            envelope=warm.envelope,
+            bounds=bounds,
+            fetch=warm.next_line,
+            gave_up=self._gave_up,
+            until_terminal=True,
+            reading=reading,
+        )
+        kept = False
+        try:
+            async for event in reader:
+                yield event
+        finally:
+            await reader.aclose()
+            await _await_ending(session)
+            kept = parser.terminal_seen and not reading.cut_short and warm.alive
+            if kept:
+                warm.carry = parser.carry_over()
+                warm.end_turn(idle=self._float_option("warm_idle", 300.0), grace=bounds.grace)
+            else:
+                await self._end_warm(session, warm, because=_why_ended(reading, session))
+        returncode = None if kept else await warm.proc.wait()
+        for event in self._turn_end(session, parser, warm.proc, warm.envelope, reading, returncode):
+            yield event
+
+    async def _warm_process(self, session: ProviderSession, exe: str) -> WarmProcess:
+        """The session's live warm process, or a new one (with a notice when it replaces one)."""
+        await self._settle_warm(session)
+        warm = session.state.get("cli_warm")
+        if isinstance(warm, WarmProcess):
+            return warm
+        mode, target = self._mode(session)
+        invocation = self._warm_invocation(session=session, executable=exe, mode=mode, target=target)
+        env = program_env(self._common_env(), invocation.env)
+        cwd = session.workspace or Path.cwd()
+        argv = invocation.argv
+        envelope: Enveloped | None = None
+        if self._sandbox_mode() != "none":
+            envelope = await self._enter_envelope(session, invocation, env, Path(cwd), mode, target)
+            argv, env = envelope.argv, dict(envelope.env)
+        try:
+            warm = await WarmProcess.start(argv, env=env, cwd=cwd, is_terminal=self._warm_terminal)
+        except BaseException:
+            if envelope is not None:
+                await envelope.close()
+            raise
+        if envelope is not None:
+            warm.envelope = envelope
+            warm.attach(envelope, envelope.close)
+        for thing, closer in self._warm_attachments(session):
+            warm.attach(thing, closer)
+        session.state["cli_warm"] = warm
+        return warm
+
+    async def _settle_warm(self, session: ProviderSession) -> None:
+        """A warm process that is no longer usable (it exited, was killed, sat idle too
+        long) is ended for good, with what it held; the next turn starts a fresh one, which
+        resumes the CLI's own session, and says so in a ``raw`` notice from ``seamline``."""
+        warm = session.state.get("cli_warm")
+        if not isinstance(warm, WarmProcess) or warm.alive:
+            return
+        because = warm.ended_because
+        returncode = warm.proc.returncode
+        await self._end_warm(session, warm, because="exited")
+        del session.state["cli_warm"]
+        payload: dict[str, Any] = {
+            "warm_process": "replaced",
+            "ended": because or "exited",
+            "pid": warm.proc.pid,
+            "resume": session.provider_session_id,
+        }
+        if because is None:
+            payload["exit_code"] = returncode if returncode is not None else await warm.proc.wait()
+        session.state["cli_warm_notice"] = Raw(source="seamline", payload=payload)
+
+    async def _end_warm(self, session: ProviderSession, warm: WarmProcess, *, because: str) -> None:
+        # It stays in the state, ended: the next turn says it was replaced, and why.
+        await warm.close(grace=self._float_option("grace", 3.0), because=because)
+
+    def _warm_wanted(self, session: ProviderSession) -> bool:
+        """Whether this session's turns go to one kept process (a dialect that can says so)."""
+        return False
+
+    def _warm_invocation(
+        self, *, session: ProviderSession, executable: str, mode: SessionMode, target: str | None
+    ) -> Invocation:
+        """How to start the warm process: the turn's invocation, turns taken on stdin."""
+        raise NotImplementedError
+
+    def _warm_message(self, prompt: str) -> bytes:
+        """One turn's input line for the warm process."""
+        raise NotImplementedError
+
+    def _warm_interrupt(self) -> bytes | None:
+        """The control line that interrupts the running turn (None: the CLI has none)."""
+        return None
+
+    def _warm_terminal(self, line: bytes) -> bool:
+        """Whether an output line is the one that ends a turn."""
+        raise NotImplementedError
+
+    def _warm_attachments(self, session: ProviderSession) -> list[tuple[object, Callable[[], Awaitable[None]]]]:
+        """What must live as long as the warm process (an approval socket), with its closer."""
+        return []
 
     async def _enter_envelope(
         self,
@@ -342,16 +485,30 @@ class AgentCliProvider(Provider):
         return f"{self.name}: the API call kept failing and the CLI retried {retries} times (our bound is {bound})"
 
     async def _abort(self, session: ProviderSession) -> None:
+        grace = self._float_option("grace", 3.0)
+        warm = session.state.get("cli_warm")
         proc = session.state.get("cli_process")
+        if isinstance(warm, WarmProcess) and warm.proc is proc:
+            if not warm.in_turn:
+                return  # between turns: nothing to stop, and the process stays
+            # Ask the CLI to end the turn and keep the session; past the grace, end the process.
+            interrupt = self._warm_interrupt()
+            if interrupt is not None and await warm.interrupt(interrupt) and await warm.turn_over(grace):
+                return
         if isinstance(proc, LineProcess):
-            ending = asyncio.ensure_future(proc.end(grace=self._float_option("grace", 3.0)))
+            ending = asyncio.ensure_future(proc.end(grace=grace))
             session.state["cli_ending"] = ending
             await asyncio.shield(ending)
 
     async def _close(self, session: ProviderSession) -> None:
-        proc = session.state.pop("cli_process", None)
+        grace = self._float_option("grace", 3.0)
+        warm = session.state.pop("cli_warm", None)
+        if isinstance(warm, WarmProcess):
+            await warm.close(grace=grace, because="closed")
+        # The process stays named in the state (what was started, for checks after close).
+        proc = session.state.get("cli_process")
         if isinstance(proc, LineProcess) and proc.group_alive():
-            await proc.end(grace=self._float_option("grace", 3.0))
+            await proc.end(grace=grace)
         remove_runtime_dir(session.state)  # the envelope's sockets (made on first use)
 
     # -- preflight ---------------------------------------------------------------------
@@ -514,25 +671,21 @@ def copy_config_tree(source: Path, dest: Path, *, skip: frozenset[str]) -> None:
             shutil.copy2(entry, target)
 
 
-def _ending_diagnostic(proc: LineProcess, returncode: int | None) -> Raw | None:
-    """Which signal ended the program, when one did: the one that killed the leader (its
-    negative exit code says which), else the last one seamline had to send the group."""
-    ended = proc.ended_by
-    sent = ended.signal if ended is not None else "none"
-    killed_by = _signal_name(-returncode) if returncode is not None and returncode < 0 else None
-    if killed_by is None and sent == "none":
-        return None
-    payload: dict[str, Any] = {"ended_process_group": proc.pgid, "signal": killed_by or sent, "signals_sent": sent}
-    if killed_by is not None and sent == "none":
-        payload["by"] = "outside"  # nobody here signalled it
-    return Raw(source="seamline", payload=payload)
+async def _await_ending(session: ProviderSession) -> None:
+    """An abort that is ending the group: wait for it rather than race it with a second ending."""
+    ending = session.state.pop("cli_ending", None)
+    if isinstance(ending, asyncio.Future):
+        with contextlib.suppress(Exception):
+            await ending
 
 
-def _signal_name(number: int) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"
+def _why_ended(reading: TurnReading, session: ProviderSession) -> str:
+    """Why a warm process was ended after a turn: the turn's cut, else how it ended."""
+    if reading.timed_out is not None:
+        return "turn_timeout"
+    if reading.gave_up is not None:
+        return "retry_bound"
+    return "aborted" if session.aborted else "turn_failed"
 
 
 def uuid_for(session_id: str) -> str:

@@ -1,8 +1,12 @@
 """``claude-code``: Anthropic's Claude Code CLI driven headless (``claude -p``).
 
-Each turn is one ``claude -p PROMPT --output-format stream-json --verbose
---include-partial-messages`` process. seamline mints the session id (``--session-id``);
-a later turn resumes it (``--resume``), a fork copies it natively (``--resume PARENT
+By default a session keeps one warm process, ``claude -p --input-format stream-json
+--output-format stream-json --verbose --include-partial-messages``: each turn is one user
+message on its stdin and ends with its ``result`` line; an abort is Claude Code's
+``interrupt`` control request. With ``warm=false`` (or Claude Code's own per-turn budget,
+``max_budget_usd``, which a long-lived process would count across turns) each turn is one
+``claude -p PROMPT …`` process. seamline mints the session id (``--session-id``); a later
+process resumes it (``--resume``), a fork copies it natively (``--resume PARENT
 --fork-session --session-id NEW``). Cost is what Claude Code reports in its result frame.
 """
 
@@ -11,7 +15,8 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import AsyncIterator, Iterable, Mapping
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
 from typing import ClassVar, Final
 
@@ -22,6 +27,7 @@ from seamline.providers.cli_approvals import ApprovalSocket, claude_hook_setting
 from seamline.providers.cli_parsers.base import StreamParser
 from seamline.providers.cli_parsers.claude_code import ClaudeStreamJsonParser
 from seamline.providers.runtime_dir import ensure_runtime_dir, remove_runtime_dir
+from seamline.providers.warm_process import WARM_OPTIONS, WarmProcess
 
 __all__ = ["ClaudeCodeProvider"]
 
@@ -43,6 +49,7 @@ class ClaudeCodeProvider(AgentCliProvider):
         ),
         "max_budget_usd": OptionSpec("Claude Code's own --max-budget-usd for the turn", kind="number"),
         "config_dir": OptionSpec("Claude Code's config dir (sets CLAUDE_CONFIG_DIR)", operator_only=True),
+        **WARM_OPTIONS,
     }
     forking = "native"
     session_ids = "seamline"
@@ -78,7 +85,22 @@ class ClaudeCodeProvider(AgentCliProvider):
         mode: SessionMode,
         target: str | None,
     ) -> Invocation:
-        argv = [executable, "-p", prompt, "--output-format", "stream-json", "--verbose", "--include-partial-messages"]
+        return self._started(session, executable, ["-p", prompt], mode, target)
+
+    def _warm_invocation(
+        self, *, session: ProviderSession, executable: str, mode: SessionMode, target: str | None
+    ) -> Invocation:
+        # No prompt on the command line: every turn is a user message on stdin.
+        invocation = self._started(session, executable, ["-p", "--input-format", "stream-json"], mode, target)
+        # Claude Code writes its transcript a moment after a result, or at exit; a warm process
+        # killed in that moment would leave nothing to resume. This makes it write it first.
+        invocation.env["CLAUDE_CODE_EAGER_FLUSH"] = "1"
+        return invocation
+
+    def _started(
+        self, session: ProviderSession, executable: str, head: list[str], mode: SessionMode, target: str | None
+    ) -> Invocation:
+        argv = [executable, *head, "--output-format", "stream-json", "--verbose", "--include-partial-messages"]
         if mode == "fresh":
             argv += ["--session-id", uuid_for(session.session_id)]
         elif mode == "resume" and target:
@@ -118,6 +140,36 @@ class ClaudeCodeProvider(AgentCliProvider):
             env["IS_SANDBOX"] = "1"
         return Invocation(argv=argv, env=env)
 
+    def _warm_wanted(self, session: ProviderSession) -> bool:
+        # --max-budget-usd bounds what one process spends, which warm would be every turn's.
+        return self.option_values.get("warm", "true") == "true" and not self.option_values.get("max_budget_usd")
+
+    def _warm_message(self, prompt: str) -> bytes:
+        message = {"role": "user", "content": [{"type": "text", "text": prompt}]}
+        return json.dumps({"type": "user", "message": message}).encode() + b"\n"
+
+    def _warm_interrupt(self) -> bytes | None:
+        request = {"subtype": "interrupt"}
+        line = {"type": "control_request", "request_id": f"seamline-{uuid.uuid4().hex[:16]}", "request": request}
+        return json.dumps(line).encode() + b"\n"
+
+    def _warm_terminal(self, line: bytes) -> bool:
+        # Cheap: only a line that starts like a result frame is decoded.
+        if not line.startswith(b'{"type":"result"'):
+            return False
+        try:
+            frame = json.loads(line)
+        except ValueError:
+            return False
+        return isinstance(frame, dict) and frame.get("type") == "result"
+
+    def _warm_attachments(self, session: ProviderSession) -> list[tuple[object, Callable[[], Awaitable[None]]]]:
+        # The approval hook named in the process's --settings must answer as long as it runs.
+        bridge = session.state.get("approval_bridge")
+        if isinstance(bridge, ApprovalSocket) and bridge.running:
+            return [(bridge, bridge.stop)]
+        return []
+
     def _envelope_inner_env(self, home: Path) -> dict[str, str]:
         return {"CLAUDE_CONFIG_DIR": str(home / self.config_dir_name)}
 
@@ -133,9 +185,13 @@ class ClaudeCodeProvider(AgentCliProvider):
             async for event in super()._turn(session, prompt):
                 yield event
             return
-        bridge = ApprovalSocket(session.approval, ensure_runtime_dir(session.session_id, session.state))
-        await bridge.start()
-        session.state["approval_bridge"] = bridge
+        # A warm process that died takes its socket with it: settled before one is chosen.
+        await self._settle_warm(session)
+        bridge = session.state.get("approval_bridge")
+        if not isinstance(bridge, ApprovalSocket) or not bridge.running:
+            bridge = ApprovalSocket(session.approval, ensure_runtime_dir(session.session_id, session.state))
+            await bridge.start()
+            session.state["approval_bridge"] = bridge
         decided: set[str] = set()
         try:
             async for event in merge_events(super()._turn(session, prompt), bridge.events):
@@ -145,11 +201,16 @@ class ClaudeCodeProvider(AgentCliProvider):
                     decided.add(event.request_id)
                 yield event
         finally:
-            session.state.pop("approval_bridge", None)
-            await bridge.stop()
+            warm = session.state.get("cli_warm")
+            if isinstance(warm, WarmProcess) and warm.alive and warm.holds(bridge):
+                bridge.cancel_pending()  # the socket lives on with the process; no hook waits past a turn
+            else:
+                if session.state.get("approval_bridge") is bridge:
+                    session.state.pop("approval_bridge", None)
+                await bridge.stop()
 
     def _approval_args(self, session: ProviderSession) -> list[str]:
-        """``--settings`` with the hook, while this turn's approval socket is served. The
+        """``--settings`` with the hook, while the session's approval socket is served. The
         hook runs before every tool call whatever ``--permission-mode`` or
         ``--allowedTools`` say, and its deny holds even under ``bypassPermissions``."""
         bridge = session.state.get("approval_bridge")

@@ -189,6 +189,7 @@ class ApprovalSocket:
         # Decisions are taken one at a time, in the order asked, as the loop does.
         self._lock = asyncio.Lock()
         self._handlers: set[asyncio.Task[Any]] = set()
+        self._dropped: set[asyncio.Task[Any]] = set()
 
     async def start(self) -> None:
         self.hook.write_text(HOOK_SOURCE)
@@ -198,12 +199,16 @@ class ApprovalSocket:
         self._server = await asyncio.start_unix_server(self._serve, path=str(self.path), limit=_MAX_REQUEST)
         os.chmod(self.path, 0o600)
 
+    def cancel_pending(self) -> None:
+        """Cancel the decisions still waiting (a prompt nobody answers): each hook hears its
+        connection close and denies, wherever it runs. The socket keeps serving."""
+        for task in list(self._handlers):
+            self._dropped.add(task)
+            task.cancel()
+
     async def stop(self) -> None:
         server, self._server = self._server, None
-        # A decision still waiting (a prompt nobody answers) is cancelled: its hook hears
-        # the connection close and denies, wherever it runs.
-        for task in list(self._handlers):
-            task.cancel()
+        self.cancel_pending()
         if server is not None:
             server.close()
             with contextlib.suppress(Exception):
@@ -226,9 +231,14 @@ class ApprovalSocket:
             await writer.drain()
         except (OSError, ValueError, asyncio.LimitOverrunError, asyncio.IncompleteReadError):
             pass  # the hook hears nothing and denies
+        except asyncio.CancelledError:
+            if task not in self._dropped:
+                raise
+            # Dropped on purpose: ends quietly (asyncio logs a handler that ends cancelled).
         finally:
             if task is not None:
                 self._handlers.discard(task)
+                self._dropped.discard(task)
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()

@@ -120,6 +120,7 @@ class Enveloped:
     #: inside port -> the unix socket the bridge makes for it (see :func:`reach`)
     exposed: dict[int, Path] = field(default_factory=dict)
     _seen: int = field(default=0)
+    _summarized: int = field(default=0)
     _carriers: list[asyncio.Server] = field(default_factory=list)
 
     async def reach(self, port: int) -> int:
@@ -135,11 +136,15 @@ class Enveloped:
         return [_refusal_event(r) for r in new]
 
     def summary(self) -> Raw:
+        """The turn's report: connections refused since the last summary (a warm process
+        runs many turns in one envelope) and what the gate allows."""
+        refused = len(self.gate.refused) - self._summarized
+        self._summarized = len(self.gate.refused)
         return Raw(
             source="seamline",
             payload={
                 "envelope": "bwrap",
-                "egress_refused": len(self.gate.refused),
+                "egress_refused": refused,
                 "egress_allowed": self.gate.allow.render(),
             },
         )

@@ -224,14 +224,17 @@ class LineProcess:
         env: Mapping[str, str] | None = None,
         cwd: str | os.PathLike[str] | None = None,
         stdin: bytes | None = None,
+        keep_stdin: bool = False,
     ) -> LineProcess:
-        """Start ``argv`` in a new process group; stdin gets ``stdin`` then EOF (or nothing)."""
+        """Start ``argv`` in a new process group; stdin gets ``stdin`` then EOF (or nothing).
+        With ``keep_stdin`` it stays open for :meth:`write` until :meth:`close_stdin`."""
         if not argv:
             raise InvalidRequest("empty command line")
+        piped = stdin is not None or keep_stdin
         try:
             proc = await spawn_group(
                 *child_argv(argv, env=env, cwd=cwd),
-                stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
+                stdin=asyncio.subprocess.PIPE if piped else asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
                 env=dict(env) if env is not None else None,
@@ -256,8 +259,27 @@ class LineProcess:
                 await line_process.end(grace=0)
                 raise
             finally:
-                proc.stdin.close()
+                if not keep_stdin:
+                    proc.stdin.close()
         return line_process
+
+    async def write(self, data: bytes) -> bool:
+        """Write ``data`` to an open stdin; False when the program no longer reads it."""
+        stdin = self._proc.stdin
+        if stdin is None or stdin.is_closing():
+            return False
+        try:
+            stdin.write(data)
+            await stdin.drain()
+        except (BrokenPipeError, ConnectionResetError):
+            return False
+        return True
+
+    def close_stdin(self) -> None:
+        """Close stdin: a program that reads it until its end ends now."""
+        stdin = self._proc.stdin
+        if stdin is not None and not stdin.is_closing():
+            stdin.close()
 
     async def _drain_stderr(self) -> None:
         stream = self._proc.stderr
@@ -289,6 +311,11 @@ class LineProcess:
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.wait_for(asyncio.shield(self._stderr_task), timeout=2.0)
         return code
+
+    def leader_alive(self) -> bool:
+        """Whether the program itself still runs (a zombie does not): one ``/proc`` read,
+        where :meth:`group_alive` reads every process's."""
+        return self._proc.returncode is None and _live(self.pid)
 
     def group_alive(self) -> bool:
         """Whether any live process of the group is left (the leader or its children)."""
@@ -340,6 +367,15 @@ class LineProcess:
             await self._close_pipes()
         self.ended_by = EndResult(signal=used, returncode=self._proc.returncode)
         return self.ended_by
+
+    def kill_now(self) -> None:
+        """SIGKILL the whole group and close the pipes, without waiting: for an event loop
+        that is shutting down with the program still running (nothing may be left)."""
+        kill_group(self.pgid)
+        self._stderr_task.cancel()
+        transport = getattr(self._proc, "_transport", None)
+        if isinstance(transport, asyncio.SubprocessTransport):
+            transport.close()
 
     async def _close_pipes(self) -> None:
         """Close the pipes of a group that is gone, once the tail of stderr is in.

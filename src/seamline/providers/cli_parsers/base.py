@@ -142,6 +142,15 @@ class StreamParser:
                 self._said.append(event.text)
         return events
 
+    def continue_from(self, carried: dict[str, Any]) -> None:
+        """Take what the previous turn's parser left (:meth:`carry_over`) when the turn runs
+        on the same live process (running totals the program reports per process)."""
+        return None
+
+    def carry_over(self) -> dict[str, Any]:
+        """What the next turn's parser on the same live process needs from this one."""
+        return {}
+
     def watch_stderr(self, tail: str) -> list[Event]:
         """Called now and then with the program's latest stderr; a CLI that reports its
         retries only there counts them here (``retries`` must only grow)."""

@@ -8,6 +8,11 @@ program's own ``tool_use_result`` detail), ``result`` (the turn's end, with usag
 ``total_cost_usd``). An API failure looks like success at first glance: ``result`` has
 ``subtype: "success"`` but ``is_error: true`` and ``api_error_status``, after a synthetic
 ``assistant`` message (model ``<synthetic>``) whose text starts ``API Error:``.
+
+A process that takes several turns (``--input-format stream-json``) reports ``modelUsage``
+and ``total_cost_usd`` as running totals of the process; a parser that continues from the
+previous turn's (:meth:`~ClaudeStreamJsonParser.continue_from`) reports the turn's own.
+``control_response`` lines (answers to our interrupt) report nothing.
 """
 
 from __future__ import annotations
@@ -54,6 +59,17 @@ class ClaudeStreamJsonParser(StreamParser):
         self._streamed_blocks: set[tuple[str, int]] = set()
         self._message_id = ""
         self._api_error_text = ""
+        # The process's running totals before this turn, and after it (see continue_from).
+        self._before: dict[str, Any] = {}
+        self._running: dict[str, Any] = {}
+
+    def continue_from(self, carried: dict[str, Any]) -> None:
+        before = carried.get("running")
+        self._before = dict(before) if isinstance(before, dict) else {}
+        self._running = dict(self._before)
+
+    def carry_over(self) -> dict[str, Any]:
+        return {"running": dict(self._running)}
 
     def _frame(self, frame: dict[str, Any]) -> list[Event]:
         kind = frame.get("type")
@@ -67,6 +83,8 @@ class ClaudeStreamJsonParser(StreamParser):
             return self._system(frame)
         if kind == "result":
             return self._result(frame)
+        if kind == "control_response":
+            return []  # the answer to a control request (our interrupt): kept in the raw log
         return [Raw(source=self.source, payload=frame)]
 
     def _system(self, frame: dict[str, Any]) -> list[Event]:
@@ -178,7 +196,7 @@ class ClaudeStreamJsonParser(StreamParser):
         if isinstance(sid, str) and sid and self.provider_session_id is None:
             self.provider_session_id = sid
             events.append(Session(session_id="", provider=self.source, model=self.model, provider_session_id=sid))
-        events.extend(_usage(frame, self.model))
+        events.extend(self._turn_usage(frame))
         events.extend(_denials(frame.get("permission_denials")))
         subtype = frame.get("subtype")
         result_text = frame.get("result") if isinstance(frame.get("result"), str) else ""
@@ -227,6 +245,21 @@ class ClaudeStreamJsonParser(StreamParser):
         self.outcome, self.stop_reason = "failed", kind
         return events
 
+    def _turn_usage(self, frame: dict[str, Any]) -> list[Usage]:
+        """The turn's usage: the frame's figures less the process's totals before the turn."""
+        per_model = frame.get("modelUsage")
+        running: dict[str, Any] = {}
+        if isinstance(per_model, dict):
+            running.update(
+                {f"model:{name}": figures for name, figures in per_model.items() if isinstance(figures, dict)}
+            )
+        total = _number(frame.get("total_cost_usd"))
+        if total is not None:
+            running["total_cost_usd"] = total
+        events = _usage(frame, self.model, self._before)
+        self._running = {**self._before, **running}
+        return events
+
 
 def _denials(denials: Any) -> list[Event]:
     """The tool calls Claude Code refused to run (no allow rule): decisions by the agent."""
@@ -260,16 +293,19 @@ def _file_change(name: str, arguments: dict[str, Any], detail: Any, call_id: str
     return FileChange(path=path, kind=kind, call_id=call_id)
 
 
-def _usage(frame: dict[str, Any], model: str | None) -> list[Usage]:
+def _usage(frame: dict[str, Any], model: str | None, before: dict[str, Any]) -> list[Usage]:
     """The turn's usage: per model from ``modelUsage`` (each with its ``costUSD``), else the
     summed ``usage`` with ``total_cost_usd``. ``usage`` reads zero on some error results
-    (a budget stop) while ``modelUsage`` keeps the real figures, so it comes first."""
+    (a budget stop) while ``modelUsage`` keeps the real figures, so it comes first. The
+    running totals in ``before`` (earlier turns of the same process) are taken off."""
     uid = frame.get("uuid")
     base_id = f"claude-code:{uid}" if isinstance(uid, str) else None
     per_model = frame.get("modelUsage")
     if isinstance(per_model, dict) and per_model and all(isinstance(v, dict) for v in per_model.values()):
         events: list[Usage] = []
-        for name, figures in per_model.items():
+        for name, now in per_model.items():
+            earlier = before.get(f"model:{name}")
+            figures = _less(now, earlier if isinstance(earlier, dict) else {})
             cache_read = as_int(figures.get("cacheReadInputTokens"))
             cache_write = as_int(figures.get("cacheCreationInputTokens"))
             cost = _number(figures.get("costUSD"))
@@ -292,6 +328,9 @@ def _usage(frame: dict[str, Any], model: str | None) -> list[Usage]:
     cache_read = as_int(usage.get("cache_read_input_tokens"))
     cache_write = as_int(usage.get("cache_creation_input_tokens"))
     cost = _number(frame.get("total_cost_usd"))
+    earlier_cost = _number(before.get("total_cost_usd"))
+    if cost is not None and earlier_cost is not None:
+        cost = max(cost - earlier_cost, 0.0)  # ``usage`` is the turn's own; the cost is not
     return [
         Usage(
             # Anthropic counts input without the cached part; seamline's input includes it.
@@ -305,6 +344,19 @@ def _usage(frame: dict[str, Any], model: str | None) -> list[Usage]:
             usage_id=base_id,
         )
     ]
+
+
+def _less(now: dict[str, Any], earlier: dict[str, Any]) -> dict[str, Any]:
+    """Running figures less the earlier ones (never below zero); the rest as they are."""
+    if not earlier:
+        return now
+    out = dict(now)
+    for key, value in now.items():
+        was = _number(earlier.get(key))
+        if was is not None and (current := _number(value)) is not None:
+            exact = key == "costUSD" or isinstance(value, float)
+            out[key] = max(current - was, 0.0) if exact else max(int(current - was), 0)
+    return out
 
 
 def _number(value: Any) -> float | None:
