@@ -34,8 +34,8 @@ from workloads import model_apis as model_apis_workload  # noqa: E402
 from workloads import stages as stages_workload  # noqa: E402
 from workloads import store as store_workload  # noqa: E402
 from workloads import trace as trace_workload  # noqa: E402
-from workloads import worktree as worktree_workload  # noqa: E402
 from workloads import warm_sessions as warm_sessions_workload  # noqa: E402
+from workloads import worktree as worktree_workload  # noqa: E402
 
 WORKLOADS = {
     "loop_overhead": loop_overhead.run,

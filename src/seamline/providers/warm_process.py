@@ -39,6 +39,7 @@ WARM_OPTIONS: Final[dict[str, OptionSpec]] = {
         "seconds a warm CLI process may sit idle between turns before it is ended",
         default="300",
         kind="positive_number",
+        operator_only=True,  # a server's clients do not decide how long its processes live
     ),
 }
 
