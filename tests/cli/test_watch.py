@@ -47,7 +47,7 @@ def test_two_runs_are_listed_with_status_branch_and_cost_while_they_run_and_afte
     argv = [*seamline_cmd, "run", "--json", "--worktree", "--store", str(store), "-w", str(repo), "-p", "scripted"]
     runs = [
         subprocess.Popen(
-            [*argv, "-o", f"script={_script(tmp_path, name, delay=4.0)}", "--yes", "go"],
+            [*argv, "-o", f"script={_script(tmp_path, name, delay=6.0)}", "--yes", "go"],
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -81,7 +81,7 @@ def test_two_runs_are_listed_with_status_branch_and_cost_while_they_run_and_afte
     for sid, row in after.items():
         assert row["status"] == "completed" and row["branch"] == f"seamline/{sid[:8]}"
         assert row["cost_usd"] == 0.02 and (row["input_tokens"], row["output_tokens"]) == (20, 4)
-        assert row["provider"] == "scripted" and row["title"] == "go" and row["elapsed_s"] >= 4.0
+        assert row["provider"] == "scripted" and row["title"] == "go" and row["elapsed_s"] >= 6.0
 
 
 def test_the_live_view_refreshes_until_ctrl_c(seamline_cmd: list[str], cli_env: dict[str, str], tmp_path: Path) -> None:
