@@ -89,7 +89,7 @@ def test_two_runs_at_once_then_merge_one_and_discard_the_other(seamline_cmd: lis
     assert discarded.returncode == 0, discarded.stderr
 
     assert (repo / "left.txt").read_text() == "left\n" and not (repo / "right.txt").exists()
-    assert git(repo, "log", "--format=%s", "main").splitlines() == [
+    assert git(repo, "log", "--topo-order", "--format=%s", "main").splitlines() == [
         f"seamline: merge run {left[:12]} (seamline/{left[:8]})",
         f"seamline run {left} turn 1",
         "init",

@@ -36,7 +36,7 @@ def _write(path: str, content: str) -> dict[str, Any]:
 
 
 def _subjects(repo: Path, ref: str) -> list[str]:
-    return git(repo, "log", "--format=%s", ref).splitlines()
+    return git(repo, "log", "--topo-order", "--format=%s", ref).splitlines()
 
 
 def test_each_turn_that_changed_something_is_one_commit_on_the_runs_branch(repo: Path, tmp_path: Path) -> None:

@@ -118,6 +118,10 @@ class ClaudeCodeSettings(_AgentCLISettings):
     permission_mode: Literal["default", "acceptEdits", "plan", "bypassPermissions"] | None = None
     max_budget_usd: float | None = None
     config_dir: str | None = None
+    #: one live CLI process per session (True, the default) or one per turn (False)
+    warm: bool | None = None
+    #: seconds a warm process may sit idle between turns before it is ended
+    warm_idle: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
