@@ -58,7 +58,7 @@ def _cell(metric: dict[str, Any], target: str) -> str:
     return text
 
 
-_GOAL = re.compile(r"^\s*(≤|<|≥|>)\s*(⅓ of floor|[\d,.]+)\s*(\S*)")
+_GOAL = re.compile(r"^\s*(≤|<|≥|>)\s*(⅓ of floor|[\d,.]+× floor|[\d,.]+)\s*(\S*)")
 _SCALE = {"µs": 1e-6, "ms": 1e-3, "s": 1.0, "KB": 1.0, "MB": 1024.0}
 
 
@@ -71,11 +71,12 @@ def goal_met(metric: dict[str, Any]) -> bool | None:
         return None
     op, amount, unit = match.groups()
     value = float(cell["value"])
-    if amount == "⅓ of floor":
+    if amount.endswith("of floor") or amount.endswith("× floor"):
         floor = metric["cells"].get("floor")
         if floor is None or floor.get("status") != "ok":
             return None
-        bound = float(floor["value"]) / 3
+        times = 1 / 3 if amount.startswith("⅓") else float(amount.split("×")[0].replace(",", ""))
+        bound = float(floor["value"]) * times
     else:
         bound = float(amount.replace(",", ""))
         here, wanted = _SCALE.get(metric["unit"]), _SCALE.get(unit)

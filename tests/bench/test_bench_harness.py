@@ -143,6 +143,8 @@ def _metric(goal: str, unit: str, seamline: float, floor: float = 1.0, better: s
         (_metric("≥ ⅓ of floor", "calls/s", 8_961, floor=18_784, better="higher"), True),
         (_metric("< 100 ms", "ms", 26.7), True),
         (_metric("≥ 500,000/s", "deltas/s", 2_213_419, better="higher"), True),
+        (_metric("≤ 3× floor", "ms", 77.3, floor=59.2), True),
+        (_metric("≤ 3× floor", "ms", 190.0, floor=59.2), False),
         (_metric("", "ms", 1.0), None),
     ],
 )
