@@ -9,12 +9,13 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import seamline
 from seamline.errors import InvalidRequest, TimeoutFailure
-from seamline.tools import ToolContext, Workspace, workspace_tools
+from seamline.tools import ToolContext, Workspace, read_tools, workspace_tools
 from seamline.tools.read_tools import MAX_ANSWER_BYTES, MAX_FILE_BYTES
 
 
@@ -97,25 +98,6 @@ def test_a_catastrophic_pattern_times_out_as_a_classified_error(ws: Workspace) -
         call(ws, "grep", pattern="(a|aa)+$", path="evil.txt", read_timeout=0.3)
 
 
-def _grep_children() -> list[int]:
-    """This process's children that are grep search processes. Read from each thread's
-    ``children`` list (cheap on a busy machine, unlike a walk of all of /proc)."""
-    found = []
-    for listing in Path("/proc/self/task").glob("*/children"):
-        try:
-            pids = [int(p) for p in listing.read_text().split()]
-        except (OSError, ValueError):
-            continue
-        for pid in pids:
-            try:
-                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-            except OSError:
-                continue
-            if b"grep_child" in cmdline:
-                found.append(pid)
-    return found
-
-
 def _until(check: Callable[[], bool], *, bound_s: float = 30.0) -> bool:
     end = time.monotonic() + bound_s
     while time.monotonic() < end:
@@ -125,25 +107,40 @@ def _until(check: Callable[[], bool], *, bound_s: float = 30.0) -> bool:
     return check()
 
 
-def test_grep_is_cancellable(ws: Workspace) -> None:
+def test_grep_is_cancellable(ws: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
     """A cancel ends the search itself (its process), not only the awaiting task: the
-    pattern would otherwise run for the whole 120 s read timeout."""
+    pattern would otherwise run for the whole 120 s read timeout. The search process is
+    the one grep starts (recorded as it is made), not one found by scanning /proc."""
     (ws.root / "evil.txt").write_text("a" * 64 + "b\n")
     tool = workspace_tools(ws, read_timeout=120).get("grep")
     assert tool is not None
     ctx = ToolContext(call_id="c1", session_id="s", turn_id=1, emit=lambda _e: None)
+    started: list[subprocess.Popen[bytes]] = []
+    real_popen = read_tools.subprocess.Popen
+
+    def recording_popen(*args: Any, **kwargs: Any) -> subprocess.Popen[bytes]:
+        proc: subprocess.Popen[bytes] = real_popen(*args, **kwargs)
+        started.append(proc)
+        return proc
+
+    monkeypatch.setattr(read_tools.subprocess, "Popen", recording_popen)
 
     async def scenario() -> None:
         task = asyncio.ensure_future(tool.invoke({"pattern": "(a|aa)+$", "path": "evil.txt"}, ctx))
         end = time.monotonic() + 60
-        while not _grep_children() and not task.done() and time.monotonic() < end:
-            await asyncio.sleep(0.02)  # until the search process runs
-        assert not task.done(), "the search ended by itself: the pattern no longer runs long"
-        assert _grep_children()
+        while not started and not task.done() and time.monotonic() < end:
+            await asyncio.sleep(0.02)  # until the search process is made
+        assert started, "grep started no search process"
+        await asyncio.sleep(0.3)  # it is searching now
+        assert not task.done(), (
+            f"the search ended by itself: {task.result() if not task.exception() else task.exception()!r}"
+        )
+        assert started[0].returncode is None  # still running
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-        assert await asyncio.to_thread(_until, lambda: not _grep_children())
+        # The search thread saw the stop flag and killed (and reaped) the process.
+        assert await asyncio.to_thread(_until, lambda: started[0].returncode is not None)
 
     asyncio.run(scenario())
 
