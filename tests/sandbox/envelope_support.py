@@ -10,7 +10,7 @@ import os
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -95,3 +95,28 @@ def revert_run(store: Path, events: list[dict[str, Any]]) -> None:
     """``seamline revert RUN`` for the run whose ``--json`` events these are."""
     done = seamline_cli("revert", str(events[0]["session_id"]), "--store", str(store), store=store)
     assert done.returncode == 0, done.stderr
+
+
+#: Runs a script (model answers) with `--sandbox bwrap --store STORE` against the backend's fake.
+EnvelopedRun = Callable[[list[dict[str, object]], Path], "subprocess.CompletedProcess[str]"]
+Shell = Callable[[str], dict[str, object]]
+
+
+def check_a_deny_rule_holds(run: EnvelopedRun, shell: Shell, *, tool: str, workspace: Path, store: Path) -> None:
+    """A stored deny rule refuses the agent's own shell call inside the envelope: the
+    decision is the rule's, the command never runs."""
+    marker = workspace / "marker"
+    add_deny_rule(store, tool, "command=touch*")
+    done = run([shell(f"touch {marker}"), {"text": "Done."}], store)
+    assert done.returncode == 0, done.stderr
+    assert_denied_by_rule(json_events(done.stdout))
+    assert not marker.exists()
+
+
+def check_revert_undoes_a_write(run: EnvelopedRun, shell: Shell, *, workspace: Path, store: Path) -> None:
+    """`seamline revert` undoes a file the agent wrote with its own shell inside the envelope."""
+    done = run([shell("printf new > made.txt"), {"text": "Done."}], store)
+    assert done.returncode == 0, done.stderr
+    assert (workspace / "made.txt").read_text() == "new"
+    revert_run(store, json_events(done.stdout))
+    assert not (workspace / "made.txt").exists()

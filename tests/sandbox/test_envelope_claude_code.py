@@ -13,12 +13,12 @@ import pytest
 from seamline.errors import SandboxViolation
 from tests.providers.agent_cli_support import ROOT, AgentAnthropic, CliWorld, cli_path, make_world
 from tests.sandbox.envelope_support import (
-    add_deny_rule,
-    assert_denied_by_rule,
+    EnvelopedRun,
+    check_a_deny_rule_holds,
+    check_revert_undoes_a_write,
     json_events,
     reach_command,
     refused,
-    revert_run,
     second_server,
     tool_outputs,
 )
@@ -140,22 +140,18 @@ def test_a_pipeline_run_with_sandbox_puts_the_cli_in_the_envelope(world: CliWorl
 
 
 def test_a_stored_deny_rule_refuses_its_shell_call_inside_the_envelope(world: CliWorld, tmp_path: Path) -> None:
-    store = tmp_path / "store.db"
-    marker = world.workspace / "marker"
-    add_deny_rule(store, "Bash", "command=touch*")
-    with AgentAnthropic([shell(f"touch {marker}"), {"text": "Done."}], fallback={"text": "side"}) as fake:
-        done = seamline_run(fake, world, "--sandbox", "bwrap", "--store", str(store))
-    assert done.returncode == 0, done.stderr
-    assert_denied_by_rule(json_events(done.stdout))
-    assert not marker.exists()
+    check_a_deny_rule_holds(
+        _enveloped(world), shell, tool="Bash", workspace=world.workspace, store=tmp_path / "store.db"
+    )
 
 
 def test_revert_undoes_a_file_it_wrote_inside_the_envelope(world: CliWorld, tmp_path: Path) -> None:
-    store = tmp_path / "store.db"
-    with AgentAnthropic([shell("printf new > made.txt"), {"text": "Done."}], fallback={"text": "side"}) as fake:
-        done = seamline_run(fake, world, "--sandbox", "bwrap", "--store", str(store))
-    assert done.returncode == 0, done.stderr
-    events = json_events(done.stdout)
-    assert (world.workspace / "made.txt").read_text() == "new"
-    revert_run(store, events)
-    assert not (world.workspace / "made.txt").exists()
+    check_revert_undoes_a_write(_enveloped(world), shell, workspace=world.workspace, store=tmp_path / "store.db")
+
+
+def _enveloped(world: CliWorld) -> EnvelopedRun:
+    def run(script: list[dict[str, object]], store: Path) -> subprocess.CompletedProcess[str]:
+        with AgentAnthropic(script, fallback={"text": "side"}) as fake:
+            return seamline_run(fake, world, "--sandbox", "bwrap", "--store", str(store))
+
+    return run

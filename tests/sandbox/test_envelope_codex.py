@@ -15,7 +15,15 @@ import pytest
 
 from tests.fakes.openai_api import FakeOpenAI
 from tests.providers.agent_cli_support import ROOT, CliWorld, cli_path, make_world
-from tests.sandbox.envelope_support import json_events, reach_command, refused, revert_run, second_server, tool_outputs
+from tests.sandbox.envelope_support import (
+    EnvelopedRun,
+    check_revert_undoes_a_write,
+    json_events,
+    reach_command,
+    refused,
+    second_server,
+    tool_outputs,
+)
 
 pytestmark = pytest.mark.real
 MODEL = "gpt-5"
@@ -92,11 +100,12 @@ def test_a_stored_deny_rule_holds_inside_the_envelope(world: CliWorld, tmp_path:
 
 
 def test_revert_undoes_a_file_it_wrote_inside_the_envelope(world: CliWorld, tmp_path: Path) -> None:
-    store = tmp_path / "store.db"
-    with FakeOpenAI([shell("printf new > made.txt"), {"text": "Done."}]) as fake:
-        done = seamline_run(fake, world, "--sandbox", "bwrap", "--store", str(store))
-    assert done.returncode == 0, done.stderr
-    events = json_events(done.stdout)
-    assert (world.workspace / "made.txt").read_text() == "new"
-    revert_run(store, events)
-    assert not (world.workspace / "made.txt").exists()
+    check_revert_undoes_a_write(_enveloped(world), shell, workspace=world.workspace, store=tmp_path / "store.db")
+
+
+def _enveloped(world: CliWorld) -> EnvelopedRun:
+    def run(script: list[dict[str, object]], store: Path) -> subprocess.CompletedProcess[str]:
+        with FakeOpenAI(script) as fake:
+            return seamline_run(fake, world, "--sandbox", "bwrap", "--store", str(store))
+
+    return run

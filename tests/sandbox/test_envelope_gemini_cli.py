@@ -13,12 +13,12 @@ import pytest
 from tests.fakes.gemini_api import FakeGemini
 from tests.providers.agent_cli_support import ROOT, CliWorld, cli_path, make_gemini_world
 from tests.sandbox.envelope_support import (
-    add_deny_rule,
-    assert_denied_by_rule,
+    EnvelopedRun,
+    check_a_deny_rule_holds,
+    check_revert_undoes_a_write,
     json_events,
     reach_command,
     refused,
-    revert_run,
     second_server,
     tool_outputs,
 )
@@ -77,25 +77,13 @@ def test_a_server_not_on_the_allowlist_is_unreachable_while_the_model_endpoint_w
 
 
 def test_a_stored_deny_rule_refuses_its_shell_call_inside_the_envelope(world: CliWorld, tmp_path: Path) -> None:
-    store = tmp_path / "store.db"
-    marker = world.workspace / "marker"
-    add_deny_rule(store, "run_shell_command", "command=touch*")
-    with FakeGemini([shell(f"touch {marker}"), {"text": "Done."}]) as fake:
-        done = seamline_run(fake, world, "--sandbox", "bwrap", "--store", str(store))
-    assert done.returncode == 0, done.stderr
-    assert_denied_by_rule(json_events(done.stdout))
-    assert not marker.exists()
+    check_a_deny_rule_holds(
+        _enveloped(world), shell, tool="run_shell_command", workspace=world.workspace, store=tmp_path / "store.db"
+    )
 
 
 def test_revert_undoes_a_file_it_wrote_inside_the_envelope(world: CliWorld, tmp_path: Path) -> None:
-    store = tmp_path / "store.db"
-    with FakeGemini([shell("printf new > made.txt"), {"text": "Done."}]) as fake:
-        done = seamline_run(fake, world, "--sandbox", "bwrap", "--store", str(store))
-    assert done.returncode == 0, done.stderr
-    events = json_events(done.stdout)
-    assert (world.workspace / "made.txt").read_text() == "new"
-    revert_run(store, events)
-    assert not (world.workspace / "made.txt").exists()
+    check_revert_undoes_a_write(_enveloped(world), shell, workspace=world.workspace, store=tmp_path / "store.db")
 
 
 def test_the_cli_runs_as_root_of_its_namespace_without_capabilities(world: CliWorld, tmp_path: Path) -> None:
@@ -108,3 +96,11 @@ def test_the_cli_runs_as_root_of_its_namespace_without_capabilities(world: CliWo
     output = tool_outputs(json_events(done.stdout))
     assert output.splitlines()[0].strip() == "0", output
     assert "CapEff:\t0000000000000000" in output and "REMOUNTED" not in output
+
+
+def _enveloped(world: CliWorld) -> EnvelopedRun:
+    def run(script: list[dict[str, object]], store: Path) -> subprocess.CompletedProcess[str]:
+        with FakeGemini(script) as fake:
+            return seamline_run(fake, world, "--sandbox", "bwrap", "--store", str(store))
+
+    return run
