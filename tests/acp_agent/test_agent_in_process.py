@@ -15,6 +15,7 @@ from seamline.events import Event, TextDelta
 from seamline.loop.messages import ModelRequest
 from seamline.providers import registry
 from seamline.providers.base import Provider
+from seamline.runner import RunOptions
 from seamline.sessions.store import SQLiteStore
 from seamline.transport.jsonrpc import JsonRpcError
 from tests.providers.agent_cli_support import run_async
@@ -55,7 +56,7 @@ class FakeConnection:
 def agent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[SeamlineAcpAgent]:
     monkeypatch.setitem(registry._extra, HangingProvider.name, HangingProvider)
     store = SQLiteStore(tmp_path / "s.db")
-    a = SeamlineAcpAgent(AcpAgentSettings(provider=HangingProvider.name, store=store, cancel_grace=0.2))
+    a = SeamlineAcpAgent(AcpAgentSettings(RunOptions(provider=HangingProvider.name, store=store), cancel_grace=0.2))
     a.connection = FakeConnection()  # type: ignore[assignment]
     yield a
     store.close()

@@ -38,6 +38,7 @@ from seamline.errors import InvalidRequest, SeamlineError
 from seamline.events import Complete, ToolCall, Usage
 from seamline.providers.base import Provider, ProviderSession
 from seamline.providers.registry import create_provider
+from seamline.runner import RunOptions, make_provider
 from seamline.sessions.rules import PermissionRules
 from seamline.sessions.store import SessionStore
 from seamline.tools.approval import ApprovalDecision
@@ -60,20 +61,34 @@ ToolsFactory = Callable[[Workspace], Toolset]
 
 @dataclass
 class AcpAgentSettings:
-    """What ``seamline acp`` was started with."""
+    """What ``seamline acp`` was started with: the run options every session of this agent
+    gets (``run``: the provider by name, as each session builds its own, with its model and
+    options; ``yes``, ``max_steps``, ``budget_usd``; the store, open or ``None``), the
+    permission rules, how tools are made for a session's folder, and the pipeline, if any."""
 
-    provider: str
-    model: str | None = None
-    options: dict[str, str] = field(default_factory=dict)
-    store: SessionStore | None = None
+    run: RunOptions = field(default_factory=RunOptions)
     rules: PermissionRules | None = None
     tools: ToolsFactory = workspace_tools
-    yes: bool = False
-    budget_usd: float | None = None
-    max_steps: int = 50
     cancel_grace: float = 5.0
     #: with a pipeline, every prompt is one run of it (see :mod:`seamline.acp_agent.pipeline_turns`)
     pipeline: PipelineSettings | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.run.provider, str):
+            raise InvalidRequest("seamline acp builds a provider per session: give the provider by name")
+        if self.run.store is not None and not isinstance(self.run.store, SessionStore):
+            raise InvalidRequest("seamline acp keeps an open store: give store=open_store(...)")
+
+    @property
+    def provider(self) -> str:
+        return str(self.run.provider)
+
+    @property
+    def store(self) -> SessionStore | None:
+        return self.run.store if isinstance(self.run.store, SessionStore) else None
+
+    def make_provider(self) -> Provider:
+        return make_provider(self.run.provider, model=self.run.model, options=self.run.options)
 
 
 @dataclass(eq=False)
@@ -188,7 +203,7 @@ class SeamlineAcpAgent:
         return opened
 
     def _approval(self, workspace: Workspace) -> ModeApproval:
-        service = PermissionService(rules=self.settings.rules, workspace=workspace.root, yes=self.settings.yes)
+        service = PermissionService(rules=self.settings.rules, workspace=workspace.root, yes=self.settings.run.yes)
         return ModeApproval(service)
 
     async def new_session(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -198,7 +213,7 @@ class SeamlineAcpAgent:
             sid = uuid.uuid4().hex
             self.pipelines[sid] = PipelineSession(sid, workspace.root, tools, self.settings.pipeline)
             return {"sessionId": sid}
-        provider = create_provider(self.settings.provider, model=self.settings.model, options=self.settings.options)
+        provider = self.settings.make_provider()
         approval = self._approval(workspace)
         session = await provider.open(
             workspace=workspace.root,
@@ -239,7 +254,7 @@ class SeamlineAcpAgent:
         provider = create_provider(
             record.provider,
             model=record.metadata.get("model") or record.model,
-            options=self.settings.options if mine else None,
+            options=self.settings.run.options if mine else None,
         )
         approval = self._approval(workspace)
         mode = record.metadata.get("mode", record.mode)
@@ -388,7 +403,8 @@ class SeamlineAcpAgent:
         usages: list[Usage] = []
         final: Complete | None = None
         assert self.connection is not None
-        async for event in session.send(text, max_steps=self.settings.max_steps, budget_usd=self.settings.budget_usd):
+        run = self.settings.run
+        async for event in session.send(text, max_steps=run.max_steps, budget_usd=run.budget_usd):
             for update in translator.updates(event):
                 await self.connection.notify("session/update", {"sessionId": session.session_id, "update": update})
             if isinstance(event, Usage):

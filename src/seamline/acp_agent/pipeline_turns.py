@@ -25,7 +25,7 @@ from seamline.events import Complete, Raw, Usage
 from seamline.live import open_run
 from seamline.pipeline.builtin import stream_pipeline
 from seamline.pipeline.controller import PipelineController
-from seamline.providers.registry import create_provider
+from seamline.runner import RunOptions, make_provider
 from seamline.sessions.store import SQLiteStore
 from seamline.tools.base import Toolset
 
@@ -46,15 +46,12 @@ _STOPS: Final[dict[str, str]] = {
 
 @dataclass
 class PipelineSettings:
+    """The pipeline every prompt runs, with the agent's run options (the store in them a
+    SQLite store or ``None``: a run kept in memory) and the store's path for its trace."""
+
     definition: PipelineDefinition
-    provider: str
-    model: str | None
-    options: dict[str, str]
-    store: SQLiteStore | None
+    run: RunOptions
     store_path: str | None
-    yes: bool
-    max_steps: int
-    budget_usd: float | None
 
 
 @dataclass(eq=False)
@@ -80,19 +77,20 @@ class PipelineSession:
         return {"sessionUpdate": "plan", "entries": entries}
 
     async def run(self, text: str, notify: Notify) -> dict[str, Any]:
-        s = self.settings
-        provider = create_provider(s.provider, model=s.model, options=s.options)
+        s, given = self.settings, self.settings.run
+        provider = make_provider(given.provider, model=given.model, options=given.options)
+        store = given.store if isinstance(given.store, SQLiteStore) else None
         controller = open_run(
             s.definition,
             provider=provider,
             workspace=self.workspace,
-            store=s.store,
+            store=store,
             store_path=s.store_path,
             tools=self.tools,
-            yes=s.yes,
-            max_steps=s.max_steps,
-            budget_usd=s.budget_usd,
-            in_memory=s.store is None,
+            yes=given.yes,
+            max_steps=given.max_steps,
+            budget_usd=given.budget_usd,
+            in_memory=store is None,
         )
         self.controller = controller
         self.runs.append(controller.run_id)

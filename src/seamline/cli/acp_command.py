@@ -102,8 +102,9 @@ def _enveloped(args: argparse.Namespace, options: dict[str, str]) -> dict[str, s
 def run(args: argparse.Namespace) -> int:
     from seamline.acp_agent import AcpAgentSettings, serve_stdio
     from seamline.acp_agent.stdio import finish_copies
+    from seamline.cli.run_flags import flag_options
     from seamline.cli.sandbox_command import sandbox_for_run
-    from seamline.providers.registry import create_provider
+    from seamline.runner import make_provider
     from seamline.sessions.rules import PermissionRules
     from seamline.sessions.store import default_store_path, open_store
     from seamline.tools.workspace import Workspace, workspace_tools
@@ -114,8 +115,8 @@ def run(args: argparse.Namespace) -> int:
         raise SeamlineUsage("--cancel-grace must be positive")
     if args.budget_usd is not None and args.budget_usd < 0:
         raise SeamlineUsage("--budget-usd cannot be negative")
-    options = _enveloped(args, parse_options(args.provider_option))
-    create_provider(args.provider, model=args.model, options=options)  # a wrong name or option fails here
+    given = flag_options(args, options=_enveloped(args, parse_options(args.provider_option)))
+    make_provider(given.provider, model=given.model, options=given.options)  # a wrong name or option fails here
     if args.sandbox_policy and not args.sandbox:
         raise SeamlineUsage("--sandbox-policy needs --sandbox auto|bwrap|container")
 
@@ -124,6 +125,7 @@ def run(args: argparse.Namespace) -> int:
         return workspace_tools(workspace, sandbox=sandbox, journal=journal)
 
     store = None if args.no_store else open_store(args.store)
+    given = given.replace(store=store)
     pipeline = None
     if args.pipeline:
         from seamline.acp_agent.pipeline_turns import PipelineSettings
@@ -132,31 +134,13 @@ def run(args: argparse.Namespace) -> int:
 
         pipeline = PipelineSettings(
             definition=resolve_pipeline(args.pipeline),
-            provider=args.provider,
-            model=args.model,
-            options=options,
-            store=store if isinstance(store, SQLiteStore) else None,
+            run=given.replace(store=store if isinstance(store, SQLiteStore) else None),
             store_path=args.store,
-            yes=args.yes or bool(args.sandbox),
-            max_steps=args.max_steps,
-            budget_usd=args.budget_usd,
         )
     rules = None
     if store is not None and (args.store is None or "://" not in str(args.store)):
         rules = PermissionRules(args.store or default_store_path())
-    settings = AcpAgentSettings(
-        provider=args.provider,
-        model=args.model,
-        options=options,
-        store=store,
-        rules=rules,
-        tools=tools,
-        yes=args.yes or bool(args.sandbox),
-        budget_usd=args.budget_usd,
-        max_steps=args.max_steps,
-        cancel_grace=args.cancel_grace,
-        pipeline=pipeline,
-    )
+    settings = AcpAgentSettings(run=given, rules=rules, tools=tools, cancel_grace=args.cancel_grace, pipeline=pipeline)
     try:
         asyncio.run(serve_stdio(settings))
     finally:

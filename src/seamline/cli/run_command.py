@@ -6,24 +6,22 @@ import argparse
 import asyncio
 import sys
 import uuid
-from pathlib import Path
 from typing import Any, Final
 
 from seamline.cli.display import JsonDisplay, TextDisplay, aclose_events, spin_while, stdout_gone, turn_ended
 from seamline.cli.extension_flags import add_extension_flags, run_extensions
-from seamline.cli.main import EXIT_CODES, SeamlineUsage, install_abort_handler, parse_options
+from seamline.cli.main import EXIT_CODES, SeamlineUsage, install_abort_handler
 from seamline.cli.otel_command import add_otel_flag, otel_events
+from seamline.cli.run_flags import flag_options
 from seamline.events import Complete
 from seamline.providers.base import Provider, ProviderSession
-from seamline.providers.registry import create_provider, provider_class
-from seamline.runner import RunOptions, stream
+from seamline.runner import RunOptions, make_provider, stream
 from seamline.sessions.store import SessionStore, open_store
-from seamline.tools.base import Toolset
 from seamline.tools.workspace import Workspace, workspace_tools
 from seamline.worktrees import Worktree, abandon
 from seamline.worktrees import create as create_worktree
 
-__all__ = ["add_parser", "run", "sandbox_run_options"]
+__all__ = ["add_parser", "run"]
 
 _EPILOG: Final = """\
 examples:
@@ -140,11 +138,10 @@ def run(args: argparse.Namespace) -> int:
         return run_pipeline(args, prompt)
     if args.session:
         return _continue(args, prompt)
-    options = parse_options(args.provider_option)
-    from seamline.cli.sandbox_command import envelope_options, sandbox_for_run
+    from seamline.cli.sandbox_command import sandbox_for_run
 
-    enveloped = envelope_options(args, provider_class(args.provider))
-    provider = create_provider(args.provider, model=args.model, options={**options, **(enveloped or {})})
+    given = flag_options(args)
+    provider = make_provider(given.provider, model=given.model, options=given.options)
     workspace = Workspace(args.workspace)
     store: SessionStore | None = None
     tree: Worktree | None = None
@@ -154,7 +151,7 @@ def run(args: argparse.Namespace) -> int:
             store = open_store(args.store)
             tree = create_worktree(args.workspace, run_id=uuid.uuid4().hex, store=store.location, branch=args.branch)
             workspace = Workspace(tree.workspace)
-        if enveloped is None:
+        if not provider.runs_own_tools or not args.sandbox:
             sandbox, journal = sandbox_for_run(args, workspace)  # (None, None) without --sandbox
         else:
             sandbox, journal = None, None  # the program runs its own tools, inside the envelope
@@ -164,7 +161,8 @@ def run(args: argparse.Namespace) -> int:
             store = open_store(args.store)
         display: JsonDisplay | TextDisplay = JsonDisplay() if args.json else TextDisplay()
         try:
-            return asyncio.run(_drive(args, prompt, provider, workspace, tools, store, display, tree, opened))
+            given = given.replace(provider=provider, workspace=workspace.root, store=store, tools=tools)
+            return asyncio.run(_drive(args, prompt, given, display, tree, opened))
         finally:
             display.close()
     finally:
@@ -204,26 +202,16 @@ def _continue(args: argparse.Namespace, prompt: str) -> int:
         store.close()
 
 
-def sandbox_run_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The sandbox flags a session keeps for resume and fork (the policy as an absolute path)."""
-    policy = getattr(args, "sandbox_policy", None)
-    return {
-        "sandbox": getattr(args, "sandbox", None),
-        "sandbox_policy": str(Path(policy).resolve()) if policy else None,
-    }
-
-
 async def _drive(
     args: argparse.Namespace,
     prompt: str,
-    provider: Provider,
-    workspace: Workspace,
-    tools: Toolset,
-    store: SessionStore | None,
+    given: RunOptions,
     display: JsonDisplay | TextDisplay,
     tree: Worktree | None,
     opened: list[ProviderSession],
 ) -> int:
+    provider = given.provider
+    assert isinstance(provider, Provider)
 
     async def abort() -> bool:
         if not opened:
@@ -233,19 +221,10 @@ async def _drive(
 
     interruption = install_abort_handler(asyncio.get_running_loop(), abort)
     final: Complete | None = None
-    yes = args.yes or bool(getattr(args, "sandbox", None))
-    options = RunOptions(
-        provider=provider,
-        workspace=workspace.root,
-        store=store,
-        tools=tools,
-        yes=yes,
-        max_steps=args.max_steps,
-        budget_usd=args.budget_usd,
-        on_open=opened.append,
-        stored=sandbox_run_options(args),
-        worktree=tree or False,
-    ).replace(**run_extensions(args, workspace, yes=yes, store=store))
+    store = given.store if isinstance(given.store, SessionStore) else None
+    options = given.replace(**run_extensions(args, Workspace(given.workspace), yes=given.yes, store=store)).replace(
+        on_open=opened.append, worktree=tree or False
+    )
     events = stream(prompt, options)
     reader_gone = False
     flow = spin_while(display, otel_events(args, events, prompt=prompt))

@@ -262,7 +262,7 @@ def continue_session(store: SessionStore, args: argparse.Namespace, *, fork: boo
     budget = args.budget_usd if getattr(args, "budget_usd", None) is not None else kept.get("budget_usd")
     allow = getattr(args, "allow", None) or kept.get("allow")
     system_prompt = kept.get("system_prompt")
-    from seamline.cli.run_command import sandbox_run_options
+    from seamline.cli.run_flags import sandbox_run_options
     from seamline.cli.sandbox_command import envelope_options, sandbox_for_run
 
     enveloped = envelope_options(args, type(provider))  # an agent CLI runs in the envelope, or is refused

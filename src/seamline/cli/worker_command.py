@@ -17,7 +17,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Final
 
-from seamline.cli.main import EXIT_CODES, SeamlineUsage, parse_options
+from seamline.cli.main import EXIT_CODES, SeamlineUsage
 from seamline.errors import SeamlineError
 from seamline.events import Complete, Event, Raw, encode_event
 
@@ -133,21 +133,19 @@ def run_on_temporal(args: argparse.Namespace, prompt: str) -> int:
     if args.session:
         raise SeamlineUsage("--session cannot run --on temporal yet")
     _refuse_local_only(args)
+    from seamline.cli.run_flags import flag_options
     from seamline.durable.client import stream_run
     from seamline.durable.steps import RunSpec
     from seamline.pipeline.builtin import resolve_pipeline
     from seamline.providers.registry import create_provider
-    from seamline.runner import public_options
+    from seamline.runner import make_provider
     from seamline.sessions.store import default_store_path
 
     definition = resolve_pipeline(args.pipeline or "single")
-    from seamline.cli.sandbox_command import envelope_options
-    from seamline.providers.registry import provider_class
-
-    # An agent CLI with --sandbox runs in the envelope on the worker (the options travel in the spec).
-    options = {**parse_options(args.provider_option), **(envelope_options(args, provider_class(args.provider)) or {})}
-    provider = create_provider(args.provider, model=args.model, options=options)  # refuses a bad name here
-    provider.check_budget(args.budget_usd)
+    # The same options as a local run; an agent CLI with --sandbox runs in the envelope on
+    # the worker (its options travel in the spec).
+    given = flag_options(args)
+    make_provider(given.provider, model=given.model, options=given.options).check_budget(args.budget_usd)
     for binding in definition.roles.values():  # a role's own provider is refused here too, as in a local run
         if binding.provider is not None:
             create_provider(binding.provider, model=binding.model, options=binding.options).check_budget(
@@ -160,20 +158,7 @@ def run_on_temporal(args: argparse.Namespace, prompt: str) -> int:
     store = str(args.store) if args.store else str(default_store_path())
     if not store.startswith(("postgresql://", "postgres://")):
         store = str(Path(store).expanduser().resolve())
-    spec = RunSpec(
-        run_id=uuid.uuid4().hex,
-        definition=definition.to_data(),
-        task=prompt,
-        store=store,
-        workspace=str(Path(args.workspace).resolve()),
-        provider=args.provider,
-        model=args.model,
-        options=public_options(provider),
-        max_steps=args.max_steps,
-        budget_usd=args.budget_usd,
-        yes=args.yes,
-        allow=list(args.allow) if args.allow else None,
-    )
+    spec = RunSpec.of(given, run_id=uuid.uuid4().hex, definition=definition, task=prompt, store=store)
     target = args.temporal or _target_default()
     from seamline.cli.otel_command import otel_sink, otel_wanted
 

@@ -37,6 +37,7 @@ from seamline.pipeline.agents import AgentKey
 from seamline.pipeline.controller import PipelineController, exit_code_for
 from seamline.providers.base import Provider, ProviderSession
 from seamline.providers.registry import create_provider
+from seamline.runner import RunOptions, make_provider, public_options
 from seamline.sessions.rules import permission_service
 from seamline.sessions.store import SessionStore, open_store
 from seamline.sessions.trace_heads import anchor_head
@@ -70,6 +71,47 @@ class RunSpec(msgspec.Struct, frozen=True, kw_only=True):
     allow: list[str] | None = None
     params: dict[str, Any] = msgspec.field(default_factory=dict)
     trace_file: str | None = None
+
+    @classmethod
+    def of(cls, given: RunOptions, *, run_id: str, definition: PipelineDefinition, task: str, store: str) -> RunSpec:
+        """The spec of a run with these options, as ``seamline run`` builds them for a local
+        run: what a worker needs travels (the provider by name with its options as
+        :func:`~seamline.runner.public_options` keeps them, the workspace made absolute);
+        objects that cannot leave this process (a provider object, tools, a callback) are
+        refused."""
+        if not isinstance(given.provider, str):
+            raise InvalidRequest("a durable run names its provider (a worker builds it): give provider='NAME'")
+        local = [name for name in ("tools", "approval", "builder", "on_open") if getattr(given, name) is not None]
+        if local:
+            raise InvalidRequest(f"{', '.join(local)} cannot travel to a worker: a durable run gives names only")
+        provider = make_provider(given.provider, model=given.model, options=given.options)  # a bad name fails here
+        return cls(
+            run_id=run_id,
+            definition=definition.to_data(),
+            task=task,
+            store=store,
+            workspace=str(Path(given.workspace).resolve()),
+            provider=given.provider,
+            model=given.model,
+            options=public_options(provider),
+            max_steps=given.max_steps,
+            budget_usd=given.budget_usd,
+            yes=given.yes,
+            allow=list(given.allow) if given.allow else None,
+        )
+
+    def run_options(self) -> RunOptions:
+        """The options a worker runs each of this run's turns with."""
+        return RunOptions(
+            provider=self.provider,
+            model=self.model,
+            options=self.options,
+            workspace=self.workspace,
+            yes=self.yes,
+            max_steps=self.max_steps,
+            budget_usd=self.budget_usd,
+            allow=self.allow,
+        )
 
     def pipeline(self) -> PipelineDefinition:
         return definition_from_data(self.definition, origin=f"run {self.run_id}")
@@ -314,12 +356,13 @@ async def _role_turn(
     """Open the turn's session, or resume it where an earlier start of the same turn opened
     it (a worker killed mid-turn, a timed-out activity): natively with the provider session
     id the store kept (agent CLIs, ACP), else from the store's transcript (model APIs)."""
-    ws = Workspace(spec.workspace)
+    given = spec.run_options()
+    ws = Workspace(given.workspace)
     provider = spec.provider_for(key.role, definition)
     tools = _workspace_tools(str(ws.root))
-    if spec.allow is not None:  # --allow: only these tools are offered, as in a local run
-        tools = tools.restrict(spec.allow)
-    approval = permission_service(store=store, workspace=ws.root, yes=spec.yes)
+    if given.allow is not None:  # --allow: only these tools are offered, as in a local run
+        tools = tools.restrict(given.allow)
+    approval = permission_service(store=store, workspace=ws.root, yes=given.yes)
     sid = turn_session_id(spec.run_id, turn_key(key.phase, key.role, key.round, key.attempt))
     session: ProviderSession
     if store.get(sid) is not None:
@@ -334,7 +377,7 @@ async def _role_turn(
             metadata={"run_id": spec.run_id, "phase": key.phase, "role": key.role, "round": key.round},
         )
     try:
-        async for event in session.send(prompt, max_steps=spec.max_steps, budget_usd=budget, params=spec.params):
+        async for event in session.send(prompt, max_steps=given.max_steps, budget_usd=budget, params=spec.params):
             yield event
     finally:
         await provider.close(session)

@@ -36,6 +36,7 @@ from seamline.errors import InvalidRequest, PermissionDenied, SeamlineError
 from seamline.providers.base import Provider
 from seamline.providers.option_kinds import option_problem
 from seamline.providers.registry import provider_class
+from seamline.runner import RunOptions
 
 __all__ = [
     "AGENT_KEY",
@@ -104,6 +105,18 @@ class Plan:
     yes: bool
     agent: str | None = None
     budget_usd: float | None = None
+
+    def run_options(self, *, max_steps: int = 50) -> RunOptions:
+        """The options the server runs this plan with (the same type every face builds)."""
+        return RunOptions(
+            provider=self.provider,
+            model=self.model,
+            options=self.options,
+            workspace=self.workspace,
+            yes=self.yes,
+            max_steps=max_steps,
+            budget_usd=self.budget_usd,
+        )
 
 
 def load_agents(path: str | os.PathLike[str], *, default_workspace: Path) -> dict[str, AgentSpec]:

@@ -24,7 +24,8 @@ from seamline.errors import InvalidRequest
 from seamline.events import Complete, Event, PermissionRequest, Usage
 from seamline.providers.base import Provider, ProviderSession
 from seamline.providers.registry import create_provider
-from seamline.server.agents_file import AGENT_KEY, Plan, ServePolicy
+from seamline.runner import RunOptions
+from seamline.server.agents_file import AGENT_KEY, ServePolicy
 from seamline.sessions.records import SessionRecord, metadata_problem
 from seamline.sessions.rules import PermissionRules
 from seamline.sessions.store import SessionStore, SQLiteStore
@@ -225,8 +226,10 @@ class RunHub:
             self._journal = EditJournal(journal_path_for(store_file))
 
     # -- sessions --------------------------------------------------------------------------
-    def _backend(self, plan: Plan) -> Provider:
-        return self._factory(plan.provider, plan.model, plan.options)
+    def _backend(self, given: RunOptions) -> Provider:
+        if not isinstance(given.provider, str):  # pragma: no cover - a plan names its provider
+            raise InvalidRequest("the server builds its providers by name")
+        return self._factory(given.provider, given.model, dict(given.options or {}))
 
     def _approval(self, live: Callable[[], LiveSession | None], workspace: Path, yes: bool) -> PermissionService:
         self._open_files()
@@ -261,16 +264,16 @@ class RunHub:
     async def _hold(
         self,
         backend: Provider,
-        ws: Workspace,
-        yes: bool,
+        given: RunOptions,
         start: Callable[[Toolset, PermissionService], Awaitable[ProviderSession]],
     ) -> LiveSession:
         """Start a session with the workspace tools and a permission service whose prompts
         go to the session's current run, and hold it live."""
         holder: list[LiveSession] = []
-        approval = self._approval(lambda: holder[0] if holder else None, ws.root, yes)
+        ws = Workspace(given.workspace)
+        approval = self._approval(lambda: holder[0] if holder else None, ws.root, given.yes)
         session = await start(self._tools(ws), approval)
-        slot = LiveSession(provider=backend, session=session, approval=approval, yes=yes)
+        slot = LiveSession(provider=backend, session=session, approval=approval, yes=given.yes)
         holder.append(slot)
         self.sessions[session.session_id] = slot
         return slot
@@ -296,28 +299,26 @@ class RunHub:
         plan = self.policy.plan(
             provider=provider, model=model, options=dict(options or {}), workspace=workspace, yes=yes, agent=agent
         )
-        backend = self._backend(plan)
-        ws = Workspace(plan.workspace)
+        given = plan.run_options()
+        backend = self._backend(given)
         marked = {**dict(metadata or {}), "surface": "serve"}
         if plan.agent is not None:
             marked[AGENT_KEY] = plan.agent
         return await self._hold(
             backend,
-            ws,
-            yes,
+            given,
             lambda tools, approval: backend.open(
-                workspace=ws.root, store=self.store, tools=tools, approval=approval, metadata=marked
+                workspace=Path(given.workspace), store=self.store, tools=tools, approval=approval, metadata=marked
             ),
         )
 
     async def _revive(self, record: SessionRecord, *, options: Mapping[str, str] | None, yes: bool) -> LiveSession:
         """A stored session this process does not hold: resume it from the store."""
-        plan = self.policy.stored(record, dict(options or {}), yes)
-        backend = self._backend(plan)
+        given = self.policy.stored(record, dict(options or {}), yes).run_options()
+        backend = self._backend(given)
         return await self._hold(
             backend,
-            Workspace(plan.workspace),
-            yes,
+            given,
             lambda tools, approval: backend.resume(record.id, store=self.store, tools=tools, approval=approval),
         )
 
@@ -326,16 +327,16 @@ class RunHub:
     ) -> LiveSession:
         record = self.require_session(session_id)
         plan = self.policy.stored(record, dict(options or {}), yes)
+        given = plan.run_options()
         live = self.sessions.get(record.id)
         # A live parent lends its provider (a scripted one goes on with its script).
         backend = live.provider if live is not None and not options else None
         if backend is None:
-            backend = self._backend(plan)
+            backend = self._backend(given)
         chosen = backend
         slot = await self._hold(
             backend,
-            Workspace(plan.workspace),
-            yes,
+            given,
             lambda tools, approval: chosen.fork(record.id, store=self.store, at=at, tools=tools, approval=approval),
         )
         if plan.agent is not None:  # the fork keeps its agent, so its runs keep the operator's settings
@@ -408,10 +409,11 @@ class RunHub:
         self.runs[run.id] = run
         slot.runs.append(run.id)
         slot.waiting += 1
-        run.task = asyncio.create_task(self._drive(slot, run, max_steps=max_steps, budget_usd=budget_usd))
+        turn = RunOptions(yes=yes, max_steps=max_steps, budget_usd=budget_usd)
+        run.task = asyncio.create_task(self._drive(slot, run, turn))
         return run
 
-    async def _drive(self, slot: LiveSession, run: Run, *, max_steps: int, budget_usd: float | None) -> None:
+    async def _drive(self, slot: LiveSession, run: Run, turn: RunOptions) -> None:
         started = False
         try:
             async with slot.lock:
@@ -427,7 +429,7 @@ class RunHub:
                 run.status = "running"
                 run._notify()
                 try:
-                    await self._turn(slot, run, max_steps=max_steps, budget_usd=budget_usd)
+                    await self._turn(slot, run, turn)
                 finally:
                     slot.current = None
         except asyncio.CancelledError:
@@ -455,10 +457,10 @@ class RunHub:
                 if owner is not None and old in owner.runs:
                     owner.runs.remove(old)
 
-    async def _turn(self, slot: LiveSession, run: Run, *, max_steps: int, budget_usd: float | None) -> None:
+    async def _turn(self, slot: LiveSession, run: Run, turn: RunOptions) -> None:
         final: Complete | None = None
         try:
-            async for event in slot.session.send(run.prompt, max_steps=max_steps, budget_usd=budget_usd):
+            async for event in slot.session.send(run.prompt, max_steps=turn.max_steps, budget_usd=turn.budget_usd):
                 run.append(event)
                 if isinstance(event, Complete):
                     final = event
@@ -506,8 +508,9 @@ class RunHub:
             agent=agent,
             budget_usd=budget_usd,
         )
-        backend = self._backend(plan)
-        ws = Workspace(plan.workspace)
+        given = plan.run_options(max_steps=max_steps)
+        backend = self._backend(given)
+        ws = Workspace(given.workspace)
         run = Run(
             id=uuid.uuid4().hex, session_id=None, prompt=prompt, pipeline=name, first_phase=definition.phases[0].name
         )
@@ -520,9 +523,9 @@ class RunHub:
             store_path=store_file if store_file and store_file != ":memory:" else None,
             in_memory=not store_file or store_file == ":memory:",
             tools=self._tools(ws),
-            yes=yes,
-            max_steps=max_steps,
-            budget_usd=plan.budget_usd,
+            yes=given.yes,
+            max_steps=given.max_steps,
+            budget_usd=given.budget_usd,
             run_id=run.id,
         )
         self.runs[run.id] = run
