@@ -378,6 +378,7 @@ class RunSummary(msgspec.Struct):
     output_tokens: int
     cost_usd: float | None
     pending_permissions: list[_PendingPermission]
+    current_tool: Annotated[str | None, Meta(description="the tool called and not answered yet, if any")]
 
 
 class RunList(msgspec.Struct):
