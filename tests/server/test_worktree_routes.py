@@ -5,40 +5,20 @@ conflict, a session without a worktree, a repository outside the served folder) 
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 pytest.importorskip("starlette")
 
-import seamline
-from seamline.testing import scripted
 from tests.server.harness import Served, serve
-from tests.worktrees.git_repo import git, git_home, make_repo, snapshot
+from tests.worktrees.git_repo import git, git_home, make_repo, snapshot, worktree_run
 
 
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for key, value in git_home(tmp_path / "home").items():
         monkeypatch.setenv(key, value)
-
-
-def worktree_run(repo: Path, store: Path, path: str, content: str) -> str:
-    """One finished worktree run that wrote ``path``; its session id."""
-    script: list[dict[str, Any]] = [
-        {"tool_calls": [{"name": "write_file", "arguments": {"path": path, "content": content}}]},
-        {"text": "ok"},
-    ]
-    agent = seamline.Agent(provider=scripted(script), workspace=repo, worktree=True, store=store, yes=True)
-
-    async def turn() -> str:
-        async with agent.session() as session:
-            await session.run("write")
-            return session.session_id
-
-    return asyncio.run(turn())
 
 
 def _served_repo(served: Served) -> Path:
