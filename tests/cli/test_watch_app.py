@@ -147,7 +147,7 @@ def test_the_pilot_shows_the_diff_and_merges_a_worktree_run_from_the_store(repo:
             await select(pilot, app, run_id)
             assert app.rows[run_id]["worktree_state"] == "open"
             await pilot.press("a")  # a stored run in another process cannot be asked
-            assert "needs a server" in app.status_text
+            await until(pilot, lambda: "needs a server" in app.status_text, "the refusal to approve")
             await pilot.press("v")
             await until(pilot, lambda: isinstance(app.screen, DiffScreen), "the diff")
             shown = "\n".join(app.screen.query_one("#diff", Log).lines)
@@ -155,7 +155,8 @@ def test_the_pilot_shows_the_diff_and_merges_a_worktree_run_from_the_store(repo:
             await pilot.press("escape")
             await until(pilot, lambda: not isinstance(app.screen, DiffScreen), "the diff to close")
             await pilot.press("m")  # the first press asks again; nothing merged yet
-            assert "press m again" in app.status_text and not (repo / "notes.txt").exists()
+            await until(pilot, lambda: "press m again" in app.status_text, "the question")
+            assert not (repo / "notes.txt").exists() and app.rows[run_id]["worktree_state"] == "open"
             await pilot.press("m")
             await until(pilot, lambda: app.rows[run_id]["worktree_state"] == "merged", "the merge")
             assert app.status_text.startswith(f"run {run_id[:12]} (seamline/{run_id[:8]}) merged into main")

@@ -1,4 +1,4 @@
-"""`seamline watch` in a real terminal: tmux runs it on a 200×50 pane over a store with one
+"""`seamline watch` in a real terminal: tmux runs it on a 200x50 pane over a store with one
 recorded run; the screen shows the table with the run's id and status and the keys in the
 footer, and `q` ends it. The tmux server has its own socket and is killed by it (and its
 processes by their ids) before the test returns."""
@@ -102,10 +102,11 @@ def test_the_table_shows_the_run_in_a_real_terminal_and_q_quits(
     tmux = Tmux({**cli_env, "TERM": "xterm-256color"})
     try:
         tmux.start(command)
-        shown = tmux.wait_for(lambda s: run_id in s and "completed" in s, "the run in the table")
+        # The footer's keys, drawn after the table: the whole screen is up.
+        shown = tmux.wait_for(lambda s: run_id in s and "completed" in s and "q quit" in s, "the run in the table")
         assert "RUN" in shown and "STATUS" in shown and "offline" in shown
         assert "what is here?" in shown
-        assert "approve" in shown and "merge" in shown and "quit" in shown  # the footer's keys
+        assert "a approve" in shown and "m merge" in shown and "x discard" in shown
         tmux("send-keys", "q")
         assert tmux.pane_gone(), f"q did not end seamline watch; the screen:\n{tmux.screen()}"
     finally:
