@@ -11,7 +11,7 @@ Only ``seamline watch`` imports this module, and only on a terminal, so ``seamli
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import ClassVar, Final
+from typing import ClassVar, Final, cast
 
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
@@ -122,7 +122,7 @@ class FleetApp(App[None]):
 
     async def on_mount(self) -> None:
         self.sub_title = self.source.name
-        table = self.query_one("#runs", DataTable)
+        table = self._table()
         for key, heading in COLUMNS:
             table.add_column(heading, key=key)
         table.focus()
@@ -133,6 +133,9 @@ class FleetApp(App[None]):
         await self.source.close()
 
     # -- the table --------------------------------------------------------------------------
+    def _table(self) -> DataTable[str]:
+        return cast("DataTable[str]", self.query_one("#runs", DataTable))
+
     async def refresh_rows(self) -> None:
         if self._refreshing:
             return
@@ -148,7 +151,7 @@ class FleetApp(App[None]):
             self._refreshing = False
 
     def _show(self, rows: list[Row]) -> None:
-        table = self.query_one("#runs", DataTable)
+        table = self._table()
         keys = [row["session_id"] for row in rows]
         self.rows = {row["session_id"]: row for row in rows}
         if keys == [key.value for key in table.rows]:
@@ -169,7 +172,7 @@ class FleetApp(App[None]):
         self._follow_selected()
 
     def _cursor_key(self) -> str | None:
-        table = self.query_one("#runs", DataTable)
+        table = self._table()
         if table.row_count == 0:
             return None
         key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value

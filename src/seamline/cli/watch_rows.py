@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 
@@ -14,7 +14,13 @@ from seamline.events import Complete, Event, PermissionDecision, PermissionReque
 from seamline.sessions.records import SessionRecord, session_title
 from seamline.sessions.store import SessionStore
 
-__all__ = ["activity", "elapsed_text", "fleet", "stored_events"]
+__all__ = ["activity", "elapsed_text", "fleet", "stored_events", "worktree_fields"]
+
+
+def worktree_fields(run_options: dict[str, Any]) -> dict[str, Any]:
+    """What a session's run options keep of its worktree (empty for a run without one)."""
+    kept: object = run_options.get("worktree")
+    return cast("dict[str, Any]", kept) if isinstance(kept, dict) else {}
 
 
 def fleet(store: SessionStore, *, limit: int = 20, now: float | None = None) -> list[dict[str, Any]]:
@@ -27,8 +33,7 @@ def fleet(store: SessionStore, *, limit: int = 20, now: float | None = None) -> 
 
 def _row(store: SessionStore, record: SessionRecord, now: float) -> dict[str, Any]:
     totals = store.totals(record.id, include_descendants=False)
-    tree = record.run_options.get("worktree")
-    tree = tree if isinstance(tree, dict) else {}
+    tree = worktree_fields(record.run_options)
     live = record.status == "open"
     ended = now if live else record.updated_at
     tool, waiting = activity(store, record.id) if live else (None, 0)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar, assert_never
 import msgspec
 
 from seamline.cli.display import one_line
-from seamline.cli.watch_rows import fleet, stored_events
+from seamline.cli.watch_rows import fleet, stored_events, worktree_fields
 from seamline.errors import SeamlineError
 from seamline.events import (
     Complete,
@@ -259,7 +259,7 @@ class ServerSource(FleetSource):
                     yield line
 
     async def answer(self, row: Row, decision: Decision) -> str:
-        pending = row.get("pending") or []
+        pending: list[dict[str, Any]] = row.get("pending") or []
         if not pending:
             raise ActionRefused(f"run {row['session_id'][:12]} has no permission request waiting")
         asked = pending[0]
@@ -290,8 +290,7 @@ class ServerSource(FleetSource):
 
 
 def _server_row(session: Row, run: Row | None, now: float) -> Row:
-    tree = session["run_options"].get("worktree")
-    tree = tree if isinstance(tree, dict) else {}
+    tree = worktree_fields(session["run_options"])
     status = run["status"] if run is not None else session["status"]
     live = status in _LIVE
     ended = now if live else (run["finished_at"] if run is not None and run["finished_at"] else session["updated_at"])
