@@ -1,7 +1,8 @@
 """`seamline watch`'s Textual app, driven as a person would by Textual's headless pilot:
 against a real `seamline serve` on 127.0.0.1 (in a thread of this process) it approves a
-run's waiting permission request and cancels a live run; on the store it merges a worktree
-run, shows its diff, and says that approving needs a server."""
+run's waiting permission request, cancels a live run, and shows the diff of and discards a
+worktree run over the server's routes; on the store it shows the diff of and merges a
+worktree run, and says that approving needs a server."""
 
 from __future__ import annotations
 
@@ -130,9 +131,13 @@ def test_the_pilot_cancels_a_live_run(tmp_path: Path) -> None:
 
 
 @pytest.fixture
-def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def git_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for key, value in git_home(tmp_path / "home").items():
         monkeypatch.setenv(key, value)
+
+
+@pytest.fixture
+def repo(git_env: None, tmp_path: Path) -> Path:
     return make_repo(tmp_path / "repo")
 
 
@@ -170,3 +175,30 @@ def test_the_pilot_shows_the_diff_and_merges_a_worktree_run_from_the_store(repo:
     assert (repo / "notes.txt").read_text() == "from the run\n"
     assert git(repo, "log", "-1", "--format=%s").startswith(f"seamline: merge run {run_id[:12]}")
     assert git(repo, "status", "--porcelain") == ""
+
+
+def test_over_url_the_pilot_shows_the_diff_and_discards_a_worktree_run(git_env: None, tmp_path: Path) -> None:
+    with serve(tmp_path) as served:
+        served_repo = make_repo(served.workspace / "repo")
+        run_id = worktree_run(served_repo, tmp_path / "store.db", "draft.txt", "draft\n")
+        branch = f"seamline/{run_id[:8]}"
+
+        async def drive() -> None:
+            app = FleetApp(ServerSource(served.base), interval=0.2)
+            async with app.run_test(size=SIZE) as pilot:
+                await select(pilot, app, run_id)
+                await pilot.press("v")
+                await until(pilot, lambda: isinstance(app.screen, DiffScreen), "the diff")
+                assert "+draft" in "\n".join(app.screen.query_one("#diff", Log).lines)
+                await pilot.press("escape")
+                await until(pilot, lambda: not isinstance(app.screen, DiffScreen), "the diff to close")
+                await pilot.press("x")
+                await until(pilot, lambda: "press x again" in app.status_text, "the question")
+                assert branch in git(served_repo, "branch", "--list")
+                await pilot.press("x")
+                await until(pilot, lambda: app.rows[run_id]["worktree_state"] == "discarded", "the discard")
+                assert app.status_text == f"run {run_id[:12]} discarded: worktree and branch {branch} removed"
+
+        asyncio.run(drive())
+        assert branch not in git(served_repo, "branch", "--list")
+        assert not (served_repo / "draft.txt").exists()
