@@ -8,9 +8,12 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from tests.worktrees.git_repo import environ_with, git_home, make_repo
 
@@ -113,3 +116,57 @@ def test_json_without_snapshot_is_a_usage_error(seamline_cmd: list[str], cli_env
         [*seamline_cmd, "watch", "--json"], env=cli_env, capture_output=True, text=True, timeout=60, check=False
     )
     assert done.returncode == 2 and "--json goes with --snapshot" in done.stderr
+
+
+def test_url_reads_a_running_server(seamline_cmd: list[str], cli_env: dict[str, str], tmp_path: Path) -> None:
+    pytest.importorskip("starlette")
+    from tests.server.harness import serve
+
+    with serve(tmp_path) as served, served.client() as client:
+        made = client.post("/v1/sessions", json={"provider": "offline"})
+        assert made.status_code == 201, made.text
+        session_id = made.json()["id"]
+        started = client.post(f"/v1/sessions/{session_id}/runs", json={"prompt": "what is here?"})
+        assert started.status_code == 201, started.text
+        run_id = started.json()["id"]
+        end = time.monotonic() + 60
+        while client.get(f"/v1/runs/{run_id}").json()["status"] != "completed":
+            assert time.monotonic() < end
+            time.sleep(0.05)
+        done = subprocess.run(
+            [*seamline_cmd, "watch", "--url", served.base, "--snapshot", "--json"],
+            env=cli_env, capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    rows = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [(r["session_id"], r["run_id"], r["status"], r["title"]) for r in rows] == [
+        (session_id, run_id, "completed", "what is here?")
+    ]
+    assert rows[0]["provider"] == "offline" and rows[0]["pending_approvals"] == 0 and "pending" not in rows[0]
+
+
+def test_url_mistakes_are_usage_errors(seamline_cmd: list[str], cli_env: dict[str, str], tmp_path: Path) -> None:
+    cases = {
+        ("--url", "http://127.0.0.1:9", "--store", str(tmp_path / "s.db")): "give one",
+        ("--url", "ftp://example", "--snapshot"): "must be an http:// or https:// URL",
+        ("--url", "http://127.0.0.1:9", "--snapshot"): "did not answer",  # nothing listens on port 9
+    }
+    for argv, message in cases.items():
+        done = subprocess.run(
+            [*seamline_cmd, "watch", *argv], env=cli_env, capture_output=True, text=True, timeout=60, check=False
+        )
+        assert done.returncode == 2 and message in done.stderr, (argv, done.stderr)
+        assert "Traceback" not in done.stderr
+
+
+def test_without_textual_url_names_the_extra(cli_env: dict[str, str]) -> None:
+    program = (
+        "import sys; sys.modules['textual'] = None\n"  # as if the watch extra were not installed
+        "from seamline.cli.main import main\n"
+        "sys.exit(main(['watch', '--url', 'http://127.0.0.1:9']))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program], env=cli_env, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 2, done.stderr
+    assert "needs the watch extra" in done.stderr and "[watch]" in done.stderr and "textual missing" in done.stderr

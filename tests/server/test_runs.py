@@ -37,3 +37,16 @@ def test_follow_reads_on_from_any_point_and_keeps_idle_readers_alive() -> None:
     assert seen[1:3] == [(2, []), (2, [])]  # heartbeats while nothing happens
     assert seen[3] == (2, ["text_delta", "complete"])  # what came at once, in one batch
     assert len(seen) == 4  # and the end
+
+
+def test_the_summary_names_the_tool_called_until_its_result() -> None:
+    from seamline.events import ToolCall, ToolResult
+
+    run = Run(id="r", session_id="s", prompt="p")
+    assert run.summary()["current_tool"] is None
+    run.append(ToolCall(call_id="c1", name="write_file", arguments={"path": "a"}))
+    assert run.summary()["current_tool"] == "write_file"
+    run.append(TextDelta(text="meanwhile"))
+    assert run.summary()["current_tool"] == "write_file"
+    run.append(ToolResult(call_id="c1", output="ok"))
+    assert run.summary()["current_tool"] is None

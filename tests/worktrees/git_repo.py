@@ -54,3 +54,21 @@ def snapshot(repo: Path) -> tuple[str, str, list[str]]:
         git(repo, "status", "--porcelain", "--untracked-files=all"),
         git(repo, "branch", "--list", "--format=%(refname:short)").splitlines(),
     )
+
+
+def worktree_run(repo: Path, store: Path, path: str, content: str) -> str:
+    """One finished worktree run of ``repo`` (scripted) that wrote ``path``; its session id."""
+    import asyncio
+
+    import seamline
+    from seamline.testing import scripted
+
+    script = [{"tool_calls": [{"name": "write_file", "arguments": {"path": path, "content": content}}]}, {"text": "ok"}]
+    agent = seamline.Agent(provider=scripted(script), workspace=repo, worktree=True, store=store, yes=True)
+
+    async def turn() -> str:
+        async with agent.session() as session:
+            await session.run("write")
+            return session.session_id
+
+    return asyncio.run(turn())

@@ -1,33 +1,55 @@
-"""``seamline watch``: every live and recent run of a store at a glance, refreshed until
-Ctrl-C; ``--snapshot`` prints the table once (``--json``: one object per run) for scripts."""
+"""``seamline watch``: every live and recent run at a glance. On a terminal it is a
+Textual app (:mod:`seamline.cli.watch_app`, the ``watch`` extra) with keys to approve,
+deny, cancel, diff, merge and discard; without Textual, or when stdout is not a terminal,
+a plain table refreshed until Ctrl-C. ``--snapshot`` prints the table once (``--json``:
+one object per run) for scripts. ``--url`` reads a running ``seamline serve`` instead of
+the store."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections.abc import Callable
 from typing import Any, Final
 
 from seamline.cli.main import SeamlineUsage
-from seamline.sessions.records import SessionRecord, session_title
-from seamline.sessions.store import SessionStore, open_store
+from seamline.cli.watch_rows import elapsed_text, fleet
+from seamline.extras import install_hint
+from seamline.sessions.store import open_store
 
-__all__ = ["add_parser", "fleet", "run"]
+__all__ = ["add_parser", "run"]
 
 _EPILOG: Final = """\
 examples:
-  seamline watch                       the table, refreshed every second until Ctrl-C
+  seamline watch                       the live view of the store's runs (q quits)
+  seamline watch --url http://127.0.0.1:8765   the runs of a running `seamline serve`
   seamline watch --snapshot            the table once
   seamline watch --snapshot --json     one JSON object per run (for scripts)
 
-Each row is a run of the store: the live ones (status open) first, then the most recent,
-with backend, model, status, the worktree branch and its state (`seamline run --worktree`),
-tokens, cost and elapsed time. Approving, cancelling and merging from the view are not
-built yet: use `seamline merge`/`discard` and the run's own terminal.
+Each row is a run: the live ones first, then the most recent, with backend, model,
+status, the tool it is running, tokens, cost, elapsed time, the worktree branch and its
+state (`seamline run --worktree`) and the permission requests waiting. The selected run's
+events show below the table.
 
-exit codes: 0 shown (or stopped with Ctrl-C), 2 usage error (an unusable store)
+keys:
+  up/down  select a run (its events follow below)
+  a / d    approve / deny the selected run's first waiting permission request (--url)
+  c        cancel the selected run (--url)
+  v        show the diff of a worktree run (escape closes it)
+  m        merge a worktree run into the branch it started from (press twice)
+  x        discard a worktree run: worktree and branch removed (press twice)
+  q        quit
+
+Approving, denying and cancelling need --url: a run in another `seamline run` process
+cannot be asked. Diff, merge and discard work on the store (its recorded git worktree) and
+over --url (the server's routes), with the same refusals as `seamline merge`. The live
+view needs the watch extra (pip install 'seamline[watch]'); without it, or when stdout is
+not a terminal, the plain table is refreshed every --interval seconds until Ctrl-C.
+
+exit codes: 0 shown (or stopped with q or Ctrl-C), 2 usage error (an unusable store or URL)
 """
 
 
@@ -44,37 +66,14 @@ def add_parser(commands: Any) -> str:
     parser.add_argument("--limit", type=int, default=20, metavar="N", help="at most N runs (default 20)")
     parser.add_argument("--interval", type=float, default=1.0, metavar="S", help="seconds between refreshes")
     parser.add_argument("--store", metavar="PATH|URL", help="the session store (default: $SEAMLINE_STORE)")
+    parser.add_argument(
+        "--url", metavar="URL", help="read a running `seamline serve` at URL (http://127.0.0.1:PORT), not the store"
+    )
+    parser.add_argument(
+        "--token", metavar="TOKEN", help="with --url: the server's bearer token (default: $SEAMLINE_TOKEN)"
+    )
+    parser.add_argument("--plain", action="store_true", help="the plain refreshing table, even on a terminal")
     return "watch"
-
-
-def fleet(store: SessionStore, *, limit: int = 20, now: float | None = None) -> list[dict[str, Any]]:
-    """The rows of the view: live runs (status ``open``) first, then the newest others."""
-    at = time.time() if now is None else now
-    records = [r for r in store.list_sessions(limit=max(limit, 1) * 4) if r.status != "not_started"]
-    records.sort(key=lambda r: (r.status != "open", -r.created_at))
-    return [_row(store, record, at) for record in records[:limit]]
-
-
-def _row(store: SessionStore, record: SessionRecord, now: float) -> dict[str, Any]:
-    totals = store.totals(record.id, include_descendants=False)
-    tree = record.run_options.get("worktree")
-    tree = tree if isinstance(tree, dict) else {}
-    ended = now if record.status == "open" else record.updated_at
-    return {
-        "session_id": record.id,
-        "provider": record.provider,
-        "model": record.model,
-        "status": record.status,
-        "branch": tree.get("branch"),
-        "worktree_state": tree.get("state"),
-        "input_tokens": totals.input_tokens,
-        "output_tokens": totals.output_tokens,
-        "cost_usd": totals.cost_usd if totals.cost_known else None,
-        "cost": totals.describe_cost(),
-        "elapsed_s": round(max(ended - record.created_at, 0.0), 1),
-        "title": session_title(store.first_prompt(record.id)),
-        "workspace": record.workspace,
-    }
 
 
 def _table(rows: list[dict[str, Any]]) -> str:
@@ -86,16 +85,9 @@ def _table(rows: list[dict[str, Any]]) -> str:
         branch = f"⎇ {row['branch']} ({row['worktree_state']})  " if row["branch"] else ""
         lines.append(
             f"{row['session_id'][:12]:<12}  {row['status']:<11} {row['provider'][:12]:<12} {tokens:>13} "
-            f"{row['cost']:>9} {_elapsed(row['elapsed_s']):>8}  {branch}{row['title']}"
+            f"{row['cost']:>9} {elapsed_text(row['elapsed_s']):>8}  {branch}{row['title']}"
         )
     return "\n".join(lines) + "\n"
-
-
-def _elapsed(seconds: float) -> str:
-    if seconds < 60:
-        return f"{seconds:.0f}s"
-    minutes, secs = divmod(int(seconds), 60)
-    return f"{minutes}m{secs:02d}s" if minutes < 60 else f"{minutes // 60}h{minutes % 60:02d}m"
 
 
 def run(args: argparse.Namespace, *, sleep: Callable[[float], None] = time.sleep) -> int:
@@ -103,8 +95,17 @@ def run(args: argparse.Namespace, *, sleep: Callable[[float], None] = time.sleep
         raise SeamlineUsage("--limit must be at least 1 and --interval more than 0")
     if args.json and not args.snapshot:
         raise SeamlineUsage("--json goes with --snapshot (the live view is for a person)")
+    if args.url is not None:
+        return _watch_server(args)
     store = open_store(args.store, read_only=True)
     try:
+        if not args.snapshot and not args.plain and sys.stdout.isatty() and _textual_here():
+            from seamline.cli.watch_app import FleetApp
+            from seamline.cli.watch_sources import StoreSource
+
+            source = StoreSource(store, location=args.store, interval=args.interval)
+            FleetApp(source, limit=args.limit, interval=args.interval).run()
+            return 0
         if args.snapshot:
             rows = fleet(store, limit=args.limit)
             if args.json:
@@ -124,3 +125,63 @@ def run(args: argparse.Namespace, *, sleep: Callable[[float], None] = time.sleep
             return 0
     finally:
         store.close()
+
+
+def _textual_here() -> bool:
+    from importlib.util import find_spec
+
+    if find_spec("textual") is None:
+        sys.stderr.write(f"seamline watch: the live view needs the watch extra ({install_hint('watch')}); "
+                         "showing the plain table\n")  # fmt: skip
+        return False
+    return True
+
+
+def _watch_server(args: argparse.Namespace) -> int:
+    """``--url``: the runs of a running ``seamline serve``, in the app, the snapshot or the plain table."""
+    if args.store is not None:
+        raise SeamlineUsage("--url reads a server, --store a store: give one")
+    if not args.url.startswith(("http://", "https://")):
+        raise SeamlineUsage(f"--url must be an http:// or https:// URL, not {args.url!r}")
+    from importlib.util import find_spec
+
+    missing = [name for name in ("textual", "httpx2") if find_spec(name) is None]
+    if missing:
+        raise SeamlineUsage(f"watch --url needs the watch extra: {install_hint('watch')} ({missing[0]} missing)")
+    import asyncio
+
+    from seamline.cli.watch_sources import ActionRefused, ServerSource
+
+    source = ServerSource(args.url, token=args.token or os.environ.get("SEAMLINE_TOKEN") or None)
+    if args.snapshot or args.plain or not sys.stdout.isatty():
+        try:
+            return asyncio.run(_plain_server(args, source))
+        except ActionRefused as exc:
+            raise SeamlineUsage(exc.message) from None
+        except KeyboardInterrupt:
+            return 0
+    from seamline.cli.watch_app import FleetApp
+
+    FleetApp(source, limit=args.limit, interval=args.interval).run()
+    return 0
+
+
+async def _plain_server(args: argparse.Namespace, source: Any) -> int:
+    """The snapshot of a server's runs, or the plain table refreshed until Ctrl-C."""
+    import asyncio
+
+    try:
+        while True:
+            rows = await source.rows(args.limit)
+            for row in rows:
+                row.pop("pending", None)
+            if args.snapshot:
+                sys.stdout.write("".join(json.dumps(r) + "\n" for r in rows) if args.json else _table(rows))
+                return 0
+            clear = "\x1b[H\x1b[2J" if sys.stdout.isatty() else ""
+            sys.stdout.write(clear + time.strftime(f"seamline watch {args.url}  %H:%M:%S  (Ctrl-C ends)\n\n"))
+            sys.stdout.write(_table(rows))
+            sys.stdout.flush()
+            await asyncio.sleep(args.interval)
+    finally:
+        await source.close()

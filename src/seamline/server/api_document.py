@@ -27,7 +27,7 @@ _ERRORS: Final = {
     401: "missing or wrong bearer token",
     403: "Host or Origin not served here, or what only the operator may choose",
     404: "not found",
-    409: "the session is busy",
+    409: "the session is busy, or a worktree merge or discard was refused (nothing changed)",
     413: "request body over the limit",
 }
 _EVERY_ROUTE_MAY: Final = (401, 403)  # the guard's answers, before any route runs

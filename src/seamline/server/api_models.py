@@ -22,10 +22,13 @@ __all__ = [
     "AgentChoice",
     "AgentInfo",
     "AgentList",
+    "DiffQuery",
     "ErrorReply",
     "EventsQuery",
     "ForkRequest",
     "Info",
+    "MergeRequest",
+    "Merged",
     "NewPipelineRun",
     "NewRun",
     "NewSession",
@@ -47,6 +50,8 @@ __all__ = [
     "TraceSummary",
     "TraceVerification",
     "Transcript",
+    "WorktreeDiff",
+    "WorktreeDiscarded",
 ]
 
 Options = Annotated[
@@ -130,6 +135,12 @@ class RevertRequest(msgspec.Struct, forbid_unknown_fields=True):
     force: bool = False
 
 
+class MergeRequest(msgspec.Struct, forbid_unknown_fields=True):
+    """``POST /v1/sessions/{session_id}/merge``."""
+
+    squash: Annotated[bool, Meta(description="one commit of all the run's turns, not a merge commit")] = False
+
+
 class PermissionReply(msgspec.Struct, forbid_unknown_fields=True):
     """``POST /v1/runs/{run_id}/permissions/{request_id}``."""
 
@@ -194,6 +205,10 @@ class ProvidersQuery(msgspec.Struct):
 
 class SessionsQuery(msgspec.Struct):
     limit: Annotated[int, Meta(ge=0, le=10_000)] = 100
+
+
+class DiffQuery(msgspec.Struct):
+    stat: Annotated[bool, Meta(description="files changed and counts (`git diff --stat`), not the whole diff")] = False
 
 
 class RunsQuery(msgspec.Struct):
@@ -317,6 +332,30 @@ class Reverted(msgspec.Struct):
     restored: list[str]
 
 
+class WorktreeDiff(msgspec.Struct):
+    session_id: str
+    branch: str
+    base: Annotated[str, Meta(description="the commit the run started from")]
+    state: Annotated[str, Meta(description="open, merged or discarded")]
+    diff: Annotated[str, Meta(description="as `git diff` (or `git diff --stat`) prints it")]
+
+
+class Merged(msgspec.Struct):
+    session_id: str
+    branch: str
+    into: Annotated[str, Meta(description="the branch merged into, in the main working tree")]
+    commits: int
+    commit: Annotated[str | None, Meta(description="the new commit; null when the run changed nothing")]
+    squashed: bool
+
+
+class WorktreeDiscarded(msgspec.Struct):
+    session_id: str
+    branch: str
+    path: Annotated[str, Meta(description="the worktree removed")]
+    state: str
+
+
 class _PendingPermission(msgspec.Struct):
     request_id: str
     call_id: str | None
@@ -339,6 +378,7 @@ class RunSummary(msgspec.Struct):
     output_tokens: int
     cost_usd: float | None
     pending_permissions: list[_PendingPermission]
+    current_tool: Annotated[str | None, Meta(description="the tool called and not answered yet, if any")]
 
 
 class RunList(msgspec.Struct):

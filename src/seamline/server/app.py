@@ -4,8 +4,8 @@
 
 Every error is one JSON object ``{"error": {"kind", "message"}}`` with a fitting status:
 400 bad input, 401 token, 403 host or origin (or a refused provider), 404 unknown session,
-run or request, 405 a method the path lacks, 409 a busy session, 413 an oversized body,
-502 or 504 the backend failed. docs/serve.md describes each route; docs/openapi.json is
+run or request, 405 a method the path lacks, 409 a busy session or a refused worktree
+merge or discard, 413 an oversized body, 502 or 504 the backend failed. docs/serve.md describes each route; docs/openapi.json is
 the pinned document, generated from the routes (:mod:`seamline.server.openapi`).
 """
 
@@ -28,6 +28,7 @@ from seamline.server.agents_file import AgentSpec, ServePolicy, UnknownAgent
 from seamline.server.agui_route import AgUiThreads
 from seamline.server.guard import BodyTooLarge, Guard
 from seamline.server.routes import ROUTES
+from seamline.server.routes_worktrees import Refused
 from seamline.server.runs import Busy, NotFound, RunHub
 from seamline.server.state import ServeSettings, state_value, store_in
 from seamline.sessions.store import SessionStore
@@ -125,6 +126,11 @@ async def _busy(request: Request, exc: Exception) -> Response:
     return _error(409, "busy", exc.message)
 
 
+async def _refused(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, Refused)
+    return _error(409, "refused", exc.message)
+
+
 async def _too_large(request: Request, exc: Exception) -> Response:
     return _error(413, "invalid_request", str(exc))
 
@@ -155,6 +161,7 @@ _EXCEPTION_HANDLERS: Final = {
     NotFound: _not_found,
     UnknownAgent: _not_found,
     Busy: _busy,
+    Refused: _refused,
     BodyTooLarge: _too_large,
     SeamlineError: _classified,
     404: _no_route,

@@ -24,6 +24,7 @@ from seamline.server.routes_sessions import (
     start_run,
     transcript,
 )
+from seamline.server.routes_worktrees import discard_worktree, merge_worktree, worktree_diff
 
 __all__ = ["ROUTES"]
 
@@ -42,6 +43,9 @@ ROUTES: Final[tuple[BaseRoute, ...]] = (
     Route("/v1/sessions/{session_id}/transcript", transcript, methods=["GET"]),
     Route("/v1/sessions/{session_id}/revert", revert_session, methods=["POST"]),
     Route("/v1/sessions/{session_id}/runs", start_run, methods=["POST"]),
+    Route("/v1/sessions/{session_id}/diff", worktree_diff, methods=["GET"]),
+    Route("/v1/sessions/{session_id}/merge", merge_worktree, methods=["POST"]),
+    Route("/v1/sessions/{session_id}/discard", discard_worktree, methods=["POST"]),
     Route("/v1/runs", list_runs, methods=["GET"]),
     Route("/v1/runs/{run_id}", get_run, methods=["GET"]),
     Route("/v1/runs/{run_id}/events", run_events, methods=["GET"]),

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 from seamline.errors import InvalidRequest
-from seamline.events import Complete, Event, PermissionRequest, Usage
+from seamline.events import Complete, Event, PermissionRequest, ToolCall, ToolResult, Usage
 from seamline.providers.base import Provider, ProviderSession
 from seamline.providers.registry import create_provider
 from seamline.runner import RunOptions
@@ -70,6 +70,7 @@ class Run:
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float | None = 0.0
+    current_tool: str | None = None  # a tool called and not answered yet
     cancel_requested: bool = False
     pending: dict[str, tuple[PermissionRequest, asyncio.Future[PermissionAnswer]]] = field(default_factory=dict)
     announced: set[str] = field(default_factory=set)
@@ -90,6 +91,10 @@ class Run:
             self.input_tokens += event.input_tokens
             self.output_tokens += event.output_tokens
             self.cost_usd = None if self.cost_usd is None or event.cost_usd is None else self.cost_usd + event.cost_usd
+        elif isinstance(event, ToolCall):
+            self.current_tool = event.name
+        elif isinstance(event, ToolResult):
+            self.current_tool = None
         self.events.append(event)
         self._notify()
 
@@ -161,6 +166,7 @@ class Run:
                 }
                 for r, _ in self.pending.values()
             ],
+            "current_tool": self.current_tool,
         }
 
 

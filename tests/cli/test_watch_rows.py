@@ -1,0 +1,93 @@
+"""What `seamline watch` makes of recorded events: the tool a live stored run is running
+and the permission requests it waits on, and one line (or none) for every event type."""
+
+from __future__ import annotations
+
+from seamline.cli.watch_rows import activity, fleet
+from seamline.cli.watch_sources import event_line
+from seamline.events import (
+    EVENT_TYPES,
+    Complete,
+    Error,
+    Event,
+    FileChange,
+    Mode,
+    PermissionDecision,
+    PermissionRequest,
+    Raw,
+    Reasoning,
+    ReasoningDelta,
+    Session,
+    Text,
+    TextDelta,
+    ToolCall,
+    ToolProgress,
+    ToolResult,
+    Usage,
+    encode_event,
+)
+from seamline.sessions.store import SQLiteStore
+
+ONE_OF_EACH: tuple[Event, ...] = (
+    Session(session_id="s" * 32, provider="scripted", model="m1"),
+    TextDelta(text="par"),
+    Text(text="partial answer\nsecond line"),
+    ReasoningDelta(text="hm"),
+    Reasoning(text="thinking it over"),
+    ToolCall(call_id="c1", name="write_file", arguments={"path": "a.txt"}),
+    ToolResult(call_id="c1", output="wrote a.txt", name="write_file"),
+    ToolProgress(call_id="c1", message="half way"),
+    PermissionRequest(request_id="r1", call_id="c1", tool="write_file", arguments={"path": "a.txt"}),
+    PermissionDecision(request_id="r1", decision="deny", reason="not today"),
+    FileChange(path="a.txt", kind="modified"),
+    Usage(input_tokens=3, output_tokens=4, cost_usd=0.5),
+    Mode(mode="planning"),
+    Raw(source="x", payload={"k": 1}),
+    Error(kind="timeout", message="too slow"),
+    Complete(outcome="completed", stop_reason="end_turn"),
+)
+
+
+def test_every_event_type_has_its_line_or_none() -> None:
+    assert sorted(e.type for e in ONE_OF_EACH) == sorted(EVENT_TYPES)
+    lines = {e.type: event_line(e) for e in ONE_OF_EACH}
+    assert {t for t, line in lines.items() if line is None} == {"text_delta", "reasoning_delta", "raw"}
+    assert lines["session"] == f"session {'s' * 12} on scripted (m1)"
+    assert lines["text"] == "assistant: partial answer […]"
+    assert lines["tool_call"] == '→ write_file {"path": "a.txt"}'
+    assert lines["tool_result"] == "  ✓ write_file wrote a.txt"
+    assert lines["permission_request"] == '? permission asked: write_file {"path": "a.txt"}'
+    assert lines["permission_decision"] == "  permission deny (once): not today"
+    assert lines["usage"] == "  usage 3 in / 4 out · $0.5000"
+    assert lines["error"] == "error (timeout): too slow"
+    assert lines["complete"] == "[completed: end_turn]"
+    assert event_line(FileChange(path="a.txt", kind="read")) is None
+
+
+def _record(store: SQLiteStore, session_id: str, *events: Event) -> None:
+    for event in events:
+        store.append_raw(session_id, 1, "out", "event", encode_event(event).decode())
+    store.flush()
+
+
+def test_a_live_stored_runs_tool_and_waiting_requests() -> None:
+    store = SQLiteStore(":memory:")
+    try:
+        store.create_session("a" * 32, provider="scripted", model=None)
+        call = ToolCall(call_id="c1", name="write_file", arguments={})
+        asked = PermissionRequest(request_id="r1", call_id="c1", tool="write_file", arguments={})
+        _record(store, "a" * 32, call, asked)
+        assert activity(store, "a" * 32) == ("write_file", 1)
+        [row] = fleet(store)
+        assert (row["status"], row["current_tool"], row["pending_approvals"]) == ("open", "write_file", 1)
+        _record(store, "a" * 32, PermissionDecision(request_id="r1", decision="allow"))
+        assert activity(store, "a" * 32) == ("write_file", 0)
+        _record(store, "a" * 32, ToolResult(call_id="c1", output="ok"))
+        assert activity(store, "a" * 32) == (None, 0)
+        _record(store, "a" * 32, call, asked, Complete(outcome="aborted", stop_reason="cancelled"))
+        assert activity(store, "a" * 32) == (None, 0)  # an ended turn waits on nothing
+        store.set_status("a" * 32, "completed")
+        [row] = fleet(store)
+        assert (row["current_tool"], row["pending_approvals"]) == (None, 0)  # only live runs are read
+    finally:
+        store.close()
