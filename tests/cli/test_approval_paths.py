@@ -18,6 +18,7 @@ from tests.durable.conftest import DevServer, Processes
 RM_OUTSIDE = '[{"tool_calls": [{"name": "shell", "arguments": {"command": "rm -rf ../x"}}]}, {"text": "done"}]'
 # The Temporal dev server and worker fixtures of tests/durable, for the `run --on temporal` test.
 dev_server = durable.dev_server
+shared_dev_server = durable.shared_dev_server
 processes = durable.processes
 HELLO = '[{"text": "hello"}]'
 

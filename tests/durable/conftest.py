@@ -92,8 +92,32 @@ class DevServer:
             self.proc = None
 
 
+@pytest.fixture(scope="session")
+def shared_dev_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
+    """One dev server for the test process, started when a test first asks for it."""
+    pytest.importorskip("temporalio")
+    where = tmp_path_factory.mktemp("temporal")
+    server = DevServer(where / "temporal.db", where / "temporal.log")
+    server.start()
+    try:
+        yield server
+    finally:
+        server.kill()
+
+
 @pytest.fixture
-def dev_server(tmp_path: Path) -> Iterator[DevServer]:
+def dev_server(shared_dev_server: DevServer) -> DevServer:
+    """The test process's dev server, shared: each test that takes it uses task queues of
+    its own (a workflow a test leaves queued stays on its queue). A test that kills or
+    restarts the server takes :func:`own_dev_server`."""
+    if shared_dev_server.proc is None or shared_dev_server.proc.poll() is not None:
+        shared_dev_server.start()  # pragma: no cover - it died under an earlier test
+    return shared_dev_server
+
+
+@pytest.fixture
+def own_dev_server(tmp_path: Path) -> Iterator[DevServer]:
+    """A dev server of the test's own, for a test that kills and restarts it."""
     pytest.importorskip("temporalio")
     server = DevServer(tmp_path / "temporal.db", tmp_path / "temporal.log")
     server.start()

@@ -88,18 +88,18 @@ def test_a_worker_killed_mid_turn_is_replaced_and_no_finished_turn_runs_again(
 
 
 def test_the_server_killed_mid_turn_and_restarted_on_its_db_finishes_the_run(
-    dev_server: DevServer, processes: Processes, tmp_path: Path
+    own_dev_server: DevServer, processes: Processes, tmp_path: Path
 ) -> None:
     definition = fan_out_pipeline(tmp_path, ["a", "b", "c"], slow="b", delay=4)
     store = tmp_path / "runs.db"
-    processes.worker(dev_server.target, "q-kill-server")
+    processes.worker(own_dev_server.target, "q-kill-server")
     client = processes.client(
-        ["--temporal", dev_server.target, "--task-queue", "q-kill-server", "--store", str(store),
+        ["--temporal", own_dev_server.target, "--task-queue", "q-kill-server", "--store", str(store),
          "--workspace", str(tmp_path), "--pipeline", str(definition), "--heartbeat-s", "20", "go"]
     )  # fmt: skip
     run_id = _wait_for_slow_turn(store, client)
-    dev_server.kill()
-    dev_server.start()  # same db file, same port
+    own_dev_server.kill()
+    own_dev_server.start()  # same db file, same port
     out, err = client.communicate(timeout=_WAIT_S)
     assert client.returncode == 0, err.decode()
     assert out.decode().strip() == "answer of summary"
@@ -109,26 +109,26 @@ def test_the_server_killed_mid_turn_and_restarted_on_its_db_finishes_the_run(
 
 
 def test_the_client_follows_its_run_through_server_restarts_at_several_points(
-    dev_server: DevServer, processes: Processes, tmp_path: Path
+    own_dev_server: DevServer, processes: Processes, tmp_path: Path
 ) -> None:
     definition = fan_out_pipeline(tmp_path, ["a", "b", "c"], slow="b", delay=3)
     write_script(tmp_path / "summary.json", "answer of summary", delay=3)
     store = tmp_path / "runs.db"
     client = processes.client(
-        ["--temporal", dev_server.target, "--task-queue", "q-restarts", "--store", str(store),
+        ["--temporal", own_dev_server.target, "--task-queue", "q-restarts", "--store", str(store),
          "--workspace", str(tmp_path), "--pipeline", str(definition), "--heartbeat-s", "2", "go"]
     )  # fmt: skip
     assert client.stderr is not None
     # 1. The client waits on the server and no worker has taken the run yet.
     submitted = client.stderr.readline().decode()
     assert "submitted" in submitted, submitted
-    dev_server.kill()
-    dev_server.start()
-    processes.worker(dev_server.target, "q-restarts")
+    own_dev_server.kill()
+    own_dev_server.start()
+    processes.worker(own_dev_server.target, "q-restarts")
     # 2. A role turn runs on the worker while the client streams it.
     run_id = _wait_for_slow_turn(store, client)
-    dev_server.kill()
-    dev_server.start()
+    own_dev_server.kill()
+    own_dev_server.start()
     # 3. The last turn runs: the client waits for the run's end.
     deadline = time.monotonic() + _WAIT_S
     while True:
@@ -139,8 +139,8 @@ def test_the_client_follows_its_run_through_server_restarts_at_several_points(
             break
         assert time.monotonic() < deadline, "the summary turn never started"
         time.sleep(0.05)
-    dev_server.kill()
-    dev_server.start()
+    own_dev_server.kill()
+    own_dev_server.start()
     out, err = client.communicate(timeout=_WAIT_S)
     assert client.returncode == 0, submitted + err.decode()
     assert out.decode().strip() == "answer of summary"
