@@ -47,10 +47,10 @@ def test_fleet_diffs_merges_refuses_and_discards_worktree_runs(tmp_path: Path, h
         first = worktree_run(repo, store, "notes.txt", CONTENT)
         with opened(served) as (page, problems):
             row = page.locator(f'#fleet tbody tr[data-id="{first}"]')
-            expect(row.locator("td.branch")).to_have_text(f"seamline/{first[:8]}")
-            expect(row.locator("td.worktree")).to_have_text("open")
-            expect(row.locator("td.provider")).to_have_text("scripted")
-            expect(row.locator("td.status")).to_have_text("completed")
+            expect(row.locator("td.col-branch")).to_have_text(f"seamline/{first[:8]}")
+            expect(row.locator("td.col-worktree")).to_have_text("open")
+            expect(row.locator("td.col-provider")).to_have_text("scripted")
+            expect(row.locator("td.col-status")).to_have_text("completed")
 
             # Diff: the file's added line, as text in a <pre>.
             row.locator("button.diff").click()
@@ -72,7 +72,7 @@ def test_fleet_diffs_merges_refuses_and_discards_worktree_runs(tmp_path: Path, h
             row.locator("button.merge").click()
             page.click("#fleet-confirm-go")
             expect(page.locator("#fleet-message")).to_contain_text(f"seamline/{first[:8]} merged into main")
-            expect(row.locator("td.worktree")).to_have_text("merged")
+            expect(row.locator("td.col-worktree")).to_have_text("merged")
             expect(row.locator("button.merge")).to_be_disabled()
             assert (repo / "notes.txt").read_text() == CONTENT
             assert git(repo, "log", "-1", "--format=%s") != "init"
@@ -80,7 +80,7 @@ def test_fleet_diffs_merges_refuses_and_discards_worktree_runs(tmp_path: Path, h
             # A second run, recorded while the page is open, shows up by itself.
             second = run_beside(repo, store, "other.txt", "B\n")
             other = page.locator(f'#fleet tbody tr[data-id="{second}"]')
-            expect(other.locator("td.worktree")).to_have_text("open")
+            expect(other.locator("td.col-worktree")).to_have_text("open")
             # On a dirty main tree the merge is refused with the server's message; nothing changes.
             (repo / "README").write_text("edited, not committed\n")
             before = snapshot(repo)
@@ -89,7 +89,7 @@ def test_fleet_diffs_merges_refuses_and_discards_worktree_runs(tmp_path: Path, h
             expect(page.locator("#fleet-message")).to_contain_text("uncommitted changes")
             assert snapshot(repo) == before
             assert not (repo / "other.txt").exists()
-            expect(other.locator("td.worktree")).to_have_text("open")
+            expect(other.locator("td.col-worktree")).to_have_text("open")
 
             # Discard asks first too, then removes the worktree and branch.
             record = served.store.get(second)
@@ -102,7 +102,7 @@ def test_fleet_diffs_merges_refuses_and_discards_worktree_runs(tmp_path: Path, h
             assert tree.is_dir()
             other.locator("button.discard").click()
             page.click("#fleet-confirm-go")
-            expect(other.locator("td.worktree")).to_have_text("discarded")
+            expect(other.locator("td.col-worktree")).to_have_text("discarded")
             expect(page.locator("#fleet-message")).to_contain_text(f"seamline/{second[:8]} discarded")
             assert not tree.exists()
             assert f"seamline/{second[:8]}" not in git(repo, "branch", "--list")
@@ -120,16 +120,16 @@ def test_fleet_row_answers_a_waiting_permission(tmp_path: Path) -> None:
             assert run.status_code == 201, run.text
         with opened(served) as (page, problems):
             row = page.locator(f'#fleet tbody tr[data-id="{session_id}"]')
-            expect(row.locator("td.status")).to_have_text("running")
-            expect(row.locator("td.tool")).to_have_text("write_file")
-            expect(row.locator("td.branch")).to_have_text("")
-            expect(row.locator("td.actions button")).to_have_count(0)
-            asked = row.locator("td.approvals .asked")
+            expect(row.locator("td.col-status")).to_have_text("running")
+            expect(row.locator("td.col-tool")).to_have_text("write_file")
+            expect(row.locator("td.col-branch")).to_have_text("")
+            expect(row.locator("td.col-actions button")).to_have_count(0)
+            asked = row.locator("td.col-approvals .asked")
             expect(asked).to_contain_text("write_file")
             asked.locator("button.approve").click()
-            expect(row.locator("td.status")).to_have_text("completed")
-            expect(row.locator("td.approvals .asked")).to_have_count(0)
-            expect(row.locator("td.tokens")).to_have_text("220 in / 15 out")
-            expect(row.locator("td.cost")).to_have_text("$0.0030")
+            expect(row.locator("td.col-status")).to_have_text("completed")
+            expect(row.locator("td.col-approvals .asked")).to_have_count(0)
+            expect(row.locator("td.col-tokens")).to_have_text("220 in / 15 out")
+            expect(row.locator("td.col-cost")).to_have_text("$0.0030")
             assert (served.workspace / "hello.txt").read_text() == "hi\n"
             assert problems == []

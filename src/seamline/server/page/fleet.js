@@ -38,7 +38,7 @@ function fleetRow(session, run) {
     tokens: `${session.input_tokens} in / ${session.output_tokens} out`,
     cost: cost(session.cost_usd),
     branch: tree.branch || "",
-    tree: tree.state || "",
+    worktree: tree.state || "",
     created_at: session.created_at,
   };
 }
@@ -101,10 +101,10 @@ function drawFleet(rows) {
 function fleetTr(row) {
   const tr = el("tr");
   tr.dataset.id = row.id;
-  const name = el("td", "run");
+  const name = el("td", "col-run");
   name.append(el("div", "title", row.title || row.provider), el("div", "muted", row.id.slice(0, 12)));
   name.addEventListener("click", guarded(() => selectSession(row.id)));
-  const approvals = el("td", "approvals");
+  const approvals = el("td", "col-approvals");
   for (const asked of row.pending) {
     const box = el("div", "asked");
     box.dataset.request = asked.request_id;
@@ -112,18 +112,18 @@ function fleetTr(row) {
     appendAnswerButtons(box, row.runId, asked.request_id, refreshFleet);
     approvals.appendChild(box);
   }
-  tr.append(name, el("td", "provider", row.provider), el("td", "model", row.model), el("td", "status", row.status),
-    el("td", "tool", row.tool), el("td", "tokens", row.tokens), el("td", "cost", row.cost),
-    el("td", "branch", row.branch), el("td", "worktree", row.tree), approvals, fleetActions(row));
+  const cells = ["provider", "model", "status", "tool", "tokens", "cost", "branch", "worktree"]
+    .map((column) => el("td", `col-${column}`, row[column]));
+  tr.append(name, ...cells, approvals, fleetActions(row));
   return tr;
 }
 
 function fleetActions(row) {
-  const cell = el("td", "actions");
+  const cell = el("td", "col-actions");
   if (!row.branch) return cell;
-  const settled = row.tree !== "open" || FLEET_LIVE.includes(row.status);
+  const settled = row.worktree !== "open" || FLEET_LIVE.includes(row.status);
   const buttons = [
-    ["Diff", "diff", row.tree === "discarded", () => showDiff(row)],
+    ["Diff", "diff", row.worktree === "discarded", () => showDiff(row)],
     ["Merge", "merge", settled, () => askFirst(row, "merge")],
     ["Discard", "discard", settled, () => askFirst(row, "discard")],
   ];
