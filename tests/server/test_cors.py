@@ -60,7 +60,7 @@ def test_no_origin_is_allowed_by_default(tmp_path: Path) -> None:
 
 def test_the_page_may_not_be_framed(tmp_path: Path) -> None:
     with serve(tmp_path) as served, served.client() as client:
-        for path in ("/", "/page/page.js"):
+        for path in ("/", "/page/page.js", "/page/fleet.js"):
             policy = client.get(path).headers["content-security-policy"]
             assert "frame-ancestors 'none'" in policy and "default-src 'self'" in policy
 

@@ -30,6 +30,7 @@ _PAGE_HEADERS: Final = {
 _PAGE_FILES: Final = {
     "index.html": "text/html; charset=utf-8",
     "page.js": "text/javascript; charset=utf-8",
+    "fleet.js": "text/javascript; charset=utf-8",
     "page.css": "text/css; charset=utf-8",
 }
 

@@ -1,4 +1,5 @@
-// The seamline web page: sessions, a live run view, history, permissions, fork and revert.
+// The seamline web page: sessions, a live run view, history, permissions, fork and revert
+// (the fleet table is fleet.js).
 // Plain script, no build step. It reads runs as seamline events (format=seamline) over
 // EventSource, which resumes with Last-Event-ID by itself when the connection drops.
 "use strict";
@@ -292,18 +293,24 @@ function permission(event) {
   const box = el("div", "item permission");
   box.dataset.request = event.request_id;
   box.appendChild(el("span", "", `Allow ${event.tool} ${JSON.stringify(event.arguments)}? ${event.reason || ""} `));
+  appendAnswerButtons(box, state.run.id, event.request_id);
+  return box;
+}
+
+// Approve and Deny for one waiting request of a run (the run view's and the fleet table's).
+function appendAnswerButtons(box, runId, requestId, answered) {
   for (const [label, decision] of [["Approve", "allow"], ["Deny", "deny"]]) {
     const button = el("button", "", label);
     button.type = "button";
     button.className = decision === "allow" ? "approve" : "deny";
-    button.addEventListener("click", guarded(async () => {
-      await api("POST", `/v1/runs/${state.run.id}/permissions/${encodeURIComponent(event.request_id)}`,
-        { decision, scope: "once" });
+    button.addEventListener("click", guarded(async (e) => {
+      e.stopPropagation();
+      await api("POST", `/v1/runs/${runId}/permissions/${encodeURIComponent(requestId)}`, { decision, scope: "once" });
       box.querySelectorAll("button").forEach((b) => { b.disabled = true; });
+      if (answered) await answered();
     }));
     box.appendChild(button);
   }
-  return box;
 }
 
 function lines(text) {
