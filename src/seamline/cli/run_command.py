@@ -50,9 +50,10 @@ def add_parser(commands: Any) -> str:
     run.add_argument(
         "--provider",
         "-p",
-        default="offline",
+        default=None,
         metavar="NAME",
-        help="backend to use (default: offline); see `seamline providers list`",
+        help="backend to use (default: offline); see `seamline providers list`. With --session, another "
+        "backend continues the session (a handoff: the transcript is its history)",
     )
     run.add_argument("--model", "-m", metavar="NAME", help="model name, in the provider's own terms")
     run.add_argument(
@@ -128,6 +129,8 @@ def run(args: argparse.Namespace) -> int:
     if args.max_steps < 1:
         raise SeamlineUsage("--max-steps must be at least 1")
     _check_worktree_flags(args)
+    args.handoff = args.session is not None and args.provider is not None  # --session ID --provider P
+    args.provider = args.provider or "offline"
     if args.on == "temporal":
         from seamline.cli.worker_command import run_on_temporal
 

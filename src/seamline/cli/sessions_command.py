@@ -19,6 +19,7 @@ from seamline.loop.messages import Message
 from seamline.providers.base import ProviderSession
 from seamline.providers.registry import create_provider
 from seamline.runner import session_run_options
+from seamline.sessions.handoffs import backend_spans, handoffs_of
 from seamline.sessions.records import SessionRecord, session_title
 from seamline.sessions.store import SessionStore, open_store
 from seamline.tools.workspace import Workspace, workspace_tools
@@ -80,6 +81,12 @@ def add_parser(commands: Any) -> str:
             p.add_argument("--prompt", metavar="PROMPT", help="run this prompt on the fork right away")
         else:
             p.add_argument("prompt", metavar="PROMPT")
+        p.add_argument(
+            "--provider",
+            "-p",
+            metavar="NAME",
+            help="continue on another backend (a handoff: the transcript is its history; default: the session's)",
+        )
         p.add_argument("--model", "-m", metavar="NAME")
         p.add_argument("--provider-option", "-o", action="append", default=[], metavar="KEY=VALUE")
         p.add_argument("--workspace", "-w", metavar="DIR", help="default: the session's own workspace")
@@ -180,6 +187,8 @@ def _show(store: SessionStore, args: argparse.Namespace) -> int:
     files = store.files_touched(record.id)
     transcript = store.transcript(record.id)
     children = store.descendants(record.id)
+    handoffs = handoffs_of(record.metadata)
+    spans = backend_spans(record.provider, record.model, handoffs, store.usage_rows(record.id)) if handoffs else []
     if args.json:
         print(
             json.dumps(
@@ -188,6 +197,15 @@ def _show(store: SessionStore, args: argparse.Namespace) -> int:
                     "totals": {**asdict(own), "cost": own.describe_cost()},
                     "totals_with_descendants": {**asdict(tree), "cost": tree.describe_cost()},
                     "descendants": children,
+                    "backends": [
+                        {
+                            "provider": span.provider,
+                            "model": span.model,
+                            "turns": list(span.turns),
+                            "totals": {**asdict(span.totals), "cost": span.totals.describe_cost()},
+                        }
+                        for span in spans
+                    ],
                     "files": [asdict(f) for f in files],
                     "transcript": [asdict(e) for e in transcript],
                 }
@@ -200,6 +218,13 @@ def _show(store: SessionStore, args: argparse.Namespace) -> int:
     )
     print(f"status    {record.status}; parent {record.parent_id or '-'}; workspace {record.workspace or '-'}")
     print(f"tokens    {own.input_tokens} in / {own.output_tokens} out; cost {own.describe_cost()}")
+    for span in spans:  # a session continued on other backends: each one's turns and figures
+        first, last = span.turns
+        turns = f"turn {first}" if first == last else f"turns {first}–{last}" if last else f"since turn {first}"
+        print(
+            f"backend   {span.provider} ({span.model or 'default model'}), {turns}: "
+            f"{span.totals.input_tokens} in / {span.totals.output_tokens} out; cost {span.totals.describe_cost()}"
+        )
     if children:
         print(f"with {len(children)} fork(s)/child(ren): cost {tree.describe_cost()}")
     for touch in files:
@@ -248,11 +273,12 @@ def continue_session(store: SessionStore, args: argparse.Namespace, *, fork: boo
             f"run {record.id[:12]} works in its worktree: it can be resumed there, not forked or moved (--workspace)"
         )
     given = parse_options(args.provider_option)
-    provider = create_provider(
-        record.provider,
-        model=args.model or kept.get("model") or record.model,
-        options={**kept.get("provider_options", {}), **given},
-    )
+    wanted = getattr(args, "provider", None) if getattr(args, "handoff", True) else None
+    handoff = wanted is not None and wanted != record.provider  # another backend takes the session over
+    name = wanted if handoff and wanted else record.provider
+    model = args.model if handoff else args.model or kept.get("model") or record.model
+    before = {} if handoff else kept.get("provider_options", {})  # the old backend's options stay with it
+    provider = create_provider(name, model=model, options={**before, **given})
     root = args.workspace or record.workspace or "."
     workspace = Workspace(root)
     if getattr(args, "sandbox", None) is None and kept.get("sandbox"):
@@ -267,11 +293,7 @@ def continue_session(store: SessionStore, args: argparse.Namespace, *, fork: boo
 
     enveloped = envelope_options(args, type(provider))  # an agent CLI runs in the envelope, or is refused
     if enveloped:
-        provider = create_provider(
-            record.provider,
-            model=args.model or kept.get("model") or record.model,
-            options={**kept.get("provider_options", {}), **given, **enveloped},
-        )
+        provider = create_provider(name, model=model, options={**before, **given, **enveloped})
         sandbox, journal = None, None
     else:
         sandbox, journal = sandbox_for_run(args, workspace)
@@ -290,9 +312,11 @@ def continue_session(store: SessionStore, args: argparse.Namespace, *, fork: boo
 
     async def drive() -> int:
         if fork:
-            session = await provider.fork(record.id, store=store, at=args.at, tools=tools, approval=approval)
+            session = await provider.fork(
+                record.id, store=store, at=args.at, tools=tools, approval=approval, handoff=handoff
+            )
         else:
-            session = await provider.resume(record.id, store=store, tools=tools, approval=approval)
+            session = await provider.resume(record.id, store=store, tools=tools, approval=approval, handoff=handoff)
             if tree is not None:
                 session.turn_hooks.append(turn_committer(tree))  # each turn a commit on the run's branch
         if system_prompt and not (session.messages and session.messages[0].role == "system"):

@@ -41,6 +41,7 @@ from seamline.loop.messages import Message, ModelRequest
 from seamline.loop.observers import Observer
 from seamline.providers.option_kinds import OptionKind, option_problem
 from seamline.providers.settle import TurnSettler
+from seamline.sessions.handoffs import handoff_entry
 from seamline.sessions.records import SessionRecord, TranscriptEntry
 from seamline.sessions.store import SessionStore
 from seamline.stages.chain import StageChain
@@ -248,21 +249,34 @@ class Provider:
         tools: Toolset | None = None,
         observers: Sequence[Observer] = (),
         approval: Approval | None = None,
+        handoff: bool = False,
     ) -> ProviderSession:
         """Continue a stored session: natively where the provider can, else emulated.
 
         Emulated resume gives the provider the earlier conversation as context; the
         record's metadata says which happened. A provider that cannot resume at all fails
         with a classified error rather than silently starting fresh.
+
+        ``handoff=True`` continues another provider's session on this one: the canonical
+        transcript is its history (an emulated resume), the switch is recorded in the
+        session (``metadata["handoffs"]``: from which provider and model, after which turn
+        and message), and the session is this provider's from then on.
         """
         self._check_allowed()
         self._ready()
         record = store.require(session_id)
-        if record.provider != self.name:
-            raise InvalidRequest(f"session {record.id} belongs to provider {record.provider}, not {self.name}")
+        handing = handoff and record.provider != self.name
+        if record.provider != self.name and not handing:
+            raise InvalidRequest(
+                f"session {record.id} belongs to provider {record.provider}, not {self.name} "
+                "(to continue it here, hand it over: run --session ID --provider NAME)"
+            )
         how = self.resume_support
         if how == "none":
             raise InvalidRequest(f"provider {self.name} cannot resume a session (capability resume=none)")
+        if handing:
+            store.hand_over(record.id, provider=self.name, model=self.model)
+            record = store.require(record.id)
         if how == "native" and not record.provider_session_id:
             how = "emulated"  # the provider never told us its id; the history is all we have
         session = self._session_from_record(record, store, tools, observers, approval)
@@ -283,25 +297,35 @@ class Provider:
         tools: Toolset | None = None,
         observers: Sequence[Observer] = (),
         approval: Approval | None = None,
+        handoff: bool = False,
     ) -> ProviderSession:
         """A new session that starts from ``session_id``'s history (up to message ``at``).
 
         Native where the provider can fork and the fork is from the latest message;
         otherwise emulated: the history up to ``at`` is copied and the parent recorded.
+        ``handoff=True`` forks another provider's session onto this one (emulated; the
+        fork's ``metadata["handoffs"]`` names the provider it came from).
         """
         self._check_allowed()
         self._ready()
         record = store.require(session_id)
-        if record.provider != self.name:
+        handing = handoff and record.provider != self.name
+        if record.provider != self.name and not handing:
             raise InvalidRequest(f"session {record.id} belongs to provider {record.provider}, not {self.name}")
         if self.forking == "none":
             raise InvalidRequest(f"provider {self.name} cannot fork a session (capability forking=none)")
         entries = store.transcript(record.id)
         if at is not None and not 0 <= at < len(entries):
             raise InvalidRequest(f"--at {at} is outside the session's {len(entries)} messages (0..{len(entries) - 1})")
-        native = self.forking == "native" and at is None and bool(record.provider_session_id)
+        native = self.forking == "native" and at is None and bool(record.provider_session_id) and not handing
         new_id = uuid.uuid4().hex
-        metadata = {"fork_of": record.id, "fork": "native" if native else "emulated", "fork_at": at}
+        metadata: dict[str, object] = {"fork_of": record.id, "fork": "native" if native else "emulated", "fork_at": at}
+        if handing:
+            metadata["handoffs"] = [
+                handoff_entry(
+                    record, entries if at is None else entries[: at + 1], provider=self.name, model=self.model
+                )
+            ]
         store.create_session(
             new_id,
             provider=self.name,

@@ -215,6 +215,24 @@ class SessionStore(abc.ABC):
                 (json.dumps(merged), time.time(), session_id),
             )
 
+    def hand_over(self, session_id: str, *, provider: str, model: str | None) -> None:
+        """Make ``provider`` the session's backend from its next turn on (a handoff): its
+        provider session id is dropped (the new backend has none yet) and the switch is
+        appended to ``metadata["handoffs"]`` (see :mod:`seamline.sessions.handoffs`)."""
+        from seamline.sessions.handoffs import handoff_entry, handoffs_of
+
+        record = self.require(session_id)
+        entry = handoff_entry(record, self.transcript(record.id), provider=provider, model=model)
+        with self._transaction():
+            rows = self._query("SELECT metadata FROM sessions WHERE id = ?", (record.id,))
+            metadata = json.loads(rows[0][0])
+            metadata["handoffs"] = [*handoffs_of(metadata), entry]
+            self._execute(
+                "UPDATE sessions SET provider = ?, model = ?, provider_session_id = NULL, metadata = ?,"
+                " updated_at = ? WHERE id = ?",
+                (provider, model, json.dumps(metadata), time.time(), record.id),
+            )
+
     def set_run_options(self, session_id: str, options: Mapping[str, object]) -> None:
         """Record what the session runs with (merged over what it had; ``None`` drops a key).
         Never pass secrets: these are shown by ``sessions show``."""
