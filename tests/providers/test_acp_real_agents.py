@@ -15,6 +15,7 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,6 +27,7 @@ from seamline.providers.opencode import opencode_config
 from seamline.sessions.store import SQLiteStore
 from seamline.tools.approval import YesApproval
 from seamline.transport.subprocess import group_members
+from tests.fakes._http import FakeAPI
 from tests.fixtures.acp_capture import FAKES, FALLBACK, SCENARIOS, UNKNOWN_SESSION, _argv
 from tests.providers.agent_cli_support import CliWorld, make_world, run_async
 from tests.providers.test_acp_real import processes_in
@@ -50,10 +52,18 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CliWorld:
 
 @contextmanager
 def agent_against_fake(agent: str, scenario: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[AcpProvider]:
+    with agent_and_fake(agent, SCENARIOS[scenario](agent), monkeypatch) as (provider, _):
+        yield provider
+
+
+@contextmanager
+def agent_and_fake(
+    agent: str, script: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[AcpProvider, FakeAPI]]:
     argv = _argv(agent)
     if not (Path(argv[0]).exists() and os.access(argv[0], os.X_OK)):
         pytest.fail(f"{argv[0]} is not installed; run: {SETUP}")
-    with FAKES[agent](SCENARIOS[scenario](agent), fallback=FALLBACK[agent]) as fake:
+    with FAKES[agent](script, fallback=FALLBACK[agent]) as fake:
         if agent == "claude-acp":
             monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.root_url)
         elif agent == "gemini-acp":
@@ -64,7 +74,7 @@ def agent_against_fake(agent: str, scenario: str, monkeypatch: pytest.MonkeyPatc
             for key in ("MODELS_FETCH", "AUTOUPDATE", "LSP_DOWNLOAD"):
                 monkeypatch.setenv(f"OPENCODE_DISABLE_{key}", "1")
         # OpenCode retries a 5xx on its own; the turn timeout bounds a case that never ends.
-        yield AcpProvider(options={"command": " ".join(argv), "turn_timeout": "90", "grace": "1"})
+        yield AcpProvider(options={"command": " ".join(argv), "turn_timeout": "90", "grace": "1"}), fake
 
 
 async def one_turn(provider: AcpProvider, workspace: Path, prompt: str) -> list[Event]:
@@ -165,3 +175,29 @@ async def test_gemini_is_authenticated_when_its_session_asks(world: CliWorld, mo
     finally:
         await provider.close(session)
     assert running_agents() == [] and processes_in(world.workspace) == []
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+@run_async
+async def test_one_agent_process_serves_every_turn_of_a_session(
+    agent: str, world: CliWorld, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An ACP session stays warm: the agent process (and its connection) started for the
+    # session's first turn serves the next, which carries the first turn's context.
+    script: list[dict[str, Any]] = [{"text": "Noted: the bird is heron."}, {"text": "It was heron."}]
+    with agent_and_fake(agent, script, monkeypatch) as (provider, fake):
+        session = await provider.open(workspace=world.workspace, approval=YesApproval(yes=True))
+        process = session.state["acp_agent"].rpc.process
+        try:
+            first = [e async for e in session.send("Remember the bird: heron.")]
+            assert session.state["acp_agent"].rpc.process is process and process.returncode is None
+            second = [e async for e in session.send("Which bird?")]
+            assert session.state["acp_agent"].rpc.process is process
+        finally:
+            await provider.close(session)
+        sent = [json.dumps(r.body) for r in fake.model_requests()]
+    assert isinstance(first[-1], Complete) and first[-1].outcome == "completed"
+    assert isinstance(second[-1], Complete) and second[-1].text == "It was heron."
+    answered = [body for body in sent if "Which bird?" in body]
+    assert answered and "Noted: the bird is heron." in answered[-1]  # the second turn was sent the first
+    assert group_members(process.pgid) == [] and running_agents() == []
