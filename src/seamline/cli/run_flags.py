@@ -33,16 +33,17 @@ def flag_options(args: argparse.Namespace, *, options: dict[str, str] | None = N
     """The run options of the shared flags. ``options`` replaces the provider options the
     flags give (``-o`` merged with the envelope's for ``--sandbox``), for a command that
     encloses a backend its own way."""
+    provider = args.provider or "offline"  # `run` leaves it unset to tell a handoff (--session ID --provider P)
     if options is None:
         from seamline.cli.sandbox_command import envelope_options
         from seamline.providers.registry import provider_class
 
-        enveloped = envelope_options(args, provider_class(args.provider))
+        enveloped = envelope_options(args, provider_class(provider))
         options = {**parse_options(args.provider_option), **(enveloped or {})}
     sandbox = getattr(args, "sandbox", None)
     allow = getattr(args, "allow", None)
     return RunOptions(
-        provider=args.provider,
+        provider=provider,
         model=args.model,
         options=options,
         workspace=getattr(args, "workspace", None) or ".",  # `seamline acp`: each session names its folder

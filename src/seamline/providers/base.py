@@ -335,17 +335,7 @@ class Provider:
             mode=record.mode,
             metadata=metadata,
         )
-        copied = entries if at is None else entries[: at + 1]
-        for entry in copied:
-            payload = {
-                "kind": entry.kind,
-                "role": entry.role,
-                "content": entry.content,
-                "call_id": entry.call_id,
-                "data": entry.data,
-            }
-            store.append_raw(new_id, 0, "in", "history", msgspec.json.encode(payload).decode())
-        store.flush()
+        _copy_history(store, new_id, entries if at is None else entries[: at + 1])
         fork_record = store.require(new_id)
         session = self._session_from_record(fork_record, store, tools, observers, approval)
         session.forked_from = record
@@ -630,6 +620,20 @@ async def _close_quietly(source: AsyncIterator[Event]) -> None:
             await closer()
         except Exception:  # noqa: BLE001 - closing a broken source must not mask the turn
             pass
+
+
+def _copy_history(store: SessionStore, session_id: str, entries: Sequence[TranscriptEntry]) -> None:
+    """Give a new session (a fork) these messages as its history, in its raw log."""
+    for entry in entries:
+        payload = {
+            "kind": entry.kind,
+            "role": entry.role,
+            "content": entry.content,
+            "call_id": entry.call_id,
+            "data": entry.data,
+        }
+        store.append_raw(session_id, 0, "in", "history", msgspec.json.encode(payload).decode())
+    store.flush()
 
 
 def messages_from_transcript(entries: Sequence[TranscriptEntry]) -> list[Message]:
