@@ -74,6 +74,10 @@ def add_parser(commands: Any) -> str:
     race.add_argument(
         "--reviewer-provider", metavar="NAME", help="the reviewer's backend (default: the first variant's)"
     )
+    race.add_argument(
+        "--reviewer-option", action="append", metavar="KEY=VALUE", help="an option of --reviewer-provider; repeatable"
+    )
+    race.add_argument("--reviewer-model", metavar="NAME", help="the model of --reviewer-provider")
     race.add_argument("--merge-best", action="store_true", help="merge the winner as `seamline merge` does")
     race.add_argument(
         "--budget-usd", type=float, metavar="USD", help="one budget for the whole race; stops every racer"
@@ -175,14 +179,16 @@ def run(args: argparse.Namespace) -> int:
     for v in variants:
         options = {**parse_options(v.options), **(envelope_options(args, provider_class(v.provider)) or {})}
         providers.append(create_provider(v.provider, model=v.model, options=options))
-    reviewer = None
-    if args.reviewer:
+    reviewers = []
+    if args.reviewer:  # one reviewer each: a backend that keeps state per instance reviews one run only
         first = variants[0]
+        own = args.reviewer_provider is not None
         name = args.reviewer_provider or first.provider
-        options = parse_options(first.options) if name == first.provider else {}
-        reviewer = create_provider(name, model=first.model if name == first.provider else None, options=options)
-    elif args.reviewer_provider:
-        raise SeamlineUsage("--reviewer-provider names the reviewer: give --reviewer too")
+        options = parse_options(args.reviewer_option or []) if own else parse_options(first.options)
+        model = args.reviewer_model if own else first.model
+        reviewers = [create_provider(name, model=model, options=options) for _ in variants]
+    elif args.reviewer_provider or args.reviewer_option or args.reviewer_model:
+        raise SeamlineUsage("--reviewer-provider, --reviewer-option and --reviewer-model need --reviewer")
     store = open_store(args.store)
     trees: list[Worktree] = []
     racers: list[Racer] = []
@@ -201,7 +207,7 @@ def run(args: argparse.Namespace) -> int:
             store=store,
             store_path=args.store or default_store_path(),
             check=args.check,
-            reviewer=reviewer,
+            reviewers=reviewers,
             yes=args.yes or bool(args.sandbox),
             max_steps=args.max_steps,
             budget_usd=args.budget_usd,

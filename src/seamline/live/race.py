@@ -66,7 +66,7 @@ class RaceAgents:
 
     racers: Mapping[str, Racer]
     store: SessionStore
-    reviewer: Provider | None = None
+    reviewers: Mapping[str, Provider] = field(default_factory=dict)  # racer -> the backend reviewing it
     yes: bool = False
     max_steps: int = 50
     params: Mapping[str, Any] = field(default_factory=dict)
@@ -79,8 +79,9 @@ class RaceAgents:
     def identity(self, role: str) -> dict[str, Any]:
         if role in self.racers:
             return provider_identity(self.racers[role].provider, self.params)
-        if role.startswith(REVIEW_PREFIX) and self.reviewer is not None:
-            return provider_identity(self.reviewer, self.params)
+        reviewer = self.reviewers.get(racer_of(role) or "") if role.startswith(REVIEW_PREFIX) else None
+        if reviewer is not None:
+            return provider_identity(reviewer, self.params)
         return {"provider": "check", "implementation": f"{__name__}:RaceAgents.check", "real": False}
 
     async def turn(self, key: AgentKey, prompt: str, *, budget_usd: float | None) -> AsyncIterator[Event]:
@@ -89,7 +90,7 @@ class RaceAgents:
             stream = self._race(key, prompt, budget_usd)
         elif key.role.startswith(CHECK_PREFIX) and racer is not None and racer in self.racers:
             stream = self._check(racer, prompt)
-        elif key.role.startswith(REVIEW_PREFIX) and racer in self.racers and self.reviewer is not None:
+        elif key.role.startswith(REVIEW_PREFIX) and racer is not None and racer in self.reviewers:
             stream = self._review(key, prompt, budget_usd)
         else:
             raise InvalidRequest(f"the race has no agent for role {key.role!r}")
@@ -135,15 +136,15 @@ class RaceAgents:
             await provider.close(session)
 
     async def _review(self, key: AgentKey, prompt: str, budget_usd: float | None) -> AsyncIterator[Event]:
-        assert self.reviewer is not None
-        racer = self.racers[racer_of(key.role) or ""]
-        session = await self.reviewer.open(
+        role = racer_of(key.role) or ""
+        racer, reviewer = self.racers[role], self.reviewers[role]
+        session = await reviewer.open(
             workspace=racer.tree.workspace,
             store=self.store,
             approval=permission_service(store=self.store, workspace=racer.tree.workspace, yes=False),
             metadata={"race": self.run_id, "reviews": racer.tree.run_id},
         )
-        async for event in self._send(key, self.reviewer, session, prompt, budget_usd):
+        async for event in self._send(key, reviewer, session, prompt, budget_usd):
             yield event
 
     async def _check(self, role: str, command: str) -> AsyncIterator[Event]:
@@ -214,7 +215,7 @@ def open_race(
     store: SessionStore,
     store_path: str | os.PathLike[str] | None = None,
     check: str | None = None,
-    reviewer: Provider | None = None,
+    reviewers: Sequence[Provider] = (),
     yes: bool = False,
     max_steps: int = 50,
     budget_usd: float | None = None,
@@ -224,17 +225,20 @@ def open_race(
 ) -> tuple[PipelineController, RaceAgents]:
     """The controller of a race of ``racers`` (their worktrees made already), its trace
     beside the store, and its :class:`RaceAgents` (call ``release()`` once the run is
-    over)."""
+    over). ``reviewers``, one per racer in the same order, adds the review phase."""
     rid = run_id or uuid.uuid4().hex
     definition = race_definition(
-        [r.label for r in racers], check=check, reviewer=reviewer is not None, budget_usd=budget_usd
+        [r.label for r in racers], check=check, reviewer=bool(reviewers), budget_usd=budget_usd
     )
-    for backend in (*(r.provider for r in racers), *((reviewer,) if reviewer else ())):
+    if reviewers and len(reviewers) != len(racers):
+        raise InvalidRequest("give one reviewer per racer, or none")
+    for backend in (*(r.provider for r in racers), *reviewers):
         backend.check_budget(budget_usd)  # an unenforceable budget is refused before the race
+    roles = [f"r{n}" for n in range(1, len(racers) + 1)]
     agents = RaceAgents(
-        racers={f"r{n}": racer for n, racer in enumerate(racers, start=1)},
+        racers=dict(zip(roles, racers, strict=True)),
         store=store,
-        reviewer=reviewer,
+        reviewers=dict(zip(roles, reviewers, strict=True)) if reviewers else {},
         yes=yes,
         max_steps=max_steps,
         run_id=rid,
