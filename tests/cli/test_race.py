@@ -181,3 +181,24 @@ def test_the_table_names_the_winner(seamline_cmd: list[str], world: dict[str, An
         "no",
     ]
     assert "winner r2 (scripted); merge it with: seamline merge" in done.stderr
+
+
+@pytest.mark.real
+def test_with_sandbox_the_check_runs_in_each_racers_sandbox(seamline_cmd: list[str], world: dict[str, Any]) -> None:
+    from seamline.sandbox import probe
+
+    report = probe("bwrap")
+    assert report.ok, "bubblewrap is missing or cannot isolate here (scripts/system/20-bubblewrap.sh)"
+    scripts = [_script(world, "one", "one.txt"), _script(world, "two", "two.txt")]
+    # In bubblewrap the worktree is /workspace, and the host's home is out of sight.
+    check = f"pwd; ls; test ! -e {world['tmp'] / 'home' / '.gitconfig'}"
+    done = _race(seamline_cmd, world, scripts, "--sandbox", "bwrap", "--check", check)
+    assert done.returncode == 0, done.stderr
+    tails = {
+        r["d"]["role"]: r["d"]["output"]["data"]["tail"]
+        for r in _records(json.loads(done.stdout)["trace"])
+        if r.get("kind") == "role_end" and r["d"]["role"].startswith("check-")
+    }
+    assert tails == {"check-r1": "/workspace\nREADME\none.txt\n", "check-r2": "/workspace\nREADME\ntwo.txt\n"}
+    plain = _race(seamline_cmd, world, scripts, "--check", check)
+    assert plain.returncode == 6  # unsandboxed, the check sees the host's home: no run passes
