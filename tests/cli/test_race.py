@@ -202,3 +202,23 @@ def test_with_sandbox_the_check_runs_in_each_racers_sandbox(seamline_cmd: list[s
     assert tails == {"check-r1": "/workspace\nREADME\none.txt\n", "check-r2": "/workspace\nREADME\ntwo.txt\n"}
     plain = _race(seamline_cmd, world, scripts, "--check", check)
     assert plain.returncode == 6  # unsandboxed, the check sees the host's home: no run passes
+
+
+def test_usage_mistakes_are_one_line_and_exit_2(seamline_cmd: list[str], world: dict[str, Any]) -> None:
+    script = _script(world, "one", "one.txt")
+    for args, said in (
+        (["go"], "name the racers"),
+        (["-p", "scripted", "-o", f"script={script}", "--samples", "0", "go"], "--samples must be at least 1"),
+        (["-p", "scripted", "-p", "scripted", "--reviewer-option", "x=y", "go"], "need --reviewer"),
+        (["-p", "scripted", "-p", "scripted", "-w", str(world["tmp"]), "go"], "needs a git repository"),
+    ):
+        done = _seamline(seamline_cmd, world, "race", "--store", str(world["store"]), *args)
+        assert done.returncode == 2 and said in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert git(world["repo"], "worktree", "list").count("\n") == 0
+
+
+def test_help_shows_examples(seamline_cmd: list[str], world: dict[str, Any]) -> None:
+    done = _seamline(seamline_cmd, world, "race", "--help")
+    assert done.returncode == 0
+    assert "  seamline race -p claude-code -p codex --check" in done.stdout and "--merge-best" in done.stdout
+    assert "exit codes:" in done.stdout and "6 no run passed" in done.stdout
