@@ -9,6 +9,7 @@ on :class:`RaceAgents`; every racer's worktree is made before the run starts.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import os
 import time
@@ -160,15 +161,7 @@ class RaceAgents:
             except SeamlineError as exc:  # the sandbox refused it, or it ran past its time
                 error = exc.message
         completed = measured.outcome == "completed"
-        numstat = git(["diff", "--numstat", tree.base, tree.branch, "--"], cwd=Path(tree.repo)).out
-        added = removed = files = 0
-        for row in numstat.splitlines():
-            plus, minus, _ = row.split("\t", 2)
-            files += 1
-            added += int(plus) if plus.isdigit() else 0
-            removed += int(minus) if minus.isdigit() else 0
-        head = git(["rev-parse", tree.branch], cwd=Path(tree.repo)).out.strip()
-        diff = git(["diff", "--no-color", "--no-ext-diff", tree.base, tree.branch, "--"], cwd=Path(tree.repo)).out
+        files, added, removed, head, diff = await asyncio.to_thread(_diff_figures, tree)
         result = CheckResult(
             racer=role,
             outcome=measured.outcome,
@@ -207,6 +200,22 @@ class RaceAgents:
         for role, racer in self.racers.items():
             if role not in self.opened:
                 abandon(racer.tree)
+
+
+def _diff_figures(tree: Worktree) -> tuple[int, int, int, str, str]:
+    """What the run committed: files changed, lines added and removed, its branch's head,
+    and the diff itself."""
+    repo = Path(tree.repo)
+    numstat = git(["diff", "--numstat", tree.base, tree.branch, "--"], cwd=repo).out
+    added = removed = files = 0
+    for row in numstat.splitlines():
+        plus, minus, _ = row.split("\t", 2)
+        files += 1
+        added += int(plus) if plus.isdigit() else 0  # "-" for a binary file
+        removed += int(minus) if minus.isdigit() else 0
+    head = git(["rev-parse", tree.branch], cwd=repo).out.strip()
+    diff = git(["diff", "--no-color", "--no-ext-diff", tree.base, tree.branch, "--"], cwd=repo).out
+    return files, added, removed, head, diff
 
 
 def open_race(
