@@ -222,3 +222,22 @@ def test_help_shows_examples(seamline_cmd: list[str], world: dict[str, Any]) -> 
     assert done.returncode == 0
     assert "  seamline race -p claude-code -p codex --check" in done.stdout and "--merge-best" in done.stdout
     assert "exit codes:" in done.stdout and "6 no run passed" in done.stdout
+
+
+def test_a_reviewer_reads_each_run_and_the_race_verifies_by_its_id(
+    seamline_cmd: list[str], world: dict[str, Any]
+) -> None:
+    reviewer = world["tmp"] / "reviewer.json"
+    reviewer.write_text(json.dumps([{"text": "The diff does the task.\nAPPROVE"}]))
+    scripts = [_script(world, "good", "good.txt"), _script(world, "bad", "bad.txt")]
+    done = _race(
+        seamline_cmd, world, scripts, "--check", "test -f good.txt", "--reviewer",
+        "--reviewer-provider", "scripted", "--reviewer-option", f"script={reviewer}",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert [(e["racer"], e["review"]) for e in result["ranking"]] == [("r1", "approve"), ("r2", "approve")]
+    phases = [r["d"]["phase"] for r in _records(result["trace"]) if r.get("kind") == "phase_start"]
+    assert phases == ["race", "check", "review", "rank"]
+    checked = _seamline(seamline_cmd, world, "trace", "verify", result["race"], "--store", str(world["store"]))
+    assert checked.returncode == 0, checked.stdout + checked.stderr
