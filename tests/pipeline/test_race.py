@@ -175,3 +175,37 @@ def test_a_race_in_process_with_reviewers_verifies_and_redrives(repo: Path, tmp_
     assert shown is not None and "+++ b/good.txt" in str(shown.messages[-1].content)
     again = redrive(tmp_path / "race.jsonl")
     assert again.same, again.differences
+
+
+def test_a_racer_that_opens_after_the_race_was_stopped_stops_too(repo: Path, tmp_path: Path) -> None:
+    from seamline.events import Complete
+    from seamline.pipeline.agents import AgentKey
+
+    store = open_store(tmp_path / "store.db")
+    try:
+        racers = []
+        for n in range(2):
+            tree = create(repo, run_id=f"{n + 1:02d}" + "0" * 30, store=store.location)
+            slow = [{**_writer(f"late{n}.txt", 0.0)[0], "delay": 5}, {"text": "done"}]
+            racers.append(
+                Racer(
+                    label="scripted",
+                    provider=scripted(slow),
+                    tree=tree,
+                    tools=workspace_tools(Workspace(tree.workspace)),
+                )
+            )
+        _, agents = open_race(racers, store=store, yes=True, trace_file=tmp_path / "race.jsonl")
+
+        async def late_turn() -> list[Complete]:
+            await agents.abort_all()  # the budget was spent before r1 had even opened its session
+            events = agents.turn(AgentKey("race", "r1", 1, 1), "go", budget_usd=None)
+            return [event async for event in events if isinstance(event, Complete)]
+
+        ended = asyncio.run(late_turn())
+        agents.release()
+    finally:
+        store.close()
+    assert [c.outcome for c in ended] == ["aborted"]
+    assert not (Path(racers[0].tree.workspace) / "late0.txt").exists()
+    assert not Path(racers[1].tree.path).exists()  # r2 never opened: its worktree is released

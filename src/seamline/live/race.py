@@ -76,6 +76,7 @@ class RaceAgents:
     measured: dict[str, _Measured] = field(default_factory=dict)
     opened: set[str] = field(default_factory=set)  # racers whose session the store records
     _open: dict[tuple[str, str, int, int], tuple[Provider, ProviderSession]] = field(default_factory=dict)
+    _aborted: bool = False
 
     def identity(self, role: str) -> dict[str, Any]:
         if role in self.racers:
@@ -131,6 +132,8 @@ class RaceAgents:
             async for event in session.send(
                 prompt, max_steps=self.max_steps, budget_usd=budget_usd, params=self.params
             ):
+                if self._aborted and not session.aborted:
+                    await provider.abort(session)  # it opened after the race was stopped: it stops too
                 yield event
         finally:
             self._open.pop(key.as_tuple(), None)
@@ -191,6 +194,7 @@ class RaceAgents:
         )
 
     async def abort_all(self) -> None:
+        self._aborted = True
         for provider, session in list(self._open.values()):
             await provider.abort(session)
 
