@@ -10,6 +10,7 @@ from seamline.definitions import (
 from seamline.pipeline.builtin import BUILTIN_PIPELINES, pipeline_names, resolve_pipeline, stream_pipeline
 from seamline.pipeline.controller import STOP_EXIT_CODES, PipelineController, RunReport, exit_code_for
 from seamline.pipeline.convergence import ConvergenceDecision, Judgement, decide
+from seamline.pipeline.race import race_definition  # registers the race's role kinds
 from seamline.pipeline.roles import AgentRole, CitationReviewer, Role, RoleContext, RoleFailure, RoleOutput
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
     "definition_from_data",
     "exit_code_for",
     "load_definition",
+    "race_definition",
     "pipeline_names",
     "resolve_pipeline",
     "stream_pipeline",
