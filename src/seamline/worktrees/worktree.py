@@ -10,9 +10,11 @@ commit at the end of each turn that changed something, removed when the run is d
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import os
 import shutil
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Final, Literal, get_args
@@ -129,6 +131,26 @@ def _repository(workspace: str | os.PathLike[str]) -> tuple[Path, Path, str, str
     return repo, folder, head.out.strip(), branch or None
 
 
+@contextmanager
+def _repository_lock(repo: Path) -> Iterator[None]:
+    """Hold the repository's worktree lock (a file in its common git folder): git's
+    ``worktree add`` and ``remove`` are not safe to run at once on one repository (one may
+    fail reading another's half-made ``.git/worktrees/NAME``), so seamline's own calls take
+    turns, across threads and processes."""
+    found = git(["rev-parse", "--git-common-dir"], cwd=repo, check=False)
+    common = (repo / found.out.strip()).resolve() if found.ok and found.out.strip() else repo / ".git"
+    try:
+        handle = open(common / "seamline-worktrees.lock", "a+b")  # flock: per open file, so threads queue too
+    except OSError as exc:
+        raise WorktreeFailure(f"cannot lock the worktrees of {repo}: {exc.strerror or exc}") from None
+    with handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
 def create(
     workspace: str | os.PathLike[str],
     *,
@@ -144,14 +166,15 @@ def create(
     name = branch or f"seamline/{run_id[:8]}"
     if not git(["check-ref-format", "--branch", name], cwd=repo, check=False).ok or name.startswith("-"):
         raise WorktreeRefused(f"not a usable branch name: {name!r}")
-    if git(["show-ref", "--verify", "--quiet", f"refs/heads/{name}"], cwd=repo, check=False).ok:
-        raise WorktreeRefused(f"branch {name} exists already in {repo}; choose another with --branch")
     root = _place(store, repo, run_id)
     try:
         root.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise WorktreeFailure(f"cannot make the worktrees folder {root.parent}: {exc.strerror or exc}") from None
-    made = git(["worktree", "add", "--quiet", "-b", name, str(root), base], cwd=repo, check=False)
+    with _repository_lock(repo):
+        if git(["show-ref", "--verify", "--quiet", f"refs/heads/{name}"], cwd=repo, check=False).ok:
+            raise WorktreeRefused(f"branch {name} exists already in {repo}; choose another with --branch")
+        made = git(["worktree", "add", "--quiet", "-b", name, str(root), base], cwd=repo, check=False)
     if not made.ok:
         raise WorktreeFailure(f"git could not make a worktree of {repo} at {root}: {first_line(made.err)}")
     git_dir = git(["rev-parse", "--absolute-git-dir"], cwd=root).out.strip()
@@ -196,7 +219,8 @@ def remove_checkout(tree: Worktree) -> None:
     """Remove the worktree's folder and git's record of it (the branch stays)."""
     repo = Path(tree.repo)
     if repo.is_dir():
-        gone = git(["worktree", "remove", "--force", "--force", tree.path], cwd=repo, check=False)
+        with _repository_lock(repo):
+            gone = git(["worktree", "remove", "--force", "--force", tree.path], cwd=repo, check=False)
         if gone.ok:
             return
     if Path(tree.path).exists():
@@ -204,7 +228,8 @@ def remove_checkout(tree: Worktree) -> None:
     if Path(tree.path).exists():
         raise WorktreeFailure(f"cannot remove run {tree.run_id[:12]}'s worktree {tree.path}")
     if repo.is_dir():
-        git(["worktree", "prune"], cwd=repo, check=False)
+        with _repository_lock(repo):
+            git(["worktree", "prune"], cwd=repo, check=False)
 
 
 def delete_branch(tree: Worktree) -> None:
