@@ -166,14 +166,14 @@ def create(
     name = branch or f"seamline/{run_id[:8]}"
     if not git(["check-ref-format", "--branch", name], cwd=repo, check=False).ok or name.startswith("-"):
         raise WorktreeRefused(f"not a usable branch name: {name!r}")
+    if git(["show-ref", "--verify", "--quiet", f"refs/heads/{name}"], cwd=repo, check=False).ok:
+        raise WorktreeRefused(f"branch {name} exists already in {repo}; choose another with --branch")
     root = _place(store, repo, run_id)
     try:
         root.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise WorktreeFailure(f"cannot make the worktrees folder {root.parent}: {exc.strerror or exc}") from None
     with _repository_lock(repo):
-        if git(["show-ref", "--verify", "--quiet", f"refs/heads/{name}"], cwd=repo, check=False).ok:
-            raise WorktreeRefused(f"branch {name} exists already in {repo}; choose another with --branch")
         made = git(["worktree", "add", "--quiet", "-b", name, str(root), base], cwd=repo, check=False)
     if not made.ok:
         raise WorktreeFailure(f"git could not make a worktree of {repo} at {root}: {first_line(made.err)}")
