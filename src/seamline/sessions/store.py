@@ -30,6 +30,7 @@ from seamline.locations import STORE_ENV, default_store_path
 from seamline.sessions.core import USAGE_INSERT, RuleRow, SessionStore
 from seamline.sessions.journal import JournalRecord, UsageJournal, journal_dir, journal_tail, unreplayed_journals
 from seamline.sessions.records import (
+    Direction,
     RawRow,
     SessionRecord,
 )
@@ -195,7 +196,7 @@ class SQLiteStore(SessionStore):
         fresh, self._raw_unjournaled = self._raw_unjournaled, 0
         return self._journal.append(row, self._pending[-fresh:] if fresh else ())
 
-    def append_raw(self, session_id: str, turn: int, direction: Any, source: str, payload: str) -> None:
+    def append_raw(self, session_id: str, turn: int, direction: Direction, source: str, payload: str) -> None:
         super().append_raw(session_id, turn, direction, source, payload)
         self._raw_unjournaled += 1
 
