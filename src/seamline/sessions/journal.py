@@ -54,15 +54,15 @@ __all__ = [
 JOURNAL_FORMAT: Final = 1
 """The journal's format. Version 1: header ``{"seamline_usage_journal": 1, ...}``, then one
 record per line: a usage figure ``["u", id, session_id, n, turn, input, output, cache_read,
-cache_write, cost_usd, priced, model, created_at]`` or a raw-log row written with it
-``["r", session_id, seq, turn, direction, source, payload, created_at]``."""
+cache_write, cost_usd, priced, model, created_at]``, or a raw-log row written with it, as
+its ledger row ``[session_id, seq, turn, direction, source, payload, created_at]``."""
 
 _SUFFIX: Final = ".journal"
 _TOKEN_LEN: Final = 16
 _ROTATE_BYTES: Final = 1 << 20  # a new file past this; the old one goes once committed
 _USAGE_FIELDS: Final = 13
-_RAW_FIELDS: Final = 8
-_encode = msgspec.json.Encoder().encode
+_RAW_FIELDS: Final = 7
+_encode_lines = msgspec.json.Encoder().encode_lines
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,9 +120,8 @@ class UsageJournal:
             current = self._rotate()
         self._k += 1
         journal_id = f"{current.token}.{self._k}"
-        data = _encode(("u", journal_id, *row)) + b"\n"
-        if raw:
-            data = b"".join([*(_encode(("r", *r)) + b"\n" for r in raw), data])
+        usage = ("u", journal_id, *row)
+        data = _encode_lines([*raw, usage]) if raw else _encode_lines((usage,))
         with self._lock:  # not between a commit's check and its truncation
             try:
                 written = os.write(current.fd, data)
@@ -221,9 +220,9 @@ def read_journal(path: Path, raw: list[tuple[Any, ...]] | None = None) -> list[J
             fields = json.loads(line)
             if not isinstance(fields, list) or not fields:
                 raise ValueError("not a record")
-            if fields[0] == "r" and len(fields) == _RAW_FIELDS:
+            if len(fields) == _RAW_FIELDS and isinstance(fields[0], str):
                 if raw is not None:
-                    raw.append(tuple(fields[1:]))
+                    raw.append(tuple(fields))
                 continue
             if fields[0] != "u" or len(fields) != _USAGE_FIELDS or not isinstance(fields[1], str):
                 raise ValueError("not a usage record")
