@@ -60,6 +60,7 @@ its ledger row ``[session_id, seq, turn, direction, source, payload, created_at]
 _SUFFIX: Final = ".journal"
 _TOKEN_LEN: Final = 16
 _ROTATE_BYTES: Final = 1 << 20  # a new file past this; the old one goes once committed
+_TRUNCATE_BYTES: Final = 1 << 16  # emptied past this once all its figures are committed
 _USAGE_FIELDS: Final = 13
 _RAW_FIELDS: Final = 7
 _encode_lines = msgspec.json.Encoder().encode_lines
@@ -162,8 +163,8 @@ class UsageJournal:
                     continue
                 if file is not self._current:
                     self._drop(file)
-                elif file.size > file.header:
-                    os.ftruncate(file.fd, file.header)  # all in the ledger: readers skip it
+                elif file.size > _TRUNCATE_BYTES:
+                    os.ftruncate(file.fd, file.header)  # all in the ledger: readers need not read it
                     file.size = file.header
 
     def drained(self) -> bool:
