@@ -119,6 +119,7 @@ class SQLiteStore(SessionStore):
         self._writer: StoreWriter | None = None  # started by the first group of several runs
         self._journal: UsageJournal | None = UsageJournal(self.path) if self._tracked else None
         self._background = False  # a commit nobody waits on is scheduled
+        self._background_commit = False  # that commit is being handed over now
         self._rules: tuple[int, int, list[RuleRow]] | None = None  # (data_version, epoch, rows)
         self._rules_epoch = 0
         self._raw_unjournaled = 0  # the last raw rows queued, not yet in the journal
@@ -137,7 +138,7 @@ class SQLiteStore(SessionStore):
         the commit (see bench/README.md). A store used by one run at a time never starts
         the thread nor opens its second connection."""
         writer = self._writer
-        if writer is None or writer.idle():
+        if writer is None or (writer.idle() and not self._background_commit):
             if self._group_waiters <= 1 or not self._tracked:
                 if writer is not None:
                     self._requeue_failed(writer)
@@ -184,9 +185,15 @@ class SQLiteStore(SessionStore):
             asyncio.get_running_loop().call_soon(self._commit_in_background)
 
     def _commit_in_background(self) -> None:
+        """A commit nobody waits on: on the writer thread once runs have shared one (the
+        loop goes on meanwhile), else here. A failure keeps the rows queued for the next."""
         self._background = False
         if self._group_commit is None:  # else the group commit about to run takes them
-            self._commit_group()  # a failure keeps the rows queued for the next commit
+            self._background_commit = True
+            try:
+                self._commit_group()
+            finally:
+                self._background_commit = False
 
     def _journal_usage(self, row: tuple[Any, ...]) -> str | None:
         """The figure, with the raw rows queued since the last one, in one ``write()``: a
