@@ -325,3 +325,31 @@ def test_sigkill_mid_batch_of_concurrent_runs_loses_and_doubles_nothing(
     finally:
         store.close()
     assert not list(journal_dir(store_location).glob("*.journal"))
+
+
+def test_a_long_lived_store_keeps_its_journal_small(tmp_path: Path) -> None:
+    import asyncio
+
+    from seamline.events import Usage
+
+    location = tmp_path / "s.db"
+    store = SQLiteStore(location)
+    store.create_session("s1", provider="p", model=None)
+    sizes: list[int] = []
+
+    async def go() -> None:
+        for _turn in range(300):
+            for _ in range(10):
+                await store.record_usage_grouped("s1", 1, Usage(input_tokens=1, output_tokens=1))
+            await store.finish_turn_grouped("s1", "completed")
+            sizes.append(sum(p.stat().st_size for p in journal_dir(str(location)).glob("*.journal")))
+
+    try:
+        asyncio.run(go())
+        assert max(sizes) < 80_000  # a committed journal is removed once past 64 KB
+        assert min(sizes[150:]) < max(sizes[150:])  # ... and started afresh
+        assert store.totals("s1").input_tokens == 3000
+        assert _committed_only(location) == [1] * 3000
+    finally:
+        store.close()
+    assert not list(journal_dir(str(location)).glob("*.journal"))

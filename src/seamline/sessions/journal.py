@@ -60,7 +60,7 @@ its ledger row ``[session_id, seq, turn, direction, source, payload, created_at]
 _SUFFIX: Final = ".journal"
 _TOKEN_LEN: Final = 16
 _ROTATE_BYTES: Final = 1 << 20  # a new file past this; the old one goes once committed
-_TRUNCATE_BYTES: Final = 1 << 16  # emptied past this once all its figures are committed
+_DRAINED_BYTES: Final = 1 << 16  # past this a file whose figures are all committed goes
 _USAGE_FIELDS: Final = 13
 _RAW_FIELDS: Final = 7
 _encode_lines = msgspec.json.Encoder().encode_lines
@@ -116,14 +116,14 @@ class UsageJournal:
     def append(self, row: tuple[Any, ...], raw: Sequence[tuple[Any, ...]] = ()) -> str:
         """Write one figure (a ledger row without its journal id), after the raw-log rows
         queued before it, in one ``write()``; the figure's id."""
-        current = self._current
-        if current is None or current.size > _ROTATE_BYTES:
-            current = self._rotate()
-        self._k += 1
-        journal_id = f"{current.token}.{self._k}"
-        usage = ("u", journal_id, *row)
-        data = _encode_lines([*raw, usage]) if raw else _encode_lines((usage,))
-        with self._lock:  # not between a commit's check and its truncation
+        with self._lock:  # a commit on the writer thread may remove the current file
+            current = self._current
+            if current is None or current.size > _ROTATE_BYTES:
+                current = self._rotate()
+            self._k += 1
+            journal_id = f"{current.token}.{self._k}"
+            usage = ("u", journal_id, *row)
+            data = _encode_lines([*raw, usage]) if raw else _encode_lines((usage,))
             try:
                 written = os.write(current.fd, data)
             except OSError as exc:
@@ -135,17 +135,17 @@ class UsageJournal:
         return journal_id
 
     def _rotate(self) -> _File:
+        """A new current file (the lock is held); the old one goes if all its figures are in."""
         fresh = _File(self.folder)
-        with self._lock:
-            self._files[fresh.token] = fresh
-            old, self._current = self._current, fresh
-            if old is not None and old.committed == old.appended:
-                self._drop(old)
+        self._files[fresh.token] = fresh
+        old, self._current = self._current, fresh
+        if old is not None and old.committed >= old.appended:
+            self._drop(old)
         return fresh
 
     def committed(self, journal_ids: Iterable[str | None]) -> None:
         """These figures are in the ledger now; a file all of whose figures are is removed
-        (unless it is the one being appended to)."""
+        (the one being appended to once it is past 64 KB)."""
         counts: dict[str, int] = {}
         for journal_id in journal_ids:
             if journal_id is not None:
@@ -163,9 +163,11 @@ class UsageJournal:
                     continue
                 if file is not self._current:
                     self._drop(file)
-                elif file.size > _TRUNCATE_BYTES:
-                    os.ftruncate(file.fd, file.header)  # all in the ledger: readers need not read it
-                    file.size = file.header
+                elif file.size > _DRAINED_BYTES:
+                    # All in the ledger: readers need not read it again. Removed, not emptied:
+                    # a reader that has it open reads it whole, never old and new bytes mixed.
+                    self._drop(file)
+                    self._current = None
 
     def drained(self) -> bool:
         with self._lock:
