@@ -41,6 +41,7 @@ from seamline.sessions.writer import Batch, StoreWriter
 # Queued rows past which a commit is started without anyone waiting on it: a long turn's
 # raw log reaches the store as it goes, and many runs' rows never pile up in memory.
 _BACKGROUND_ROWS: Final = 256
+_BACKLOG_BATCHES: Final = 2  # batches the writer may be behind before a figure waits for it
 RAW_INSERT_OR_IGNORE: Final = (
     "INSERT OR IGNORE INTO raw_log (session_id, seq, turn, direction, source, payload, created_at)"
     " VALUES (?, ?, ?, ?, ?, ?, ?)"
@@ -180,7 +181,10 @@ class SQLiteStore(SessionStore):
             await super().record_usage_grouped(session_id, turn, usage)
             return
         self._queue_usage(session_id, turn, usage)
-        if not self._background and len(self._pending) + len(self._pending_usage) >= _BACKGROUND_ROWS:
+        writer = self._writer
+        if writer is not None and writer.backlog() > _BACKLOG_BATCHES:
+            await self.commit_soon()  # the writer is behind: wait for it, so rows do not pile up
+        elif not self._background and len(self._pending) + len(self._pending_usage) >= _BACKGROUND_ROWS:
             self._background = True
             asyncio.get_running_loop().call_soon(self._commit_in_background)
 

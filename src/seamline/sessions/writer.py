@@ -79,6 +79,10 @@ class StoreWriter:
             failed, self._failed = self._failed, []
         return failed
 
+    def backlog(self) -> int:
+        """Batches handed over and not yet committed (or failed)."""
+        return self._handed - self._done
+
     def idle(self) -> bool:
         """Whether every batch handed over is committed (or has failed)."""
         return self._done == self._handed
