@@ -13,7 +13,7 @@ import pytest
 from seamline.errors import StorageFailure
 from seamline.events import Usage
 from seamline.sessions.store import SQLiteStore
-from seamline.sessions.writer import StoreWriter
+from seamline.sessions.writer import Batch, StoreWriter
 from seamline.testing import scripted
 from seamline.tools import Toolset, tool
 
@@ -190,3 +190,33 @@ def test_a_run_cancelled_during_a_group_commit_leaves_the_others_and_its_figure(
     assert [u.input_tokens for u in store.usage_rows("a")] == [7]  # its figure was written all the same
     assert [u.input_tokens for u in store.usage_rows("b")] == [8]
     store.close()
+
+
+def test_a_figure_waits_for_a_writer_that_is_behind(tmp_path: Path) -> None:
+    """Backpressure: the figure is journaled at once (a reader sees it), but the run waits
+    while the writer is more than two batches behind, so queued rows do not pile up."""
+    store = SQLiteStore(tmp_path / "s.db")
+    reader = SQLiteStore(tmp_path / "s.db")
+    store.create_session("a", provider="p", model=None)
+    writer = _writer(store)
+    blocker = sqlite3.connect(tmp_path / "s.db", timeout=0)
+    blocker.execute("BEGIN IMMEDIATE")  # the writer's next commit waits for it
+    for _ in range(3):
+        writer.submit(Batch([], [], []))
+
+    async def go() -> tuple[bool, list[int]]:
+        task = asyncio.create_task(store.record_usage_grouped("a", 1, Usage(input_tokens=4)))
+        await asyncio.sleep(0.05)
+        waiting, seen = not task.done(), [u.input_tokens for u in reader.usage_rows("a")]
+        blocker.rollback()
+        await task
+        return waiting, seen
+
+    try:
+        waiting, seen = asyncio.run(go())
+    finally:
+        blocker.close()
+    assert waiting and seen == [4]
+    assert [u.input_tokens for u in reader.usage_rows("a")] == [4]
+    store.close()
+    reader.close()
