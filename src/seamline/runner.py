@@ -256,7 +256,13 @@ async def _session(
                 )
             if instructions and not (session.messages and session.messages[0].role == "system"):
                 session.messages.insert(0, Message(role="system", content=instructions))
-        else:
+        started: dict[str, object] = {}
+        if kept is not None:
+            extra = {**(given.stored or {}), **({"worktree": tree.record()} if tree and not earlier else {})}
+            started = session_run_options(
+                backend, budget_usd=given.budget_usd, allow=given.allow, instructions=instructions, extra=extra
+            )
+        if not (kept is not None and earlier):
             session = await backend.open(
                 workspace=ws.root,
                 store=kept,
@@ -266,21 +272,13 @@ async def _session(
                 stages=parts.stages if parts.stages else None,
                 system_prompt=instructions,
                 session_id=tree.run_id if tree is not None else None,
+                run_options=started or None,  # in the record's own commit: no transaction of its own
             )
         try:
             if tree is not None:
                 session.turn_hooks.append(turn_committer(tree))
-            if kept is not None:
-                extra = {**(given.stored or {}), **({"worktree": tree.record()} if tree and not earlier else {})}
-                started = session_run_options(
-                    backend,
-                    budget_usd=given.budget_usd,
-                    allow=given.allow,
-                    instructions=instructions,
-                    extra=extra,
-                )
-                if started:
-                    kept.set_run_options(session.session_id, started)
+            if kept is not None and earlier and started:
+                kept.set_run_options(session.session_id, started)
             if given.on_open is not None:
                 given.on_open(session)
             yield session

@@ -19,12 +19,12 @@ __all__ = ["is_store_file", "track"]
 # concurrent writers then corrupt the database: such code asks :func:`is_store_file` first.
 _LIVE_PATHS: dict[str, int] = {}
 _LIVE_INODES: dict[tuple[int, int], int] = {}
-_STORE_SUFFIXES: Final = ("", "-wal", "-shm", "-journal")
+_STORE_SUFFIXES: Final = ("", "-wal", "-shm", "-journal", ".usage")  # .usage: its usage journals
 
 
 def is_store_file(path: str | os.PathLike[str]) -> bool:
     """Whether ``path`` is a file of a store this process has open (the database, its WAL,
-    shared memory or journal), which must never be opened outside the store's connection."""
+    shared memory or journal, or the folder of its usage journals), which must never be opened outside the store's connection."""
     if not _LIVE_PATHS:
         return False
     real = os.path.realpath(path)

@@ -205,8 +205,10 @@ class Provider:
         metadata: Mapping[str, object] | None = None,
         system_prompt: str | None = None,
         stages: StageChain | None = None,
+        run_options: Mapping[str, object] | None = None,
     ) -> ProviderSession:
-        """Start a new session; the record is written before any turn runs."""
+        """Start a new session; the record is written before any turn runs, with
+        ``run_options`` (what :meth:`SessionStore.set_run_options` keeps) in its commit."""
         self._check_allowed()
         self._ready()
         sid = session_id or uuid.uuid4().hex
@@ -232,6 +234,7 @@ class Provider:
                 workspace=str(session.workspace) if session.workspace else None,
                 mode=mode,
                 metadata=metadata,
+                run_options=run_options,
             )
         try:
             await self._open(session)

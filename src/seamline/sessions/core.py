@@ -14,8 +14,8 @@ import os
 import socket
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager
-from typing import Any, Final
+from contextlib import AbstractContextManager, nullcontext
+from typing import TYPE_CHECKING, Any, Final
 
 from seamline.errors import InvalidRequest, StorageFailure
 from seamline.events import Usage
@@ -33,6 +33,9 @@ from seamline.sessions.records import (
 )
 from seamline.sessions.schema import Dialect
 from seamline.sessions.transcript import derive_transcript, parser_versions
+
+if TYPE_CHECKING:
+    from seamline.sessions.journal import JournalRecord
 
 __all__ = ["RuleRow", "SessionStore"]
 
@@ -120,11 +123,13 @@ class SessionStore(abc.ABC):
         workspace: str | None = None,
         mode: str = "agent",
         metadata: Mapping[str, object] | None = None,
+        run_options: Mapping[str, object] | None = None,
     ) -> None:
         """:meth:`create_session` sharing one commit with every session opened in the same
-        turn of the event loop. Returns once the record is written."""
+        turn of the event loop. Returns once the record is written, with ``run_options``
+        (as :meth:`set_run_options` keeps them) in the same commit."""
         self._pending_statements.append(
-            self._session_insert(session_id, provider, model, parent_id, workspace, mode, metadata)
+            self._session_insert(session_id, provider, model, parent_id, workspace, mode, metadata, run_options)
         )
         self._fresh(session_id)
         await self.commit_soon()
@@ -138,11 +143,14 @@ class SessionStore(abc.ABC):
         workspace: str | None,
         mode: str,
         metadata: Mapping[str, Any] | None,
+        run_options: Mapping[str, Any] | None = None,
     ) -> tuple[str, tuple[Any, ...]]:
         now = time.time()
+        kept = {k: v for k, v in (run_options or {}).items() if v is not None}
         return (
             "INSERT INTO sessions (id, provider, model, parent_id, workspace, mode, status, metadata,"
-            " created_at, updated_at, owner_pid, owner_host) VALUES (?, ?, ?, ?, ?, ?, 'open', ?, ?, ?, ?, ?)",
+            " created_at, updated_at, owner_pid, owner_host, run_options)"
+            " VALUES (?, ?, ?, ?, ?, ?, 'open', ?, ?, ?, ?, ?, ?)",
             (
                 session_id,
                 provider,
@@ -155,6 +163,7 @@ class SessionStore(abc.ABC):
                 now,
                 os.getpid(),
                 _HOST,
+                json.dumps(kept, sort_keys=True),
             ),
         )
 
@@ -357,6 +366,7 @@ class SessionStore(abc.ABC):
             return
         statements, self._pending_statements = self._pending_statements, []
         rows, self._pending = self._pending, []
+        self._take_pending()
         usage, self._pending_usage = self._pending_usage, []
         try:
             with self._transaction():
@@ -368,6 +378,16 @@ class SessionStore(abc.ABC):
             self._pending[:0] = rows
             self._pending_usage[:0] = usage
             raise
+        if usage:
+            self._usage_committed(usage)
+
+    def _take_pending(self) -> None:
+        """The queued rows are on their way to a commit."""
+        return None
+
+    def _usage_committed(self, usage: Sequence[tuple[Any, ...]]) -> None:
+        """These queued figures are in the ledger now (the SQLite store's journal lets go)."""
+        return None
 
     def _run_statements(self, statements: Sequence[tuple[str, tuple[Any, ...]]], *, before_rows: bool) -> None:
         # New session records go in before the rows that point at them; status updates after.
@@ -385,11 +405,7 @@ class SessionStore(abc.ABC):
                 rows,
             )
         if usage:
-            self._executemany(
-                "INSERT INTO usage_ledger (session_id, n, turn, input_tokens, output_tokens, cache_read_tokens,"
-                " cache_write_tokens, cost_usd, priced, model, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                usage,
-            )
+            self._executemany(USAGE_INSERT, usage)
 
     def first_prompt(self, session_id: str) -> str | None:
         """The session's first prompt as it was given (what ``sessions list`` titles it by)."""
@@ -442,37 +458,90 @@ class SessionStore(abc.ABC):
     def _queue_usage(self, session_id: str, turn: int, usage: Usage) -> None:
         n = self._next_usage.get(session_id)
         if n is None:
-            n = self._last("usage_ledger", "n", session_id) + 1
+            n = self._last_usage_n(session_id) + 1
         self._next_usage[session_id] = n + 1
-        self._pending_usage.append(
-            (
-                session_id,
-                n,
-                turn,
-                usage.input_tokens,
-                usage.output_tokens,
-                usage.cache_read_tokens,
-                usage.cache_write_tokens,
-                usage.cost_usd if usage.priced else None,
-                int(usage.priced),
-                usage.model,
-                time.time(),
-            )
+        row = (
+            session_id,
+            n,
+            turn,
+            usage.input_tokens,
+            usage.output_tokens,
+            usage.cache_read_tokens,
+            usage.cache_write_tokens,
+            usage.cost_usd if usage.priced else None,
+            int(usage.priced),
+            usage.model,
+            time.time(),
         )
+        self._pending_usage.append((*row, self._journal_usage(row)))
+
+    def _last_usage_n(self, session_id: str) -> int:
+        return self._last("usage_ledger", "n", session_id)
+
+    def _journal_usage(self, row: tuple[Any, ...]) -> str | None:
+        """Make a queued figure durable before it is committed; its journal id (the SQLite
+        store's usage journal), or ``None`` where the figure waits for its commit."""
+        return None
+
+    def _journal_candidates(self, session_ids: Sequence[str]) -> list[JournalRecord]:
+        """Figures of these sessions that may not be in the ledger yet (read before it)."""
+        return []
+
+    def _read_snapshot(self) -> AbstractContextManager[None]:
+        """A block whose reads see one state of the database."""
+        return nullcontext()
+
+    def _not_in_ledger(self, candidates: Sequence[JournalRecord]) -> list[JournalRecord]:
+        """The candidates whose figure the ledger does not hold (inside a read snapshot)."""
+        present: set[str] = set()
+        ids = [r.journal_id for r in candidates]
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            marks = ", ".join("?" for _ in chunk)
+            present.update(
+                r[0] for r in self._query(f"SELECT journal_id FROM usage_ledger WHERE journal_id IN ({marks})", chunk)
+            )
+        late = [r for r in candidates if r.journal_id not in present]
+        sids = sorted({r.session_id for r in late})
+        marks = ", ".join("?" for _ in sids)
+        kept = {r[0] for r in self._query(f"SELECT id FROM sessions WHERE id IN ({marks})", sids)} if sids else set()
+        return sorted((r for r in late if r.session_id in kept), key=lambda r: (r.session_id, r.n))
 
     def usage_rows(self, session_id: str) -> list[UsageRow]:
-        rows = self._query(
-            "SELECT session_id, turn, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost_usd,"
-            " priced, model FROM usage_ledger WHERE session_id = ? ORDER BY n",
-            (session_id,),
-        )
+        """The session's figures in order, those still in a usage journal included."""
+        candidates = self._journal_candidates([session_id])  # before the ledger: see the module
+        with self._read_snapshot():
+            rows = self._query(
+                "SELECT session_id, turn, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,"
+                " cost_usd, priced, model FROM usage_ledger WHERE session_id = ? ORDER BY n",
+                (session_id,),
+            )
+            late = self._not_in_ledger(candidates) if candidates else []
+        rows.extend(r.row[:1] + r.row[2:10] for r in late)
         return [UsageRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], bool(r[7]), r[8]) for r in rows]
 
     def totals(self, session_id: str, *, include_descendants: bool = True) -> Totals:
         """Sums over the session (and its forks and children): computed, never stored."""
         ids = [session_id, *(self.descendants(session_id) if include_descendants else [])]
         marks = ", ".join("?" for _ in ids)
-        row = self._query(
+        candidates = self._journal_candidates(ids)  # before the ledger: see the module
+        with self._read_snapshot():
+            row = self._totals_row(marks, ids)
+            late = self._not_in_ledger(candidates) if candidates else []
+        tokens = [int(row[i]) for i in range(4)]
+        cost, priced, unpriced = float(row[4]), int(row[5]), int(row[6])
+        for record in late:  # (.., turn, input, output, cache_read, cache_write, cost, priced, ..)
+            r = record.row
+            for i in range(4):
+                tokens[i] += int(r[3 + i])
+            if r[8]:
+                cost, priced = cost + float(r[7] or 0.0), priced + 1
+            else:
+                unpriced += 1
+        return Totals(len(ids), tokens[0], tokens[1], tokens[2], tokens[3], cost, priced, unpriced)
+
+    def _totals_row(self, marks: str, ids: Sequence[str]) -> tuple[Any, ...]:
+        return self._query(
             "SELECT COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0),"
             " COALESCE(SUM(cache_read_tokens), 0), COALESCE(SUM(cache_write_tokens), 0),"
             " COALESCE(SUM(CASE WHEN priced = 1 THEN cost_usd ELSE 0 END), 0),"
@@ -480,9 +549,6 @@ class SessionStore(abc.ABC):
             f" COALESCE(SUM(CASE WHEN priced = 1 THEN 0 ELSE 1 END), 0) FROM usage_ledger WHERE session_id IN ({marks})",
             ids,
         )[0]
-        return Totals(
-            len(ids), int(row[0]), int(row[1]), int(row[2]), int(row[3]), float(row[4]), int(row[5]), int(row[6])
-        )
 
     # -- transcript ---------------------------------------------------------------------------
     def transcript(self, session_id: str) -> list[TranscriptEntry]:
@@ -549,6 +615,13 @@ class SessionStore(abc.ABC):
                 calls.append(entry.call_id)
         return [FileTouch(p, tuple(k), tuple(c)) for p, (k, c) in sorted(touched.items())]
 
+
+USAGE_INSERT: Final = (
+    "INSERT INTO usage_ledger (session_id, n, turn, input_tokens, output_tokens, cache_read_tokens,"
+    " cache_write_tokens, cost_usd, priced, model, created_at, journal_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " ON CONFLICT (journal_id) DO NOTHING"
+)
+"""A figure already in the ledger (its journal replayed meanwhile) is not counted twice."""
 
 _PATH_TOOLS: Final = {"read_file": "read", "write_file": "edited", "edit_file": "edited"}
 

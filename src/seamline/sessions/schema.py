@@ -198,7 +198,14 @@ CREATE INDEX IF NOT EXISTS durable_events_run ON durable_events (run_id, id);
 ALTER TABLE durable_turns ADD COLUMN worker TEXT
 """
 
-MIGRATIONS: Final[tuple[str, ...]] = (_V1, _V2, _V3, _V4, _TRACE_HEADS, _DURABLE_WORKER)
+# The usage journal (seamline.sessions.journal): each figure's unique id, so a figure that
+# reaches the ledger twice (the owner's commit and a replay of its journal) counts once.
+_USAGE_JOURNAL: Final = """
+ALTER TABLE usage_ledger ADD COLUMN journal_id TEXT;
+CREATE UNIQUE INDEX IF NOT EXISTS usage_journal_id ON usage_ledger(journal_id)
+"""
+
+MIGRATIONS: Final[tuple[str, ...]] = (_V1, _V2, _V3, _V4, _TRACE_HEADS, _DURABLE_WORKER, _USAGE_JOURNAL)
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 
 

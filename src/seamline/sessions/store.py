@@ -4,32 +4,48 @@
 :mod:`seamline.sessions.postgres` is the same interface on a PostgreSQL server, for
 teams sharing a store. :func:`open_store` picks one from a path or a ``postgresql://`` URL.
 
-Raw-log rows are buffered and written in one transaction at each usage figure (once per
-model call), and always before a turn's ``complete`` is handed to the caller; usage
-figures are committed before they reach the caller, so a crash keeps what was spent. On
-SQLite those commits run on the store's writer thread (:mod:`seamline.sessions.writer`),
-shared by every run of the event loop: the loop never waits on SQLite.
+Raw-log rows and usage figures are buffered and written in one transaction at the turn's
+end, always before a turn's ``complete`` is handed to the caller (and sooner, without
+waiting, once many are queued). A usage figure is on disk before it reaches the caller, so
+a crash keeps what was spent: the SQLite store appends it to this process's usage journal
+(:mod:`seamline.sessions.journal`, one ``write()``), replayed into the ledger when the
+store is next opened; PostgreSQL commits it. On SQLite, commits shared by several runs run
+on the store's writer thread (:mod:`seamline.sessions.writer`): the loop never waits on
+SQLite for them.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sqlite3
-from collections.abc import Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from seamline.errors import InvalidRequest, StorageFailure
+from seamline.events import Usage
 from seamline.locations import STORE_ENV, default_store_path
-from seamline.sessions.core import SessionStore
+from seamline.sessions.core import USAGE_INSERT, RuleRow, SessionStore
+from seamline.sessions.journal import JournalRecord, UsageJournal, journal_dir, journal_tail, unreplayed_journals
 from seamline.sessions.records import (
+    Direction,
     RawRow,
     SessionRecord,
 )
 from seamline.sessions.schema import SCHEMA_VERSION, Dialect, migration_sql
 from seamline.sessions.sqlite_file import APP_ID, connect, is_store_file, track
 from seamline.sessions.writer import Batch, StoreWriter
+
+# Queued rows past which a commit is started without anyone waiting on it: a long turn's
+# raw log reaches the store as it goes, and many runs' rows never pile up in memory.
+_BACKGROUND_ROWS: Final = 256
+_BACKLOG_BATCHES: Final = 2  # batches the writer may be behind before a figure waits for it
+RAW_INSERT_OR_IGNORE: Final = (
+    "INSERT OR IGNORE INTO raw_log (session_id, seq, turn, direction, source, payload, created_at)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
 
 __all__ = [
     "STORE_ENV",
@@ -102,8 +118,15 @@ class SQLiteStore(SessionStore):
         if self._tracked:
             track(self.path, +1)
         self._writer: StoreWriter | None = None  # started by the first group of several runs
+        self._journal: UsageJournal | None = UsageJournal(self.path) if self._tracked else None
+        self._background = False  # a commit nobody waits on is scheduled
+        self._background_commit = False  # that commit is being handed over now
+        self._rules: tuple[int, int, list[RuleRow]] | None = None  # (data_version, epoch, rows)
+        self._rules_epoch = 0
+        self._raw_unjournaled = 0  # the last raw rows queued, not yet in the journal
         try:
             self._migrate()
+            self.replay_journals()
             self.recover_interrupted()
         except BaseException:
             self._release()
@@ -116,7 +139,7 @@ class SQLiteStore(SessionStore):
         the commit (see bench/README.md). A store used by one run at a time never starts
         the thread nor opens its second connection."""
         writer = self._writer
-        if writer is None or writer.idle():
+        if writer is None or (writer.idle() and not self._background_commit):
             if self._group_waiters <= 1 or not self._tracked:
                 if writer is not None:
                     self._requeue_failed(writer)
@@ -132,6 +155,7 @@ class SQLiteStore(SessionStore):
         self._requeue_failed(writer)
         batch = Batch(self._pending_statements, self._pending, self._pending_usage)
         self._pending_statements, self._pending, self._pending_usage = [], [], []
+        self._take_pending()
         if waiter is not None:
             batch.loop, batch.future = waiter.get_loop(), waiter
         try:
@@ -142,8 +166,129 @@ class SQLiteStore(SessionStore):
 
     def _start_writer(self) -> StoreWriter:
         if self._writer is None:
-            self._writer = StoreWriter(self.path)
+            self._writer = StoreWriter(self.path, on_commit=self._batches_committed)
         return self._writer
+
+    def _batches_committed(self, batches: Sequence[Batch]) -> None:
+        if self._journal is not None:
+            self._journal.committed(u[-1] for b in batches for u in b.usage)
+
+    # -- the usage journal ------------------------------------------------------------------
+    async def record_usage_grouped(self, session_id: str, turn: int, usage: Usage) -> None:
+        """The figure goes to this process's usage journal now (on disk when this returns:
+        a SIGKILL keeps it) and to the ledger with the turn's commit; nothing is awaited."""
+        if self._journal is None:
+            await super().record_usage_grouped(session_id, turn, usage)
+            return
+        self._queue_usage(session_id, turn, usage)
+        writer = self._writer
+        if writer is not None and writer.backlog() > _BACKLOG_BATCHES:
+            await self.commit_soon()  # the writer is behind: wait for it, so rows do not pile up
+        elif not self._background and len(self._pending) + len(self._pending_usage) >= _BACKGROUND_ROWS:
+            self._background = True
+            asyncio.get_running_loop().call_soon(self._commit_in_background)
+
+    def _commit_in_background(self) -> None:
+        """A commit nobody waits on: on the writer thread once runs have shared one (the
+        loop goes on meanwhile), else here. A failure keeps the rows queued for the next."""
+        self._background = False
+        if self._group_commit is None:  # else the group commit about to run takes them
+            self._background_commit = True
+            try:
+                self._commit_group()
+            finally:
+                self._background_commit = False
+
+    def _journal_usage(self, row: tuple[Any, ...]) -> str | None:
+        """The figure, with the raw rows queued since the last one, in one ``write()``: a
+        crash mid-turn keeps the turn's log as far as its last reported figure."""
+        if self._journal is None:
+            return None
+        fresh, self._raw_unjournaled = self._raw_unjournaled, 0
+        return self._journal.append(row, self._pending[-fresh:] if fresh else ())
+
+    def append_raw(self, session_id: str, turn: int, direction: Direction, source: str, payload: str) -> None:
+        super().append_raw(session_id, turn, direction, source, payload)
+        self._raw_unjournaled += 1
+
+    def _take_pending(self) -> None:
+        self._raw_unjournaled = 0  # on their way to a commit (a failed one keeps them in memory)
+
+    def _usage_committed(self, usage: Sequence[tuple[Any, ...]]) -> None:
+        if self._journal is not None:
+            self._journal.committed(u[-1] for u in usage)
+
+    def _last_usage_n(self, session_id: str) -> int:
+        last = super()._last_usage_n(session_id)
+        return max([last, *(r.n for r in self._journal_candidates([session_id]))])
+
+    def _journal_candidates(self, session_ids: Sequence[str]) -> list[JournalRecord]:
+        return journal_tail(self.path, session_ids) if self._tracked else []
+
+    def _read_snapshot(self) -> AbstractContextManager[None]:
+        return self._snapshot()
+
+    @contextmanager
+    def _snapshot(self) -> Iterator[None]:
+        if self._depth or self._conn.in_transaction:
+            yield
+            return
+        self._run("BEGIN")
+        try:
+            yield
+        finally:
+            self._run("COMMIT")
+
+    def replay_journals(self) -> int:
+        """Write the figures of usage journals whose process is gone into the ledger (those
+        not there yet), then remove the journals; how many figures were added. Runs when the
+        store is opened; safe to run in several processes at once, or again after a crash."""
+        if not self._tracked or not journal_dir(self.path).is_dir():
+            return 0
+        with unreplayed_journals(self.path) as found:
+            records = [r for _, rs, _ in found for r in rs]
+            raw = [r for _, _, rows in found for r in rows]
+            if not records and not raw:
+                return 0
+            with self._transaction():
+                sids = sorted({r[0] for r in raw})
+                kept = {sid for sid in sids if self._query("SELECT 1 FROM sessions WHERE id = ?", (sid,))}
+                # a row already there (the owner committed it) is the same row
+                self._executemany(RAW_INSERT_OR_IGNORE, [r for r in raw if r[0] in kept])
+                added = 0
+                for record in self._not_in_ledger(records):  # of sessions not removed meanwhile
+                    row = list(record.row)
+                    if self._query(
+                        "SELECT 1 FROM usage_ledger WHERE session_id = ? AND n = ?", (record.session_id, record.n)
+                    ):
+                        row[1] = self._last("usage_ledger", "n", record.session_id) + 1
+                    self._execute(USAGE_INSERT, row)
+                    added += 1
+        for sid in {r.session_id for r in records}:
+            self._next_usage.pop(sid, None)
+        return added
+
+    # -- permission rules, cached -------------------------------------------------------------
+    def permission_rule_rows(self) -> list[RuleRow]:
+        """The rules, read again only when the database changed (``PRAGMA data_version``
+        moves when another connection commits) or this store changed them."""
+        version = self._run("PRAGMA data_version").fetchone()[0]
+        cached = self._rules
+        if cached is not None and cached[0] == version and cached[1] == self._rules_epoch:
+            return list(cached[2])
+        rows = super().permission_rule_rows()
+        self._rules = (version, self._rules_epoch, rows)
+        return list(rows)
+
+    def add_permission_rule(
+        self, effect: str, tool: str | None, tool_class: str | None, pattern: str | None, workspace: str | None
+    ) -> tuple[int, float]:
+        self._rules_epoch += 1
+        return super().add_permission_rule(effect, tool, tool_class, pattern, workspace)
+
+    def remove_permission_rule(self, rule_id: int) -> bool:
+        self._rules_epoch += 1
+        return super().remove_permission_rule(rule_id)
 
     def _requeue_failed(self, writer: StoreWriter) -> None:
         """Rows of batches the writer could not commit go first into the next write."""
@@ -210,6 +355,9 @@ class SQLiteStore(SessionStore):
         writer, self._writer = self._writer, None
         if writer is not None:
             writer.close()
+        journal, self._journal = self._journal, None
+        if journal is not None:
+            journal.close()  # what is not in the ledger stays for the next replay
         self._conn.close()
         if self._tracked:
             self._tracked = False

@@ -15,20 +15,17 @@ import asyncio
 import queue
 import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from seamline.errors import StorageFailure
+from seamline.sessions.core import USAGE_INSERT
 from seamline.sessions.sqlite_file import connect
 
 __all__ = ["Batch", "StoreWriter"]
 
 RAW_INSERT: Final = (
     "INSERT INTO raw_log (session_id, seq, turn, direction, source, payload, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
-)
-USAGE_INSERT: Final = (
-    "INSERT INTO usage_ledger (session_id, n, turn, input_tokens, output_tokens, cache_read_tokens,"
-    " cache_write_tokens, cost_usd, priced, model, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
 
@@ -56,8 +53,9 @@ class Batch:
 class StoreWriter:
     """One thread, one connection to the store file; :meth:`submit` never blocks."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, *, on_commit: Callable[[Sequence[Batch]], None] | None = None) -> None:
         self.path = path
+        self._on_commit = on_commit  # called on the thread, after each commit
         self._conn = connect(path, create_folder=False)
         self._inbox: queue.SimpleQueue[Batch | None] = queue.SimpleQueue()
         self._idle = threading.Condition()
@@ -80,6 +78,10 @@ class StoreWriter:
         with self._idle:
             failed, self._failed = self._failed, []
         return failed
+
+    def backlog(self) -> int:
+        """Batches handed over and not yet committed (or failed)."""
+        return self._handed - self._done
 
     def idle(self) -> bool:
         """Whether every batch handed over is committed (or has failed)."""
@@ -119,6 +121,8 @@ class StoreWriter:
             if error is not None:
                 with self._idle:
                     self._failed.extend(batches)
+            elif self._on_commit is not None:
+                self._on_commit(batches)
             self._settle(batches, error)
             with self._idle:
                 self._done += len(batches)

@@ -1,0 +1,71 @@
+"""What a run costs the SQLite store in statements: the permission rules are read once and
+again only when they change (here or in another process), and the run options of a new
+session ride the commit of its record."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from pathlib import Path
+
+from seamline.events import ToolCall
+from seamline.runner import run
+from seamline.sessions.rules import PermissionRules, permission_service
+from seamline.sessions.store import SQLiteStore
+from seamline.testing import scripted
+from seamline.tools import tool
+
+
+@tool(tool_class="execute")
+def shell(command: str) -> str:
+    """Run a command."""
+    return command
+
+
+def _decide(store: SQLiteStore, tmp_path: Path, command: str) -> bool:
+    gate = permission_service(store=store, workspace=tmp_path, yes=True)
+    call = ToolCall(call_id="c", name="shell", arguments={"command": command})
+    return asyncio.run(gate.decide(shell, call)).allow
+
+
+def test_rules_are_read_again_only_when_they_change(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "s.db")
+    rules = PermissionRules(store)
+    rules.add("deny", tool="shell", pattern="command=rm*")
+    seen: list[str] = []
+    store._conn.set_trace_callback(seen.append)
+    assert [_decide(store, tmp_path, "rm -rf x") for _ in range(5)] == [False] * 5
+    assert (
+        len([s for s in seen if s.startswith("SELECT") and "FROM permission_rules" in s]) == 1
+    )  # read once, then cached
+    rules.add("deny", tool="shell", pattern="command=ls*")  # a change here
+    assert _decide(store, tmp_path, "ls") is False
+    # a change by another process (its own connection): PRAGMA data_version moves
+    code = (
+        "import sys; from seamline.sessions.rules import PermissionRules; "
+        "r = PermissionRules(sys.argv[1]); r.add('deny', tool='shell', pattern='command=cat*'); r.close()"
+    )
+    subprocess.run([sys.executable, "-c", code, str(tmp_path / "s.db")], check=True, timeout=60)
+    assert _decide(store, tmp_path, "cat f") is False
+    rules.remove(1)
+    assert _decide(store, tmp_path, "rm -rf x") is True
+    store._conn.set_trace_callback(None)
+    assert len([s for s in seen if s.startswith("SELECT") and "FROM permission_rules" in s]) == 4
+    store.close()
+
+
+def test_run_options_of_a_new_session_ride_its_record_commit(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "s.db")
+    seen: list[str] = []
+    store._conn.set_trace_callback(seen.append)
+    script = [{"text": "done", "usage": {"input_tokens": 1}}]
+    result = asyncio.run(
+        run("go", provider=scripted(script), store=store, instructions="Be brief.", workspace=tmp_path, yes=True)
+    )
+    store._conn.set_trace_callback(None)
+    assert store.require(result.session_id).run_options["system_prompt"] == "Be brief."
+    writes = [s for s in seen if s.startswith(("BEGIN IMMEDIATE", "UPDATE sessions SET run_options"))]
+    # the record (with its options) and the turn's end: two transactions, no third for the options
+    assert writes == ["BEGIN IMMEDIATE", "BEGIN IMMEDIATE"], writes
+    store.close()
