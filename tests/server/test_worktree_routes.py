@@ -132,3 +132,17 @@ def test_the_routes_need_the_token(tmp_path: Path, home: None) -> None:
         assert snapshot(repo) == before
         ok = client.get(f"/v1/sessions/{run_id}/diff", headers={"authorization": "Bearer s3cret"})
         assert ok.status_code == 200 and "a.txt" in ok.json()["diff"]
+
+
+def test_the_routes_answer_under_the_run_too(tmp_path: Path, home: None) -> None:
+    # /v1/runs/RUN/diff|merge|discard take a worktree run's id as `seamline diff RUN` does.
+    with serve(tmp_path) as served, served.client() as client:
+        repo = _served_repo(served)
+        run_id = worktree_run(repo, tmp_path / "store.db", "b.txt", "bee\n")
+        shown = client.get(f"/v1/runs/{run_id[:8]}/diff")
+        assert shown.status_code == 200, shown.text
+        assert shown.json()["session_id"] == run_id and "+bee" in shown.json()["diff"]
+        gone = client.post(f"/v1/runs/{run_id}/discard")
+        assert gone.status_code == 200 and gone.json()["state"] == "discarded"
+        assert not Path(gone.json()["path"]).exists()
+        assert client.get("/v1/runs/0123456789abcdef/diff").status_code == 404

@@ -4,7 +4,9 @@ merge into the branch it started from, and its removal; the same as ``seamline d
 
 A refusal changes nothing and is 409 with the reason (the main working tree is dirty or on
 another branch, the merge conflicts, the run is still running or was merged or discarded
-already); a session without a worktree is 404. Only runs whose repository lies inside the
+already); a session without a worktree is 404. Each is served under the session
+(``/v1/sessions/ID/diff``) and under a run (``/v1/runs/RUN/diff``: a run of this server,
+whose session is meant, or a worktree run's own id, as ``seamline diff RUN`` takes it). Only runs whose repository lies inside the
 folder this server offers are served (403 otherwise).
 """
 
@@ -30,7 +32,11 @@ class Refused(InvalidRequest):
 
 def _worktree(request: Request) -> Worktree:
     hub = run_hub(request)
-    record = hub.require_session(request.path_params["session_id"])
+    named = request.path_params.get("session_id")
+    if named is None:  # /v1/runs/RUN/...: a run of this server, or a worktree run's own id (the CLI's RUN)
+        run = hub.runs.get(request.path_params["run_id"])
+        named = run.session_id if run is not None and run.session_id else request.path_params["run_id"]
+    record = hub.require_session(named)
     tree = worktree_of(record)
     if tree is None:
         raise NotFound(f"session {record.id[:12]} has no worktree (it was not started with --worktree)")
