@@ -127,7 +127,13 @@ class FleetApp(App[None]):
             table.add_column(heading, key=key)
         table.focus()
         await self.refresh_rows()
-        self.set_interval(self.interval, self.refresh_rows)
+        self.run_worker(self._refresh_on_change(), exclusive=True, group="refresh")
+
+    async def _refresh_on_change(self) -> None:
+        """Read again whenever the source says it changed, and every ``interval`` anyway."""
+        while True:
+            await self.source.changed(self.interval)
+            await self.refresh_rows()
 
     async def on_unmount(self) -> None:
         await self.source.close()

@@ -40,6 +40,7 @@ from seamline.events import (
     Usage,
     decode_event,
 )
+from seamline.sessions.changes import StoreChanges, open_changes
 from seamline.sessions.store import SessionStore
 
 if TYPE_CHECKING:
@@ -127,6 +128,12 @@ class FleetSource:
     async def discard(self, row: Row) -> str:
         raise NotImplementedError
 
+    async def changed(self, interval: float) -> bool:
+        """Return when the runs may have changed, at the latest after ``interval`` seconds;
+        True when the source said so (the view reads again either way)."""
+        await asyncio.sleep(interval)
+        return False
+
     async def close(self) -> None:
         return None
 
@@ -153,9 +160,24 @@ class StoreSource(FleetSource):
         self.location = location
         self.interval = interval
         self.name = "store"
+        self._changes: StoreChanges | None = None
+        self.woken = 0  # how often the store said it changed (LISTEN/NOTIFY, data_version)
 
     async def rows(self, limit: int) -> list[Row]:
         return fleet(self.store, limit=limit)
+
+    async def changed(self, interval: float) -> bool:
+        """Woken by the store (NOTIFY on PostgreSQL, ``data_version`` on SQLite: see
+        :mod:`seamline.sessions.changes`), or after ``interval``."""
+        if self._changes is None:
+            self._changes = await open_changes(self.store, self.location, interval=interval)
+        said = await self._changes.wait()
+        self.woken += said
+        return said
+
+    async def close(self) -> None:
+        if self._changes is not None:
+            await self._changes.close()
 
     async def follow(self, row: Row) -> AsyncIterator[str]:
         seen = 0

@@ -75,6 +75,16 @@ class PostgresStore(SessionStore):
         except self._psycopg.Error as exc:
             raise StorageFailure(f"cannot read the store {self.location}: {_first_line(exc)}") from None
 
+    def _write_pending(
+        self, rows: Sequence[tuple[str, int, int, str, str, str, float]], usage: Sequence[tuple[Any, ...]] = ()
+    ) -> None:
+        super()._write_pending(rows, usage)
+        # Readers (seamline watch) LISTEN: told at this transaction's commit, they read at once.
+        from seamline.sessions.changes import CHANNEL, notify_payload
+
+        touched = {row[0] for row in rows} | {str(row[0]) for row in usage}
+        self._execute(f"SELECT pg_notify('{CHANNEL}', ?)", (notify_payload(touched),))
+
     def _transaction(self) -> AbstractContextManager[None]:
         return self._tx()
 

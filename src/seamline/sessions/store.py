@@ -268,11 +268,15 @@ class SQLiteStore(SessionStore):
             self._next_usage.pop(sid, None)
         return added
 
+    def data_version(self) -> int:
+        """SQLite's ``PRAGMA data_version``: it moves when another connection commits."""
+        return int(self._run("PRAGMA data_version").fetchone()[0])
+
     # -- permission rules, cached -------------------------------------------------------------
     def permission_rule_rows(self) -> list[RuleRow]:
         """The rules, read again only when the database changed (``PRAGMA data_version``
         moves when another connection commits) or this store changed them."""
-        version = self._run("PRAGMA data_version").fetchone()[0]
+        version = self.data_version()
         cached = self._rules
         if cached is not None and cached[0] == version and cached[1] == self._rules_epoch:
             return list(cached[2])

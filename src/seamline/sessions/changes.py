@@ -1,0 +1,109 @@
+"""How a reader of the store (``seamline watch``) learns that it changed, so it reads again
+at once rather than on the next tick.
+
+A PostgreSQL store notifies ``seamline_sessions`` (the touched session ids as the payload)
+in the transaction of every write of the raw log or the ledger, and the reader LISTENs on
+a connection of its own. An SQLite store has no channel: the reader asks ``PRAGMA
+data_version``, which moves when another connection commits, a few times a second. Either
+way a wake-up only says when to look: a lost one costs at most the reader's interval
+(figures in a usage journal not yet committed are seen on that tick too).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any, Final
+
+from seamline.sessions.store import SessionStore, SQLiteStore
+
+__all__ = ["CHANNEL", "StoreChanges", "notify_payload", "open_changes"]
+
+CHANNEL: Final = "seamline_sessions"
+_LOOK_S: Final = 0.2  # how often an SQLite reader asks whether the database changed
+_PAYLOAD_MAX: Final = 7000  # PostgreSQL takes notification payloads under 8000 bytes
+
+
+def notify_payload(session_ids: set[str]) -> str:
+    """The notification's payload: the touched sessions' ids, as many as fit."""
+    joined = ",".join(sorted(session_ids))
+    return joined if len(joined) <= _PAYLOAD_MAX else ""
+
+
+class StoreChanges:
+    """Waits out the interval (a store that cannot tell)."""
+
+    how: str = "interval"
+
+    def __init__(self, interval: float) -> None:
+        self.interval = interval
+
+    async def wait(self) -> bool:
+        """Return when the store may have changed, at the latest after ``interval`` seconds;
+        True when it said so (a notification, a new ``data_version``)."""
+        await asyncio.sleep(self.interval)
+        return False
+
+    async def close(self) -> None:
+        return None
+
+
+class _SQLiteChanges(StoreChanges):
+    how = "data_version"
+
+    def __init__(self, store: SQLiteStore, interval: float) -> None:
+        super().__init__(interval)
+        self.store = store
+        self.version = store.data_version()
+
+    async def wait(self) -> bool:
+        loop = asyncio.get_running_loop()
+        end = loop.time() + self.interval
+        while (left := end - loop.time()) > 0:
+            await asyncio.sleep(min(_LOOK_S, left))
+            now = self.store.data_version()
+            if now != self.version:
+                self.version = now
+                return True
+        return False
+
+
+class _PostgresChanges(StoreChanges):
+    how = "listen/notify"
+
+    def __init__(self, conn: Any, interval: float) -> None:
+        super().__init__(interval)
+        self.conn = conn
+
+    async def wait(self) -> bool:
+        heard = asyncio.ensure_future(self._next())
+        try:
+            done, _ = await asyncio.wait({heard}, timeout=self.interval)
+        finally:
+            if not heard.done():
+                heard.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await heard
+        return heard in done and heard.exception() is None and bool(heard.result())
+
+    async def _next(self) -> bool:
+        async for _ in self.conn.notifies():
+            return True
+        return False
+
+    async def close(self) -> None:
+        await self.conn.close()
+
+
+async def open_changes(store: SessionStore, location: str | None, *, interval: float) -> StoreChanges:
+    """The way to hear of changes to ``store`` (``location``: its full address, password
+    included, for a PostgreSQL store's own listening connection)."""
+    if isinstance(store, SQLiteStore) and store.path != ":memory:":
+        return _SQLiteChanges(store, interval)
+    if store.dialect == "postgres" and location:
+        import psycopg  # the postgres extra is installed: the store is open
+
+        conn = await psycopg.AsyncConnection.connect(location, autocommit=True, connect_timeout=10)
+        await conn.execute(f"LISTEN {CHANNEL}")
+        return _PostgresChanges(conn, interval)
+    return StoreChanges(interval)
