@@ -123,7 +123,7 @@ def test_fleet_row_answers_a_waiting_permission(tmp_path: Path) -> None:
             expect(row.locator("td.col-status")).to_have_text("running")
             expect(row.locator("td.col-tool")).to_have_text("write_file")
             expect(row.locator("td.col-branch")).to_have_text("")
-            expect(row.locator("td.col-actions button")).to_have_count(0)
+            expect(row.locator("td.col-actions button")).to_have_text(["Cancel"])  # no worktree: no diff
             asked = row.locator("td.col-approvals .asked")
             expect(asked).to_contain_text("write_file")
             asked.locator("button.approve").click()
@@ -131,5 +131,26 @@ def test_fleet_row_answers_a_waiting_permission(tmp_path: Path) -> None:
             expect(row.locator("td.col-approvals .asked")).to_have_count(0)
             expect(row.locator("td.col-tokens")).to_have_text("220 in / 15 out")
             expect(row.locator("td.col-cost")).to_have_text("$0.0030")
+            expect(row.locator("td.col-actions button")).to_have_count(0)  # nothing to cancel now
             assert (served.workspace / "hello.txt").read_text() == "hi\n"
             assert problems == []
+
+
+def test_fleet_row_cancels_a_live_run(tmp_path: Path) -> None:
+    with serve(tmp_path, agents=agent(tmp_path, "asks", TOOL_TURN)) as served:
+        with served.client() as client:
+            made = client.post("/v1/sessions", json={"agent": "asks"})
+            assert made.status_code == 201, made.text
+            session_id = made.json()["id"]
+            run = client.post(f"/v1/sessions/{session_id}/runs", json={"prompt": "write hello.txt"})
+            assert run.status_code == 201, run.text
+            run_id = run.json()["id"]
+        with opened(served) as (page, problems):
+            row = page.locator(f'#fleet tbody tr[data-id="{session_id}"]')
+            expect(row.locator("td.col-status")).to_have_text("running")  # waiting on its approval
+            row.locator("td.col-actions button.cancel").click()
+            expect(row.locator("td.col-status")).to_have_text("aborted")
+            assert problems == []
+        with served.client() as client:
+            assert client.get(f"/v1/runs/{run_id}").json()["status"] == "aborted"
+        assert not (served.workspace / "hello.txt").exists()

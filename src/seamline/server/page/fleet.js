@@ -120,13 +120,17 @@ function fleetTr(row) {
 
 function fleetActions(row) {
   const cell = el("td", "col-actions");
-  if (!row.branch) return cell;
-  const settled = row.worktree !== "open" || FLEET_LIVE.includes(row.status);
-  const buttons = [
-    ["Diff", "diff", row.worktree === "discarded", () => showDiff(row)],
-    ["Merge", "merge", settled, () => askFirst(row, "merge")],
-    ["Discard", "discard", settled, () => askFirst(row, "discard")],
-  ];
+  const live = FLEET_LIVE.includes(row.status);
+  const buttons = [];
+  if (live && row.runId) buttons.push(["Cancel", "cancel", false, () => cancelRun(row)]);
+  if (row.branch) {
+    const settled = row.worktree !== "open" || live;
+    buttons.push(
+      ["Diff", "diff", row.worktree === "discarded", () => showDiff(row)],
+      ["Merge", "merge", settled, () => askFirst(row, "merge")],
+      ["Discard", "discard", settled, () => askFirst(row, "discard")],
+    );
+  }
   for (const [label, cls, disabled, act] of buttons) {
     const button = el("button", cls, label);
     button.type = "button";
@@ -153,6 +157,11 @@ function fleetMessage(text, refused) {
   box.textContent = text;
   box.className = refused ? "warning" : "muted";
   box.hidden = false;
+}
+
+async function cancelRun(row) {
+  await fleetCall("POST", `/v1/runs/${row.runId}/cancel`);
+  await refreshFleet();
 }
 
 async function showDiff(row) {
