@@ -21,8 +21,7 @@ import uuid
 from typing import Any, Final
 
 from seamline.errors import ProviderFailure, TimeoutFailure, error_for_kind
-from seamline.providers.cli_parsers.base import classify_message
-from seamline.providers.cli_parsers.codex_app_server import TURN_REQUEST_PREFIX
+from seamline.providers.cli_parsers.codex_app_server import TURN_REQUEST_PREFIX, rpc_error
 from seamline.providers.warm_process import WarmProcess
 
 __all__ = ["interrupt_message", "is_turn_end", "open_thread", "turn_message", "watch_turn"]
@@ -64,9 +63,7 @@ async def open_thread(warm: WarmProcess, *, mode: str, target: str | None, timeo
                 if answer is None or answer.get("id") != _THREAD_REQUEST:
                     continue
                 if "error" in answer:
-                    error = answer["error"]
-                    message = str(error.get("message", error) if isinstance(error, dict) else error)
-                    kind, retryable = classify_message(message)
+                    kind, retryable, message = rpc_error(answer["error"])
                     raise error_for_kind(kind, f"codex: {method}: {message}", retryable=retryable)
                 thread = answer.get("result", {}).get("thread", {})
                 if not isinstance(thread, dict) or not isinstance(thread.get("id"), str):

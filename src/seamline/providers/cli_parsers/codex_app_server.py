@@ -19,7 +19,7 @@ from seamline.events import ErrorKind, Event, FileChange, FileChangeKind, Raw, R
 from seamline.providers.cli_parsers.base import classify_message
 from seamline.providers.cli_parsers.codex import CodexJsonParser, mcp_output_text
 
-__all__ = ["TURN_REQUEST_PREFIX", "CodexAppServerParser"]
+__all__ = ["TURN_REQUEST_PREFIX", "CodexAppServerParser", "rpc_error"]
 
 #: the JSON-RPC id prefix of seamline's ``turn/start`` requests (an error answer ends the turn)
 TURN_REQUEST_PREFIX: Final = "turn-"
@@ -143,9 +143,8 @@ class CodexAppServerParser(CodexJsonParser):
         error = frame.get("error")
         if error is not None and str(frame.get("id", "")).startswith(TURN_REQUEST_PREFIX):
             # Codex refused the turn itself: no turn/completed will follow.
-            message = str(error.get("message", error) if isinstance(error, dict) else error)
+            kind, retryable, message = rpc_error(error)
             self.terminal_seen = True
-            kind, retryable = classify_message(message)
             self.outcome, self.stop_reason = "failed", kind
             return [self._error(kind, f"Codex: {message}", retryable=retryable)]
         return [Raw(source=self.source, payload=frame)]
@@ -255,6 +254,16 @@ class CodexAppServerParser(CodexJsonParser):
             return events
         usage_id = f"codex:{self.provider_session_id}:{self._turn_id}" if self.provider_session_id else None
         return [*events, *self._usage(self._totals, usage_id)]
+
+
+def rpc_error(error: Any) -> tuple[ErrorKind, bool, str]:
+    """The kind, retryability and message of a JSON-RPC error answer: a request the server
+    refused as invalid (-32600, -32602) is ``invalid_request``; others by their message."""
+    message = str(error.get("message", error) if isinstance(error, dict) else error)
+    if isinstance(error, dict) and error.get("code") in (-32600, -32602):
+        return "invalid_request", False, message
+    kind, retryable = classify_message(message)
+    return kind, retryable, message
 
 
 def _kind_of(kind: Any) -> str:
