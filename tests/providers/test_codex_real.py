@@ -91,8 +91,6 @@ async def test_resume_continues_the_thread(world: CliWorld) -> None:
         assert one_complete(first).outcome == "completed"
         psid = session.provider_session_id
         assert psid is not None
-        # Codex lets one live process write a thread: the warm one goes before another resumes it.
-        await codex.close(session)
         again = await codex.open_resumed(psid, workspace=world.workspace)
         second = await collect(again, "what did I say?")
         seen = inputs(fake)

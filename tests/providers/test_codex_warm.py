@@ -218,3 +218,27 @@ async def test_resume_of_an_unknown_thread_fails_the_turn_and_leaves_no_process(
     assert len(errors) == 1 and "no rollout found" in errors[0].message and asked == 0
     assert "cli_warm" not in session.state
     assert_group_gone(session)
+
+
+@run_async
+async def test_a_second_session_on_the_thread_takes_it_over_from_an_idle_one(world: CliWorld) -> None:
+    # Codex lets one live process write a thread: the idle holder in this process hands it over.
+    with FakeOpenAI([{"text": "One."}, {"text": "Two."}, {"text": "Three."}]) as fake:
+        codex = provider(fake)
+        first = await codex.open(workspace=world.workspace)
+        await collect(first, "zeppelin-marker")
+        holder = first.state["cli_process"]
+        assert first.provider_session_id is not None
+        again = await codex.open_resumed(first.provider_session_id, workspace=world.workspace)
+        second = await collect(again, "what was the marker?")
+        assert group_members(holder.pgid) == []  # ended before the other resumed the thread
+        third = await collect(first, "and now?")  # back on the first session: taken back the same way
+        seen = inputs(fake)
+        await codex.close(first)
+        await codex.close(again)
+    assert one_complete(second).text == "Two." and "zeppelin-marker" in seen[1]
+    assert one_complete(third).text == "Three." and "what was the marker?" in seen[2]
+    notices = seamline_notices(third)
+    assert [(n["ended"], n["pid"]) for n in notices] == [("handed_over", holder.pid)]
+    assert_group_gone(first)
+    assert_group_gone(again)

@@ -16,6 +16,7 @@ import asyncio
 import json
 import os
 import tomllib
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
 from typing import ClassVar
@@ -43,6 +44,8 @@ from seamline.transport.env import program_env
 __all__ = ["CodexProvider"]
 
 _CODEX_MODES = ("read-only", "workspace-write", "danger-full-access")
+# The warm app-servers of this Python process by the thread each holds.
+_HOLDERS: weakref.WeakValueDictionary[str, WarmProcess] = weakref.WeakValueDictionary()
 
 
 class CodexProvider(AgentCliProvider):
@@ -158,6 +161,18 @@ class CodexProvider(AgentCliProvider):
         self, session: ProviderSession, warm: WarmProcess, mode: SessionMode, target: str | None
     ) -> None:
         await open_thread(warm, mode=mode, target=target, timeout=min(self._float_option("turn_timeout", 600.0), 120))
+        _HOLDERS[str(warm.carry["thread_id"])] = warm
+
+    async def _release_thread(self, session: ProviderSession) -> None:
+        """Codex lets one live process write a thread. A turn that resumes a thread which
+        another session's warm process of this Python process holds, idle, ends that one
+        first (its session's next turn resumes in a new process, and says why:
+        ``handed_over``); one mid-turn, or in another program, makes Codex refuse."""
+        mode, target = self._mode(session)
+        holder = _HOLDERS.get(target) if mode == "resume" and target else None
+        if holder is None or holder is session.state.get("cli_warm") or holder.in_turn or not holder.alive:
+            return
+        await holder.close(grace=self._float_option("grace", 3.0), because="handed_over")
 
     def _warm_message(self, prompt: str, warm: WarmProcess) -> bytes:
         return turn_message(prompt, str(warm.carry["thread_id"]))
@@ -193,6 +208,7 @@ class CodexProvider(AgentCliProvider):
         return self._approved_turn(session, prompt)
 
     async def _approved_turn(self, session: ProviderSession, prompt: str) -> AsyncIterator[Event]:
+        await self._release_thread(session)
         if session.approval is None:
             async for event in super()._run_turn(session, prompt):
                 yield event
