@@ -242,3 +242,16 @@ async def test_a_second_session_on_the_thread_takes_it_over_from_an_idle_one(wor
     assert [(n["ended"], n["pid"]) for n in notices] == [("handed_over", holder.pid)]
     assert_group_gone(first)
     assert_group_gone(again)
+
+
+def test_an_unclosed_session_leaves_no_process_when_its_loop_ends(world: CliWorld) -> None:
+    async def forget(codex: CodexProvider) -> tuple[int, list[int]]:
+        session = await codex.open(workspace=world.workspace)
+        await collect(session, "one")
+        pgid = int(session.state["cli_process"].pgid)
+        return pgid, group_members(pgid)  # never closed
+
+    with FakeOpenAI([{"text": "One."}]) as fake:
+        pgid, members = asyncio.run(forget(provider(fake)))
+    assert len(members) >= 2  # the Node launcher and the native app-server
+    assert group_members(pgid) == []
