@@ -35,6 +35,7 @@ from workloads import stages as stages_workload  # noqa: E402
 from workloads import store as store_workload  # noqa: E402
 from workloads import trace as trace_workload  # noqa: E402
 from workloads import warm_sessions as warm_sessions_workload  # noqa: E402
+from workloads import warm_sessions_codex as warm_sessions_codex_workload  # noqa: E402
 from workloads import worktree as worktree_workload  # noqa: E402
 
 WORKLOADS = {
@@ -53,6 +54,7 @@ WORKLOADS["cli_parsers"] = cli_parsers_workload.run
 WORKLOADS["acp_opencode"] = acp_opencode_workload.run
 WORKLOADS["worktree"] = worktree_workload.run
 WORKLOADS["warm_sessions"] = warm_sessions_workload.run
+WORKLOADS["warm_sessions_codex"] = warm_sessions_codex_workload.run
 
 
 def main() -> int:

@@ -128,3 +128,31 @@ async def test_a_codex_that_would_not_trust_the_hook_is_not_started(
     assert errors and "approval hook would not run" in errors[0].message and "'modified'" in errors[0].message
     assert one_complete(events).outcome == "failed"
     assert not marker.exists()
+
+
+@run_async
+async def test_warm_a_stored_deny_rule_refuses_a_shell_call_on_turn_two(world: CliWorld) -> None:
+    # One codex app-server for both turns: the hook in its -c flags answers through one socket.
+    marker = world.workspace / "marker"
+    rules = PermissionRules(":memory:")
+    rules.add("deny", tool="Bash", pattern="command=touch*")
+    service = PermissionService(rules=rules, workspace=world.workspace, yes=True)
+    with AgentOpenAI([*shell("echo allowed"), *shell(f"touch {marker}")]) as fake:
+        options = {"executable": cli_path("codex"), "base_url": fake.base_url, "sandbox": "danger-full-access"}
+        codex = CodexProvider(model=MODEL, options=options)
+        session = await codex.open(workspace=world.workspace, approval=service)
+        first = await collect(session, "echo something")
+        socket = session.state["runtime_dir"] / "approve.sock"
+        assert socket.exists()  # the hook's socket lives as long as the warm process
+        pid = session.state["cli_process"].pid
+        second = await collect(session, "make the marker")
+        assert session.state["cli_process"].pid == pid and "app-server" in session.state["cli_process"].argv
+        bridge = session.state["approval_bridge"]
+        await codex.close(session)
+        assert not bridge.running
+    assert [d.decision for d in first if isinstance(d, PermissionDecision)] == ["allow"]
+    decisions = [e for e in second if isinstance(e, PermissionDecision)]
+    assert [d.decision for d in decisions] == ["deny"] and "denied by rule" in decisions[0].reason, second
+    results = [e for e in second if isinstance(e, ToolResult)]
+    assert results[0].is_error and one_complete(second).outcome == "completed"
+    assert not marker.exists() and not socket.exists()

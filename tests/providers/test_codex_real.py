@@ -133,6 +133,7 @@ async def test_api_errors_are_classified(world: CliWorld, status: int, kind: str
     errors = [e for e in events if isinstance(e, Error) and e.attempt is None]
     assert final.outcome == "failed" and final.stop_reason == kind
     assert errors and errors[-1].kind == kind
+    await codex.close(session)  # a warm process lives as long as its session
     assert_group_gone(session)
 
 
@@ -169,6 +170,7 @@ async def test_websocket_refused_falls_back_to_http_and_completes(world: CliWorl
     assert notices and all(e.kind == "transport" and e.retryable and e.attempt for e in notices)
     assert [e.input_tokens for e in events if isinstance(e, Usage)] == [30]
     assert len(upgrades) >= 1
+    await codex.close(session)  # a warm process lives as long as its session
     assert_group_gone(session)
 
 
@@ -198,13 +200,15 @@ async def test_stream_cut_midway_is_classified(world: CliWorld) -> None:
     errors = [e for e in events if isinstance(e, Error) and e.attempt is None]
     assert final.outcome == "failed"
     assert errors and errors[-1].kind in ("transport", "provider")
+    await codex.close(session)  # a warm process lives as long as its session
     assert_group_gone(session)
 
 
 @run_async
 async def test_abort_mid_turn_ends_the_process_group(world: CliWorld) -> None:
     with FakeOpenAI([{"text": "slow", "delay": 30}]) as fake:
-        codex = provider(fake.base_url, grace="1")
+        # One process per turn (warm=false): abort ends it. Warm: tests/providers/test_codex_warm.py.
+        codex = provider(fake.base_url, grace="1", warm="false")
         session = await codex.open(workspace=world.workspace)
         events = await abort_when(
             codex, session, "hi", lambda e: isinstance(e, Session) and bool(e.provider_session_id)

@@ -13,8 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from seamline.events import TextDelta, ToolResult
+from seamline.providers.codex import CodexProvider
+from seamline.transport.subprocess import group_members
 from tests.fakes.openai_api import FakeOpenAI
-from tests.providers.agent_cli_support import ROOT, CliWorld, cli_path, make_world
+from tests.providers.agent_cli_support import ROOT, CliWorld, cli_path, collect, make_world, one_complete, run_async
 from tests.sandbox.envelope_support import (
     EnvelopedRun,
     check_revert_undoes_a_write,
@@ -47,12 +50,13 @@ def shell(command: str) -> dict[str, object]:
     return {"tool_calls": [{"name": "exec_command", "arguments": {"cmd": command}}]}
 
 
-def test_a_write_outside_the_workspace_fails_and_creates_nothing(world: CliWorld, tmp_path: Path) -> None:
+@pytest.mark.parametrize("warm", ["true", "false"])  # codex app-server, or codex exec
+def test_a_write_outside_the_workspace_fails_and_creates_nothing(world: CliWorld, tmp_path: Path, warm: str) -> None:
     outside = tmp_path / "outside"
     outside.mkdir()
     script = [shell(f"touch {outside}/escaped; touch inside.txt"), {"text": "Done."}]
     with FakeOpenAI(script) as fake:
-        done = seamline_run(fake, world, "--sandbox", "bwrap")
+        done = seamline_run(fake, world, "--sandbox", "bwrap", "-o", f"warm={warm}")
     assert done.returncode == 0, done.stderr
     events = json_events(done.stdout)
     assert not (outside / "escaped").exists()
@@ -109,3 +113,26 @@ def _enveloped(world: CliWorld) -> EnvelopedRun:
             return seamline_run(fake, world, "--sandbox", "bwrap", "--store", str(store))
 
     return run
+
+
+@run_async
+async def test_a_warm_session_keeps_one_process_inside_the_envelope(world: CliWorld, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    script = [{"text": "One."}, shell(f"touch {outside}/escaped; touch inside.txt"), {"text": "Two."}]
+    with FakeOpenAI(script) as fake:
+        options = {"executable": cli_path("codex"), "base_url": fake.base_url, "max_retries": "0", "sandbox": "bwrap"}
+        codex = CodexProvider(model=MODEL, options=options)
+        session = await codex.open(workspace=world.workspace)
+        first = await collect(session, "one")
+        proc = session.state["cli_process"]
+        second = await collect(session, "two")
+        same = session.state["cli_process"] is proc
+        await codex.close(session)
+    assert one_complete(first).text == "One." and one_complete(second).text == "Two." and same
+    assert proc.argv[0].endswith("bwrap")  # the warm process is the enveloped one
+    assert any(isinstance(e, TextDelta) for e in first)  # text deltas: only codex app-server streams them
+    outputs = " ".join(e.output for e in second if isinstance(e, ToolResult))
+    assert "cannot touch" in outputs and not (outside / "escaped").exists()
+    assert (world.workspace / "inside.txt").is_file()
+    assert group_members(proc.pgid) == []

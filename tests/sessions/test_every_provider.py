@@ -56,6 +56,8 @@ def test_model_apis_resume_and_fork_by_emulation(
             assert one_complete(await collect(again, "What was the code word?")).text == "It was heron."
             fork = await create_provider(name, model=model, options=opts).fork(first.session_id, store=store, at=1)
             one_complete(await collect(fork, "Fork question"))
+            for session in (first, again, fork):  # their HTTP clients, not left to the garbage collector
+                await session.provider.close(session)
             return first.session_id, fork.session_id
 
         sid, fork_id = asyncio.run(go())
@@ -114,6 +116,8 @@ def test_codex_resume_and_fork_are_native_through_the_store(world: CliWorld, tmp
             assert one_complete(await collect(again, "what did I say?")).text == "It was ibis."
             fork = await create_provider("codex", model="gpt-5", options=options).fork(first.session_id, store=store)
             one_complete(await collect(fork, "fork-marker"))
+            for session in (first, again, fork):  # their warm app-servers
+                await session.provider.close(session)
             return first.session_id, fork.session_id, first.provider_session_id
 
         sid, fork_id, psid = asyncio.run(go())

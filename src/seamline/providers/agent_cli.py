@@ -17,7 +17,8 @@ process that died is replaced by a fresh one that resumes the CLI's session.
 A subclass supplies the dialect: :meth:`AgentCliProvider._invocation` (argv and environment
 keys for a fresh, resumed or forked session), :meth:`AgentCliProvider._new_parser`, the
 credential check, seeding and transcript location; for a warm process ``_warm_wanted``,
-``_warm_invocation``, ``_warm_message``, ``_warm_interrupt`` and ``_warm_terminal``.
+``_warm_invocation``, ``_warm_message``, ``_warm_interrupt`` and ``_warm_terminal`` (and
+``_warm_opened`` for a protocol that needs a handshake before its first turn).
 """
 
 from __future__ import annotations
@@ -291,7 +292,6 @@ class AgentCliProvider(Provider):
         resuming the CLI's session if the last one died), read up to the turn's terminal
         line. A turn cut short (timeout, retry bound, no terminal line) ends the process."""
         bounds = self._bounds()
-        message = self._warm_message(prompt)
         warm = await self._warm_process(session, exe)
         mode, target = self._mode(session)
         parser = self._new_parser(session=session, mode=mode, target=target)
@@ -305,7 +305,7 @@ class AgentCliProvider(Provider):
                 for event in parser.finish(returncode=None, aborted=True):
                     yield event
                 return
-            if await warm.begin_turn(message):
+            if await warm.begin_turn(self._warm_message(prompt, warm)):
                 break
             # It died between the check and the message: the CLI never saw this turn.
             await self._end_warm(session, warm, because="exited")
@@ -367,6 +367,12 @@ class AgentCliProvider(Provider):
             warm.attach(envelope, envelope.close)
         for thing, closer in self._warm_attachments(session):
             warm.attach(thing, closer)
+        session.state["cli_process"] = warm.proc
+        try:
+            await self._warm_opened(session, warm, mode, target)
+        except BaseException:
+            await warm.close(grace=self._float_option("grace", 3.0), because="start_failed")
+            raise
         session.state["cli_warm"] = warm
         return warm
 
@@ -405,12 +411,20 @@ class AgentCliProvider(Provider):
         """How to start the warm process: the turn's invocation, turns taken on stdin."""
         raise NotImplementedError
 
-    def _warm_message(self, prompt: str) -> bytes:
+    async def _warm_opened(
+        self, session: ProviderSession, warm: WarmProcess, mode: SessionMode, target: str | None
+    ) -> None:
+        """What a new warm process needs before its first turn (a protocol's handshake);
+        raising a classified error fails the turn, and the process is ended."""
+        return None
+
+    def _warm_message(self, prompt: str, warm: WarmProcess) -> bytes:
         """One turn's input line for the warm process."""
         raise NotImplementedError
 
-    def _warm_interrupt(self) -> bytes | None:
-        """The control line that interrupts the running turn (None: the CLI has none)."""
+    def _warm_interrupt(self, warm: WarmProcess) -> bytes | None:
+        """The control line that interrupts the running turn (None: the CLI has none, or
+        cannot be told yet)."""
         return None
 
     def _warm_terminal(self, line: bytes) -> bool:
@@ -492,7 +506,7 @@ class AgentCliProvider(Provider):
             if not warm.in_turn:
                 return  # between turns: nothing to stop, and the process stays
             # Ask the CLI to end the turn and keep the session; past the grace, end the process.
-            interrupt = self._warm_interrupt()
+            interrupt = self._warm_interrupt(warm)
             if interrupt is not None and await warm.interrupt(interrupt) and await warm.turn_over(grace):
                 return
         if isinstance(proc, LineProcess):

@@ -144,11 +144,11 @@ class ClaudeCodeProvider(AgentCliProvider):
         # --max-budget-usd bounds what one process spends, which warm would be every turn's.
         return self.option_values.get("warm", "true") == "true" and not self.option_values.get("max_budget_usd")
 
-    def _warm_message(self, prompt: str) -> bytes:
+    def _warm_message(self, prompt: str, warm: WarmProcess | None = None) -> bytes:
         message = {"role": "user", "content": [{"type": "text", "text": prompt}]}
         return json.dumps({"type": "user", "message": message}).encode() + b"\n"
 
-    def _warm_interrupt(self) -> bytes | None:
+    def _warm_interrupt(self, warm: WarmProcess | None = None) -> bytes | None:
         request = {"subtype": "interrupt"}
         line = {"type": "control_request", "request_id": f"seamline-{uuid.uuid4().hex[:16]}", "request": request}
         return json.dumps(line).encode() + b"\n"

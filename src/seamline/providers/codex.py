@@ -1,18 +1,23 @@
-"""``codex``: OpenAI's Codex CLI driven headless (``codex exec --json``).
+"""``codex``: OpenAI's Codex CLI driven headless.
 
-Each turn is one ``codex exec`` process. Codex mints the thread id (``thread.started``);
-a later turn resumes it (``codex exec resume ID``), a fork copies it natively (``codex exec
-fork ID``). Codex reports tokens, never cost, so usage is priced from the price data.
+By default a session keeps one warm ``codex app-server`` (JSON-RPC on stdio, see
+:mod:`seamline.providers.codex_warm`): the thread is opened once, each turn is a
+``turn/start`` on it, an abort a ``turn/interrupt``. With ``warm=false`` each turn is one
+``codex exec --json`` process. Codex mints the thread id; a later process resumes it
+(``thread/resume``, or ``codex exec resume ID``), a fork copies it natively (``thread/fork``,
+or ``codex exec fork ID``). Codex reports tokens, never cost, so usage is priced from the price data.
 A local or third-party endpoint is a model provider of Codex's own configuration, given
 inline with ``-c`` (Codex ignores ``OPENAI_BASE_URL``, and speaks only the Responses wire).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import tomllib
-from collections.abc import AsyncIterator, Iterable, Mapping
+import weakref
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
 from typing import ClassVar
 
@@ -23,6 +28,7 @@ from seamline.providers.base import OptionSpec, PreflightCheck, ProviderSession
 from seamline.providers.cli_approvals import ApprovalSocket, hook_command, merge_events
 from seamline.providers.cli_parsers.base import StreamParser
 from seamline.providers.cli_parsers.codex import CodexJsonParser
+from seamline.providers.cli_parsers.codex_app_server import CodexAppServerParser
 from seamline.providers.codex_hooks import (
     CODEX_TOOL_CLASSES,
     codex_arguments,
@@ -30,12 +36,16 @@ from seamline.providers.codex_hooks import (
     hook_overrides,
     verify_hook_trust,
 )
+from seamline.providers.codex_warm import interrupt_message, is_turn_end, open_thread, turn_message
 from seamline.providers.runtime_dir import ensure_runtime_dir
+from seamline.providers.warm_process import WARM_OPTIONS, WarmProcess
 from seamline.transport.env import program_env
 
 __all__ = ["CodexProvider"]
 
 _CODEX_MODES = ("read-only", "workspace-write", "danger-full-access")
+# The warm app-servers of this Python process by the thread each holds.
+_HOLDERS: weakref.WeakValueDictionary[str, WarmProcess] = weakref.WeakValueDictionary()
 
 
 class CodexProvider(AgentCliProvider):
@@ -69,6 +79,7 @@ class CodexProvider(AgentCliProvider):
             default="false",
             choices=("true", "false"),
         ),
+        **WARM_OPTIONS,
     }
     # A trusted PreToolUse hook asks seamline's permission service before each tool call.
     tool_approval = "every_call"
@@ -97,7 +108,18 @@ class CodexProvider(AgentCliProvider):
         mode: SessionMode,
         target: str | None,
     ) -> Invocation:
+        flags, env = self._config(session)
         argv = [executable, "exec", "--json", "--skip-git-repo-check"]
+        if mode == "resume" and target:
+            argv += ["resume", *flags, target, prompt]
+        elif mode == "fork" and target:
+            argv += ["fork", *flags, target, prompt]
+        else:
+            argv += [*flags, prompt]
+        return Invocation(argv=argv, env=env)
+
+    def _config(self, session: ProviderSession) -> tuple[list[str], dict[str, str | None]]:
+        """Codex's configuration as ``-c`` flags (the session-flags layer), and environment keys."""
         config = [
             f"sandbox_mode={json.dumps(self._codex_sandbox())}",
             'approval_policy="never"',
@@ -122,20 +144,71 @@ class CodexProvider(AgentCliProvider):
         if isinstance(hook, tuple):  # the approval hook, while this turn's socket is served
             command, wait = hook
             config += hook_overrides(command, wait)
-        flags = [part for item in config for part in ("-c", item)]
-        if mode == "resume" and target:
-            argv += ["resume", *flags, target, prompt]
-        elif mode == "fork" and target:
-            argv += ["fork", *flags, target, prompt]
-        else:
-            argv += [*flags, prompt]
-        return Invocation(argv=argv, env=env)
+        return [part for item in config for part in ("-c", item)], env
+
+    # -- kept warm: one `codex app-server` per session, a turn/start per turn ----------------
+    def _warm_wanted(self, session: ProviderSession) -> bool:
+        return self.option_values.get("warm", "true") == "true"
+
+    def _warm_invocation(
+        self, *, session: ProviderSession, executable: str, mode: SessionMode, target: str | None
+    ) -> Invocation:
+        # The thread is opened by the handshake (_warm_opened), not by the command line.
+        flags, env = self._config(session)
+        return Invocation(argv=[executable, "app-server", *flags], env=env)
+
+    async def _warm_opened(
+        self, session: ProviderSession, warm: WarmProcess, mode: SessionMode, target: str | None
+    ) -> None:
+        await open_thread(warm, mode=mode, target=target, timeout=min(self._float_option("turn_timeout", 600.0), 120))
+        _HOLDERS[str(warm.carry["thread_id"])] = warm
+
+    async def _release_thread(self, session: ProviderSession) -> None:
+        """Codex lets one live process write a thread. A turn that resumes a thread which
+        another session's warm process of this Python process holds, idle, ends that one
+        first (its session's next turn resumes in a new process, and says why:
+        ``handed_over``); one mid-turn, or in another program, makes Codex refuse."""
+        mode, target = self._mode(session)
+        holder = _HOLDERS.get(target) if mode == "resume" and target else None
+        if holder is None or holder is session.state.get("cli_warm") or holder.in_turn or not holder.alive:
+            return
+        await holder.close(grace=self._float_option("grace", 3.0), because="handed_over")
+
+    def _warm_message(self, prompt: str, warm: WarmProcess) -> bytes:
+        return turn_message(prompt, str(warm.carry["thread_id"]))
+
+    def _warm_interrupt(self, warm: WarmProcess) -> bytes | None:
+        thread, turn = warm.carry.get("thread_id"), warm.carry.get("turn_id")
+        if not isinstance(thread, str) or not isinstance(turn, str):
+            return None  # Codex has not said the turn's id yet: the process is ended instead
+        return interrupt_message(thread, turn)
+
+    def _warm_terminal(self, line: bytes) -> bool:
+        return is_turn_end(line)  # a process's own watcher (codex_warm.watch_turn) replaces it
+
+    async def _abort(self, session: ProviderSession) -> None:
+        warm = session.state.get("cli_warm")
+        if isinstance(warm, WarmProcess) and warm.in_turn:
+            # turn/interrupt names the turn: give Codex's answer to turn/start a moment to arrive.
+            loop = asyncio.get_running_loop()
+            until = loop.time() + self._float_option("grace", 3.0)
+            while "turn_id" not in warm.carry and warm.in_turn and warm.alive and loop.time() < until:
+                await asyncio.sleep(0.02)
+        await super()._abort(session)
+
+    def _warm_attachments(self, session: ProviderSession) -> list[tuple[object, Callable[[], Awaitable[None]]]]:
+        # The hook named in the process's -c flags must answer as long as it runs.
+        bridge = session.state.get("approval_bridge")
+        if isinstance(bridge, ApprovalSocket) and bridge.running:
+            return [(bridge, bridge.stop)]
+        return []
 
     # -- one approval path: a trusted PreToolUse hook answered by the permission service --
     def _run_turn(self, session: ProviderSession, prompt: str) -> AsyncIterator[Event]:
         return self._approved_turn(session, prompt)
 
     async def _approved_turn(self, session: ProviderSession, prompt: str) -> AsyncIterator[Event]:
+        await self._release_thread(session)
         if session.approval is None:
             async for event in super()._run_turn(session, prompt):
                 yield event
@@ -144,14 +217,19 @@ class CodexProvider(AgentCliProvider):
         if exe is None:
             raise InvalidRequest(self._missing_message())
         await verify_hook_trust(exe, program_env(self._common_env(), {}))
-        bridge = ApprovalSocket(
-            session.approval,
-            ensure_runtime_dir(session.session_id, session.state),
-            classes=CODEX_TOOL_CLASSES,
-            arguments=codex_arguments,
-            on_denied=codex_denied_events,
-        )
-        await bridge.start()
+        # A warm process that died takes its socket with it: settled before one is chosen.
+        await self._settle_warm(session)
+        bridge = session.state.get("approval_bridge")
+        if not isinstance(bridge, ApprovalSocket) or not bridge.running:
+            bridge = ApprovalSocket(
+                session.approval,
+                ensure_runtime_dir(session.session_id, session.state),
+                classes=CODEX_TOOL_CLASSES,
+                arguments=codex_arguments,
+                on_denied=codex_denied_events,
+            )
+            await bridge.start()
+            session.state["approval_bridge"] = bridge
         command, wait = hook_command(bridge, timeout=self._float_option("turn_timeout", 600.0), dialect="codex")
         # Codex must wait longer than the hook does: only the hook's own exit 2 is safe.
         session.state["codex_hook"] = (command, wait + 30)
@@ -159,8 +237,14 @@ class CodexProvider(AgentCliProvider):
             async for event in merge_events(super()._run_turn(session, prompt), bridge.events):
                 yield event
         finally:
-            session.state.pop("codex_hook", None)
-            await bridge.stop()
+            warm = session.state.get("cli_warm")
+            if isinstance(warm, WarmProcess) and warm.alive and warm.holds(bridge):
+                bridge.cancel_pending()  # the socket lives on with the process; no hook waits past a turn
+            else:
+                session.state.pop("codex_hook", None)
+                if session.state.get("approval_bridge") is bridge:
+                    session.state.pop("approval_bridge", None)
+                await bridge.stop()
 
     def _sandbox_mode(self) -> str:
         given = self.option_values.get("sandbox") or "none"
@@ -184,7 +268,12 @@ class CodexProvider(AgentCliProvider):
         return {"CODEX_HOME": str(home / self.config_dir_name)}
 
     def _new_parser(self, *, session: ProviderSession, mode: SessionMode, target: str | None) -> StreamParser:
-        parser = CodexJsonParser(model=self.model)
+        warm = session.state.get("cli_warm")
+        parser = (
+            CodexAppServerParser(model=self.model) if self._warm_wanted(session) else CodexJsonParser(model=self.model)
+        )
+        if isinstance(warm, WarmProcess) and "totals" in warm.carry:
+            return parser  # the live process carries the thread's totals from turn to turn
         if mode != "fresh" and target:
             # Codex reports the thread's running totals; the turn's share is what it adds to them.
             parser.baseline = self._thread_totals(target, self.config_dir_for(session))

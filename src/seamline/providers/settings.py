@@ -136,6 +136,10 @@ class CodexSettings(_AgentCLISettings):
     codex_sandbox: Literal["read-only", "workspace-write", "danger-full-access"] | None = None
     codex_home: str | None = None
     websockets: bool | None = None
+    #: one live ``codex app-server`` per session (True, the default) or one ``codex exec`` per turn (False)
+    warm: bool | None = None
+    #: seconds a warm process may sit idle between turns before it is ended
+    warm_idle: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

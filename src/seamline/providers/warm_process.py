@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import collections
 import contextlib
 import os
 from collections.abc import Awaitable, Callable
@@ -70,6 +71,7 @@ class WarmProcess:
         self.ended_because: str | None = None
         self.in_turn = False
         self._lines: asyncio.Queue[bytes | None] = asyncio.Queue()
+        self._backlog: collections.deque[bytes] = collections.deque()
         self._turn_over = asyncio.Event()
         self._eof = False
         self._closing = False
@@ -121,8 +123,14 @@ class WarmProcess:
         self.in_turn = False
         return False
 
+    def put_back(self, lines: list[bytes]) -> None:
+        """Lines already read (a handshake's), read again first by the next turn."""
+        self._backlog.extend(lines)
+
     async def next_line(self) -> bytes | None:
         """The next line of output; None once the output has ended."""
+        if self._backlog:
+            return self._backlog.popleft()
         line = await self._lines.get()
         if line is None:
             self._lines.put_nowait(None)  # every later read sees the end too

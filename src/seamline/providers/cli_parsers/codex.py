@@ -32,7 +32,7 @@ from seamline.events import (
 )
 from seamline.providers.cli_parsers.base import StreamParser, as_int, classify_message
 
-__all__ = ["CodexJsonParser"]
+__all__ = ["CodexJsonParser", "mcp_output_text"]
 
 _NOTICE: Final = re.compile(r"^Reconnecting\.\.\.\s*(?:(\d+)/(\d+))?\s*(.*)$", re.DOTALL)
 _CHANGE_KINDS: Final[dict[str, FileChangeKind]] = {"add": "created", "delete": "deleted", "update": "edited"}
@@ -131,7 +131,7 @@ class CodexJsonParser(StreamParser):
             result = item.get("result")
             error = item.get("error")
             output = (
-                _mcp_output(result)
+                mcp_output_text(result)
                 if error is None
                 else str(error.get("message", error) if isinstance(error, dict) else error)
             )
@@ -206,6 +206,11 @@ class CodexJsonParser(StreamParser):
         usage = frame.get("usage")
         if not isinstance(usage, dict):
             return []
+        usage_id = f"codex:{self.provider_session_id}:{self._turns}" if self.provider_session_id else None
+        return self._usage(usage, usage_id)
+
+    def _usage(self, usage: dict[str, Any], usage_id: str | None) -> list[Event]:
+        """The turn's share of the thread's running token totals ``usage``."""
 
         def turn_share(key: str) -> int:
             # Floored at zero: a total below the baseline means the thread was reset, not refunded.
@@ -219,7 +224,7 @@ class CodexJsonParser(StreamParser):
                 cache_read_tokens=turn_share("cached_input_tokens"),
                 cache_write_tokens=turn_share("cache_write_input_tokens"),
                 model=self.model,
-                usage_id=f"codex:{self.provider_session_id}:{self._turns}" if self.provider_session_id else None,
+                usage_id=usage_id,
             )
         ]
 
@@ -230,7 +235,7 @@ class CodexJsonParser(StreamParser):
         return super()._missing_result(returncode, stderr)
 
 
-def _mcp_output(result: Any) -> str:
+def mcp_output_text(result: Any) -> str:
     if isinstance(result, dict):
         content = result.get("content")
         if isinstance(content, list):
