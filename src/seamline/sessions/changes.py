@@ -15,19 +15,12 @@ import asyncio
 import contextlib
 from typing import Any, Final
 
+from seamline.sessions.postgres import CHANNEL
 from seamline.sessions.store import SessionStore, SQLiteStore
 
-__all__ = ["CHANNEL", "StoreChanges", "notify_payload", "open_changes"]
+__all__ = ["CHANNEL", "StoreChanges", "open_changes"]
 
-CHANNEL: Final = "seamline_sessions"
 _LOOK_S: Final = 0.2  # how often an SQLite reader asks whether the database changed
-_PAYLOAD_MAX: Final = 7000  # PostgreSQL takes notification payloads under 8000 bytes
-
-
-def notify_payload(session_ids: set[str]) -> str:
-    """The notification's payload: the touched sessions' ids, as many as fit."""
-    joined = ",".join(sorted(session_ids))
-    return joined if len(joined) <= _PAYLOAD_MAX else ""
 
 
 class StoreChanges:

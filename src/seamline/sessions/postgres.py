@@ -29,6 +29,17 @@ def _redact(url: str) -> str:
     return redact_url(url)
 
 
+CHANNEL: Final = "seamline_sessions"
+"""What a PostgreSQL store NOTIFYs in each write's transaction (see :mod:`seamline.sessions.changes`)."""
+_PAYLOAD_MAX: Final = 7000  # PostgreSQL takes notification payloads under 8000 bytes
+
+
+def notify_payload(session_ids: set[str]) -> str:
+    """The notification's payload: the touched sessions' ids, as many as fit."""
+    joined = ",".join(sorted(session_ids))
+    return joined if len(joined) <= _PAYLOAD_MAX else ""
+
+
 class PostgresStore(SessionStore):
     """Sessions, raw log, ledger and transcript in a PostgreSQL database."""
 
@@ -80,8 +91,6 @@ class PostgresStore(SessionStore):
     ) -> None:
         super()._write_pending(rows, usage)
         # Readers (seamline watch) LISTEN: told at this transaction's commit, they read at once.
-        from seamline.sessions.changes import CHANNEL, notify_payload
-
         touched = {row[0] for row in rows} | {str(row[0]) for row in usage}
         self._execute(f"SELECT pg_notify('{CHANNEL}', ?)", (notify_payload(touched),))
 
