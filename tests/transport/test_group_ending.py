@@ -131,17 +131,23 @@ def test_a_bounded_command_past_its_time_returns_once_its_children_are_gone(tmp_
 def test_ending_marked_processes_returns_once_they_are_gone(late: _LateSignals) -> None:
     marker = uuid.uuid4().hex
     proc = subprocess.Popen(
-        [sys.executable, "-c", "import time; time.sleep(1000)"],
+        [sys.executable, "-c", "import time; print('up', flush=True); time.sleep(1000)"],
         env=dict(os.environ, SEAMLINE_TEST_MARK=marker),
+        stdout=subprocess.PIPE,
         start_new_session=True,
     )
     try:
+        # Popen returns once the exec began; the new environment is readable in /proc only
+        # once the program runs (a loaded machine showed the gap): wait for it to say so.
+        assert proc.stdout is not None and proc.stdout.readline() == b"up\n"
         assert end_marked_processes("SEAMLINE_TEST_MARK", marker) == [proc.pid]
         assert not alive(proc.pid)  # dead: a zombie until this test reaps it
     finally:
         if proc.poll() is None:
             late.real_killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
 
 
 _STARTS: dict[str, Callable[[Path], Awaitable[Any]]] = {

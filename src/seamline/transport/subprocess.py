@@ -48,7 +48,8 @@ __all__ = [
 
 _CHUNK: Final = 1 << 16
 _STDERR_TAIL: Final = 200
-_GONE_S: Final = 2.0  # how long ending waits for a killed group's last process to be gone
+_GONE_S: Final = 10.0  # at most, how long ending waits for a killed group's last process to be gone
+# (at once in the common case; a process in an uninterruptible disk wait dies only once it returns)
 _GONE_POLL_S: Final = 0.01
 
 
@@ -359,7 +360,7 @@ class LineProcess:
                 if not self._signal_group(sig):
                     break
                 used = name  # type: ignore[assignment]
-                if await self._gone(grace if sig != signal.SIGKILL else max(grace, 1.0)):
+                if await self._gone(grace if sig != signal.SIGKILL else max(grace, _GONE_S)):
                     break
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self._proc.wait(), timeout=max(grace, 1.0))
