@@ -10,9 +10,9 @@ notification costs at most the fallback wait, never an event.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from typing import Any, Final
 
+from seamline.sessions.changes import listen, notified
 from seamline.sessions.store import SessionStore
 
 __all__ = ["CHANNEL", "StoreWakeup", "notify_sql", "open_wakeup"]
@@ -56,21 +56,9 @@ class _PostgresWakeup(StoreWakeup):
         self.run_id = run_id
 
     async def wait(self, until: asyncio.Future[Any]) -> bool:
-        notified = asyncio.ensure_future(self._next_notification())
-        try:
-            done, _ = await asyncio.wait({until, notified}, timeout=self.poll_s, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            if not notified.done():
-                notified.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await notified
-        return notified in done and notified.exception() is None and bool(notified.result())
-
-    async def _next_notification(self) -> bool:
-        async for note in self.conn.notifies():
-            if note.payload == self.run_id:
-                return True
-        return False
+        return await notified(
+            self.conn, timeout=self.poll_s, wanted=lambda payload: payload == self.run_id, until=until
+        )
 
     async def close(self) -> None:
         await self.conn.close()
@@ -80,8 +68,4 @@ async def open_wakeup(store: SessionStore, url: str, run_id: str, *, poll_s: flo
     """LISTEN where the store is PostgreSQL (``url`` is its full location), else poll."""
     if store.dialect != "postgres":
         return StoreWakeup(poll_s)
-    import psycopg  # the postgres extra is installed: the store is open
-
-    conn = await psycopg.AsyncConnection.connect(url, autocommit=True, connect_timeout=10)
-    await conn.execute(f"LISTEN {CHANNEL}")
-    return _PostgresWakeup(conn, run_id)
+    return _PostgresWakeup(await listen(url, CHANNEL), run_id)

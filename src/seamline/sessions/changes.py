@@ -1,24 +1,26 @@
 """How a reader of the store (``seamline watch``) learns that it changed, so it reads again
 at once rather than on the next tick.
 
-A PostgreSQL store notifies ``seamline_sessions`` (the touched session ids as the payload)
-in the transaction of every write of the raw log or the ledger, and the reader LISTENs on
-a connection of its own. An SQLite store has no channel: the reader asks ``PRAGMA
+A PostgreSQL store notifies ``seamline_sessions`` in the transaction of every write that
+opens a session or changes its status (not of each usage figure), and the reader LISTENs
+on a connection of its own (:func:`listen`, :func:`notified`, also what the durable
+client's wake-up uses). An SQLite store has no channel: the reader asks ``PRAGMA
 data_version``, which moves when another connection commits, a few times a second. Either
 way a wake-up only says when to look: a lost one costs at most the reader's interval
-(figures in a usage journal not yet committed are seen on that tick too).
+(figures of a running turn are seen on that tick).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 from typing import Any, Final
 
 from seamline.sessions.postgres import CHANNEL
 from seamline.sessions.store import SessionStore, SQLiteStore
 
-__all__ = ["CHANNEL", "StoreChanges", "open_changes"]
+__all__ = ["CHANNEL", "StoreChanges", "listen", "notified", "open_changes"]
 
 _LOOK_S: Final = 0.2  # how often an SQLite reader asks whether the database changed
 
@@ -69,23 +71,48 @@ class _PostgresChanges(StoreChanges):
         self.conn = conn
 
     async def wait(self) -> bool:
-        heard = asyncio.ensure_future(self._next())
-        try:
-            done, _ = await asyncio.wait({heard}, timeout=self.interval)
-        finally:
-            if not heard.done():
-                heard.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await heard
-        return heard in done and heard.exception() is None and bool(heard.result())
-
-    async def _next(self) -> bool:
-        async for _ in self.conn.notifies():
-            return True
-        return False
+        return await notified(self.conn, timeout=self.interval)
 
     async def close(self) -> None:
         await self.conn.close()
+
+
+async def listen(location: str, channel: str) -> Any:
+    """A PostgreSQL connection of its own (``location``: the full address) LISTENing on
+    ``channel``; the postgres extra is installed wherever a PostgreSQL store is open."""
+    import psycopg
+
+    conn = await psycopg.AsyncConnection.connect(location, autocommit=True, connect_timeout=10)
+    await conn.execute(f"LISTEN {channel}")
+    return conn
+
+
+async def notified(
+    conn: Any,
+    *,
+    timeout: float,
+    wanted: Callable[[str], bool] | None = None,
+    until: asyncio.Future[Any] | None = None,
+) -> bool:
+    """Wait for a notification on ``conn`` (one whose payload ``wanted`` accepts), for
+    ``until`` to be done, or ``timeout`` seconds; whether a notification came."""
+    heard = asyncio.ensure_future(_next_notification(conn, wanted))
+    try:
+        waiting = {heard} if until is None else {heard, until}
+        done, _ = await asyncio.wait(waiting, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        if not heard.done():
+            heard.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await heard
+    return heard in done and heard.exception() is None and bool(heard.result())
+
+
+async def _next_notification(conn: Any, wanted: Callable[[str], bool] | None) -> bool:
+    async for note in conn.notifies():
+        if wanted is None or wanted(note.payload):
+            return True
+    return False
 
 
 async def open_changes(store: SessionStore, location: str | None, *, interval: float) -> StoreChanges:
@@ -94,9 +121,5 @@ async def open_changes(store: SessionStore, location: str | None, *, interval: f
     if isinstance(store, SQLiteStore) and store.path != ":memory:":
         return _SQLiteChanges(store, interval)
     if store.dialect == "postgres" and location:
-        import psycopg  # the postgres extra is installed: the store is open
-
-        conn = await psycopg.AsyncConnection.connect(location, autocommit=True, connect_timeout=10)
-        await conn.execute(f"LISTEN {CHANNEL}")
-        return _PostgresChanges(conn, interval)
+        return _PostgresChanges(await listen(location, CHANNEL), interval)
     return StoreChanges(interval)

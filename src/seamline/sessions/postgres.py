@@ -30,14 +30,8 @@ def _redact(url: str) -> str:
 
 
 CHANNEL: Final = "seamline_sessions"
-"""What a PostgreSQL store NOTIFYs in each write's transaction (see :mod:`seamline.sessions.changes`)."""
-_PAYLOAD_MAX: Final = 7000  # PostgreSQL takes notification payloads under 8000 bytes
-
-
-def notify_payload(session_ids: set[str]) -> str:
-    """The notification's payload: the touched sessions' ids, as many as fit."""
-    joined = ",".join(sorted(session_ids))
-    return joined if len(joined) <= _PAYLOAD_MAX else ""
+"""What a PostgreSQL store NOTIFYs when a write opens, ends or changes a session (see
+:mod:`seamline.sessions.changes`)."""
 
 
 class PostgresStore(SessionStore):
@@ -86,13 +80,12 @@ class PostgresStore(SessionStore):
         except self._psycopg.Error as exc:
             raise StorageFailure(f"cannot read the store {self.location}: {_first_line(exc)}") from None
 
-    def _write_pending(
-        self, rows: Sequence[tuple[str, int, int, str, str, str, float]], usage: Sequence[tuple[Any, ...]] = ()
-    ) -> None:
-        super()._write_pending(rows, usage)
-        # Readers (seamline watch) LISTEN: told at this transaction's commit, they read at once.
-        touched = {row[0] for row in rows} | {str(row[0]) for row in usage}
-        self._execute(f"SELECT pg_notify('{CHANNEL}', ?)", (notify_payload(touched),))
+    def _run_statements(self, statements: Sequence[tuple[str, tuple[Any, ...]]], *, before_rows: bool) -> None:
+        super()._run_statements(statements, before_rows=before_rows)
+        if statements and not before_rows:
+            # A session opened or its status changed (not each usage figure: readers see those
+            # on their own tick): LISTENers (seamline watch) are told at this commit.
+            self._execute(f"SELECT pg_notify('{CHANNEL}', '')")
 
     def _transaction(self) -> AbstractContextManager[None]:
         return self._tx()
