@@ -35,74 +35,26 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 
 from seamline.events import Complete, TextDelta  # noqa: E402
 from seamline.providers.claude_code import ClaudeCodeProvider  # noqa: E402
-from seamline.providers.warm_process import WarmProcess  # noqa: E402
 from seamline.sessions.store import SQLiteStore  # noqa: E402
+from workloads.warm_common import MEASURED, TURNS, Taps, Turn, environment, figures  # noqa: E402
 
 CLAUDE = ROOT / ".tools" / "agent-clis" / "node_modules" / ".bin" / "claude"
 MODEL = "claude-sonnet-4-5"
 ANSWER = "The warm answer streams in a few short deltas."
-TURNS = 5
-MEASURED = (2, 5)
 BARE_FLAGS = ["--output-format", "stream-json", "--verbose", "--include-partial-messages", "--model", MODEL]
-
-Turn = tuple[float, float]  # (time to first event, wall), seconds
-
-
-@contextmanager
-def _environment(env: dict[str, str]) -> Iterator[None]:
-    saved = dict(os.environ)
-    os.environ.clear()
-    os.environ.update(env)
-    try:
-        yield
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
-
-
-class _Taps:
-    """Times a warm turn's hand-over to the CLI and its result's arrival (see the docstring)."""
-
-    def __init__(self) -> None:
-        self.sent = self.result = 0.0
-        self.own: list[float] = []
-        self._saved = (WarmProcess.begin_turn, WarmProcess.next_line)
-
-    @contextmanager
-    def installed(self) -> Iterator[None]:
-        begin, next_line = self._saved
-        taps = self
-
-        async def tapped_begin(warm: WarmProcess, message: bytes) -> bool:
-            sent = await begin(warm, message)
-            taps.sent = time.perf_counter()
-            return sent
-
-        async def tapped_next(warm: WarmProcess) -> bytes | None:
-            line = await next_line(warm)
-            if line is not None and line.startswith(b'{"type":"result"'):
-                taps.result = time.perf_counter()
-            return line
-
-        WarmProcess.begin_turn, WarmProcess.next_line = tapped_begin, tapped_next  # type: ignore[method-assign]
-        try:
-            yield
-        finally:
-            WarmProcess.begin_turn, WarmProcess.next_line = begin, next_line  # type: ignore[method-assign]
 
 
 async def _seamline_session(
-    base_url: str, ws: Path, store_path: Path, *, warm: bool, taps: _Taps | None = None
+    base_url: str, ws: Path, store_path: Path, *, warm: bool, taps: Taps | None = None
 ) -> list[Turn]:
     options = {"executable": str(CLAUDE), "base_url": base_url, "max_retries": "0", "warm": str(warm).lower()}
     provider = ClaudeCodeProvider(model=MODEL, options=options)
@@ -122,7 +74,7 @@ async def _seamline_session(
             ended = time.perf_counter()
             wall = ended - started
             if taps is not None and n in MEASURED:
-                taps.own.append(((taps.sent - started) + (ended - taps.result)) / wall)
+                taps.own.append(((taps.sent - started) + (ended - taps.ended)) / wall)
             assert final is not None and final.outcome == "completed" and final.text == ANSWER, final
             assert first is not None
             turns.append((first, wall))
@@ -192,10 +144,6 @@ async def _bare_warm_session(env: dict[str, str], ws: Path) -> list[Turn]:
     return turns
 
 
-def _median(sessions: list[list[Turn]], turn: int, which: int) -> float:
-    return statistics.median(s[turn - 1][which] for s in sessions)
-
-
 def run(*, quick: bool = False) -> dict[str, Any]:
     if not CLAUDE.exists():
         return {"skipped": f"{CLAUDE} missing; run bash scripts/system/40-agent-clis.sh"}
@@ -204,7 +152,7 @@ def run(*, quick: bool = False) -> dict[str, Any]:
     sessions = 1 if quick else 5
     kinds = ("warm", "cold", "bare", "bare_warm")
     runs: dict[str, list[list[Turn]]] = {k: [] for k in kinds}
-    taps = _Taps()
+    taps = Taps(lambda line: line.startswith(b'{"type":"result"'))
     with tempfile.TemporaryDirectory() as tmp, AgentAnthropic([], fallback={"text": ANSWER}) as fake:
         home, ws = Path(tmp) / "home", Path(tmp) / "ws"
         home.mkdir()
@@ -216,7 +164,7 @@ def run(*, quick: bool = False) -> dict[str, Any]:
         def store(kind: str, n: int) -> Path:
             return Path(tmp) / f"{kind}-{n}.db"  # the store on, as `seamline run` has it
 
-        with _environment(env):
+        with environment(env):
             asyncio.run(_bare_session(bare_env, ws))  # warm the file cache once for all
             for n in range(sessions):
                 # Interleaved, so a slow moment of the shared machine hits every kind alike.
@@ -233,17 +181,7 @@ def run(*, quick: bool = False) -> dict[str, Any]:
                     else:
                         turns = asyncio.run(_bare_warm_session({**bare_env, "CLAUDE_CODE_EAGER_FLUSH": "1"}, ws))
                     runs[kind].append(turns)
-    result: dict[str, Any] = {"sessions": sessions, "turns": TURNS}
-    for turn in MEASURED:
-        for kind in kinds:
-            result[f"turn{turn}_{kind}_first_event_ms"] = round(_median(runs[kind], turn, 0) * 1000, 1)
-            result[f"turn{turn}_{kind}_wall_ms"] = round(_median(runs[kind], turn, 1) * 1000, 1)
-        first = {k: result[f"turn{turn}_{k}_first_event_ms"] for k in kinds}
-        wall = {k: result[f"turn{turn}_{k}_wall_ms"] for k in kinds}
-        result[f"turn{turn}_cold_over_warm_first_event"] = round(first["cold"] / first["warm"], 2)
-        result[f"turn{turn}_seamline_cold_over_bare_wall"] = round(wall["cold"] / wall["bare"], 3)
-        result[f"turn{turn}_seamline_warm_over_bare_warm_wall"] = round(wall["warm"] / wall["bare_warm"], 3)
-        result[f"turn{turn}_bare_over_warm_wall"] = round(wall["bare"] / wall["warm"], 2)
+    result = figures(runs, kinds, sessions)
     result["warm_seamline_own_share"] = round(statistics.median(taps.own), 3)
     result["goal_first_event_ratio"] = 3.0
     result["goal_added_wall"] = 1.05

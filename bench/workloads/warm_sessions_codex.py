@@ -33,39 +33,22 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 
 from seamline.events import Complete, Text, TextDelta  # noqa: E402
 from seamline.providers.codex import CodexProvider  # noqa: E402
 from seamline.providers.codex_warm import is_turn_end, turn_message  # noqa: E402
-from seamline.providers.warm_process import WarmProcess  # noqa: E402
 from seamline.sessions.store import SQLiteStore  # noqa: E402
+from workloads.warm_common import MEASURED, TURNS, Taps, Turn, environment, figures  # noqa: E402
 
 CODEX = ROOT / ".tools" / "agent-clis" / "node_modules" / ".bin" / "codex"
 MODEL = "gpt-5.5"
 ANSWER = "The warm answer streams in a few short deltas."
-TURNS = 5
-MEASURED = (2, 5)
-
-Turn = tuple[float, float]  # (time to first event, wall), seconds
-
-
-@contextmanager
-def _environment(env: dict[str, str]) -> Iterator[None]:
-    saved = dict(os.environ)
-    os.environ.clear()
-    os.environ.update(env)
-    try:
-        yield
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
 
 
 def _options(base_url: str, **more: str) -> dict[str, str]:
@@ -78,39 +61,8 @@ def _options(base_url: str, **more: str) -> dict[str, str]:
     }
 
 
-class _Taps:
-    """Times a warm turn's hand-over to Codex and its ``turn/completed`` (seamline's own time)."""
-
-    def __init__(self) -> None:
-        self.sent = self.ended = 0.0
-        self.own: list[float] = []
-        self._saved = (WarmProcess.begin_turn, WarmProcess.next_line)
-
-    @contextmanager
-    def installed(self) -> Iterator[None]:
-        begin, next_line = self._saved
-        taps = self
-
-        async def tapped_begin(warm: WarmProcess, message: bytes) -> bool:
-            sent = await begin(warm, message)
-            taps.sent = time.perf_counter()
-            return sent
-
-        async def tapped_next(warm: WarmProcess) -> bytes | None:
-            line = await next_line(warm)
-            if line is not None and is_turn_end(line):
-                taps.ended = time.perf_counter()
-            return line
-
-        WarmProcess.begin_turn, WarmProcess.next_line = tapped_begin, tapped_next  # type: ignore[method-assign]
-        try:
-            yield
-        finally:
-            WarmProcess.begin_turn, WarmProcess.next_line = begin, next_line  # type: ignore[method-assign]
-
-
 async def _seamline_session(
-    base_url: str, ws: Path, store_path: Path | None, *, warm: bool, taps: _Taps | None = None
+    base_url: str, ws: Path, store_path: Path | None, *, warm: bool, taps: Taps | None = None
 ) -> list[Turn]:
     provider = CodexProvider(model=MODEL, options=_options(base_url, warm=str(warm).lower()))
     store = SQLiteStore(store_path) if store_path is not None else None
@@ -210,10 +162,6 @@ async def _bare_warm_session(flags: list[str], env: dict[str, str], ws: Path) ->
     return turns
 
 
-def _median(sessions: list[list[Turn]], turn: int, which: int) -> float:
-    return statistics.median(s[turn - 1][which] for s in sessions)
-
-
 def run(*, quick: bool = False) -> dict[str, Any]:
     if not CODEX.exists():
         return {"skipped": f"{CODEX} missing; run bash scripts/system/40-agent-clis.sh"}
@@ -222,7 +170,7 @@ def run(*, quick: bool = False) -> dict[str, Any]:
     sessions = 1 if quick else 5
     kinds = ("warm", "warm_nostore", "cold", "bare", "bare_warm")
     runs: dict[str, list[list[Turn]]] = {k: [] for k in kinds}
-    taps, taps_nostore = _Taps(), _Taps()
+    taps, taps_nostore = Taps(is_turn_end), Taps(is_turn_end)
     with tempfile.TemporaryDirectory() as tmp, FakeOpenAI([], fallback={"text": ANSWER}) as fake:
         home, ws = Path(tmp) / "home", Path(tmp) / "ws"
         (home / ".codex").mkdir(parents=True)
@@ -236,7 +184,7 @@ def run(*, quick: bool = False) -> dict[str, Any]:
         def store(kind: str, n: int) -> Path:
             return Path(tmp) / f"{kind}-{n}.db"  # the store on, as `seamline run` has it
 
-        with _environment(env):
+        with environment(env):
             asyncio.run(_bare_session(flags, env, ws))  # warm the file cache once for all
             for n in range(sessions):
                 # Interleaved, so a slow moment of the shared machine hits every kind alike.
@@ -256,17 +204,7 @@ def run(*, quick: bool = False) -> dict[str, Any]:
                     else:
                         turns = asyncio.run(_bare_warm_session(flags, env, ws))
                     runs[kind].append(turns)
-    result: dict[str, Any] = {"sessions": sessions, "turns": TURNS}
-    for turn in MEASURED:
-        for kind in kinds:
-            result[f"turn{turn}_{kind}_first_event_ms"] = round(_median(runs[kind], turn, 0) * 1000, 1)
-            result[f"turn{turn}_{kind}_wall_ms"] = round(_median(runs[kind], turn, 1) * 1000, 1)
-        first = {k: result[f"turn{turn}_{k}_first_event_ms"] for k in kinds}
-        wall = {k: result[f"turn{turn}_{k}_wall_ms"] for k in kinds}
-        result[f"turn{turn}_cold_over_warm_first_event"] = round(first["cold"] / first["warm"], 2)
-        result[f"turn{turn}_seamline_cold_over_bare_wall"] = round(wall["cold"] / wall["bare"], 3)
-        result[f"turn{turn}_seamline_warm_over_bare_warm_wall"] = round(wall["warm"] / wall["bare_warm"], 3)
-        result[f"turn{turn}_bare_over_warm_wall"] = round(wall["bare"] / wall["warm"], 2)
+    result = figures(runs, kinds, sessions)
     result["warm_seamline_own_share"] = round(statistics.median(taps.own), 3)
     result["warm_nostore_seamline_own_share"] = round(statistics.median(taps_nostore.own), 3)
     result["goal_first_event_ratio"] = 3.0
