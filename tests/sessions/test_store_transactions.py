@@ -1,6 +1,6 @@
 """What a run costs the SQLite store in statements: the permission rules are read once and
-again only when they change (here or in another process), and the run options of a new
-session ride the commit of its record."""
+again only when they change (here or in another process), and a run's record (with its run
+options), rows, figures and end share one commit."""
 
 from __future__ import annotations
 
@@ -55,17 +55,20 @@ def test_rules_are_read_again_only_when_they_change(tmp_path: Path) -> None:
     store.close()
 
 
-def test_run_options_of_a_new_session_ride_its_record_commit(tmp_path: Path) -> None:
+def test_a_run_commits_once_with_its_record_options_rows_and_end(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "s.db")
-    seen: list[str] = []
-    store._conn.set_trace_callback(seen.append)
+    on_loop: list[str] = []
+    on_writer: list[str] = []
+    store._conn.set_trace_callback(on_loop.append)
+    store._start_writer()._conn.set_trace_callback(on_writer.append)
     script = [{"text": "done", "usage": {"input_tokens": 1}}]
     result = asyncio.run(
         run("go", provider=scripted(script), store=store, instructions="Be brief.", workspace=tmp_path, yes=True)
     )
+    assert store.require(result.session_id).run_options["system_prompt"] == "Be brief."  # a read: committed first
     store._conn.set_trace_callback(None)
-    assert store.require(result.session_id).run_options["system_prompt"] == "Be brief."
-    writes = [s for s in seen if s.startswith(("BEGIN IMMEDIATE", "UPDATE sessions SET run_options"))]
-    # the record (with its options) and the turn's end: two transactions, no third for the options
-    assert writes == ["BEGIN IMMEDIATE", "BEGIN IMMEDIATE"], writes
+    writes = [s for s in on_loop + on_writer if s.startswith(("BEGIN IMMEDIATE", "UPDATE sessions SET run_options"))]
+    # the record (with its options), the turn's rows, figure and end: one transaction, on the writer
+    assert writes == ["BEGIN IMMEDIATE"], writes
+    assert not [s for s in on_loop if s.startswith(("BEGIN IMMEDIATE", "INSERT", "UPDATE"))], on_loop
     store.close()

@@ -205,13 +205,13 @@ class SessionStore(abc.ABC):
     async def finish_turn_grouped(self, session_id: str, status: SessionStatus) -> None:
         """Write everything queued and the session's final status; the commit is shared with
         other sessions of this turn of the event loop (group commit)."""
-        self._pending_statements.append(
-            (
-                "UPDATE sessions SET status = ?, updated_at = ?, owner_pid = NULL, owner_host = NULL WHERE id = ?",
-                (status, time.time(), session_id),
-            )
-        )
+        self._pending_statements.append((FINISH_UPDATE, (status, time.time(), session_id)))
         await self.commit_soon()
+
+    def flush_soon(self) -> None:
+        """Make what is queued durable now and written soon (a store without a journal:
+        :meth:`flush`, written now)."""
+        self.flush()
 
     def update_metadata(self, session_id: str, changes: Mapping[str, object]) -> None:
         with self._transaction():
@@ -505,7 +505,10 @@ class SessionStore(abc.ABC):
         sids = sorted({r.session_id for r in late})
         marks = ", ".join("?" for _ in sids)
         kept = {r[0] for r in self._query(f"SELECT id FROM sessions WHERE id IN ({marks})", sids)} if sids else set()
-        return sorted((r for r in late if r.session_id in kept), key=lambda r: (r.session_id, r.n))
+        # a session whose record is journaled too is not in the store yet: its figures count
+        return sorted(
+            (r for r in late if r.session_id in kept or r.journaled_session), key=lambda r: (r.session_id, r.n)
+        )
 
     def usage_rows(self, session_id: str) -> list[UsageRow]:
         """The session's figures in order, those still in a usage journal included."""
@@ -622,6 +625,10 @@ USAGE_INSERT: Final = (
     " ON CONFLICT (journal_id) DO NOTHING"
 )
 """A figure already in the ledger (its journal replayed meanwhile) is not counted twice."""
+FINISH_UPDATE: Final = (
+    "UPDATE sessions SET status = ?, updated_at = ?, owner_pid = NULL, owner_host = NULL WHERE id = ?"
+)
+"""A turn's end: the session's final status, no longer owned."""
 
 _PATH_TOOLS: Final = {"read_file": "read", "write_file": "edited", "edit_file": "edited"}
 

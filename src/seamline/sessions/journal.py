@@ -26,6 +26,7 @@ NORMAL`` commits): the journal keeps the store's promise, "a crash keeps what wa
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import json
 import os
@@ -51,29 +52,36 @@ __all__ = [
     "unreplayed_journals",
 ]
 
-JOURNAL_FORMAT: Final = 1
-"""The journal's format. Version 1: header ``{"seamline_usage_journal": 1, ...}``, then one
-record per line: a usage figure ``["u", id, session_id, n, turn, input, output, cache_read,
-cache_write, cost_usd, priced, model, created_at]``, or a raw-log row written with it, as
-its ledger row ``[session_id, seq, turn, direction, source, payload, created_at]``."""
-
+JOURNAL_FORMAT: Final = 2
+"""The journal's format. Header ``{"seamline_usage_journal": 2, ...}``, then one record per
+line: a usage figure ``["u", id, session_id, n, turn, input, output, cache_read,
+cache_write, cost_usd, priced, model, created_at]``; a raw-log row written with it, as its
+ledger row ``[session_id, seq, turn, direction, source, payload, created_at]``; a new
+session ``["s", id, provider, model, parent_id, workspace, mode, metadata, created_at,
+updated_at, owner_pid, owner_host, run_options]``; a turn's end ``["e", session_id,
+status, updated_at]``. Format 1 (figures and raw rows only) is read too."""
+_READABLE: Final = (1, 2)
 _SUFFIX: Final = ".journal"
 _TOKEN_LEN: Final = 16
-_ROTATE_BYTES: Final = 1 << 20  # a new file past this; the old one goes once committed
-_DRAINED_BYTES: Final = 1 << 16  # past this a file whose figures are all committed goes
+_ROTATE_BYTES: Final = 1 << 16  # a new file past this; the old one goes once committed
 _USAGE_FIELDS: Final = 13
 _RAW_FIELDS: Final = 7
+_SESSION_FIELDS: Final = 13
+_END_FIELDS: Final = 4
 _encode_lines = msgspec.json.Encoder().encode_lines
 
 
 @dataclass(frozen=True, slots=True)
 class JournalRecord:
-    """One usage figure as journaled; ``row`` is its ledger row (journal id last)."""
+    """One usage figure as journaled; ``row`` is its ledger row (journal id last);
+    ``journaled_session``: the session's own record is in a journal too (it may not be in
+    the store yet)."""
 
     journal_id: str
     session_id: str
     n: int
     row: tuple[Any, ...]
+    journaled_session: bool = False
 
 
 def journal_dir(store_path: str) -> Path:
@@ -113,17 +121,26 @@ class UsageJournal:
         self._lock = threading.Lock()
         self._k = 0
 
-    def append(self, row: tuple[Any, ...], raw: Sequence[tuple[Any, ...]] = ()) -> str:
-        """Write one figure (a ledger row without its journal id), after the raw-log rows
-        queued before it, in one ``write()``; the figure's id."""
+    def append(
+        self,
+        row: tuple[Any, ...] | None,
+        raw: Sequence[tuple[Any, ...]] = (),
+        records: Sequence[tuple[Any, ...]] = (),
+    ) -> str:
+        """One ``write()``: the raw-log rows queued before it, then the session records
+        (``("s", ...)`` a new session, ``("e", ...)`` a turn's end), then the usage figure
+        ``row`` (a ledger row without its journal id) when there is one. Its id: the
+        figure's id, and what :meth:`committed` is told once all of it is in the store."""
         with self._lock:  # a commit on the writer thread may remove the current file
             current = self._current
             if current is None or current.size > _ROTATE_BYTES:
                 current = self._rotate()
             self._k += 1
             journal_id = f"{current.token}.{self._k}"
-            usage = ("u", journal_id, *row)
-            data = _encode_lines([*raw, usage]) if raw else _encode_lines((usage,))
+            lines: list[Any] = [*raw, *records]
+            if row is not None:
+                lines.append(("u", journal_id, *row))
+            data = _encode_lines(lines)
             try:
                 written = os.write(current.fd, data)
             except OSError as exc:
@@ -144,8 +161,8 @@ class UsageJournal:
         return fresh
 
     def committed(self, journal_ids: Iterable[str | None]) -> None:
-        """These figures are in the ledger now; a file all of whose figures are is removed
-        (the one being appended to once it is past 64 KB)."""
+        """What these writes hold is in the store now; a file all of whose writes are is
+        removed (the one being appended to too: the next write starts another)."""
         counts: dict[str, int] = {}
         for journal_id in journal_ids:
             if journal_id is not None:
@@ -161,13 +178,18 @@ class UsageJournal:
                 file.committed += count
                 if file.committed < file.appended:
                     continue
-                if file is not self._current:
-                    self._drop(file)
-                elif file.size > _DRAINED_BYTES:
-                    # All in the ledger: readers need not read it again. Removed, not emptied:
-                    # a reader that has it open reads it whole, never old and new bytes mixed.
-                    self._drop(file)
+                # All in the store: readers need not read it again (a journaled session
+                # whose record is in no journal is read from the store). Removed, not
+                # emptied: a reader that has it open reads it whole, never old and new
+                # bytes mixed; the next write starts a new file.
+                self._drop(file)
+                if file is self._current:
                     self._current = None
+
+    def pending_bytes(self) -> int:
+        """Bytes in files whose writes are not all in the store (what readers read)."""
+        with self._lock:
+            return sum(f.size for f in self._files.values() if f.committed < f.appended)
 
     def drained(self) -> bool:
         with self._lock:
@@ -192,10 +214,13 @@ class UsageJournal:
         os.close(file.fd)
 
 
-def read_journal(path: Path, raw: list[tuple[Any, ...]] | None = None) -> list[JournalRecord]:
-    """The figures of one journal (and its raw-log rows, into ``raw`` when given). A last
-    line cut short by a crash is left out; a journal of another format, or any other line
-    that cannot be read, is a :class:`StorageFailure`."""
+def read_journal(
+    path: Path, raw: list[tuple[Any, ...]] | None = None, sessions: list[tuple[Any, ...]] | None = None
+) -> list[JournalRecord]:
+    """The figures of one journal (its raw-log rows into ``raw``, its session records, new
+    sessions and turns' ends, into ``sessions``, when given). A last line cut short by a
+    crash is left out; a journal of another format, or any other line that cannot be read,
+    is a :class:`StorageFailure`."""
     try:
         data = path.read_bytes()
     except FileNotFoundError:
@@ -211,7 +236,7 @@ def read_journal(path: Path, raw: list[tuple[Any, ...]] | None = None) -> list[J
         version = header.get("seamline_usage_journal") if isinstance(header, dict) else None
     except ValueError:
         version = None
-    if version != JOURNAL_FORMAT:
+    if version not in _READABLE:
         raise StorageFailure(
             f"the usage journal {path} is not of format {JOURNAL_FORMAT} (found {version!r}); this seamline cannot"
             " count its figures. Replay it with the seamline that wrote it (open the store with it), or move the"
@@ -223,11 +248,20 @@ def read_journal(path: Path, raw: list[tuple[Any, ...]] | None = None) -> list[J
             fields = json.loads(line)
             if not isinstance(fields, list) or not fields:
                 raise ValueError("not a record")
-            if len(fields) == _RAW_FIELDS and isinstance(fields[0], str):
+            size, tag = len(fields), fields[0]
+            if size == _RAW_FIELDS and isinstance(tag, str):
                 if raw is not None:
                     raw.append(tuple(fields))
                 continue
-            if fields[0] != "u" or len(fields) != _USAGE_FIELDS or not isinstance(fields[1], str):
+            if (
+                version > 1
+                and isinstance(fields[1], str)
+                and ((tag == "s" and size == _SESSION_FIELDS) or (tag == "e" and size == _END_FIELDS))
+            ):
+                if sessions is not None:
+                    sessions.append(tuple(fields))
+                continue
+            if tag != "u" or size != _USAGE_FIELDS or not isinstance(fields[1], str):
                 raise ValueError("not a usage record")
             records.append(JournalRecord(fields[1], str(fields[2]), int(fields[3]), (*fields[2:], fields[1])))
         except (ValueError, TypeError) as exc:
@@ -250,7 +284,12 @@ def journal_tail(store_path: str, session_ids: Iterable[str]) -> list[JournalRec
     if not paths:
         return []
     wanted = set(session_ids)
-    return [r for p in paths for r in read_journal(p) if r.session_id in wanted]
+    found: list[JournalRecord] = []
+    sessions: list[tuple[Any, ...]] = []
+    for path in paths:
+        found.extend(r for r in read_journal(path, None, sessions) if r.session_id in wanted)
+    new = {line[1] for line in sessions if line[0] == "s"}
+    return [dataclasses.replace(r, journaled_session=True) if r.session_id in new else r for r in found]
 
 
 @contextlib.contextmanager
@@ -275,22 +314,25 @@ def _claimed(path: Path) -> Iterator[int | None]:
         os.close(fd)
 
 
+Replayable = tuple[Path, list[JournalRecord], list[tuple[Any, ...]], list[tuple[Any, ...]]]
+
+
 @contextlib.contextmanager
-def unreplayed_journals(
-    store_path: str,
-) -> Iterator[list[tuple[Path, list[JournalRecord], list[tuple[Any, ...]]]]]:
-    """The journals of dead owners with their figures and raw rows, claimed (``flock``) for
-    the block; each one is removed at its end: the caller has committed what they hold."""
+def unreplayed_journals(store_path: str) -> Iterator[list[Replayable]]:
+    """The journals of dead owners, each with its figures, raw rows and session records,
+    claimed (``flock``) for the block; each one is removed at its end: the caller has
+    committed what they hold."""
     folder = journal_dir(store_path)
     with contextlib.ExitStack() as stack:
-        found: list[tuple[Path, list[JournalRecord], list[tuple[Any, ...]]]] = []
+        found: list[Replayable] = []
         for path in _journals(folder):
             # flock is per open file: this process's own live journals refuse it too
             fd = stack.enter_context(_claimed(path))
             if fd is not None:
                 raw: list[tuple[Any, ...]] = []
-                found.append((path, read_journal(path, raw), raw))
+                sessions: list[tuple[Any, ...]] = []
+                found.append((path, read_journal(path, raw, sessions), raw, sessions))
         yield found
-        for path, _, _ in found:
+        for path, *_ in found:
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()

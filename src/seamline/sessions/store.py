@@ -19,7 +19,9 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
-from collections.abc import Iterator, Sequence
+import time
+import weakref
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any, Final
@@ -27,12 +29,15 @@ from typing import Any, Final
 from seamline.errors import InvalidRequest, StorageFailure
 from seamline.events import Usage
 from seamline.locations import STORE_ENV, default_store_path
-from seamline.sessions.core import USAGE_INSERT, RuleRow, SessionStore
+from seamline.sessions.core import FINISH_UPDATE, USAGE_INSERT, RuleRow, SessionStore
 from seamline.sessions.journal import JournalRecord, UsageJournal, journal_dir, journal_tail, unreplayed_journals
 from seamline.sessions.records import (
     Direction,
     RawRow,
     SessionRecord,
+    SessionStatus,
+    Totals,
+    UsageRow,
 )
 from seamline.sessions.schema import SCHEMA_VERSION, Dialect, migration_sql
 from seamline.sessions.sqlite_file import APP_ID, connect, is_store_file, track
@@ -41,7 +46,18 @@ from seamline.sessions.writer import Batch, StoreWriter
 # Queued rows past which a commit is started without anyone waiting on it: a long turn's
 # raw log reaches the store as it goes, and many runs' rows never pile up in memory.
 _BACKGROUND_ROWS: Final = 256
+JOURNAL_BYTES: Final = 1 << 18  # uncommitted journal past which runs wait (past half: lazy batches go now)
 _BACKLOG_BATCHES: Final = 2  # batches the writer may be behind before a figure waits for it
+_OPEN: Final[weakref.WeakSet[SQLiteStore]] = weakref.WeakSet()  # this process's open store files
+_LAZY: Final[set[str]] = set()  # files with lazy batches handed since the last sync (see SQLiteStore._sync)
+_SESSION_REPLAY: Final = (
+    "INSERT OR IGNORE INTO sessions (id, provider, model, parent_id, workspace, mode, status, metadata,"
+    " created_at, updated_at, owner_pid, owner_host, run_options) VALUES (?, ?, ?, ?, ?, ?, 'open', ?, ?, ?, ?, ?, ?)"
+)
+_END_REPLAY: Final = (
+    "UPDATE sessions SET status = ?, updated_at = ?, owner_pid = NULL, owner_host = NULL"
+    " WHERE id = ? AND updated_at <= ?"
+)
 RAW_INSERT_OR_IGNORE: Final = (
     "INSERT OR IGNORE INTO raw_log (session_id, seq, turn, direction, source, payload, created_at)"
     " VALUES (?, ?, ?, ?, ?, ?, ?)"
@@ -124,7 +140,11 @@ class SQLiteStore(SessionStore):
         self._rules: tuple[int, int, list[RuleRow]] | None = None  # (data_version, epoch, rows)
         self._rules_epoch = 0
         self._raw_unjournaled = 0  # the last raw rows queued, not yet in the journal
+        self._pending_writes: list[str] = []  # journal writes (other than figures) the queue holds
+        self._syncing = False
         try:
+            if self._tracked:
+                _OPEN.add(self)
             self._migrate()
             self.replay_journals()
             self.recover_interrupted()
@@ -153,9 +173,10 @@ class SQLiteStore(SessionStore):
         waiter, self._group_commit = self._group_commit, None
         self._group_waiters = 0
         self._requeue_failed(writer)
-        batch = Batch(self._pending_statements, self._pending, self._pending_usage)
+        batch = Batch(self._pending_statements, self._pending, self._pending_usage, writes=self._pending_writes)
         self._pending_statements, self._pending, self._pending_usage = [], [], []
         self._take_pending()
+        self._pending_writes = []
         if waiter is not None:
             batch.loop, batch.future = waiter.get_loop(), waiter
         try:
@@ -170,8 +191,119 @@ class SQLiteStore(SessionStore):
         return self._writer
 
     def _batches_committed(self, batches: Sequence[Batch]) -> None:
-        if self._journal is not None:
-            self._journal.committed(u[-1] for b in batches for u in b.usage)
+        journal = self._journal
+        if journal is not None:
+            journal.committed(u[-1] for b in batches for u in b.usage)
+            journal.committed(w for b in batches for w in b.writes)
+
+    # -- lazy commits: what is in the journal reaches the store with the next runs' -----------
+    async def create_session_grouped(
+        self,
+        session_id: str,
+        *,
+        provider: str,
+        model: str | None,
+        parent_id: str | None = None,
+        workspace: str | None = None,
+        mode: str = "agent",
+        metadata: Mapping[str, object] | None = None,
+        run_options: Mapping[str, object] | None = None,
+    ) -> None:
+        """The record goes to this process's journal now (a SIGKILL keeps it) and to the
+        store with the next commit of the writer, within :data:`~seamline.sessions.writer.LAZY_S`
+        (sooner when this store is read or written directly): many short runs share one
+        commit instead of two each."""
+        journal = self._journal
+        if journal is None:
+            await super().create_session_grouped(
+                session_id,
+                provider=provider,
+                model=model,
+                parent_id=parent_id,
+                workspace=workspace,
+                mode=mode,
+                metadata=metadata,
+                run_options=run_options,
+            )
+            return
+        statement = self._session_insert(session_id, provider, model, parent_id, workspace, mode, metadata, run_options)
+        write = journal.append(None, records=(("s", *statement[1]),))
+        self._fresh(session_id)
+        self._hand_lazily(Batch([statement], [], [], writes=[write], lazy=True))
+
+    async def finish_turn_grouped(self, session_id: str, status: SessionStatus) -> None:
+        """The turn's rows, figures and final status go to the journal (what is not there
+        yet, in one ``write()``) and to the store with the writer's next commit (see
+        :meth:`create_session_grouped`); nothing is awaited."""
+        if self._journal is None:
+            await super().finish_turn_grouped(session_id, status)
+            return
+        now = time.time()
+        self._pending_statements.append((FINISH_UPDATE, (status, now, session_id)))
+        self._settle_lazily((("e", session_id, status, now),))
+        if self._behind():
+            await self.commit_soon()
+
+    def _behind(self) -> bool:
+        """Whether the writer is so far behind that a run should wait for it: more waited
+        batches than :data:`_BACKLOG_BATCHES`, or more uncommitted journal than
+        :data:`JOURNAL_BYTES` (the figures are safe either way: this is backpressure)."""
+        writer, journal = self._writer, self._journal
+        if writer is None or journal is None:
+            return False
+        return writer.backlog() > _BACKLOG_BATCHES or journal.pending_bytes() > JOURNAL_BYTES
+
+    def flush_soon(self) -> None:
+        """What is queued, into the journal now and the store with the writer's next commit."""
+        if self._journal is None:
+            self.flush()
+        elif self._pending or self._pending_usage or self._pending_statements:
+            self._settle_lazily(())
+
+    def _settle_lazily(self, records: Sequence[tuple[Any, ...]]) -> None:
+        journal = self._journal
+        assert journal is not None
+        fresh, self._raw_unjournaled = self._raw_unjournaled, 0
+        if records or fresh:
+            self._pending_writes.append(journal.append(None, self._pending[-fresh:] if fresh else (), records))
+        batch = Batch(
+            self._pending_statements, self._pending, self._pending_usage, writes=self._pending_writes, lazy=True
+        )
+        self._pending_statements, self._pending, self._pending_usage, self._pending_writes = [], [], [], []
+        self._hand_lazily(batch)
+
+    def _hand_lazily(self, batch: Batch) -> None:
+        try:
+            writer = self._start_writer()
+            writer.submit(batch)
+            journal = self._journal
+            if journal is not None and journal.pending_bytes() > JOURNAL_BYTES // 2:
+                writer.hurry()  # the journal and the queue stay small: readers read all of it
+        except StorageFailure:  # no writer: written here and now, as before
+            self._pending_statements[:0] = batch.statements
+            self._pending[:0] = batch.rows
+            self._pending_usage[:0] = batch.usage
+            self._pending_writes[:0] = batch.writes
+            self.flush()
+            return
+        _LAZY.add(self.path)
+
+    def _sync(self) -> None:
+        """Before a direct read or write: what this process's stores of this file handed
+        lazily is committed (their writers are asked to commit now, and waited for); a
+        batch this store's writer could not commit is written here, or its failure raised."""
+        self._syncing = True
+        try:
+            _LAZY.discard(self.path)  # first: a batch handed meanwhile marks the file again
+            for store in list(_OPEN):
+                writer = store._writer
+                if store.path == self.path and writer is not None:
+                    writer.wait_idle()
+            writer = self._writer
+            if writer is not None and writer.failed():
+                self.flush()  # its rows again, here: written, or the failure raised
+        finally:
+            self._syncing = False
 
     # -- the usage journal ------------------------------------------------------------------
     async def record_usage_grouped(self, session_id: str, turn: int, usage: Usage) -> None:
@@ -181,8 +313,7 @@ class SQLiteStore(SessionStore):
             await super().record_usage_grouped(session_id, turn, usage)
             return
         self._queue_usage(session_id, turn, usage)
-        writer = self._writer
-        if writer is not None and writer.backlog() > _BACKLOG_BATCHES:
+        if self._behind():
             await self.commit_soon()  # the writer is behind: wait for it, so rows do not pile up
         elif not self._background and len(self._pending) + len(self._pending_usage) >= _BACKGROUND_ROWS:
             self._background = True
@@ -246,11 +377,14 @@ class SQLiteStore(SessionStore):
         if not self._tracked or not journal_dir(self.path).is_dir():
             return 0
         with unreplayed_journals(self.path) as found:
-            records = [r for _, rs, _ in found for r in rs]
-            raw = [r for _, _, rows in found for r in rows]
-            if not records and not raw:
+            records = [r for _, rs, _, _ in found for r in rs]
+            raw = [r for _, _, rows, _ in found for r in rows]
+            sessions = [r for *_, lines in found for r in lines]
+            if not records and not raw and not sessions:
                 return 0
             with self._transaction():
+                # new sessions first (a record already there is the same one), then their rows
+                self._executemany(_SESSION_REPLAY, [r[1:] for r in sessions if r[0] == "s"])
                 sids = sorted({r[0] for r in raw})
                 kept = {sid for sid in sids if self._query("SELECT 1 FROM sessions WHERE id = ?", (sid,))}
                 # a row already there (the owner committed it) is the same row
@@ -264,13 +398,39 @@ class SQLiteStore(SessionStore):
                         row[1] = self._last("usage_ledger", "n", record.session_id) + 1
                     self._execute(USAGE_INSERT, row)
                     added += 1
+                # a turn's end, unless the session changed since (resumed by another process)
+                self._executemany(_END_REPLAY, [(r[2], r[3], r[1], r[3]) for r in sessions if r[0] == "e"])
         for sid in {r.session_id for r in records}:
             self._next_usage.pop(sid, None)
         return added
 
+    def usage_rows(self, session_id: str) -> list[UsageRow]:
+        with self._unsynced():  # journal first, then the ledger: every reported figure, no wait
+            return super().usage_rows(session_id)
+
+    def totals(self, session_id: str, *, include_descendants: bool = True) -> Totals:
+        with self._unsynced():
+            return super().totals(session_id, include_descendants=include_descendants)
+
+    @contextmanager
+    def _unsynced(self) -> Iterator[None]:
+        """Reads that need not wait for lazy batches (see :meth:`_sync`)."""
+        syncing, self._syncing = self._syncing, True
+        try:
+            yield
+        finally:
+            self._syncing = syncing
+
+    def delete_session(self, session_id: str) -> None:
+        self.flush()  # everything of this process in the store: no journal still holds the session's figures
+        super().delete_session(session_id)
+
     def data_version(self) -> int:
         """SQLite's ``PRAGMA data_version``: it moves when another connection commits."""
-        return int(self._run("PRAGMA data_version").fetchone()[0])
+        try:  # not a read of sessions: no need to wait for lazy batches (see _sync)
+            return int(self._conn.execute("PRAGMA data_version").fetchone()[0])
+        except sqlite3.Error as exc:
+            raise StorageFailure(f"cannot use the store {self.path}: {exc}") from None
 
     # -- permission rules, cached -------------------------------------------------------------
     def permission_rule_rows(self) -> list[RuleRow]:
@@ -280,7 +440,8 @@ class SQLiteStore(SessionStore):
         cached = self._rules
         if cached is not None and cached[0] == version and cached[1] == self._rules_epoch:
             return list(cached[2])
-        rows = super().permission_rule_rows()
+        with self._unsynced():  # rules are not session rows: no wait for the writer
+            rows = super().permission_rule_rows()
         self._rules = (version, self._rules_epoch, rows)
         return list(rows)
 
@@ -301,6 +462,7 @@ class SQLiteStore(SessionStore):
             self._pending_statements[:0] = [s for b in failed for s in b.statements]
             self._pending[:0] = [r for b in failed for r in b.rows]
             self._pending_usage[:0] = [u for b in failed for u in b.usage]
+            self._pending_writes[:0] = [w for b in failed for w in b.writes]
 
     def flush(self) -> None:
         """Wait for the writer thread, then write what is still queued, here and now."""
@@ -308,9 +470,18 @@ class SQLiteStore(SessionStore):
         if writer is not None:
             writer.wait_idle()
             self._requeue_failed(writer)
-        super().flush()
+        writes, self._pending_writes = self._pending_writes, []
+        try:
+            super().flush()
+        except StorageFailure:
+            self._pending_writes[:0] = writes
+            raise
+        if writes and self._journal is not None:
+            self._journal.committed(writes)
 
     def _run(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
+        if self.path in _LAZY and not self._depth and not self._syncing:
+            self._sync()  # read your own writes, and write after them
         try:
             return self._conn.execute(sql, params)
         except sqlite3.Error as exc:
@@ -320,6 +491,8 @@ class SQLiteStore(SessionStore):
         self._run(sql, params)
 
     def _executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        if self.path in _LAZY and not self._depth and not self._syncing:
+            self._sync()
         try:
             self._conn.executemany(sql, rows)
         except sqlite3.Error as exc:
@@ -356,6 +529,7 @@ class SQLiteStore(SessionStore):
             self._release()
 
     def _release(self) -> None:
+        _OPEN.discard(self)
         writer, self._writer = self._writer, None
         if writer is not None:
             writer.close()
