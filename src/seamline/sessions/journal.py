@@ -1,16 +1,17 @@
 """The SQLite store's usage journal: each usage figure on disk with one ``write()`` before
-its caller sees it, so the store can commit once per turn instead of once per figure.
+its caller sees it, and a new session's record and each turn's end before theirs, so the
+store can commit lazily, once for many runs, instead of once per figure.
 
-Every process that records usage in a store file ``S`` appends to its own journal
+Every process that writes a store file ``S`` appends to its own journal
 ``S.usage/<pid>-<token>.journal`` (``O_APPEND``, held under ``flock`` while the process
-lives). The first line is a header naming the format; each figure is one line, a JSON
-array that starts with the figure's unique id (``<token>.<k>``). The ledger keeps that id
-(``usage_ledger.journal_id``, a unique index), so a figure reaches the ledger once,
-whoever writes it: the owner's commit at the turn's end, or a replay.
+lives). The first line is a header naming the format; then one line per record (see
+:data:`JOURNAL_FORMAT`). Each write has a unique id (``<token>.<k>``), a figure's its own;
+the ledger keeps a figure's id (``usage_ledger.journal_id``, a unique index), so a figure
+reaches the ledger once, whoever writes it: the owner's commit, or a replay.
 
-- **Replay** (:func:`replay_journals`, when a store is opened): each journal whose owner is
-  gone (its ``flock`` can be taken) is read and its figures not yet in the ledger are
-  inserted, in one transaction; then the file is removed. A replay killed halfway leaves
+- **Replay** (``SQLiteStore.replay_journals``, when a store is opened): each journal whose
+  owner is gone (its ``flock`` can be taken) is read and what is not in the store yet is
+  written, in one transaction; then the file is removed. A replay killed halfway leaves
   either nothing or everything committed, and the file; the next one skips what is there.
 - **Readers** (:func:`journal_tail`) read every journal *before* the ledger (in one read
   snapshot) and add the figures whose id is not in it: a figure is in the journal until

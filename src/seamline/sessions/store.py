@@ -5,13 +5,14 @@
 teams sharing a store. :func:`open_store` picks one from a path or a ``postgresql://`` URL.
 
 Raw-log rows and usage figures are buffered and written in one transaction at the turn's
-end, always before a turn's ``complete`` is handed to the caller (and sooner, without
-waiting, once many are queued). A usage figure is on disk before it reaches the caller, so
-a crash keeps what was spent: the SQLite store appends it to this process's usage journal
-(:mod:`seamline.sessions.journal`, one ``write()``), replayed into the ledger when the
-store is next opened; PostgreSQL commits it. On SQLite, commits shared by several runs run
-on the store's writer thread (:mod:`seamline.sessions.writer`): the loop never waits on
-SQLite for them.
+end (and sooner, without waiting, once many are queued). A usage figure is on disk before
+it reaches the caller, so a crash keeps what was spent: the SQLite store appends it to this
+process's usage journal (:mod:`seamline.sessions.journal`, one ``write()``), replayed into
+the store when it is next opened; PostgreSQL commits it, and commits a turn's end before
+its ``complete`` is handed over. On SQLite a new session's record and a turn's end are
+journaled too and committed lazily by the store's writer thread
+(:mod:`seamline.sessions.writer`), within ``LAZY_S`` and shared by every run of that time;
+a direct read or write of the store in this process waits for them first (``_sync``).
 """
 
 from __future__ import annotations

@@ -1,0 +1,137 @@
+"""Lazy commits of the SQLite store: a run's record and its turn's end are in the usage
+journal before the caller sees them and reach the store with the writer's next commit. A
+process killed before that commit loses nothing: the next open replays the session, its
+rows, figures and final status; another process sees the run once the writer commits."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from seamline.sessions.journal import journal_dir
+from seamline.sessions.store import SQLiteStore
+
+# A child whose writer never commits on its own (LAZY_S of an hour): it runs one turn with a
+# tool call to its end, prints the session id and its events, then is killed with SIGKILL.
+_RUN_THEN_DIE = """
+import asyncio, json, os, signal, sys
+import seamline.sessions.writer as writer
+writer.LAZY_S = 3600.0
+from seamline.sessions.store import SQLiteStore
+from seamline.testing import scripted
+from seamline.tools import Toolset, tool
+
+@tool
+def lookup(key: str) -> str:
+    \"\"\"Look a key up.\"\"\"
+    return key.upper()
+
+store = SQLiteStore(sys.argv[1])
+script = [
+    {"tool_calls": [{"name": "lookup", "arguments": {"key": "k"}}], "usage": {"input_tokens": 3, "output_tokens": 1}},
+    {"text": "done", "usage": {"input_tokens": 5, "output_tokens": 2}},
+]
+
+async def go():
+    session = await scripted(script).open(store=store, tools=Toolset([lookup]))
+    events = [e.type async for e in session.send("look k up")]
+    return session.session_id, events
+
+sid, events = asyncio.run(go())
+committed = store._writer.commits if store._writer is not None else 0
+print(json.dumps({"session_id": sid, "events": events, "commits": committed}), flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def _committed_sessions(location: Path) -> list[tuple[str, str]]:
+    """The sessions as committed, journals aside (a plain connection, nothing replayed)."""
+    with sqlite3.connect(location) as conn:
+        return conn.execute("SELECT id, status FROM sessions").fetchall()
+
+
+def test_a_run_killed_before_its_lazy_commit_is_whole_after_the_next_open(
+    tmp_path: Path, cli_env: dict[str, str]
+) -> None:
+    location = tmp_path / "s.db"
+    SQLiteStore(location).close()  # the file exists: the plain connection below reads it
+    child = subprocess.Popen(
+        [sys.executable, "-c", _RUN_THEN_DIE, str(location)],
+        env=cli_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    out, err = child.communicate(timeout=120)
+    assert child.returncode == -signal.SIGKILL, err
+    seen = json.loads(out)
+    assert seen["events"][-1] == "complete" and seen["commits"] == 0
+    sid = seen["session_id"]
+    assert _committed_sessions(location) == []  # nothing reached the store: all in the journal
+    assert list(journal_dir(str(location)).glob("*.journal"))
+
+    store = SQLiteStore(location)  # replays the dead process's journal
+    try:
+        record = store.require(sid)
+        assert record.status == "completed"  # its turn's end, not "interrupted"
+        assert [(u.input_tokens, u.output_tokens) for u in store.usage_rows(sid)] == [(3, 1), (5, 2)]
+        events = [json.loads(r.payload).get("type") for r in store.raw_rows(sid) if r.source == "event"]
+        assert events[-1] == "complete" and "tool_result" in events
+        assert next(r.source for r in store.raw_rows(sid)) == "prompt"
+        assert store.replay_journals() == 0  # nothing twice
+    finally:
+        store.close()
+    assert not list(journal_dir(str(location)).glob("*.journal"))
+
+
+def test_another_process_sees_a_finished_run_without_this_one_reading(tmp_path: Path) -> None:
+    import asyncio
+
+    from seamline.testing import scripted
+
+    location = tmp_path / "s.db"
+    store = SQLiteStore(location)
+
+    async def go() -> str:
+        provider = scripted([{"text": "done", "usage": {"input_tokens": 1}}])
+        session = await provider.open(store=store)
+        [e async for e in session.send("go")]
+        return session.session_id
+
+    try:
+        sid = asyncio.run(go())
+        # the writer commits on its own (within LAZY_S): a plain connection sees the run
+        # finished, while this process neither reads nor closes its store
+        deadline = time.monotonic() + 30
+        while _committed_sessions(location) != [(sid, "completed")] and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert _committed_sessions(location) == [(sid, "completed")]
+    finally:
+        store.close()
+
+
+def test_a_journal_of_format_1_is_still_replayed(tmp_path: Path) -> None:
+    location = tmp_path / "s.db"
+    store = SQLiteStore(location)
+    store.create_session("s1", provider="p", model=None)
+    store.close()
+    folder = journal_dir(str(location))
+    folder.mkdir(exist_ok=True)
+    lines = [
+        {"seamline_usage_journal": 1, "pid": 1, "host": "h"},
+        ["s1", 1, 1, "in", "prompt", '"hi"', 1.0],
+        ["u", "abcdabcdabcdabcd.1", "s1", 1, 1, 7, 1, 0, 0, None, 0, "m", 1.0],
+    ]
+    (folder / "1-abcdabcdabcdabcd.journal").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    store = SQLiteStore(location)
+    try:
+        assert [u.input_tokens for u in store.usage_rows("s1")] == [7]
+        assert [r.payload for r in store.raw_rows("s1")] == ['"hi"']
+    finally:
+        store.close()
