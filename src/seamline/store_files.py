@@ -10,9 +10,10 @@ open a file. The registry lives below both, so the engine never imports the stor
 from __future__ import annotations
 
 import os
+import stat
 from typing import Any, Final
 
-__all__ = ["is_store_file", "track"]
+__all__ = ["is_store_entry", "is_store_file", "track"]
 
 # The files of the SQLite stores this process holds open. Opening and closing one of them
 # outside SQLite (a read tool, a hash) drops every POSIX lock this process holds on it, and
@@ -35,6 +36,17 @@ def is_store_file(path: str | os.PathLike[str]) -> bool:
     except OSError:
         return False
     return (info.st_dev, info.st_ino) in _LIVE_INODES  # a hard link to the database
+
+
+def is_store_entry(real_path: str, st: os.stat_result) -> bool:
+    """:func:`is_store_file` for a path with no link in its folders (a scan that never
+    follows links into folders knows it) and its ``lstat`` ``st``: no ``realpath``, no
+    system call, unless the entry is itself a link."""
+    if not _LIVE_PATHS:
+        return False
+    if stat.S_ISLNK(st.st_mode):
+        return is_store_file(real_path)
+    return real_path in _LIVE_PATHS or (st.st_dev, st.st_ino) in _LIVE_INODES
 
 
 def track(path: str, delta: int) -> None:

@@ -386,6 +386,8 @@ class Provider:
         try:
             await self._close(session)
         finally:
+            while session.closers:
+                session.closers.pop()()  # what the session held open (its edit journal)
             store = session.store
             if store is not None:
                 if session.turn == 0:
@@ -517,6 +519,8 @@ class ProviderSession:
     turn_hooks: list[TurnHook] = field(default_factory=list)
     """Awaited with the turn's number and its ``complete`` once the turn is done, before
     the ``complete`` is recorded and emitted (a worktree run commits its changes here)."""
+    closers: list[Callable[[], None]] = field(default_factory=list)
+    """Called, newest first, when the session is closed: what it keeps open between turns."""
 
     def capture_provider_session_id(self, provider_session_id: str) -> bool:
         """Record the provider's session id once; a different later id is refused."""

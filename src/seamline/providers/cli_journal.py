@@ -3,8 +3,9 @@ is one journaled step, the difference between a scan of the workspace before the
 after it, so ``seamline revert RUN`` undoes what the agent changed, byte for byte, with the
 same code that undoes a model-API run.
 
-The journal is the one beside the session store (``store.db`` -> ``store.edits.db``); a
-session without a store file (no store, ``:memory:``, PostgreSQL) is not journaled. The
+The journal is the one beside the session store (``store.db`` -> ``store.edits.db``),
+opened at a session's first turn and closed with the session; a session without a store
+file (no store, ``:memory:``, PostgreSQL) is not journaled. The
 scan reads only files whose stat changed since the last scan (the persistent stat index of
 :mod:`seamline.sandbox.file_index`), leaves ``.git`` out, and keeps no content over the
 journal's size bound. Changes the agent's own events did not report become
@@ -25,22 +26,36 @@ from seamline.sandbox.journal import EditJournal, journal_path_for
 __all__ = ["journal_for_session", "journaled_turn"]
 
 SKIP_DIRS: Final = frozenset({".git"})
+_JOURNAL_KEY: Final = "edit_journal"
 
 
 def journal_for_session(session: ProviderSession) -> EditJournal | None:
-    """The edit journal beside the session's store file; None when it has no store file."""
+    """The edit journal beside the session's store file, opened once per session and closed
+    with it; None when it has no store file."""
+    kept = session.state.get(_JOURNAL_KEY)
+    if isinstance(kept, EditJournal):
+        return kept
     store = session.store
     location = getattr(store, "location", None) if store is not None else None
     if not isinstance(location, str) or not location or location == ":memory:" or "://" in location:
         return None
     if not os.path.isfile(location):
         return None
-    return EditJournal(journal_path_for(location))
+    journal = EditJournal(journal_path_for(location))
+    session.state[_JOURNAL_KEY] = journal
+    session.closers.append(lambda: _close(session, journal))
+    return journal
+
+
+def _close(session: ProviderSession, journal: EditJournal) -> None:
+    session.state.pop(_JOURNAL_KEY, None)
+    journal.close()
 
 
 async def journaled_turn(session: ProviderSession, tool: str, inner: AsyncIterator[Event]) -> AsyncIterator[Event]:
     """``inner``'s events, the turn journaled as one step named ``tool`` (``call_id``
-    ``turn-N``). The turn's ``complete`` is held until the scan after it is recorded."""
+    ``turn-N``), recorded in one transaction after the turn. The turn's ``complete`` is held
+    until the scan after it is recorded."""
     workspace = (session.workspace or Path.cwd()).resolve()
     journal = journal_for_session(session)
     if journal is None or not workspace.is_dir():
@@ -50,24 +65,22 @@ async def journaled_turn(session: ProviderSession, tool: str, inner: AsyncIterat
     found: list[tuple[str, FileChangeKind]] = []
     reported: set[str] = set()
     held: Complete | None = None
-    try:
-        with journal.track(
-            run_id=session.session_id,
-            workspace=workspace,
-            tool=tool,
-            call_id=f"turn-{session.turn}",
-            on_change=lambda rel, kind: found.append((rel, kind)),
-            skip_dirs=SKIP_DIRS,
-        ):
-            async for event in inner:
-                if isinstance(event, Complete):
-                    held = event
-                    continue
-                if isinstance(event, FileChange) and event.kind != "read":
-                    reported.add(_absolute(workspace, event.path))
-                yield event
-    finally:
-        journal.close()
+    with journal.track(
+        run_id=session.session_id,
+        workspace=workspace,
+        tool=tool,
+        call_id=f"turn-{session.turn}",
+        on_change=lambda rel, kind: found.append((rel, kind)),
+        skip_dirs=SKIP_DIRS,
+        number_at_end=True,  # one turn of a session at a time: no overlapping steps to order
+    ):
+        async for event in inner:
+            if isinstance(event, Complete):
+                held = event
+                continue
+            if isinstance(event, FileChange) and event.kind != "read":
+                reported.add(_absolute(workspace, event.path))
+            yield event
     for rel, kind in found:
         path = str(workspace / rel)
         if path not in reported:

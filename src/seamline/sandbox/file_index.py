@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final, Literal
 
-from seamline.store_files import is_store_file
+from seamline.store_files import is_store_entry
 
 __all__ = ["ABSENT", "UNHASHED_PREFIX", "FileIndex", "PathState", "StateKind"]
 
@@ -156,22 +156,26 @@ class FileIndex:
 def _walk(root: str, skip: str, skip_dirs: frozenset[str] = frozenset()) -> Iterator[tuple[str, os.stat_result]]:
     """Every path under ``root`` with its lstat, never following links into folders;
     folders named in ``skip_dirs`` (``.git``) are left out with all they hold."""
+    # Below the real root, a folder the walk enters is never a link: an entry's path is real.
+    real_root = os.path.realpath(root)
     stack = [""]
     while stack:
         rel_dir = stack.pop()
         try:
-            it = os.scandir(os.path.join(root, rel_dir) if rel_dir else root)
+            it = os.scandir(os.path.join(real_root, rel_dir) if rel_dir else real_root)
         except (FileNotFoundError, NotADirectoryError, PermissionError):
             continue
         with it:
             for entry in it:
-                if entry.name.startswith(skip) or is_store_file(entry.path):
-                    continue  # the journal's and an open store's files: reading them breaks their locks
-                rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
+                if entry.name.startswith(skip):
+                    continue  # the journal's own files
                 try:
                     st = entry.stat(follow_symlinks=False)
                 except FileNotFoundError:
                     continue
+                if is_store_entry(entry.path, st):
+                    continue  # an open store's files: reading them breaks its locks
+                rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
                 if entry.name in skip_dirs and stat.S_ISDIR(st.st_mode):
                     continue
                 yield rel, st

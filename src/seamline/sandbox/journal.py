@@ -89,6 +89,7 @@ class EditJournal:
             self._db.executescript(_SCHEMA)
             # Stat keys and hashes, kept in this file: only changed files are read again.
             self.index = FileIndex(self._db)
+            self._runs: dict[str, str] = {}  # run id -> its workspace, as journaled
         except sqlite3.DatabaseError as exc:
             raise InvalidRequest(f"cannot use edit journal {self.path}: {exc}") from None
 
@@ -108,33 +109,41 @@ class EditJournal:
         paths: list[Path] | None = None,
         on_change: Callable[[str, FileChangeKind], None] | None = None,
         skip_dirs: frozenset[str] = frozenset(),
+        number_at_end: bool = False,
     ) -> Iterator[None]:
         """Journal one tool call: ``paths`` (inside ``workspace``) or, with None, the whole tree
         (less the folders named in ``skip_dirs``, such as ``.git``).
 
         ``on_change(relpath, kind)`` hears each change found (kind: created, edited, deleted).
-        The step is recorded even when the call fails half-way.
+        The step is recorded even when the call fails half-way. Steps are numbered when
+        they start, so that calls that overlap (parallel tool calls) are undone in reverse
+        start order and the earliest "before" is restored last; ``number_at_end`` numbers
+        the step in the transaction that records it (one write transaction, not two), for
+        callers whose steps never overlap (a session's turns).
         """
         root = workspace.resolve()
         self._ensure_run(run_id, root)
-        # Steps are numbered when they start: calls that overlap (parallel tool calls) are
-        # then undone in reverse start order, so the earliest "before" is restored last.
-        step = self._reserve_step(run_id, tool, call_id)
+        step = None if number_at_end else self._reserve_step(run_id, tool, call_id)
         # A single path brings its folders: write_file may create them, and revert removes them.
         rels = None if paths is None else list(dict.fromkeys(a for p in paths for a in _with_ancestors(_rel(root, p))))
         before = self._scan(root, rels, skip_dirs)
         try:
             yield
         finally:
-            after = self._scan(root, rels, skip_dirs)
-            self._record(run_id, step, before, after, on_change)
+            self._record(run_id, step, root, rels, skip_dirs, before, on_change, tool=tool, call_id=call_id)
 
     def _ensure_run(self, run_id: str, root: Path) -> None:
-        row = self._db.execute("SELECT workspace FROM runs WHERE run_id = ?", (run_id,)).fetchone()
-        if row is None:
-            self._db.execute("INSERT INTO runs VALUES (?, ?, ?)", (run_id, str(root), time.time()))
-        elif row[0] != str(root):
-            raise SandboxViolation(f"run {run_id} is journaled for workspace {row[0]}, not {root}")
+        known = self._runs.get(run_id)
+        if known is None:
+            row = self._db.execute("SELECT workspace FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+            if row is None:
+                self._db.execute("INSERT INTO runs VALUES (?, ?, ?)", (run_id, str(root), time.time()))
+                known = str(root)
+            else:
+                known = str(row[0])
+            self._runs[run_id] = known
+        if known != str(root):
+            raise SandboxViolation(f"run {run_id} is journaled for workspace {known}, not {root}")
 
     def _scan(
         self, root: Path, rels: list[str] | None, skip_dirs: frozenset[str] = frozenset()
@@ -149,24 +158,37 @@ class EditJournal:
     def _reserve_step(self, run_id: str, tool: str, call_id: str) -> int:
         with self._db:
             self._db.execute("BEGIN IMMEDIATE")
-            row = self._db.execute("SELECT COALESCE(MAX(step), 0) FROM steps WHERE run_id = ?", (run_id,)).fetchone()
-            step = int(row[0]) + 1
-            self._db.execute(
-                "INSERT INTO steps VALUES (?, ?, ?, ?, ?, NULL)", (run_id, step, tool, call_id, time.time())
-            )
+            return self._new_step(run_id, tool, call_id)
+
+    def _new_step(self, run_id: str, tool: str, call_id: str) -> int:
+        row = self._db.execute("SELECT COALESCE(MAX(step), 0) FROM steps WHERE run_id = ?", (run_id,)).fetchone()
+        step = int(row[0]) + 1
+        self._db.execute("INSERT INTO steps VALUES (?, ?, ?, ?, ?, NULL)", (run_id, step, tool, call_id, time.time()))
         return step
 
     def _record(
         self,
         run_id: str,
-        step: int,
+        step: int | None,
+        root: Path,
+        rels: list[str] | None,
+        skip_dirs: frozenset[str],
         before: dict[str, PathState],
-        after: dict[str, PathState],
         on_change: Callable[[str, FileChangeKind], None] | None,
+        *,
+        tool: str,
+        call_id: str,
     ) -> None:
-        changed = sorted(p for p in set(before) | set(after) if before.get(p, ABSENT) != after.get(p, ABSENT))
+        """The scan after the call and the step's entries (and, ``step`` None, the step
+        itself): one write transaction."""
         with self._db:
-            self._db.execute("BEGIN")
+            self._db.execute("BEGIN IMMEDIATE")
+            after = self.index.scan(
+                str(root), rels, skip=self.path.name, max_bytes=MAX_JOURNALED_BYTES, skip_dirs=skip_dirs
+            )
+            if step is None:
+                step = self._new_step(run_id, tool, call_id)
+            changed = sorted(p for p in set(before) | set(after) if before.get(p, ABSENT) != after.get(p, ABSENT))
             for seq, rel in enumerate(changed):
                 b, a = before.get(rel, ABSENT), after.get(rel, ABSENT)
                 self._db.execute(
