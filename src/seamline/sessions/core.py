@@ -127,11 +127,15 @@ class SessionStore(abc.ABC):
     ) -> None:
         """:meth:`create_session` sharing one commit with every session opened in the same
         turn of the event loop. Returns once the record is written, with ``run_options``
-        (as :meth:`set_run_options` keeps them) in the same commit."""
-        self._pending_statements.append(
-            self._session_insert(session_id, provider, model, parent_id, workspace, mode, metadata, run_options)
-        )
+        (as :meth:`set_run_options` keeps them) in the same commit (the SQLite store: once
+        it is journaled, see :meth:`_open_record`)."""
+        statement = self._session_insert(session_id, provider, model, parent_id, workspace, mode, metadata, run_options)
         self._fresh(session_id)
+        await self._open_record(statement)
+
+    async def _open_record(self, statement: tuple[str, tuple[Any, ...]]) -> None:
+        """Write a new session's record (its ``INSERT``) with the next group commit."""
+        self._pending_statements.append(statement)
         await self.commit_soon()
 
     @staticmethod
@@ -204,8 +208,12 @@ class SessionStore(abc.ABC):
 
     async def finish_turn_grouped(self, session_id: str, status: SessionStatus) -> None:
         """Write everything queued and the session's final status; the commit is shared with
-        other sessions of this turn of the event loop (group commit)."""
-        self._pending_statements.append((FINISH_UPDATE, (status, time.time(), session_id)))
+        other sessions of this turn of the event loop (group commit; the SQLite store:
+        journaled, then committed lazily)."""
+        await self._end_turn(session_id, status, time.time())
+
+    async def _end_turn(self, session_id: str, status: SessionStatus, now: float) -> None:
+        self._pending_statements.append((FINISH_UPDATE, (status, now, session_id)))
         await self.commit_soon()
 
     def flush_soon(self) -> None:

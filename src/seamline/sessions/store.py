@@ -20,9 +20,8 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
-import time
 import weakref
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any, Final
@@ -198,48 +197,25 @@ class SQLiteStore(SessionStore):
             journal.committed(w for b in batches for w in b.writes)
 
     # -- lazy commits: what is in the journal reaches the store with the next runs' -----------
-    async def create_session_grouped(
-        self,
-        session_id: str,
-        *,
-        provider: str,
-        model: str | None,
-        parent_id: str | None = None,
-        workspace: str | None = None,
-        mode: str = "agent",
-        metadata: Mapping[str, object] | None = None,
-        run_options: Mapping[str, object] | None = None,
-    ) -> None:
+    async def _open_record(self, statement: tuple[str, tuple[Any, ...]]) -> None:
         """The record goes to this process's journal now (a SIGKILL keeps it) and to the
         store with the next commit of the writer, within :data:`~seamline.sessions.writer.LAZY_S`
         (sooner when this store is read or written directly): many short runs share one
         commit instead of two each."""
         journal = self._journal
         if journal is None:
-            await super().create_session_grouped(
-                session_id,
-                provider=provider,
-                model=model,
-                parent_id=parent_id,
-                workspace=workspace,
-                mode=mode,
-                metadata=metadata,
-                run_options=run_options,
-            )
+            await super()._open_record(statement)
             return
-        statement = self._session_insert(session_id, provider, model, parent_id, workspace, mode, metadata, run_options)
         write = journal.append(None, records=(("s", *statement[1]),))
-        self._fresh(session_id)
         self._hand_lazily(Batch([statement], [], [], writes=[write], lazy=True))
 
-    async def finish_turn_grouped(self, session_id: str, status: SessionStatus) -> None:
+    async def _end_turn(self, session_id: str, status: SessionStatus, now: float) -> None:
         """The turn's rows, figures and final status go to the journal (what is not there
         yet, in one ``write()``) and to the store with the writer's next commit (see
-        :meth:`create_session_grouped`); nothing is awaited."""
+        :meth:`_open_record`); nothing is awaited unless the writer is far behind."""
         if self._journal is None:
-            await super().finish_turn_grouped(session_id, status)
+            await super()._end_turn(session_id, status, now)
             return
-        now = time.time()
         self._pending_statements.append((FINISH_UPDATE, (status, now, session_id)))
         self._settle_lazily((("e", session_id, status, now),))
         if self._behind():
