@@ -21,7 +21,7 @@ from seamline.loop.messages import Message, ModelRequest
 from seamline.loop.observer_calls import ObserverGroups, notify
 from seamline.loop.observers import LoopContext, Observer
 from seamline.loop.stage_protocol import LoopStages
-from seamline.loop.tool_calls import run_tools
+from seamline.loop.tool_calls import replaced_result, reported, run_calls, tool_message
 from seamline.tools.approval import Approval
 from seamline.tools.base import Toolset, ToolSpec
 from seamline.tools.permissions import PermissionService
@@ -151,7 +151,7 @@ class _Turn:
         "cfg",
         "config",
         "ctx",
-        "ended",
+        "ending",
         "free",
         "gate",
         "interrupt",
@@ -166,6 +166,7 @@ class _Turn:
         "text",
         "tool_stages",
         "tools",
+        "waits",
     )
 
     def __init__(
@@ -187,7 +188,7 @@ class _Turn:
         self.observers, self.approval, self.config, self.aborted = observers, approval, config, aborted
         self.stages = stages
         self.interrupt = interrupt
-        self.ended = False
+        self.ending: Complete | None = None
         self.steps = 0
         self.free = 0
         self.text = ""
@@ -202,11 +203,12 @@ class _Turn:
         self.obs = ObserverGroups(self.observers)
         self.gate = self.approval or PermissionService()  # the one path: hard denials, then ask
         self.specs: list[ToolSpec] = self.tools.specs()
+        self.waits = self.interrupt or StepInterrupt()
 
     async def events(self) -> AsyncIterator[Event]:
         """The turn's events; the last one is its only ``complete``."""
         self._prepare()
-        obs, ctx, aborted = self.obs, self.ctx, self.aborted
+        obs, ctx, aborted, waits = self.obs, self.ctx, self.aborted, self.waits
         try:
             await self._start()
             while True:
@@ -216,8 +218,7 @@ class _Turn:
                     return
                 if obs.attempt:
                     await notify(obs.attempt, "on_model_attempt", ctx, self.steps, None)
-                answer = _Answer()
-                waits, task = self.interrupt or StepInterrupt(), asyncio.current_task()
+                answer, task = _Answer(), asyncio.current_task()
                 try:
                     model_events = self.step(request)
                     while True:
@@ -250,9 +251,12 @@ class _Turn:
                     yield exc.to_event()
                     yield await self._end(failed)
                     return
+                # Its last event yielded here, never inside a step's generator: one left
+                # suspended at `complete` would hold the whole turn until the event loop closes it.
                 async for event in self._after_answer(answer):
                     yield event
-                if self.ended:
+                if self.ending is not None:
+                    yield await self._end(self.ending)
                     return
         except PermissionDenied as exc:
             yield exc.to_event()
@@ -263,28 +267,32 @@ class _Turn:
             raise
 
     async def _after_answer(self, answer: _Answer) -> AsyncIterator[Event]:
-        """The model call is over: its text, the review, then its tool calls or the turn's
-        end (``self.ended`` then says so)."""
+        """The model call is over: its text, the review, then its tool calls, or the turn's
+        end (left in ``self.ending``)."""
         if answer.deltas:
             yield answer.close_text()
         verdict = await self._respond(answer) if self.obs.response else self._review(answer)
         if verdict is _Next.AGAIN:
             return
         if isinstance(verdict, Complete):
-            yield await self._end(verdict)
-            self.ended = True
+            self.ending = verdict
             return
         if verdict is not None:
             yield verdict  # an observer's replacement text
         message = self._accept(answer)
-        if answer.calls:
-            async for event in self._tool_calls(answer.calls):
-                yield event
+        if not answer.calls:
+            ending = await self._turn_end(message)
+            self.ending = None if ending is _Next.AGAIN else ending
             return
-        ending = await self._turn_end(message)
-        if ending is not _Next.AGAIN:
-            yield await self._end(ending)
-            self.ended = True
+        obs, ctx = self.obs, self.ctx
+        for plan, outcome in await run_calls(answer.calls, self.tools, self.gate, obs, ctx, self.tool_stages):
+            before, result = reported(plan, outcome)
+            if obs.tool_result:
+                result = await replaced_result(obs.tool_result, ctx, plan.call, result)
+            for event in before:
+                yield event
+            yield result
+            self.messages.append(tool_message(plan.call, result))
 
     async def _start(self) -> None:
         if self.obs.start:
@@ -366,9 +374,6 @@ class _Turn:
         self.messages.append(message)
         self.text = message.content
         return message
-
-    def _tool_calls(self, calls: list[ToolCall]) -> AsyncIterator[Event]:
-        return run_tools(calls, self.tools, self.gate, self.obs, self.ctx, self.messages, self.tool_stages)
 
     async def _turn_end(self, message: Message) -> Complete | _Next:
         """The model asked for no tool: the turn ends, unless an ``on_turn_end`` observer

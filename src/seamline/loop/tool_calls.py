@@ -4,19 +4,19 @@ call order. Only approved calls reach the tool stages."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import Awaitable
 from typing import Any
 
 from seamline.errors import SeamlineError
 from seamline.events import Error, Event, PermissionDecision, ToolCall, ToolResult
 from seamline.loop.messages import Message
 from seamline.loop.observer_calls import ObserverGroups, notify
-from seamline.loop.observers import LoopContext
+from seamline.loop.observers import LoopContext, Observer
 from seamline.loop.stage_protocol import LoopStages, ToolInvocation
 from seamline.tools.approval import Approval
 from seamline.tools.base import Tool, ToolContext, Toolset
 
-__all__ = ["run_tools", "settle"]
+__all__ = ["replaced_result", "reported", "run_calls", "settle", "tool_message"]
 
 Settled = tuple[str, BaseException | None]
 
@@ -39,37 +39,46 @@ class _Planned:
         return self
 
 
-async def run_tools(
+async def run_calls(
     calls: list[ToolCall],
     tools: Toolset,
     gate: Approval,
     obs: ObserverGroups,
     ctx: LoopContext,
-    messages: list[Message],
     stages: LoopStages | None = None,
-) -> AsyncIterator[Event]:
-    """Approve every call, run the allowed ones concurrently, report in call order."""
+) -> list[tuple[_Planned, Settled | None]]:
+    """Approve every call, run the allowed ones concurrently; each call with its outcome
+    (``None`` for one that never ran), in call order. The loop reports them in that order
+    (:func:`reported`, then :func:`replaced_result` when observers watch tool results)."""
     planned: list[_Planned] = []
     for call in calls:  # one by one: approval may ask, in call order
         planned.append(await _plan(call, tools, gate, obs, ctx, stages))
     outcomes = await settle([p.job for p in planned])
-    for plan, outcome in zip(planned, outcomes, strict=True):
-        events = plan.before + plan.emitted
-        result = plan.result if outcome is None else _result_of(plan.call, outcome, events)
-        assert result is not None
-        if obs.tool_result:
-            iv = await notify(obs.tool_result, "on_tool_result", ctx, plan.call, result)
-            if iv is not None and iv.action == "replace" and iv.content is not None:
-                result = ToolResult(
-                    call_id=result.call_id, output=iv.content, is_error=result.is_error, name=result.name
-                )
-        for event in events:
-            yield event
-        yield result
-        call = plan.call
-        messages.append(
-            Message(role="tool", content=result.output, call_id=call.call_id, name=call.name, is_error=result.is_error)
-        )
+    return list(zip(planned, outcomes, strict=True))
+
+
+def reported(plan: _Planned, outcome: Settled | None) -> tuple[list[Event], ToolResult]:
+    """The events to report before a call's result (permission, what the tool emitted, a
+    sandbox or timeout failure), and the result."""
+    events = plan.before + plan.emitted
+    result = plan.result if outcome is None else _result_of(plan.call, outcome, events)
+    assert result is not None
+    return events, result
+
+
+async def replaced_result(
+    observers: list[Observer], ctx: LoopContext, call: ToolCall, result: ToolResult
+) -> ToolResult:
+    """``on_tool_result`` observers may replace the output the model gets."""
+    iv = await notify(observers, "on_tool_result", ctx, call, result)
+    if iv is not None and iv.action == "replace" and iv.content is not None:
+        return ToolResult(call_id=result.call_id, output=iv.content, is_error=result.is_error, name=result.name)
+    return result
+
+
+def tool_message(call: ToolCall, result: ToolResult) -> Message:
+    """The tool message that answers ``call`` in the conversation."""
+    return Message(role="tool", content=result.output, call_id=call.call_id, name=call.name, is_error=result.is_error)
 
 
 async def _plan(
