@@ -77,10 +77,12 @@ class Tool:
         if self._args_type is None:
             return dict(arguments)
         try:
-            converted = msgspec.convert(dict(arguments), self._args_type, strict=False)
+            # convert reads a dict without changing it: no copy of one
+            given = arguments if type(arguments) is dict else dict(arguments)
+            converted = msgspec.convert(given, self._args_type, strict=False)
         except msgspec.ValidationError as exc:
             raise InvalidRequest(f"invalid arguments for {self.name}: {exc}") from None
-        values = {f: getattr(converted, f) for f in self._args_type.__struct_fields__}
+        values: dict[str, object] = msgspec.structs.asdict(converted)
         for name, model in self._models:
             if name in arguments:
                 try:
