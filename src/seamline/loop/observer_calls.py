@@ -12,6 +12,8 @@ __all__ = ["ObserverGroups", "notify"]
 
 
 def _overrides(observers: Sequence[Observer], name: str) -> list[Observer]:
+    if not observers:
+        return []
     base = getattr(Observer, name)
     return [o for o in observers if getattr(type(o), name, base) is not base]
 
