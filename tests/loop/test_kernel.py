@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import sys
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncIterator
 from typing import Any, ClassVar
 
 import pytest
@@ -323,7 +323,7 @@ def test_a_finished_turn_leaves_no_generator_for_the_event_loop_to_close() -> No
     async def go() -> list[Event]:
         firstiter, finalizer = sys.get_asyncgen_hooks()
 
-        def record(agen: AsyncGenerator[Any, None]) -> None:
+        def record(agen: Any) -> None:  # an async generator
             finalized.append(agen.__qualname__)
             if finalizer is not None:
                 finalizer(agen)
