@@ -169,16 +169,15 @@ async def settle(jobs: list[Awaitable[str] | None]) -> list[Settled | None]:
     A single call is awaited in place: no task, no wait set (the common case, and the
     hot path of a tool loop).
     """
-    live = [j for j in jobs if j is not None]
-    if len(live) == 1:
-        only = live[0]
+    live = jobs if len(jobs) == 1 else [j for j in jobs if j is not None]
+    if len(live) == 1 and (only := live[0]) is not None:
         try:
             single: Settled = (await only, None)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - a tool's failure is reported to the model
             single = ("", exc)
-        return [single if j is not None else None for j in jobs]
+        return [single] if len(jobs) == 1 else [single if j is not None else None for j in jobs]
     tasks = [asyncio.ensure_future(j) if j is not None else None for j in jobs]
     running = [t for t in tasks if t is not None]
     if running:
