@@ -555,9 +555,10 @@ class ProviderSession:
                     continue
                 if (usage := settler.count(event)) is None:
                     continue  # a usage figure already counted
-                await log.record_usage(usage)
+                if log.stored:
+                    await log.record_usage(usage)
                 yield usage
-                if (over := settler.over_budget()) is not None:
+                if settler.budget_usd is not None and (over := settler.over_budget()) is not None:
                     yield over
                     break
         except SeamlineError as exc:

@@ -35,10 +35,11 @@ _STATUS: Final[dict[str, Literal["completed", "failed", "aborted", "budget"]]] =
 class RawLog:
     """Buffers raw-log rows of one turn; consecutive deltas are coalesced into one row."""
 
-    __slots__ = ("_delta", "_delta_kind", "_session_id", "_store", "_turn")
+    __slots__ = ("_delta", "_delta_kind", "_session_id", "_store", "_turn", "stored")
 
     def __init__(self, store: SessionStore | None, session_id: str, turn: int) -> None:
         self._store = store
+        self.stored = store is not None  # without a store every write is a no-op
         self._session_id = session_id
         self._turn = turn
         self._delta_kind: type[TextDelta] | type[ReasoningDelta] | None = None
