@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -211,7 +210,7 @@ class Provider:
         ``run_options`` (what :meth:`SessionStore.set_run_options` keeps) in its commit."""
         self._check_allowed()
         self._ready()
-        sid = session_id or uuid.uuid4().hex
+        sid = session_id or new_session_id()
         session = ProviderSession(
             provider=self,
             session_id=sid,
@@ -321,7 +320,7 @@ class Provider:
         if at is not None and not 0 <= at < len(entries):
             raise InvalidRequest(f"--at {at} is outside the session's {len(entries)} messages (0..{len(entries) - 1})")
         native = self.forking == "native" and at is None and bool(record.provider_session_id) and not handing
-        new_id = uuid.uuid4().hex
+        new_id = new_session_id()
         metadata: dict[str, object] = {"fork_of": record.id, "fork": "native" if native else "emulated", "fork_at": at}
         if handing:
             metadata["handoffs"] = [
@@ -615,6 +614,15 @@ class ProviderSession:
     def _new_interrupt(self) -> StepInterrupt:
         self.step_interrupt = StepInterrupt()
         return self.step_interrupt
+
+
+def new_session_id() -> str:
+    """A new session's id: a random version-4 UUID as 32 hex digits, what ``uuid.uuid4().hex``
+    gives, made without the ``UUID`` object (a fifth of its cost, once per session)."""
+    raw = bytearray(os.urandom(16))
+    raw[6] = raw[6] & 0x0F | 0x40  # version 4
+    raw[8] = raw[8] & 0x3F | 0x80  # the RFC 4122 variant
+    return raw.hex()
 
 
 async def _close_quietly(source: AsyncIterator[Event]) -> None:
