@@ -106,7 +106,8 @@ async def _plan(
         return plan.refuse(f"unknown tool {call.name!r}; available: {known}")
     decision = await gate.decide(found, call)
     # A gate that reports its own permission events (request, decision) is trusted to.
-    plan.before.extend(decision.events)
+    if decision.events:
+        plan.before.extend(decision.events)
     if not decision.allow:
         if not decision.events:
             plan.before.append(PermissionDecision(request_id=call.call_id, decision="deny", reason=decision.reason))
@@ -125,6 +126,8 @@ def _job(
     ctx: LoopContext,
     stages: LoopStages | None,
 ) -> Awaitable[str]:
+    if stages is None and not found.takes_context:
+        return found.invoke(arguments)  # nothing could emit or read a context: none is made
     tctx = ToolContext(
         call_id=call.call_id,
         session_id=ctx.session_id,

@@ -91,9 +91,18 @@ class Tool:
                     raise InvalidRequest(f"invalid arguments for {self.name}: {name}: {exc}") from None
         return values
 
-    async def invoke(self, arguments: Mapping[str, object], context: ToolContext) -> str:
+    @property
+    def takes_context(self) -> bool:
+        """Whether the function has a parameter annotated :class:`ToolContext`."""
+        return self._context_param is not None
+
+    async def invoke(self, arguments: Mapping[str, object], context: ToolContext | None = None) -> str:
+        """Validate ``arguments`` and call the function; ``context`` is needed only by a tool
+        that takes one (:attr:`takes_context`)."""
         kwargs = self.validate(arguments)
         if self._context_param is not None:
+            if context is None:
+                raise InvalidRequest(f"tool {self.name} takes a ToolContext and was called without one")
             kwargs[self._context_param] = context
         if self._is_async:
             result = await typing.cast(Awaitable[str], self.function(**kwargs))
