@@ -137,7 +137,8 @@ class TurnSettler:
         """What the consumer sees of an event the provider sent (not a delta, usage or the end)."""
         if isinstance(event, Session):
             return self._session_id(event)
-        self.log.record(event)
+        if self.log.stored:
+            self.log.record(event)
         return event
 
     def _session_id(self, event: Session) -> Event | None:
@@ -177,7 +178,8 @@ class TurnSettler:
             model = usage.model or provider.model
             usage = priced_usage(usage, model=model, rates=provider.rates(model))
         self.totals.add(usage)
-        self.log.record(usage)
+        if self.log.stored:
+            self.log.record(usage)
         return usage
 
     def over_budget(self) -> Error | None:
