@@ -148,7 +148,7 @@ class Provider:
 
     def __init__(self, *, model: str | None = None, options: Mapping[str, str] | None = None) -> None:
         given = dict(options or {})
-        unknown = sorted(set(given) - set(self.options))
+        unknown = sorted(set(given) - set(self.options)) if given else []
         if unknown:
             known = ", ".join(sorted(self.options)) or "none"
             raise InvalidRequest(f"unknown option(s) for provider {self.name}: {', '.join(unknown)} (known: {known})")
