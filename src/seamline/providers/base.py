@@ -542,7 +542,8 @@ class ProviderSession:
         try:
             async for event in source:
                 if type(event) is TextDelta:  # the hot path of a stream: no other checks
-                    log.delta(event)
+                    if log.stored:
+                        log.delta(event)
                     yield event
                     continue
                 if isinstance(event, Complete):
@@ -572,6 +573,9 @@ class ProviderSession:
             await _close_quietly(source)
         if (missing := settler.unfinished()) is not None:
             yield missing
+        if (final := settler.plain_end()) is not None:
+            yield final  # no turn hooks to run, no store to write: the end as it is
+            return
         async for out in settler.finish():
             yield out
 

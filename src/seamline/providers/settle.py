@@ -213,6 +213,11 @@ class TurnSettler:
         message = f"provider {self.session.provider.name} ended the turn without a result"
         return self.fail(Error(kind="provider", message=message), Complete(outcome="failed", stop_reason="no_result"))
 
+    def plain_end(self) -> Complete | None:
+        """The turn's ``complete`` when :meth:`finish` would do nothing but yield it (no turn
+        hooks, no store), else None."""
+        return self.final if not self.session.turn_hooks and not self.log.stored else None
+
     async def finish(self) -> AsyncIterator[Event]:
         """Run the session's turn hooks, write what is queued and the final status
         together, then end the turn. A hook that fails with a classified error fails the
