@@ -51,10 +51,12 @@ async def run_calls(
     (``None`` for one that never ran), in call order. The loop reports them in that order
     (:func:`reported`, then :func:`replaced_result` when observers watch tool results)."""
     planned: list[_Planned] = []
+    jobs: list[Awaitable[str] | None] = []
     for call in calls:  # one by one: approval may ask, in call order
-        planned.append(await _plan(call, tools, gate, obs, ctx, stages))
-    outcomes = await settle([p.job for p in planned])
-    return list(zip(planned, outcomes, strict=True))
+        plan = await _plan(call, tools, gate, obs, ctx, stages)
+        planned.append(plan)
+        jobs.append(plan.job)
+    return list(zip(planned, await settle(jobs), strict=True))
 
 
 def reported(plan: _Planned, outcome: Settled | None) -> tuple[list[Event], ToolResult]:
