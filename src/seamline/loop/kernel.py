@@ -224,27 +224,26 @@ class _Turn:
             while not isinstance(request := await self._next_request(), Complete):
                 try:
                     answer, task, model_events = _Answer(), asyncio.current_task(), self.step(request)
-                    while True:
-                        waits.task = task
-                        try:
-                            event = await model_events.__anext__()
-                        except StopAsyncIteration:
-                            break
-                        except asyncio.CancelledError:
-                            if not waits.take_back():
-                                raise
-                            break  # aborted while the model call waited: end with what streamed
-                        finally:
+                    try:
+                        waits.task = task  # set only while the model's next event is awaited
+                        async for event in model_events:
                             waits.task = None
-                        if type(event) is TextDelta:  # the hot path of a stream
-                            answer.deltas.append(event.text)
-                        elif (event := self._take(event, answer)) is None:
-                            continue
-                        if obs.delta and type(event) in _DELTAS:
-                            await notify(obs.delta, "on_delta", ctx, event)
-                        yield event
-                        if aborted():
-                            break
+                            if type(event) is TextDelta:  # the hot path of a stream
+                                answer.deltas.append(event.text)
+                            else:
+                                event = self._take(event, answer)
+                            if event is not None:
+                                if obs.delta and type(event) in _DELTAS:
+                                    await notify(obs.delta, "on_delta", ctx, event)
+                                yield event
+                                if aborted():
+                                    break
+                            waits.task = task
+                    except asyncio.CancelledError:
+                        if not waits.take_back():
+                            raise  # not (only) our abort; ours ends the call with what streamed
+                    finally:
+                        waits.task = None
                 except SeamlineError as exc:
                     self.ending = await self._model_failed(exc)
                     yield exc.to_event()
