@@ -12,6 +12,8 @@ from decimal import Decimal
 from functools import lru_cache
 from typing import Final
 
+import msgspec
+
 from seamline.events import Usage
 
 __all__ = ["FREE", "Rates", "UsageTotals", "price_usage", "priced_usage"]
@@ -147,9 +149,9 @@ def priced_usage(
     A usage that already carries a reported cost is kept as it is. ``rates`` (from a
     provider's rates hook) win over the shared price data.
     """
-    import msgspec
-
     if usage.priced and usage.cost_usd is not None:
         return usage
     cost = rates.cost(usage) if rates is not None else price_usage(usage, model=model, provider=provider)
+    if cost is None and usage.cost_usd is None and not usage.priced and usage.model:
+        return usage  # unknown cost, said as it came: a copy would be the same figure (events are frozen)
     return msgspec.structs.replace(usage, cost_usd=cost, priced=cost is not None, model=usage.model or model)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import gc
+import sys
 from collections.abc import AsyncIterator
 from typing import Any, ClassVar
 
@@ -311,3 +313,32 @@ def test_task_cancellation_marks_the_session(tmp_path: Any) -> None:
     sid = asyncio.run(go())
     assert store.get(sid).status == "aborted"  # type: ignore[union-attr]
     assert any("thinking" in r.payload for r in store.raw_rows(sid))
+
+
+def test_a_finished_turn_leaves_no_generator_for_the_event_loop_to_close() -> None:
+    """A generator left suspended when the consumer stops at ``complete`` is closed later,
+    by a task the event loop makes, and holds the whole turn until then."""
+    finalized: list[str] = []
+
+    async def go() -> list[Event]:
+        firstiter, finalizer = sys.get_asyncgen_hooks()
+
+        def record(agen: Any) -> None:  # an async generator
+            finalized.append(agen.__qualname__)
+            if finalizer is not None:
+                finalizer(agen)
+
+        sys.set_asyncgen_hooks(firstiter=firstiter, finalizer=record)
+        try:
+            provider = scripted([{"tool_calls": [{"name": "add", "arguments": {"a": 1}}]}, {"text": "3"}])
+            session = await provider.open(tools=Toolset([add]), approval=YesApproval())
+            events = [e async for e in session.send("go")]
+            await provider.close(session)
+            del session, provider
+            gc.collect()
+            return events
+        finally:
+            sys.set_asyncgen_hooks(firstiter=firstiter, finalizer=finalizer)
+
+    assert final(asyncio.run(go())).text == "3"
+    assert finalized == []

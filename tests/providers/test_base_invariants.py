@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import ClassVar
@@ -12,7 +13,7 @@ import pytest
 from seamline.errors import QuotaExceeded
 from seamline.events import Complete, Error, Event, Session, Text, TextDelta, Usage
 from seamline.loop.messages import ModelRequest
-from seamline.providers.base import Provider, ProviderSession
+from seamline.providers.base import Provider, ProviderSession, new_session_id
 from seamline.sessions.store import SQLiteStore
 
 
@@ -214,3 +215,11 @@ def test_capabilities_are_read_from_class_attributes() -> None:
     caps = OwnToolsProvider.capabilities()
     assert caps.runs_own_tools is True
     assert caps.forking == "emulated"
+
+
+def test_a_new_session_id_is_a_version_4_uuid_in_hex() -> None:
+    ids = {new_session_id() for _ in range(2000)}
+    assert len(ids) == 2000
+    for sid in ids:
+        parsed = uuid.UUID(hex=sid)
+        assert (parsed.version, parsed.variant, parsed.hex) == (4, uuid.RFC_4122, sid)

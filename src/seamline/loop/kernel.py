@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import enum
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Any
+from typing import Any, Final
 
 from seamline.errors import InvalidRequest, PermissionDenied, SeamlineError
 from seamline.events import Complete, Event, Reasoning, ReasoningDelta, Text, TextDelta, ToolCall
@@ -21,12 +21,14 @@ from seamline.loop.messages import Message, ModelRequest
 from seamline.loop.observer_calls import ObserverGroups, notify
 from seamline.loop.observers import LoopContext, Observer
 from seamline.loop.stage_protocol import LoopStages
-from seamline.loop.tool_calls import run_tools
+from seamline.loop.tool_calls import replaced_result, reported, run_calls, tool_message
 from seamline.tools.approval import Approval
 from seamline.tools.base import Toolset, ToolSpec
 from seamline.tools.permissions import PermissionService
 
 __all__ = ["LoopConfig", "StepFunction", "StepInterrupt", "run_agent_loop"]
+
+_DELTAS: Final = (TextDelta, ReasoningDelta)  # what `on_delta` observers are told of
 
 StepFunction = Callable[[ModelRequest], AsyncIterator[Event]]
 
@@ -110,7 +112,9 @@ def run_agent_loop(
 
 
 class _Next(enum.Enum):
-    AGAIN = "again"  # call the model again: an observer's retry or free continue
+    # Back to the top of the turn: call the model again (an observer's retry or free
+    # continue), or end the turn when its end is decided (``_Turn.ending``).
+    AGAIN = "again"
 
 
 class _Answer:
@@ -143,7 +147,11 @@ class _Answer:
 
 
 class _Turn:
-    """One turn of the loop: its state between model calls, and each decision in it."""
+    """One turn of the loop: its state between model calls, and each decision in it.
+
+    :meth:`events` is the turn's one generator, each step's tool calls included: a nested
+    generator per step costs asyncio's hooks on every model call, and one left suspended
+    at ``complete`` holds the whole turn until the event loop gets round to closing it."""
 
     __slots__ = (
         "aborted",
@@ -151,7 +159,7 @@ class _Turn:
         "cfg",
         "config",
         "ctx",
-        "ended",
+        "ending",
         "free",
         "gate",
         "interrupt",
@@ -166,6 +174,7 @@ class _Turn:
         "text",
         "tool_stages",
         "tools",
+        "waits",
     )
 
     def __init__(
@@ -187,13 +196,14 @@ class _Turn:
         self.observers, self.approval, self.config, self.aborted = observers, approval, config, aborted
         self.stages = stages
         self.interrupt = interrupt
-        self.ended = False
+        self.ending: Complete | None = None
         self.steps = 0
         self.free = 0
         self.text = ""
 
-    def _prepare(self) -> None:
-        # Done on the first event, not when the turn is made: a turn never iterated costs nothing.
+    def _prepare(self) -> tuple[ObserverGroups, LoopContext, Callable[[], bool], StepInterrupt]:
+        """What the turn's generator keeps at hand. Done on the first event, not when the turn
+        is made: a turn never iterated costs nothing."""
         self.cfg = self.config or LoopConfig()
         stages = self.stages
         if stages is not None and stages.chat:
@@ -202,58 +212,61 @@ class _Turn:
         self.obs = ObserverGroups(self.observers)
         self.gate = self.approval or PermissionService()  # the one path: hard denials, then ask
         self.specs: list[ToolSpec] = self.tools.specs()
+        self.waits = self.interrupt or StepInterrupt()
+        return self.obs, self.ctx, self.aborted, self.waits
 
     async def events(self) -> AsyncIterator[Event]:
         """The turn's events; the last one is its only ``complete``."""
-        self._prepare()
-        obs, ctx, aborted = self.obs, self.ctx, self.aborted
+        obs, ctx, aborted, waits = self._prepare()
+        event: Event | None
         try:
             await self._start()
-            while True:
-                request = self._next_request()
-                if isinstance(request, Complete):
-                    yield await self._end(request)
-                    return
-                if obs.attempt:
-                    await notify(obs.attempt, "on_model_attempt", ctx, self.steps, None)
-                answer = _Answer()
-                waits, task = self.interrupt or StepInterrupt(), asyncio.current_task()
+            while not isinstance(request := await self._next_request(), Complete):
                 try:
-                    model_events = self.step(request)
-                    while True:
-                        waits.task = task
-                        try:
-                            event = await model_events.__anext__()
-                        except StopAsyncIteration:
-                            break
-                        except asyncio.CancelledError:
-                            if not waits.take_back():
-                                raise
-                            break  # aborted while the model call waited: end with what streamed
-                        finally:
+                    answer, task, model_events = _Answer(), asyncio.current_task(), self.step(request)
+                    try:
+                        waits.task = task  # set only while the model's next event is awaited
+                        async for event in model_events:
                             waits.task = None
-                        if type(event) is TextDelta:  # the hot path of a stream
-                            answer.deltas.append(event.text)
-                            if obs.delta:
-                                await notify(obs.delta, "on_delta", ctx, event)
-                        elif type(event) is ReasoningDelta and obs.delta:
-                            await notify(obs.delta, "on_delta", ctx, event)
-                        elif (taken := self._take(event, answer)) is None:
-                            continue
-                        else:
-                            event = taken
-                        yield event
-                        if aborted():
-                            break
+                            if type(event) is TextDelta:  # the hot path of a stream
+                                answer.deltas.append(event.text)
+                            else:
+                                event = self._take(event, answer)
+                            if event is not None:
+                                if obs.delta and type(event) in _DELTAS:
+                                    await notify(obs.delta, "on_delta", ctx, event)
+                                yield event
+                                if aborted():
+                                    break
+                            waits.task = task
+                    except asyncio.CancelledError:
+                        if not waits.take_back():
+                            raise  # not (only) our abort; ours ends the call with what streamed
+                    finally:
+                        waits.task = None
                 except SeamlineError as exc:
-                    failed = await self._model_failed(exc)
+                    self.ending = await self._model_failed(exc)
                     yield exc.to_event()
-                    yield await self._end(failed)
-                    return
-                async for event in self._after_answer(answer):
-                    yield event
-                if self.ended:
-                    return
+                    continue
+                if answer.deltas:
+                    yield answer.close_text()
+                verdict = await self._respond(answer) if obs.response else self._review(answer)
+                if verdict is _Next.AGAIN:
+                    continue  # asked again, or the turn's end is decided (self.ending)
+                if verdict is not None:
+                    yield verdict  # an observer's replacement text
+                if not (message := self._accept(answer)).tool_calls:
+                    await self._turn_end(message)  # the turn ends, unless an observer asks again
+                    continue
+                for plan, outcome in await run_calls(answer.calls, self.tools, self.gate, obs, ctx, self.tool_stages):
+                    before, result = reported(plan, outcome)
+                    if obs.tool_result:
+                        result = await replaced_result(obs.tool_result, ctx, plan.call, result)
+                    for event in before:
+                        yield event
+                    yield result
+                    self.messages.append(tool_message(plan.call, result))
+            yield await self._end(request)
         except PermissionDenied as exc:
             yield exc.to_event()
             yield await self._end(Complete(outcome="failed", stop_reason="permission", text=self.text))
@@ -262,36 +275,15 @@ class _Turn:
                 await notify(obs.cancelled, "on_loop_cancelled", ctx)
             raise
 
-    async def _after_answer(self, answer: _Answer) -> AsyncIterator[Event]:
-        """The model call is over: its text, the review, then its tool calls or the turn's
-        end (``self.ended`` then says so)."""
-        if answer.deltas:
-            yield answer.close_text()
-        verdict = await self._respond(answer) if self.obs.response else self._review(answer)
-        if verdict is _Next.AGAIN:
-            return
-        if isinstance(verdict, Complete):
-            yield await self._end(verdict)
-            self.ended = True
-            return
-        if verdict is not None:
-            yield verdict  # an observer's replacement text
-        message = self._accept(answer)
-        if answer.calls:
-            async for event in self._tool_calls(answer.calls):
-                yield event
-            return
-        ending = await self._turn_end(message)
-        if ending is not _Next.AGAIN:
-            yield await self._end(ending)
-            self.ended = True
-
     async def _start(self) -> None:
         if self.obs.start:
             await notify(self.obs.start, "on_loop_start", self.ctx)
 
-    def _next_request(self) -> ModelRequest | Complete:
-        """The next model call, or the ``complete`` that comes first (aborted, out of steps)."""
+    async def _next_request(self) -> ModelRequest | Complete:
+        """The next model call (its attempt told to observers), or the ``complete`` that comes
+        first: the turn's end already decided, an abort, no steps left."""
+        if self.ending is not None:
+            return self.ending
         if self.aborted():
             return Complete(outcome="aborted", stop_reason="aborted", text=self.text)
         if self.steps >= self.cfg.max_steps:
@@ -299,7 +291,7 @@ class _Turn:
         self.steps += 1
         ctx = self.ctx
         ctx.step = self.steps
-        return ModelRequest(
+        request = ModelRequest(
             messages=self.messages,
             tools=self.specs,
             model=self.model,
@@ -308,6 +300,9 @@ class _Turn:
             step=self.steps,
             params=self.cfg.params,
         )
+        if self.obs.attempt:
+            await notify(self.obs.attempt, "on_model_attempt", ctx, self.steps, None)
+        return request
 
     def _take(self, event: Event, answer: _Answer) -> Event | None:
         """Note an event of the model call (other than a delta); ``None`` drops it."""
@@ -327,12 +322,14 @@ class _Turn:
             await notify(self.obs.attempt, "on_model_attempt", self.ctx, self.steps, exc)
         return Complete(outcome="failed", stop_reason=exc.kind, text=self.text)
 
-    def _review(self, answer: _Answer) -> Complete | None:
-        """The model call is over: its message, unless the turn was aborted meanwhile."""
+    def _review(self, answer: _Answer) -> _Next | None:
+        """The model call is over: its message, unless the turn was aborted meanwhile (then
+        the turn's end is decided)."""
         if self.aborted():
             # What this model call streamed before the abort is the turn's last word.
             partial = "".join(answer.texts) or "".join(answer.deltas)
-            return Complete(outcome="aborted", stop_reason="aborted", text=partial or self.text)
+            self.ending = Complete(outcome="aborted", stop_reason="aborted", text=partial or self.text)
+            return _Next.AGAIN
         answer.message = Message(
             role="assistant",
             content="".join(answer.texts),
@@ -341,7 +338,7 @@ class _Turn:
         )
         return None
 
-    async def _respond(self, answer: _Answer) -> Complete | Text | _Next | None:
+    async def _respond(self, answer: _Answer) -> Text | _Next | None:
         """As :meth:`_review`, then ``on_response`` observers may stop the turn, ask again, or
         replace the text (the replacement is returned)."""
         aborted = self._review(answer)
@@ -352,7 +349,8 @@ class _Turn:
         if iv is None:
             return None
         if iv.action == "stop":
-            return Complete(outcome=iv.outcome, stop_reason=iv.reason or "observer", text=message.content)
+            self.ending = Complete(outcome=iv.outcome, stop_reason=iv.reason or "observer", text=message.content)
+            return _Next.AGAIN
         if iv.action == "retry":
             return _Next.AGAIN
         if iv.action == "replace" and iv.content is not None:
@@ -367,24 +365,20 @@ class _Turn:
         self.text = message.content
         return message
 
-    def _tool_calls(self, calls: list[ToolCall]) -> AsyncIterator[Event]:
-        return run_tools(calls, self.tools, self.gate, self.obs, self.ctx, self.messages, self.tool_stages)
-
-    async def _turn_end(self, message: Message) -> Complete | _Next:
-        """The model asked for no tool: the turn ends, unless an ``on_turn_end`` observer
-        continues it for free, retries the call, or stops it its own way."""
+    async def _turn_end(self, message: Message) -> None:
+        """The model asked for no tool: the turn's end is decided, unless an ``on_turn_end``
+        observer continues it for free or retries the call; or it stops it its own way."""
         iv = await notify(self.obs.turn_end, "on_turn_end", self.ctx, message) if self.obs.turn_end else None
         if iv is not None and iv.action == "continue_free" and self.free < self.cfg.max_free_continues:
             self.free += 1
             self.steps -= 1
             self.messages.append(Message(role="user", content=iv.content or ""))
-            return _Next.AGAIN
-        if iv is not None and iv.action == "retry":
+        elif iv is not None and iv.action == "retry":
             self.messages.pop()
-            return _Next.AGAIN
-        if iv is not None and iv.action == "stop":
-            return Complete(outcome=iv.outcome, stop_reason=iv.reason or "observer", text=self.text)
-        return Complete(outcome="completed", stop_reason="end_turn", text=self.text)
+        elif iv is not None and iv.action == "stop":
+            self.ending = Complete(outcome=iv.outcome, stop_reason=iv.reason or "observer", text=self.text)
+        else:
+            self.ending = Complete(outcome="completed", stop_reason="end_turn", text=self.text)
 
     async def _end(self, complete: Complete) -> Complete:
         if self.obs.end:

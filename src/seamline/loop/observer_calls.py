@@ -22,6 +22,10 @@ class ObserverGroups:
     __slots__ = ("attempt", "cancelled", "delta", "end", "response", "start", "tool_call", "tool_result", "turn_end")
 
     def __init__(self, observers: Sequence[Observer]) -> None:
+        if not observers:  # the common case: nothing to look up
+            self.start, self.attempt, self.delta, self.response, self.tool_call = [], [], [], [], []
+            self.tool_result, self.turn_end, self.end, self.cancelled = [], [], [], []
+            return
         self.start = _overrides(observers, "on_loop_start")
         self.attempt = _overrides(observers, "on_model_attempt")
         self.delta = _overrides(observers, "on_delta")

@@ -4,19 +4,19 @@ call order. Only approved calls reach the tool stages."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import Awaitable
 from typing import Any
 
 from seamline.errors import SeamlineError
 from seamline.events import Error, Event, PermissionDecision, ToolCall, ToolResult
 from seamline.loop.messages import Message
 from seamline.loop.observer_calls import ObserverGroups, notify
-from seamline.loop.observers import LoopContext
+from seamline.loop.observers import LoopContext, Observer
 from seamline.loop.stage_protocol import LoopStages, ToolInvocation
 from seamline.tools.approval import Approval
 from seamline.tools.base import Tool, ToolContext, Toolset
 
-__all__ = ["run_tools", "settle"]
+__all__ = ["replaced_result", "reported", "run_calls", "settle", "tool_message"]
 
 Settled = tuple[str, BaseException | None]
 
@@ -39,37 +39,48 @@ class _Planned:
         return self
 
 
-async def run_tools(
+async def run_calls(
     calls: list[ToolCall],
     tools: Toolset,
     gate: Approval,
     obs: ObserverGroups,
     ctx: LoopContext,
-    messages: list[Message],
     stages: LoopStages | None = None,
-) -> AsyncIterator[Event]:
-    """Approve every call, run the allowed ones concurrently, report in call order."""
+) -> list[tuple[_Planned, Settled | None]]:
+    """Approve every call, run the allowed ones concurrently; each call with its outcome
+    (``None`` for one that never ran), in call order. The loop reports them in that order
+    (:func:`reported`, then :func:`replaced_result` when observers watch tool results)."""
     planned: list[_Planned] = []
+    jobs: list[Awaitable[str] | None] = []
     for call in calls:  # one by one: approval may ask, in call order
-        planned.append(await _plan(call, tools, gate, obs, ctx, stages))
-    outcomes = await settle([p.job for p in planned])
-    for plan, outcome in zip(planned, outcomes, strict=True):
-        events = plan.before + plan.emitted
-        result = plan.result if outcome is None else _result_of(plan.call, outcome, events)
-        assert result is not None
-        if obs.tool_result:
-            iv = await notify(obs.tool_result, "on_tool_result", ctx, plan.call, result)
-            if iv is not None and iv.action == "replace" and iv.content is not None:
-                result = ToolResult(
-                    call_id=result.call_id, output=iv.content, is_error=result.is_error, name=result.name
-                )
-        for event in events:
-            yield event
-        yield result
-        call = plan.call
-        messages.append(
-            Message(role="tool", content=result.output, call_id=call.call_id, name=call.name, is_error=result.is_error)
-        )
+        plan = await _plan(call, tools, gate, obs, ctx, stages)
+        planned.append(plan)
+        jobs.append(plan.job)
+    return list(zip(planned, await settle(jobs), strict=True))
+
+
+def reported(plan: _Planned, outcome: Settled | None) -> tuple[list[Event], ToolResult]:
+    """The events to report before a call's result (permission, what the tool emitted, a
+    sandbox or timeout failure), and the result."""
+    events = plan.before + plan.emitted
+    result = plan.result if outcome is None else _result_of(plan.call, outcome, events)
+    assert result is not None
+    return events, result
+
+
+async def replaced_result(
+    observers: list[Observer], ctx: LoopContext, call: ToolCall, result: ToolResult
+) -> ToolResult:
+    """``on_tool_result`` observers may replace the output the model gets."""
+    iv = await notify(observers, "on_tool_result", ctx, call, result)
+    if iv is not None and iv.action == "replace" and iv.content is not None:
+        return ToolResult(call_id=result.call_id, output=iv.content, is_error=result.is_error, name=result.name)
+    return result
+
+
+def tool_message(call: ToolCall, result: ToolResult) -> Message:
+    """The tool message that answers ``call`` in the conversation."""
+    return Message(role="tool", content=result.output, call_id=call.call_id, name=call.name, is_error=result.is_error)
 
 
 async def _plan(
@@ -97,7 +108,8 @@ async def _plan(
         return plan.refuse(f"unknown tool {call.name!r}; available: {known}")
     decision = await gate.decide(found, call)
     # A gate that reports its own permission events (request, decision) is trusted to.
-    plan.before.extend(decision.events)
+    if decision.events:
+        plan.before.extend(decision.events)
     if not decision.allow:
         if not decision.events:
             plan.before.append(PermissionDecision(request_id=call.call_id, decision="deny", reason=decision.reason))
@@ -116,6 +128,8 @@ def _job(
     ctx: LoopContext,
     stages: LoopStages | None,
 ) -> Awaitable[str]:
+    if stages is None and not found.takes_context:
+        return found.invoke(arguments)  # nothing could emit or read a context: none is made
     tctx = ToolContext(
         call_id=call.call_id,
         session_id=ctx.session_id,
@@ -160,16 +174,15 @@ async def settle(jobs: list[Awaitable[str] | None]) -> list[Settled | None]:
     A single call is awaited in place: no task, no wait set (the common case, and the
     hot path of a tool loop).
     """
-    live = [j for j in jobs if j is not None]
-    if len(live) == 1:
-        only = live[0]
+    live = jobs if len(jobs) == 1 else [j for j in jobs if j is not None]
+    if len(live) == 1 and (only := live[0]) is not None:
         try:
             single: Settled = (await only, None)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - a tool's failure is reported to the model
             single = ("", exc)
-        return [single if j is not None else None for j in jobs]
+        return [single] if len(jobs) == 1 else [single if j is not None else None for j in jobs]
     tasks = [asyncio.ensure_future(j) if j is not None else None for j in jobs]
     running = [t for t in tasks if t is not None]
     if running:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Final, cast
 
@@ -31,8 +31,6 @@ from seamline.loop.messages import ModelRequest
 from seamline.providers.base import OptionSpec, PreflightCheck, Provider, ProviderSession
 
 __all__ = ["ScriptedProvider", "load_script"]
-
-_KEYS = frozenset({"text", "deltas", "stream", "reasoning", "tool_calls", "usage", "delay", "error", "raise"})
 
 
 def load_script(path: str | Path) -> list[dict[str, Any]]:
@@ -75,6 +73,8 @@ def _parse_yaml(text: str, path: str | Path) -> object:
 
 
 _SCALAR: Final = (str, int, float)
+_NUMBER: Final = (int, float)
+_CALL_ID: Final = (str, int)
 _TOKEN_FIELDS: Final = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
 
 
@@ -86,62 +86,129 @@ def validate_script(data: object, *, origin: str = "script") -> list[dict[str, A
     for i, item in enumerate(data, 1):
         if not isinstance(item, dict):
             raise InvalidRequest(f"{origin}: response {i} is not an object")
-        unknown = set(item) - _KEYS
-        if unknown:
-            raise InvalidRequest(f"{origin}: response {i} has unknown keys {sorted(unknown)}; known: {sorted(_KEYS)}")
-        problem = _response_problem(item)
-        if problem:
-            raise InvalidRequest(f"{origin}: response {i}: {problem}")
+        # Each key the response has, checked once; on any problem, the report below.
+        for key, value in item.items():
+            check = _CHECKS.get(key)
+            if check is None or check(value) is not None:
+                raise InvalidRequest(f"{origin}: response {i}{_first_problem(item)}")
         out.append(item)
     return out
 
 
-def _response_problem(item: dict[str, Any]) -> str | None:
-    for key in ("text", "reasoning"):
-        if item.get(key) is not None and not isinstance(item[key], _SCALAR):
-            return f"{key} must be a string"
-    deltas = item.get("deltas")
-    if deltas is not None and not (isinstance(deltas, list) and all(isinstance(d, _SCALAR) for d in deltas)):
-        return "deltas must be a list of strings"
-    if not isinstance(item.get("stream", False), bool):
-        return "stream must be true or false"
-    delay = item.get("delay")
-    if delay is not None and (
-        isinstance(delay, bool) or not isinstance(delay, int | float) or not 0 <= delay < math.inf
-    ):
-        return "delay must be a number of seconds, 0 or more"
-    calls = item.get("tool_calls")
-    if calls is not None and not isinstance(calls, list):
+def _first_problem(item: dict[str, Any]) -> str:
+    """What is wrong with a response: its unknown keys, else the first problem in the
+    fixed order of keys (as ``: problem``)."""
+    unknown = set(item) - _KEYS
+    if unknown:
+        return f" has unknown keys {sorted(unknown)}; known: {sorted(_KEYS)}"
+    for key, check in _CHECKS.items():
+        if key in item and (problem := check(item[key])) is not None:
+            return f": {problem}"
+    raise AssertionError("a response was refused without a problem")  # pragma: no cover
+
+
+def _text_problem(text: object) -> str | None:
+    return None if text is None or isinstance(text, _SCALAR) else "text must be a string"
+
+
+def _reasoning_problem(reasoning: object) -> str | None:
+    return None if reasoning is None or isinstance(reasoning, _SCALAR) else "reasoning must be a string"
+
+
+def _deltas_problem(deltas: object) -> str | None:
+    if deltas is None or (isinstance(deltas, list) and all(isinstance(d, _SCALAR) for d in deltas)):
+        return None
+    return "deltas must be a list of strings"
+
+
+def _stream_problem(stream: object) -> str | None:
+    return None if stream is True or stream is False else "stream must be true or false"
+
+
+def _delay_problem(delay: object) -> str | None:
+    return None if delay is None or _non_negative(delay) else "delay must be a number of seconds, 0 or more"
+
+
+def _calls_problem(calls: object) -> str | None:
+    if calls is None:
+        return None
+    if not isinstance(calls, list):
         return "tool_calls must be a list of {name, arguments}"
-    for call in calls or []:
-        if not isinstance(call, dict) or not isinstance(call.get("name"), str):
-            return "each tool call needs a name"
-        if not isinstance(call.get("arguments", {}), dict | None):
-            return "tool call arguments must be an object"
-        if call.get("id") is not None and not isinstance(call["id"], str | int):
-            return "a tool call id must be a string"
-    usage = item.get("usage")
-    if usage is not None:
-        if not isinstance(usage, dict):
-            return "usage must be an object"
-        for key in _TOKEN_FIELDS:
-            value = usage.get(key, 0)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                return f"usage.{key} must be a whole number, 0 or more"
-        cost = usage.get("cost_usd")
-        if cost is not None and (
-            isinstance(cost, bool) or not isinstance(cost, int | float) or not 0 <= cost < math.inf
-        ):
-            return "usage.cost_usd must be a number, 0 or more"
-    error = item.get("error")
-    if error is not None and error is not False:
-        if not isinstance(error, dict):
-            return "error must be an object {kind, message}"
-        if error.get("kind", "provider") not in ERROR_KINDS:
-            return f"error.kind must be one of {', '.join(ERROR_KINDS)}"
-        if not isinstance(error.get("retryable", False), bool | None):
-            return "error.retryable must be true or false"
+    for call in calls:
+        problem = _call_problem(call)
+        if problem:
+            return problem
     return None
+
+
+def _error_problem(error: object) -> str | None:
+    if error is None or error is False:
+        return None
+    if not isinstance(error, dict):
+        return "error must be an object {kind, message}"
+    if error.get("kind", "provider") not in ERROR_KINDS:
+        return f"error.kind must be one of {', '.join(ERROR_KINDS)}"
+    retryable = error.get("retryable")
+    if retryable is not None and retryable is not False and retryable is not True:
+        return "error.retryable must be true or false"
+    return None
+
+
+def _no_problem(value: object) -> None:
+    return None
+
+
+def _non_negative(value: object) -> bool:
+    """A number of 0 or more, finite (not a bool, not NaN)."""
+    kind = type(value)
+    if kind is not int and kind is not float:
+        if value is True or value is False or not isinstance(value, _NUMBER):
+            return False
+    return 0 <= value < math.inf  # type: ignore[operator]
+
+
+def _call_problem(call: object) -> str | None:
+    if not isinstance(call, dict) or not isinstance(call.get("name"), str):
+        return "each tool call needs a name"
+    arguments = call.get("arguments")
+    if arguments is not None and not isinstance(arguments, dict):
+        return "tool call arguments must be an object"
+    call_id = call.get("id")
+    if call_id is not None and not isinstance(call_id, _CALL_ID):
+        return "a tool call id must be a string"
+    return None
+
+
+def _usage_problem(usage: object) -> str | None:
+    if usage is None:
+        return None
+    if not isinstance(usage, dict):
+        return "usage must be an object"
+    for key in _TOKEN_FIELDS:
+        value = usage.get(key, 0)
+        if type(value) is not int and (value is True or value is False or not isinstance(value, int)):
+            return f"usage.{key} must be a whole number, 0 or more"
+        if value < 0:
+            return f"usage.{key} must be a whole number, 0 or more"
+    cost = usage.get("cost_usd")
+    if cost is not None and not _non_negative(cost):
+        return "usage.cost_usd must be a number, 0 or more"
+    return None
+
+
+# Every key a response may have, with its check, in the order problems are reported.
+_CHECKS: Final[dict[str, Callable[[object], str | None]]] = {
+    "text": _text_problem,
+    "reasoning": _reasoning_problem,
+    "deltas": _deltas_problem,
+    "stream": _stream_problem,
+    "delay": _delay_problem,
+    "tool_calls": _calls_problem,
+    "usage": _usage_problem,
+    "error": _error_problem,
+    "raise": _no_problem,
+}
+_KEYS: Final = frozenset(_CHECKS)
 
 
 class ScriptedProvider(Provider):
@@ -207,41 +274,50 @@ class ScriptedProvider(Provider):
         return self._play(entry, request)
 
     async def _play(self, entry: dict[str, Any], request: ModelRequest) -> AsyncIterator[Event]:
-        delay = entry.get("delay")
+        get = entry.get
+        delay = get("delay")
         if delay:
             await asyncio.sleep(float(delay))
-        if entry.get("raise"):
-            raise RuntimeError(str(entry["raise"]))
-        error = entry.get("error")
+        raised = get("raise")
+        if raised:
+            raise RuntimeError(str(raised))
+        error = get("error")
         if error:
             kind = cast(ErrorKind, error.get("kind", "provider"))
             raise error_for_kind(kind, str(error.get("message", "scripted failure")), retryable=error.get("retryable"))
-        if entry.get("reasoning"):
-            yield Reasoning(text=str(entry["reasoning"]))
-        deltas = entry.get("deltas")
-        text = entry.get("text")
+        reasoning = get("reasoning")
+        if reasoning:
+            yield Reasoning(text=str(reasoning))
+        deltas = get("deltas")
+        text = get("text")
         if deltas:
             for chunk in deltas:
                 yield TextDelta(text=str(chunk))
         elif text is not None:
-            if entry.get("stream"):
+            if get("stream"):
                 words = str(text).split(" ")
                 for k, word in enumerate(words):
                     yield TextDelta(text=word if k == len(words) - 1 else word + " ")
             else:
                 yield Text(text=str(text))
-        for i, call in enumerate(entry.get("tool_calls") or ()):
+        for i, call in enumerate(get("tool_calls") or ()):
             call_id = str(call.get("id") or f"call-{request.turn}-{request.step}-{i}")
-            yield ToolCall(call_id=call_id, name=call["name"], arguments=dict(call.get("arguments") or {}))
-        usage = entry.get("usage")
+            arguments = call.get("arguments")
+            yield ToolCall(call_id=call_id, name=call["name"], arguments=dict(arguments) if arguments else {})
+        usage = get("usage")
         if usage:
-            yield Usage(
-                input_tokens=int(usage.get("input_tokens", 0)),
-                output_tokens=int(usage.get("output_tokens", 0)),
-                cache_read_tokens=int(usage.get("cache_read_tokens", 0)),
-                cache_write_tokens=int(usage.get("cache_write_tokens", 0)),
-                cost_usd=usage.get("cost_usd"),
-                priced=usage.get("cost_usd") is not None,
-                model=usage.get("model") or self.model,
-                usage_id=usage.get("id") or f"{request.session_id}-{request.turn}-{request.step}",
-            )
+            yield self._usage(usage, request)
+
+    def _usage(self, usage: dict[str, Any], request: ModelRequest) -> Usage:
+        get = usage.get
+        cost = get("cost_usd")
+        return Usage(
+            input_tokens=int(get("input_tokens", 0)),
+            output_tokens=int(get("output_tokens", 0)),
+            cache_read_tokens=int(get("cache_read_tokens", 0)),
+            cache_write_tokens=int(get("cache_write_tokens", 0)),
+            cost_usd=cost,
+            priced=cost is not None,
+            model=get("model") or self.model,
+            usage_id=get("id") or f"{request.session_id}-{request.turn}-{request.step}",
+        )

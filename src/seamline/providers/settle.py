@@ -35,10 +35,11 @@ _STATUS: Final[dict[str, Literal["completed", "failed", "aborted", "budget"]]] =
 class RawLog:
     """Buffers raw-log rows of one turn; consecutive deltas are coalesced into one row."""
 
-    __slots__ = ("_delta", "_delta_kind", "_session_id", "_store", "_turn")
+    __slots__ = ("_delta", "_delta_kind", "_session_id", "_store", "_turn", "stored")
 
     def __init__(self, store: SessionStore | None, session_id: str, turn: int) -> None:
         self._store = store
+        self.stored = store is not None  # without a store every write is a no-op
         self._session_id = session_id
         self._turn = turn
         self._delta_kind: type[TextDelta] | type[ReasoningDelta] | None = None
@@ -136,7 +137,8 @@ class TurnSettler:
         """What the consumer sees of an event the provider sent (not a delta, usage or the end)."""
         if isinstance(event, Session):
             return self._session_id(event)
-        self.log.record(event)
+        if self.log.stored:
+            self.log.record(event)
         return event
 
     def _session_id(self, event: Session) -> Event | None:
@@ -176,7 +178,8 @@ class TurnSettler:
             model = usage.model or provider.model
             usage = priced_usage(usage, model=model, rates=provider.rates(model))
         self.totals.add(usage)
-        self.log.record(usage)
+        if self.log.stored:
+            self.log.record(usage)
         return usage
 
     def over_budget(self) -> Error | None:
@@ -209,6 +212,11 @@ class TurnSettler:
             return None
         message = f"provider {self.session.provider.name} ended the turn without a result"
         return self.fail(Error(kind="provider", message=message), Complete(outcome="failed", stop_reason="no_result"))
+
+    def plain_end(self) -> Complete | None:
+        """The turn's ``complete`` when :meth:`finish` would do nothing but yield it (no turn
+        hooks, no store), else None."""
+        return self.final if not self.session.turn_hooks and not self.log.stored else None
 
     async def finish(self) -> AsyncIterator[Event]:
         """Run the session's turn hooks, write what is queued and the final status

@@ -77,10 +77,12 @@ class Tool:
         if self._args_type is None:
             return dict(arguments)
         try:
-            converted = msgspec.convert(dict(arguments), self._args_type, strict=False)
+            # convert reads a dict without changing it: no copy of one
+            given = arguments if type(arguments) is dict else dict(arguments)
+            converted = msgspec.convert(given, self._args_type, strict=False)
         except msgspec.ValidationError as exc:
             raise InvalidRequest(f"invalid arguments for {self.name}: {exc}") from None
-        values = {f: getattr(converted, f) for f in self._args_type.__struct_fields__}
+        values: dict[str, object] = msgspec.structs.asdict(converted)
         for name, model in self._models:
             if name in arguments:
                 try:
@@ -89,9 +91,18 @@ class Tool:
                     raise InvalidRequest(f"invalid arguments for {self.name}: {name}: {exc}") from None
         return values
 
-    async def invoke(self, arguments: Mapping[str, object], context: ToolContext) -> str:
+    @property
+    def takes_context(self) -> bool:
+        """Whether the function has a parameter annotated :class:`ToolContext`."""
+        return self._context_param is not None
+
+    async def invoke(self, arguments: Mapping[str, object], context: ToolContext | None = None) -> str:
+        """Validate ``arguments`` and call the function; ``context`` is needed only by a tool
+        that takes one (:attr:`takes_context`)."""
         kwargs = self.validate(arguments)
         if self._context_param is not None:
+            if context is None:
+                raise InvalidRequest(f"tool {self.name} takes a ToolContext and was called without one")
             kwargs[self._context_param] = context
         if self._is_async:
             result = await typing.cast(Awaitable[str], self.function(**kwargs))

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import fnmatch
+import functools
 import os
 import sys
 from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -241,8 +242,8 @@ class PermissionService:
             reason = denial(tool, arguments, self.workspace)
             if reason is not None:
                 return "deny", f"hard denial: {reason}"
-        durable = self.rules.list() if self.rules is not None else []
-        ordered = [*reversed(self.session_rules), *reversed(durable)]
+        durable = self.rules.list() if self.rules is not None else ()
+        ordered = [*reversed(self.session_rules), *reversed(durable)] if durable or self.session_rules else []
         command = arguments.get("command")
         if tool.tool_class != "execute" or not isinstance(command, str):
             return self._decide_by_rules(tool, arguments, ordered, None)
@@ -257,14 +258,15 @@ class PermissionService:
     def _decide_by_rules(
         self, tool: Tool, arguments: dict[str, Any], ordered: list[PermissionRule], piece: CommandPiece | None
     ) -> tuple[Effect, str]:
-        candidates = [r for r in ordered if r.matches(tool, arguments, self.workspace, piece=piece)]
         where = f" (for `{piece.text}`)" if piece is not None and piece.text != arguments.get("command") else ""
-        for rule in candidates:
-            if rule.effect == "deny":
-                return "deny", f"denied by rule {rule.describe()}{where}"
-        if candidates:
-            rule = candidates[0]  # session grants first, then the newest durable rule
-            return rule.effect, f"{rule.effect} by rule {rule.describe()}{where}"
+        if ordered:
+            candidates = [r for r in ordered if r.matches(tool, arguments, self.workspace, piece=piece)]
+            for rule in candidates:
+                if rule.effect == "deny":
+                    return "deny", f"denied by rule {rule.describe()}{where}"
+            if candidates:
+                rule = candidates[0]  # session grants first, then the newest durable rule
+                return rule.effect, f"{rule.effect} by rule {rule.describe()}{where}"
         if tool.tool_class in self.default_allow:
             return "allow", f"{tool.tool_class} tools are allowed"
         return "ask", f"{tool.name} is {tool_article(tool.tool_class)} tool{where}"
@@ -272,7 +274,7 @@ class PermissionService:
     async def decide(self, tool: Tool, call: ToolCall) -> ApprovalDecision:
         effect, reason = self.evaluate(tool, call.arguments)
         if effect == "allow":
-            return ApprovalDecision(True, reason)
+            return _allowed(reason)
         request_id = f"perm-{call.call_id}"
         if effect == "deny":
             return ApprovalDecision(
@@ -300,6 +302,12 @@ class PermissionService:
             else:  # no store: the best we can keep is the session
                 self._asked += 1
                 self.session_rules.append(PermissionRule(-self._asked, answer.decision, tool=tool.name))
+
+
+@functools.lru_cache(maxsize=256)
+def _allowed(reason: str) -> ApprovalDecision:
+    """An allowing decision: frozen, so one per reason serves every call it allows."""
+    return ApprovalDecision(True, reason)
 
 
 def _decided(request: PermissionRequest, answer: PermissionAnswer, reason: str) -> ApprovalDecision:
