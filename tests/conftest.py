@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +22,14 @@ settings.register_profile("explore", deadline=None, max_examples=500)
 settings.load_profile("repeatable")
 
 ROOT = Path(__file__).resolve().parents[1]
+
+# A suite started in the background of a script (`bash scripts/test &`) inherits SIGINT
+# ignored, and so would every program a test starts: the tests that end a child with Ctrl-C
+# (`watch`, `run --on temporal`) would wait on a child that cannot hear it. Each process of
+# the suite (the xdist workers too) takes the default back; the transport tests that ignore
+# SIGINT on purpose set it themselves (tests/transport/conftest.py).
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(autouse=True)
