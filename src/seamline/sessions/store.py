@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
+import threading
 import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -49,6 +50,7 @@ _BACKGROUND_ROWS: Final = 256
 JOURNAL_BYTES: Final = 1 << 18  # uncommitted journal past which runs wait (past half: lazy batches go now)
 _BACKLOG_BATCHES: Final = 2  # batches the writer may be behind before a figure waits for it
 _OPEN: Final[weakref.WeakSet[SQLiteStore]] = weakref.WeakSet()  # this process's open store files
+_OPEN_LOCK: Final = threading.Lock()  # stores may be opened and synced on several threads
 _LAZY: Final[set[str]] = set()  # files with lazy batches handed since the last sync (see SQLiteStore._sync)
 _SESSION_REPLAY: Final = (
     "INSERT OR IGNORE INTO sessions (id, provider, model, parent_id, workspace, mode, status, metadata,"
@@ -144,7 +146,8 @@ class SQLiteStore(SessionStore):
         self._syncing = False
         try:
             if self._tracked:
-                _OPEN.add(self)
+                with _OPEN_LOCK:
+                    _OPEN.add(self)
             self._migrate()
             self.replay_journals()
             self.recover_interrupted()
@@ -272,7 +275,9 @@ class SQLiteStore(SessionStore):
         self._syncing = True
         try:
             _LAZY.discard(self.path)  # first: a batch handed meanwhile marks the file again
-            for store in list(_OPEN):
+            with _OPEN_LOCK:
+                stores = list(_OPEN)
+            for store in stores:
                 writer = store._writer
                 if store.path == self.path and writer is not None:
                     writer.wait_idle()
@@ -506,7 +511,8 @@ class SQLiteStore(SessionStore):
             self._release()
 
     def _release(self) -> None:
-        _OPEN.discard(self)
+        with _OPEN_LOCK:
+            _OPEN.discard(self)
         writer, self._writer = self._writer, None
         if writer is not None:
             writer.close()
