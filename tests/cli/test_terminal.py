@@ -88,9 +88,10 @@ def test_the_tour_in_a_real_terminal(terminal: Terminal, tmp_path: Path) -> None
     assert session, screen  # the text run ends with its session id
     assert session.group(1)[:12] in screen.split(TOUR[4])[-1]  # and `sessions list` shows it
 
-    # A model that takes its time: the spinner shows the elapsed time, then goes.
+    # A model that takes its time: the spinner shows the elapsed time, then goes. It shows
+    # after 0.5 s of quiet, so for the last 1.5 s of the delay, while the screen is read every 50 ms.
     script = tmp_path / "slow.json"
-    script.write_text(json.dumps([{"delay": 4, "text": "done at last"}]))
+    script.write_text(json.dumps([{"delay": 2, "text": "done at last"}]))
     terminal.type(f".venv/bin/seamline run -p scripted -o script={script} 'take your time'")
     screens: list[str] = []
     final = terminal.wait_for_prompt(len(TOUR) + 2, seen=screens)

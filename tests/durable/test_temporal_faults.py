@@ -22,6 +22,9 @@ from tests.durable.pipelines import USAGE, fan_out_pipeline, write_script
 pytestmark = pytest.mark.real
 
 _WAIT_S = 90.0
+# The workflow's next task waits on the queue of the worker that ran its last one until this
+# runs out (Temporal's 10 s): after that worker's SIGKILL, the run stands still that long.
+_STICKY = ("--sticky-timeout-s", "1")
 
 
 def _wait_for_slow_turn(store: Path, client: subprocess.Popen[bytes]) -> str:
@@ -71,7 +74,7 @@ def test_a_worker_killed_mid_turn_is_replaced_and_no_finished_turn_runs_again(
 ) -> None:
     definition = fan_out_pipeline(tmp_path, ["a", "b", "c"], slow="b", delay=120)
     store = tmp_path / "runs.db"
-    first = processes.worker(dev_server.target, "q-kill-worker", name="w1")
+    first = processes.worker(dev_server.target, "q-kill-worker", name="w1", extra=_STICKY)
     client = processes.client(
         ["--temporal", dev_server.target, "--task-queue", "q-kill-worker", "--store", str(store),
          "--workspace", str(tmp_path), "--pipeline", str(definition), "--heartbeat-s", "2", "go"]
@@ -80,7 +83,7 @@ def test_a_worker_killed_mid_turn_is_replaced_and_no_finished_turn_runs_again(
     os.killpg(first.pid, signal.SIGKILL)
     first.wait(timeout=30)
     write_script(tmp_path / "b.json", "answer of b")  # the retry answers at once
-    processes.worker(dev_server.target, "q-kill-worker", name="w2")
+    processes.worker(dev_server.target, "q-kill-worker", name="w2", extra=_STICKY)
     out, err = client.communicate(timeout=_WAIT_S)
     assert client.returncode == 0, err.decode()
     assert out.decode().strip() == "answer of summary"
@@ -164,7 +167,7 @@ def test_the_spend_of_a_killed_attempt_counts_in_the_run_and_its_budget(
         )
     )
     store = tmp_path / "runs.db"
-    first = processes.worker(dev_server.target, "q-spend", name="w1")
+    first = processes.worker(dev_server.target, "q-spend", name="w1", extra=_STICKY)
     client = processes.client(
         ["--temporal", dev_server.target, "--task-queue", "q-spend", "--store", str(store),
          "--workspace", str(tmp_path), "--pipeline", str(definition), "--heartbeat-s", "2", "go"]
@@ -189,7 +192,7 @@ def test_the_spend_of_a_killed_attempt_counts_in_the_run_and_its_budget(
     os.killpg(first.pid, signal.SIGKILL)
     first.wait(timeout=30)
     write_script(tmp_path / "b.json", "answer of b")  # the retry answers at once
-    processes.worker(dev_server.target, "q-spend", name="w2")
+    processes.worker(dev_server.target, "q-spend", name="w2", extra=_STICKY)
     out, err = client.communicate(timeout=_WAIT_S)
     assert client.returncode == 0, err.decode()
     assert out.decode().strip() == "answer of summary"

@@ -28,7 +28,7 @@ from seamline.sessions.store import SQLiteStore
 from seamline.tools.approval import YesApproval
 from seamline.transport.subprocess import group_members
 from tests.fakes._http import FakeAPI
-from tests.fixtures.acp_capture import FAKES, FALLBACK, SCENARIOS, UNKNOWN_SESSION, _argv
+from tests.fixtures.acp_capture import _SOON, FAKES, FALLBACK, SCENARIOS, UNKNOWN_SESSION, _argv
 from tests.providers.agent_cli_support import CliWorld, make_world, run_async
 from tests.providers.test_acp_real import processes_in
 
@@ -126,8 +126,16 @@ async def test_an_overloaded_api_is_a_retryable_provider_error(
 async def test_a_cut_stream_ends_the_turn_classified(
     agent: str, world: CliWorld, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    with agent_against_fake(agent, "cut", monkeypatch) as provider:
+    script = SCENARIOS["cut"](agent)
+    if agent == "opencode-acp":
+        # OpenCode retries a failed attempt five times, backing off 2, 4, 8, 16 and 30 s, and a
+        # cut stream's error carries no answer header to shorten that (a minute of waiting). So
+        # its first five attempts get an overloaded answer that names 10 ms, and its sixth and
+        # last the cut stream, which then ends the turn.
+        script = [{"status": 529, "times": 5, "headers": _SOON}, {**script[0], "times": 1}]
+    with agent_and_fake(agent, script, monkeypatch) as (provider, fake):
         events = await one_turn(provider, world.workspace, "Say hello.")
+    assert agent != "opencode-acp" or fake.remaining == 0  # the cut answered OpenCode's last attempt
     final = events[-1]
     assert isinstance(final, Complete)
     errors = [e for e in events if isinstance(e, Error)]

@@ -58,6 +58,7 @@ def add_parser(commands: Any) -> str:
     worker.add_argument(
         "--max-concurrent", type=int, default=100, metavar="N", help="role turns run at once (default: 100)"
     )
+    worker.add_argument("--sticky-timeout-s", type=float, default=10.0, metavar="S", help=argparse.SUPPRESS)
     return "worker"
 
 
@@ -85,6 +86,8 @@ def run(args: argparse.Namespace) -> int:
     _need_temporal()
     if args.max_concurrent < 1:
         raise SeamlineUsage("--max-concurrent must be at least 1")
+    if not args.sticky_timeout_s > 0:
+        raise SeamlineUsage("--sticky-timeout-s must be more than 0")
     from seamline.durable.worker import serve
 
     target = args.temporal or _target_default()
@@ -104,7 +107,12 @@ def run(args: argparse.Namespace) -> int:
         notice = asyncio.create_task(announce())
         try:
             await serve(
-                target, args.task_queue, namespace=args.namespace, max_concurrent=args.max_concurrent, ready=ready
+                target,
+                args.task_queue,
+                namespace=args.namespace,
+                max_concurrent=args.max_concurrent,
+                sticky_timeout_s=args.sticky_timeout_s,
+                ready=ready,
             )
         finally:
             notice.cancel()

@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import os
 import socket
+from datetime import timedelta
 from typing import Any
 
 from temporalio import activity
@@ -61,7 +62,9 @@ async def role_turn_activity(store: str, run_id: str, key: str) -> dict[str, Any
             await beating
 
 
-def build_worker(client: Client, task_queue: str, *, max_concurrent: int = 100) -> Worker:
+def build_worker(
+    client: Client, task_queue: str, *, max_concurrent: int = 100, sticky_timeout_s: float = 10.0
+) -> Worker:
     return Worker(
         client,
         task_queue=task_queue,
@@ -69,6 +72,10 @@ def build_worker(client: Client, task_queue: str, *, max_concurrent: int = 100) 
         workflows=[PipelineWorkflow],
         activities=[advance_activity, role_turn_activity],
         max_concurrent_activities=max_concurrent,
+        # A workflow's next task waits this long on the queue of the worker that ran its last
+        # one (which keeps it cached) before any worker may take it: a killed worker's run
+        # stands still that long after its turn was retried elsewhere (Temporal's 10 s).
+        sticky_queue_schedule_to_start_timeout=timedelta(seconds=sticky_timeout_s),
         # The workflow module imports nothing of seamline, but importing it runs the
         # package's __init__; seamline is deterministic import-wise, so it passes through.
         workflow_runner=SandboxedWorkflowRunner(
@@ -83,11 +90,12 @@ async def serve(
     *,
     namespace: str = "default",
     max_concurrent: int = 100,
+    sticky_timeout_s: float = 10.0,
     ready: asyncio.Event | None = None,
 ) -> None:
     """Run a worker until cancelled."""
     client = await Client.connect(target, namespace=namespace)
-    worker = build_worker(client, task_queue, max_concurrent=max_concurrent)
+    worker = build_worker(client, task_queue, max_concurrent=max_concurrent, sticky_timeout_s=sticky_timeout_s)
     async with worker:
         if ready is not None:
             ready.set()
