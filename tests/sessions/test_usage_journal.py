@@ -249,8 +249,12 @@ def test_a_reader_sees_the_figures_of_a_live_journal(tmp_path: Path) -> None:
 # printing every usage figure it receives; killed mid-run by the parent.
 _CONCURRENT_RUNS = """
 import asyncio, json, sys
+import seamline.sessions.store as store_module
 from seamline.events import Session, Usage
 from seamline.sessions.store import open_store
+# A small journal bound: the runs keep waiting for commits together, so their group commits
+# go to the writer thread (its own path, killed mid-batch), not only lazy commits on the loop.
+store_module.JOURNAL_BYTES = 4096
 from seamline.testing import scripted
 from seamline.tools import Toolset, tool
 

@@ -10,14 +10,16 @@ it reaches the caller, so a crash keeps what was spent: the SQLite store appends
 process's usage journal (:mod:`seamline.sessions.journal`, one ``write()``), replayed into
 the store when it is next opened; PostgreSQL commits it, and commits a turn's end before
 its ``complete`` is handed over. On SQLite a new session's record and a turn's end are
-journaled too and committed lazily by the store's writer thread
-(:mod:`seamline.sessions.writer`), within ``LAZY_S`` and shared by every run of that time;
-a direct read or write of the store in this process waits for them first (``_sync``).
+journaled too and committed lazily on the event loop, within ``LAZY_S`` and shared by every
+run of that time (a backstop thread commits for a loop that stopped first); a direct read
+or write of the store in this process commits them first (``_sync``). Commits that several
+runs wait for together go to the store's writer thread (:mod:`seamline.sessions.writer`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sqlite3
 import threading
@@ -47,7 +49,10 @@ from seamline.sessions.writer import Batch, StoreWriter
 # Queued rows past which a commit is started without anyone waiting on it: a long turn's
 # raw log reaches the store as it goes, and many runs' rows never pile up in memory.
 _BACKGROUND_ROWS: Final = 256
-JOURNAL_BYTES: Final = 1 << 18  # uncommitted journal past which runs wait (past half: lazy batches go now)
+JOURNAL_BYTES: Final = 1 << 18  # uncommitted journal past which runs wait (past half: committed now)
+LAZY_S: Final = 0.02
+"""How long what is journaled waits for the next runs' rows before the lazy commit."""
+_BACKSTOP_S: Final = 0.25  # after which a stopped loop's lazy commit is made by a thread
 _BACKLOG_BATCHES: Final = 2  # batches the writer may be behind before a figure waits for it
 _OPEN: Final[weakref.WeakSet[SQLiteStore]] = weakref.WeakSet()  # this process's open store files
 _OPEN_LOCK: Final = threading.Lock()  # stores may be opened and synced on several threads
@@ -144,6 +149,11 @@ class SQLiteStore(SessionStore):
         self._raw_unjournaled = 0  # the last raw rows queued, not yet in the journal
         self._pending_writes: list[str] = []  # journal writes (other than figures) the queue holds
         self._syncing = False
+        self._lazy_timer: asyncio.TimerHandle | None = None  # the planned lazy commit
+        self._lazy_loop: asyncio.AbstractEventLoop | None = None
+        self._lazy_thread = 0
+        self._flush_lock = threading.RLock()  # a backstop thread may flush (see _backstop)
+        self._released = False
         try:
             if self._tracked:
                 with _OPEN_LOCK:
@@ -202,88 +212,130 @@ class SQLiteStore(SessionStore):
     # -- lazy commits: what is in the journal reaches the store with the next runs' -----------
     async def _open_record(self, statement: tuple[str, tuple[Any, ...]]) -> None:
         """The record goes to this process's journal now (a SIGKILL keeps it) and to the
-        store with the next commit of the writer, within :data:`~seamline.sessions.writer.LAZY_S`
-        (sooner when this store is read or written directly): many short runs share one
-        commit instead of two each."""
+        store with the next lazy commit, within :data:`LAZY_S` (sooner when this store is
+        read or written directly): many short runs share one commit instead of two each."""
         journal = self._journal
         if journal is None:
             await super()._open_record(statement)
             return
-        write = journal.append(None, records=(("s", *statement[1]),))
-        self._hand_lazily(Batch([statement], [], [], writes=[write], lazy=True))
+        self._pending_writes.append(journal.append(None, records=(("s", *statement[1]),)))
+        self._pending_statements.append(statement)
+        self._commit_lazily()
 
     async def _end_turn(self, session_id: str, status: SessionStatus, now: float) -> None:
         """The turn's rows, figures and final status go to the journal (what is not there
-        yet, in one ``write()``) and to the store with the writer's next commit (see
-        :meth:`_open_record`); nothing is awaited unless the writer is far behind."""
+        yet, in one ``write()``) and to the store with the next lazy commit (see
+        :meth:`_open_record`); nothing is awaited unless the store is far behind."""
         if self._journal is None:
             await super()._end_turn(session_id, status, now)
             return
         self._pending_statements.append((FINISH_UPDATE, (status, now, session_id)))
-        self._settle_lazily((("e", session_id, status, now),))
+        self._journal_queued((("e", session_id, status, now),))
+        self._commit_lazily()
         if self._behind():
             await self.commit_soon()
 
     def _behind(self) -> bool:
-        """Whether the writer is so far behind that a run should wait for it: more waited
-        batches than :data:`_BACKLOG_BATCHES`, or more uncommitted journal than
+        """Whether the store is so far behind that a run should wait for a commit: the
+        writer more than :data:`_BACKLOG_BATCHES` behind, or more uncommitted journal than
         :data:`JOURNAL_BYTES` (the figures are safe either way: this is backpressure)."""
-        writer, journal = self._writer, self._journal
-        if writer is None or journal is None:
+        journal = self._journal
+        if journal is None:
             return False
-        return writer.backlog() > _BACKLOG_BATCHES or journal.pending_bytes() > JOURNAL_BYTES
+        writer = self._writer
+        return (writer is not None and writer.backlog() > _BACKLOG_BATCHES) or journal.pending_bytes() > JOURNAL_BYTES
 
     def flush_soon(self) -> None:
-        """What is queued, into the journal now and the store with the writer's next commit."""
-        if self._journal is None:
+        """What is queued, into the journal now and the store with the next lazy commit."""
+        if self._journal is None or not (self._pending or self._pending_usage or self._pending_statements):
             self.flush()
-        elif self._pending or self._pending_usage or self._pending_statements:
-            self._settle_lazily(())
+            return
+        self._journal_queued(())
+        self._commit_lazily()
 
-    def _settle_lazily(self, records: Sequence[tuple[Any, ...]]) -> None:
+    def _journal_queued(self, records: Sequence[tuple[Any, ...]]) -> None:
+        """The raw rows queued since the last write, and ``records``, in one ``write()``."""
         journal = self._journal
         assert journal is not None
         fresh, self._raw_unjournaled = self._raw_unjournaled, 0
         if records or fresh:
             self._pending_writes.append(journal.append(None, self._pending[-fresh:] if fresh else (), records))
-        batch = Batch(
-            self._pending_statements, self._pending, self._pending_usage, writes=self._pending_writes, lazy=True
-        )
-        self._pending_statements, self._pending, self._pending_usage, self._pending_writes = [], [], [], []
-        self._hand_lazily(batch)
 
-    def _hand_lazily(self, batch: Batch) -> None:
+    def _commit_lazily(self) -> None:
+        """What is queued is in the journal: commit it on this event loop within
+        :data:`LAZY_S`, with whatever the next runs queue meanwhile (here and now once half
+        of :data:`JOURNAL_BYTES` waits: runs that never give the loop a turn still commit).
+        On the loop's own thread, not the writer's: one commit for many runs costs less
+        there than handing their rows to a thread. Should the loop stop first, a backstop
+        thread commits it (:meth:`_backstop`)."""
+        _LAZY.add(self.path)
+        journal = self._journal
+        if journal is not None and journal.pending_bytes() > JOURNAL_BYTES // 2:
+            self._lazy_commit()
+            return
+        if self._lazy_timer is not None:
+            return
         try:
-            writer = self._start_writer()
-            writer.submit(batch)
-            journal = self._journal
-            if journal is not None and journal.pending_bytes() > JOURNAL_BYTES // 2:
-                writer.hurry()  # the journal and the queue stay small: readers read all of it
-        except StorageFailure:  # no writer: written here and now, as before
-            self._pending_statements[:0] = batch.statements
-            self._pending[:0] = batch.rows
-            self._pending_usage[:0] = batch.usage
-            self._pending_writes[:0] = batch.writes
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no loop here: written now
             self.flush()
             return
-        _LAZY.add(self.path)
+        self._lazy_timer = loop.call_later(LAZY_S, self._lazy_commit)
+        self._lazy_loop, self._lazy_thread = loop, threading.get_ident()
+        backstop = threading.Timer(_BACKSTOP_S, self._backstop, args=(loop,))
+        backstop.daemon = True
+        backstop.start()
+
+    def _lazy_commit(self) -> None:
+        """The lazy commit, on the loop: here, or on the writer thread after the batches it
+        is committing (never before them). A failure keeps the rows queued for the next."""
+        if self._lazy_timer is not None:
+            self._lazy_timer.cancel()
+            self._lazy_timer = None
+        writer = self._writer
+        try:
+            if writer is not None and not writer.idle():
+                self._commit_in_background()
+            else:
+                with self._unsynced():  # this store's own commit: no other store to wait for
+                    self.flush()
+        except StorageFailure:
+            pass  # still queued (and journaled): the next commit, a read or close tries again
+
+    def _backstop(self, loop: asyncio.AbstractEventLoop) -> None:
+        """On a thread of its own, :data:`_BACKSTOP_S` after a lazy commit was planned: if
+        the loop has stopped meanwhile (its ``asyncio.run`` ended), the timer never fires;
+        commit here. Nothing runs on that loop any more, so nothing else queues rows."""
+        if loop.is_running() or self._lazy_loop is not loop or self._released:
+            return
+        with self._flush_lock:
+            if self._lazy_timer is not None:
+                self._lazy_timer.cancel()
+                self._lazy_timer = None
+            with contextlib.suppress(StorageFailure):
+                self.flush()
 
     def _sync(self) -> None:
-        """Before a direct read or write: what this process's stores of this file handed
-        lazily is committed (their writers are asked to commit now, and waited for); a
-        batch this store's writer could not commit is written here, or its failure raised."""
+        """Before a direct read or write: what this process's stores of this file queued
+        for a lazy commit is committed first (read your own writes, and write after them).
+        A store whose loop runs on another thread is asked to commit and not waited for."""
         self._syncing = True
         try:
-            _LAZY.discard(self.path)  # first: a batch handed meanwhile marks the file again
+            _LAZY.discard(self.path)  # first: rows queued meanwhile mark the file again
             with _OPEN_LOCK:
-                stores = list(_OPEN)
+                stores = [s for s in _OPEN if s.path == self.path]
+            here = threading.get_ident()
             for store in stores:
-                writer = store._writer
-                if store.path == self.path and writer is not None:
-                    writer.wait_idle()
-            writer = self._writer
-            if writer is not None and writer.failed():
-                self.flush()  # its rows again, here: written, or the failure raised
+                if store._lazy_timer is None and store is not self:
+                    continue
+                loop = store._lazy_loop
+                if store is not self and loop is not None and loop.is_running() and store._lazy_thread != here:
+                    loop.call_soon_threadsafe(store._lazy_commit)
+                    continue
+                if store._lazy_timer is not None:
+                    store._lazy_timer.cancel()
+                    store._lazy_timer = None
+                store.flush()
         finally:
             self._syncing = False
 
@@ -448,6 +500,10 @@ class SQLiteStore(SessionStore):
 
     def flush(self) -> None:
         """Wait for the writer thread, then write what is still queued, here and now."""
+        with self._flush_lock:
+            self._flush()
+
+    def _flush(self) -> None:
         writer = self._writer
         if writer is not None:
             writer.wait_idle()
@@ -511,6 +567,10 @@ class SQLiteStore(SessionStore):
             self._release()
 
     def _release(self) -> None:
+        self._released = True
+        if self._lazy_timer is not None:
+            self._lazy_timer.cancel()
+            self._lazy_timer = None
         with _OPEN_LOCK:
             _OPEN.discard(self)
         writer, self._writer = self._writer, None

@@ -3,10 +3,7 @@ loop queues, so the loop never waits on SQLite.
 
 The loop hands over one batch per turn of the event loop (everything its runs queued in
 it) with a future; the writer takes every batch waiting when it is free and commits them
-in one transaction, then settles their futures on their loop. A *lazy* batch (what is
-already in the usage journal: a new session's record, a finished turn) waits up to
-:data:`LAZY_S` for company, so that many short runs share one commit; a waited batch, a
-:meth:`StoreWriter.wait_idle` or closing the writer ends the wait at once. Commits are
+in one transaction, then settles their futures on their loop. Commits are
 ``synchronous = NORMAL`` in WAL mode: a commit survives the process being killed, which
 is what "a crash keeps what was spent" asks. The statements are the same few strings
 every time, so the connection's statement cache keeps them prepared.
@@ -27,8 +24,6 @@ from seamline.sessions.sqlite_file import connect
 
 __all__ = ["Batch", "StoreWriter"]
 
-LAZY_S: Final = 0.02
-"""How long the first lazy batch waits for others before the writer commits them."""
 RAW_INSERT: Final = (
     "INSERT INTO raw_log (session_id, seq, turn, direction, source, payload, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
 )
@@ -37,7 +32,7 @@ RAW_INSERT: Final = (
 class Batch:
     """What one turn of the event loop queued: statements, raw rows and usage figures."""
 
-    __slots__ = ("future", "lazy", "loop", "rows", "statements", "usage", "writes")
+    __slots__ = ("future", "loop", "rows", "statements", "usage", "writes")
 
     def __init__(
         self,
@@ -48,7 +43,6 @@ class Batch:
         loop: asyncio.AbstractEventLoop | None = None,
         future: asyncio.Future[None] | None = None,
         writes: list[str] | None = None,
-        lazy: bool = False,
     ) -> None:
         self.statements = statements
         self.rows = rows
@@ -56,7 +50,6 @@ class Batch:
         self.loop = loop
         self.future = future
         self.writes = writes or []  # the usage journal's writes (other than figures) it holds
-        self.lazy = lazy
 
 
 class StoreWriter:
@@ -71,9 +64,6 @@ class StoreWriter:
         self._handed = 0  # batches handed over (only the submitting threads count them)
         self._done = 0  # batches committed or failed (only the writer counts them)
         self._failed: list[Batch] = []  # their rows go first into the next write
-        self._lazy_handed = 0
-        self._lazy_done = 0
-        self._hurry = threading.Event()  # set: commit what is waiting now
         self._stopped = False
         self.commits = 0
         self._thread = threading.Thread(target=self._serve, name="seamline-store-writer", daemon=True)
@@ -83,11 +73,7 @@ class StoreWriter:
         if self._stopped:
             raise StorageFailure(f"the store {self.path} is closed")
         self._handed += 1
-        if batch.lazy:
-            self._lazy_handed += 1
         self._inbox.put(batch)
-        if not batch.lazy:
-            self._hurry.set()
 
     def take_failed(self) -> list[Batch]:
         """Batches whose commit failed, oldest first; the caller writes their rows again."""
@@ -95,18 +81,9 @@ class StoreWriter:
             failed, self._failed = self._failed, []
         return failed
 
-    def hurry(self) -> None:
-        """Commit what waits now, lazy batches included (without waiting for it here)."""
-        self._hurry.set()
-
-    def failed(self) -> bool:
-        """Whether a batch failed to commit (its rows wait in :meth:`take_failed`)."""
-        return bool(self._failed)
-
     def backlog(self) -> int:
-        """Waited batches handed over and not yet committed (or failed); lazy ones wait
-        for their company on purpose and are not counted."""
-        return (self._handed - self._lazy_handed) - (self._done - self._lazy_done)
+        """Batches handed over and not yet committed (or failed)."""
+        return self._handed - self._done
 
     def idle(self) -> bool:
         """Whether every batch handed over is committed (or has failed)."""
@@ -118,14 +95,12 @@ class StoreWriter:
             return
         with self._idle:
             while self._done != self._handed:
-                self._hurry.set()  # lazy batches too: now
                 self._idle.wait()
 
     def close(self) -> None:
         if not self._stopped:
             self._stopped = True
             self._inbox.put(None)
-            self._hurry.set()
             self._thread.join()
             self._conn.close()
 
@@ -136,9 +111,6 @@ class StoreWriter:
             first = inbox.get()
             if first is None:
                 return
-            if first.lazy and not self._hurry.is_set():
-                self._hurry.wait(LAZY_S)  # for company: the next runs' batches
-            self._hurry.clear()  # before taking what is waiting: a later call is seen next time
             batches = [first]
             stop = False
             while not inbox.empty():
@@ -156,7 +128,6 @@ class StoreWriter:
             self._settle(batches, error)
             with self._idle:
                 self._done += len(batches)
-                self._lazy_done += sum(1 for b in batches if b.lazy)
                 self._idle.notify_all()
             if stop:
                 return
