@@ -10,6 +10,7 @@ Only ``seamline watch`` imports this module, and only on a terminal, so ``seamli
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Awaitable, Callable
 from typing import ClassVar, Final, cast
 
@@ -112,6 +113,7 @@ class FleetApp(App[None]):
         self.status_text = ""
         self._armed: tuple[str, str] | None = None  # (action, session) a second press confirms
         self._refreshing = False
+        self._closing = False
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -136,6 +138,12 @@ class FleetApp(App[None]):
             await self.refresh_rows()
 
     async def on_unmount(self) -> None:
+        # The refresh ends before the source closes: a read started after the close fails
+        # ("the client has been closed") and would fail the app on its way out.
+        self._closing = True
+        for worker in self.workers.cancel_group(self, "refresh"):
+            with contextlib.suppress(Exception):
+                await worker.wait()
         await self.source.close()
 
     # -- the table --------------------------------------------------------------------------
@@ -143,7 +151,7 @@ class FleetApp(App[None]):
         return cast("DataTable[str]", self.query_one("#runs", DataTable))
 
     async def refresh_rows(self) -> None:
-        if self._refreshing:
+        if self._refreshing or self._closing:
             return
         self._refreshing = True
         try:
