@@ -154,3 +154,33 @@ def test_a_journal_of_format_1_is_still_replayed(tmp_path: Path) -> None:
         assert [r.payload for r in store.raw_rows("s1")] == ['"hi"']
     finally:
         store.close()
+
+
+def test_the_backstop_waits_for_a_transaction_of_the_next_loop(tmp_path: Path) -> None:
+    """`run_sync` twice on one store: the first loop is gone with its lazy commit planned,
+    and the backstop thread comes while the store is inside a transaction of its next user.
+    The backstop waits for it: it never writes into that transaction, nor are its rows rolled
+    back with it."""
+    import asyncio
+    import threading
+
+    location = tmp_path / "s.db"
+    store = SQLiteStore(location)
+    store.create_session("s1", provider="p", model=None)
+    gone = asyncio.new_event_loop()
+    gone.close()
+    store._lazy_loop = gone  # the loop that planned the lazy commit has stopped
+    backstop = threading.Thread(target=store._backstop, args=(gone,))
+    try:
+        with pytest.raises(RuntimeError, match="rolled back"), store._transaction():
+            store._execute("INSERT INTO trace_heads VALUES ('t', 'h', 1, 0)")
+            store.append_raw("s1", 1, "in", "prompt", '"hi"')  # queued: the backstop's to commit
+            backstop.start()
+            backstop.join(0.5)
+            raise RuntimeError("rolled back")
+        backstop.join(30)
+        assert not backstop.is_alive()
+        assert store._query("SELECT COUNT(*) FROM trace_heads") == [(0,)]
+        assert [r.payload for r in store.raw_rows("s1")] == ['"hi"']  # committed after the rollback
+    finally:
+        store.close()

@@ -110,15 +110,23 @@ class _SQLiteTransaction(AbstractContextManager[None]):
 
     def __enter__(self) -> None:
         store = self._store
-        if store._depth == 0:
-            store._run("BEGIN IMMEDIATE")
+        store._conn_lock.acquire()  # held to the end of the transaction
+        try:
+            if store._depth == 0:
+                store._run("BEGIN IMMEDIATE")
+        except BaseException:
+            store._conn_lock.release()
+            raise
         store._depth += 1
 
     def __exit__(self, kind: object, exc: object, tb: object) -> None:
         store = self._store
-        store._depth -= 1
-        if store._depth == 0:
-            store._run("ROLLBACK" if kind is not None else "COMMIT")
+        try:
+            store._depth -= 1
+            if store._depth == 0:
+                store._run("ROLLBACK" if kind is not None else "COMMIT")
+        finally:
+            store._conn_lock.release()
 
 
 class SQLiteStore(SessionStore):
@@ -152,7 +160,9 @@ class SQLiteStore(SessionStore):
         self._lazy_timer: asyncio.TimerHandle | None = None  # the planned lazy commit
         self._lazy_loop: asyncio.AbstractEventLoop | None = None
         self._lazy_thread = 0
-        self._flush_lock = threading.RLock()  # a backstop thread may flush (see _backstop)
+        # One thread at a time on the connection, a transaction whole: the loop's, or the
+        # backstop's (see _backstop), whose loop may be gone while another loop uses the store.
+        self._conn_lock = threading.RLock()
         self._released = False
         try:
             if self._tracked:
@@ -218,8 +228,9 @@ class SQLiteStore(SessionStore):
         if journal is None:
             await super()._open_record(statement)
             return
-        self._pending_writes.append(journal.append(None, records=(("s", *statement[1]),)))
-        self._pending_statements.append(statement)
+        with self._conn_lock:
+            self._pending_writes.append(journal.append(None, records=(("s", *statement[1]),)))
+            self._pending_statements.append(statement)
         self._commit_lazily()
 
     async def _end_turn(self, session_id: str, status: SessionStatus, now: float) -> None:
@@ -229,8 +240,9 @@ class SQLiteStore(SessionStore):
         if self._journal is None:
             await super()._end_turn(session_id, status, now)
             return
-        self._pending_statements.append((FINISH_UPDATE, (status, now, session_id)))
-        self._journal_queued((("e", session_id, status, now),))
+        with self._conn_lock:
+            self._pending_statements.append((FINISH_UPDATE, (status, now, session_id)))
+            self._journal_queued((("e", session_id, status, now),))
         self._commit_lazily()
         if self._behind():
             await self.commit_soon()
@@ -305,10 +317,11 @@ class SQLiteStore(SessionStore):
     def _backstop(self, loop: asyncio.AbstractEventLoop) -> None:
         """On a thread of its own, :data:`_BACKSTOP_S` after a lazy commit was planned: if
         the loop has stopped meanwhile (its ``asyncio.run`` ended), the timer never fires;
-        commit here. Nothing runs on that loop any more, so nothing else queues rows."""
+        commit here. Another loop may use the store meanwhile: the connection lock keeps
+        the two apart, a transaction and the queue's handing-over whole."""
         if loop.is_running() or self._lazy_loop is not loop or self._released:
             return
-        with self._flush_lock:
+        with self._conn_lock:
             if self._lazy_timer is not None:
                 self._lazy_timer.cancel()
                 self._lazy_timer = None
@@ -373,8 +386,13 @@ class SQLiteStore(SessionStore):
         return self._journal.append(row, self._pending[-fresh:] if fresh else ())
 
     def append_raw(self, session_id: str, turn: int, direction: Direction, source: str, payload: str) -> None:
-        super().append_raw(session_id, turn, direction, source, payload)
-        self._raw_unjournaled += 1
+        with self._conn_lock:  # never between a backstop's taking of the queue and its commit
+            super().append_raw(session_id, turn, direction, source, payload)
+            self._raw_unjournaled += 1
+
+    def _queue_usage(self, session_id: str, turn: int, usage: Usage) -> None:
+        with self._conn_lock:
+            super()._queue_usage(session_id, turn, usage)
 
     def _take_pending(self) -> None:
         self._raw_unjournaled = 0  # on their way to a commit (a failed one keeps them in memory)
@@ -395,14 +413,15 @@ class SQLiteStore(SessionStore):
 
     @contextmanager
     def _snapshot(self) -> Iterator[None]:
-        if self._depth or self._conn.in_transaction:
-            yield
-            return
-        self._run("BEGIN")
-        try:
-            yield
-        finally:
-            self._run("COMMIT")
+        with self._conn_lock:
+            if self._depth or self._conn.in_transaction:
+                yield
+                return
+            self._run("BEGIN")
+            try:
+                yield
+            finally:
+                self._run("COMMIT")
 
     def replay_journals(self) -> int:
         """Write the figures of usage journals whose process is gone into the ledger (those
@@ -462,7 +481,8 @@ class SQLiteStore(SessionStore):
     def data_version(self) -> int:
         """SQLite's ``PRAGMA data_version``: it moves when another connection commits."""
         try:  # not a read of sessions: no need to wait for lazy batches (see _sync)
-            return int(self._conn.execute("PRAGMA data_version").fetchone()[0])
+            with self._conn_lock:
+                return int(self._conn.execute("PRAGMA data_version").fetchone()[0])
         except sqlite3.Error as exc:
             raise StorageFailure(f"cannot use the store {self.path}: {exc}") from None
 
@@ -500,7 +520,7 @@ class SQLiteStore(SessionStore):
 
     def flush(self) -> None:
         """Wait for the writer thread, then write what is still queued, here and now."""
-        with self._flush_lock:
+        with self._conn_lock:
             self._flush()
 
     def _flush(self) -> None:
@@ -518,26 +538,29 @@ class SQLiteStore(SessionStore):
             self._journal.committed(writes)
 
     def _run(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
-        if self.path in _LAZY and not self._depth and not self._syncing:
-            self._sync()  # read your own writes, and write after them
-        try:
-            return self._conn.execute(sql, params)
-        except sqlite3.Error as exc:
-            raise StorageFailure(f"cannot use the store {self.path}: {exc}") from None
+        with self._conn_lock:
+            if self.path in _LAZY and not self._depth and not self._syncing:
+                self._sync()  # read your own writes, and write after them
+            try:
+                return self._conn.execute(sql, params)
+            except sqlite3.Error as exc:
+                raise StorageFailure(f"cannot use the store {self.path}: {exc}") from None
 
     def _execute(self, sql: str, params: Sequence[Any] = ()) -> None:
         self._run(sql, params)
 
     def _executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
-        if self.path in _LAZY and not self._depth and not self._syncing:
-            self._sync()
-        try:
-            self._conn.executemany(sql, rows)
-        except sqlite3.Error as exc:
-            raise StorageFailure(f"cannot write the store {self.path}: {exc}") from None
+        with self._conn_lock:
+            if self.path in _LAZY and not self._depth and not self._syncing:
+                self._sync()
+            try:
+                self._conn.executemany(sql, rows)
+            except sqlite3.Error as exc:
+                raise StorageFailure(f"cannot write the store {self.path}: {exc}") from None
 
     def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        return self._run(sql, params).fetchall()
+        with self._conn_lock:
+            return self._run(sql, params).fetchall()
 
     def _transaction(self) -> AbstractContextManager[None]:
         return _SQLiteTransaction(self)
