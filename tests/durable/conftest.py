@@ -59,7 +59,20 @@ class DevServer:
     def target(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def start(self) -> None:
+    def start(self, *, new_ports_on_failure: int = 0) -> None:
+        """Start on this server's ports. A first start (no client knows the ports yet) may
+        try ``new_ports_on_failure`` more times on fresh ones: a port found free can be
+        taken by another process before the server binds it, and the dev server then dies
+        at start (a nil HTTP listener)."""
+        for attempt in range(new_ports_on_failure + 1):
+            if attempt:
+                self.port, self.http_port, self.metrics_port = free_port(), free_port(), free_port()
+            if self._started():
+                return
+        raise RuntimeError(f"the Temporal dev server exited: {self.log.read_text()[-2000:]}")
+
+    def _started(self) -> bool:
+        """Whether the server started and serves; False when it exited first."""
         argv = [
             temporal_binary(), "server", "start-dev", "--ip", "127.0.0.1", "--headless",
             "--db-filename", str(self.db), "--port", str(self.port), "--http-port", str(self.http_port),
@@ -70,10 +83,12 @@ class DevServer:
         deadline = time.monotonic() + _START_S
         while not self._ready():
             if self.proc.poll() is not None:
-                raise RuntimeError(f"the Temporal dev server exited: {self.log.read_text()[-2000:]}")
+                self.proc = None
+                return False
             if time.monotonic() > deadline:
                 raise RuntimeError("the Temporal dev server did not start")
             time.sleep(0.1)
+        return True
 
     def _ready(self) -> bool:
         # Ready once the default namespace is served (the port opens before it is); asked
@@ -98,7 +113,7 @@ def shared_dev_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevS
     pytest.importorskip("temporalio")
     where = tmp_path_factory.mktemp("temporal")
     server = DevServer(where / "temporal.db", where / "temporal.log")
-    server.start()
+    server.start(new_ports_on_failure=2)
     try:
         yield server
     finally:
@@ -120,7 +135,7 @@ def own_dev_server(tmp_path: Path) -> Iterator[DevServer]:
     """A dev server of the test's own, for a test that kills and restarts it."""
     pytest.importorskip("temporalio")
     server = DevServer(tmp_path / "temporal.db", tmp_path / "temporal.log")
-    server.start()
+    server.start(new_ports_on_failure=2)
     try:
         yield server
     finally:
