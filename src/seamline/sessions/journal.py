@@ -121,6 +121,7 @@ class UsageJournal:
         self._files: dict[str, _File] = {}
         self._lock = threading.Lock()
         self._k = 0
+        self._pending = 0  # bytes appended to the files in _files (headers aside)
 
     def append(
         self,
@@ -150,6 +151,7 @@ class UsageJournal:
                 raise StorageFailure(f"cannot write the usage journal {current.path}: short write")
             current.size += written
             current.appended += 1
+            self._pending += written
         return journal_id
 
     def _rotate(self) -> _File:
@@ -188,9 +190,9 @@ class UsageJournal:
                     self._current = None
 
     def pending_bytes(self) -> int:
-        """Bytes in files whose writes are not all in the store (what readers read)."""
-        with self._lock:
-            return sum(f.size for f in self._files.values() if f.committed < f.appended)
+        """Bytes written to files not yet removed, whose writes are not all in the store
+        (what readers read); kept as they are written: asked at every usage figure."""
+        return self._pending
 
     def drained(self) -> bool:
         with self._lock:
@@ -205,11 +207,13 @@ class UsageJournal:
                     self._drop(file)
                 else:
                     self._files.pop(file.token, None)
+                    self._pending -= file.size - file.header
                     os.close(file.fd)
             self._current = None
 
     def _drop(self, file: _File) -> None:
         self._files.pop(file.token, None)
+        self._pending -= file.size - file.header
         with contextlib.suppress(FileNotFoundError):
             file.path.unlink()  # before the lock goes: a replayer never finds it half-owned
         os.close(file.fd)
