@@ -4,7 +4,7 @@ call order. Only approved calls reach the tool stages."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from typing import Any
 
 from seamline.errors import SeamlineError
@@ -69,7 +69,7 @@ def reported(plan: _Planned, outcome: Settled | None) -> tuple[list[Event], Tool
 
 
 async def replaced_result(
-    observers: list[Observer], ctx: LoopContext, call: ToolCall, result: ToolResult
+    observers: Sequence[Observer], ctx: LoopContext, call: ToolCall, result: ToolResult
 ) -> ToolResult:
     """``on_tool_result`` observers may replace the output the model gets."""
     iv = await notify(observers, "on_tool_result", ctx, call, result)
