@@ -5,6 +5,9 @@ the SQLite store's statements by their share, so a missed target comes with its 
     .venv/bin/python bench/profile_seamline.py w2 [--runs 2000]
     .venv/bin/python bench/profile_seamline.py w3 [--deltas 20000]
 
+``--target seamline_nostore`` profiles the store-off column; ``--sort cumulative`` ranks by
+time spent below each function.
+
 The statement breakdown is timed without the profiler (it would inflate Python frames
 against C calls); the cProfile table is a second, separate pass.
 """
@@ -15,6 +18,7 @@ import argparse
 import asyncio
 import collections
 import cProfile
+import gc
 import pstats
 import sys
 import tempfile
@@ -62,14 +66,34 @@ def _time_statements(store: Any) -> tuple[collections.Counter[str], collections.
     return spent, count, restore
 
 
+def _watch_collector() -> tuple[dict[int, list[Any]], Callable[[], None]]:
+    """Count the garbage collector's passes by generation and the wall time they take; the
+    second value stops counting."""
+    seen: dict[int, list[Any]] = {}
+    began: list[float] = [0.0]
+
+    def callback(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            began[0] = time.perf_counter()
+            return
+        entry = seen.setdefault(info["generation"], [0, 0.0])
+        entry[0] += 1
+        entry[1] += time.perf_counter() - began[0]
+
+    gc.callbacks.append(callback)
+    return seen, lambda: gc.callbacks.remove(callback)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("workload", choices=("w1", "w2", "w3"))
     parser.add_argument("--runs", type=int, default=0)
     parser.add_argument("--deltas", type=int, default=20_000)
     parser.add_argument("--top", type=int, default=15)
+    parser.add_argument("--target", choices=("seamline", "seamline_nostore"), default="seamline")
+    parser.add_argument("--sort", choices=("tottime", "cumulative"), default="tottime")
     args = parser.parse_args()
-    target = load_target("seamline")
+    target = load_target(args.target)
     with tempfile.TemporaryDirectory(prefix="seamline-profile-") as tmp:
         target.setup(Path(tmp))
         runs = args.runs or {"w1": 300, "w2": 2000, "w3": 1}[args.workload]
@@ -92,12 +116,18 @@ def main() -> int:
             return {"w1": w1, "w2": w2, "w3": w3}[args.workload]
 
         asyncio.run(target.tool_run(0.0))  # warm-up
-        spent, count, restore = _time_statements(target._store)
+        spent, count, restore = _time_statements(getattr(target, "_store", None))
+        collections_seen, stop_watching = _watch_collector()
         started, started_wall = time.process_time(), time.perf_counter()
         asyncio.run(job()())
         cpu, wall = time.process_time() - started, time.perf_counter() - started_wall
+        stop_watching()
         restore()
         print(f"{args.workload}: {cpu / units * 1e6:.1f} µs CPU, {wall / units * 1e6:.1f} µs wall per {unit} ({units})")
+        # Every container a live run holds is scanned by each full collection: with many runs
+        # in flight (W2 at 10,000) the collector can take more CPU than the runs.
+        gc_line = ", ".join(f"gen {g}: {n}× {s:.3f} s" for g, (n, s) in sorted(collections_seen.items()))
+        print(f"garbage collector: {gc_line or 'no collection'}")
         # Statements run on the event loop's thread: their wall time (I/O included) holds up every run.
         print("store statements (share of wall, µs wall per unit, times per run):" if spent else "(no breakdown)")
         for sql, seconds in spent.most_common(8):
@@ -107,8 +137,8 @@ def main() -> int:
         asyncio.run(job()())
         profile.disable()
         target.teardown()
-    print("\ncProfile, by own time:")
-    pstats.Stats(profile).sort_stats("tottime").print_stats(args.top)
+    print(f"\ncProfile, by {'own' if args.sort == 'tottime' else 'cumulative'} time:")
+    pstats.Stats(profile).sort_stats(args.sort).print_stats(args.top)
     return 0
 
 
