@@ -394,6 +394,7 @@ class Provider:
                     # Opened but never sent a prompt: not a run that died (`interrupted`).
                     store.set_status(session.session_id, "not_started")
                 store.flush_soon()  # durable now, in the store with the next runs' commit
+                store.release(session.session_id)
 
     def seed(self, node_dir: Path, parent_dir: Path | None = None) -> None:
         """Materialise this provider's configuration in a new node directory."""

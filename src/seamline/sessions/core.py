@@ -340,6 +340,13 @@ class SessionStore(abc.ABC):
         self._next_seq.pop(session_id, None)
         self._next_usage.pop(session_id, None)
 
+    def release(self, session_id: str) -> None:
+        """This process is done with the session for now (it was closed): forget its next
+        raw-log and ledger numbers, read again from the store if it goes on here. A
+        long-lived process (``serve``, a worker) keeps nothing per session it ever saw."""
+        self._next_seq.pop(session_id, None)
+        self._next_usage.pop(session_id, None)
+
     def recover_interrupted(self) -> list[str]:
         """Mark ``open`` sessions whose process on this host is gone as ``interrupted``."""
         rows = self._query("SELECT id, owner_pid FROM sessions WHERE status = 'open' AND owner_host = ?", (_HOST,))

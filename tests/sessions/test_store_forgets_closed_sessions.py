@@ -1,0 +1,42 @@
+"""A long-lived process (``seamline serve``, a worker) opens sessions without end: the store
+must not keep something in memory for every session it ever saw. A closed session's next
+raw-log and ledger numbers are dropped and read again from the store if it goes on."""
+
+from __future__ import annotations
+
+import asyncio
+
+from seamline.events import Complete
+from seamline.sessions.store import SessionStore
+from seamline.testing import scripted
+from tests.sessions.conftest import StoreFactory
+
+
+async def _one_turn(store: SessionStore, prompt: str, resume: str | None = None) -> str:
+    provider = scripted([{"text": f"re {prompt}", "usage": {"input_tokens": 2, "output_tokens": 1}}])
+    session = await (provider.resume(resume, store=store) if resume else provider.open(store=store))
+    try:
+        events = [e async for e in session.send(prompt)]
+    finally:
+        await provider.close(session)
+    assert isinstance(events[-1], Complete) and events[-1].outcome == "completed"
+    return session.session_id
+
+
+def test_closed_sessions_leave_no_numbers_behind_and_go_on_where_they_were(make_store: StoreFactory) -> None:
+    store = make_store()
+    ids = [asyncio.run(_one_turn(store, f"run {k}")) for k in range(30)]
+    assert store._next_seq == {} and store._next_usage == {}  # nothing per closed session
+    # A closed session that goes on in the same process (on SQLite, before its lazy commit)
+    # numbers its rows and figures after the ones it has: a number taken twice would fail
+    # the commit (both are primary keys).
+    asyncio.run(_one_turn(store, "again", resume=ids[0]))
+    asyncio.run(_one_turn(store, "and again", resume=ids[0]))
+    seqs = [row.seq for row in store.raw_rows(ids[0])]
+    assert seqs == list(range(1, len(seqs) + 1)) and len(seqs) > 6
+    assert [u.turn for u in store.usage_rows(ids[0])] == [1, 2, 3]
+    assert store.totals(ids[0]).input_tokens == 6
+    store.close()
+    again = make_store()
+    assert [u.turn for u in again.usage_rows(ids[0])] == [1, 2, 3]
+    assert [row.seq for row in again.raw_rows(ids[0])] == seqs
