@@ -72,7 +72,7 @@ def test_store_holds_the_run(seamline_cmd: list[str], cli_env: dict[str, str], t
     sid = events_of(done.stdout)[0]["session_id"]
     conn = sqlite3.connect(store)
     assert conn.execute("SELECT status FROM sessions WHERE id = ?", (sid,)).fetchone() == ("completed",)
-    sources = [r[0] for r in conn.execute("SELECT source FROM raw_log WHERE session_id = ? ORDER BY seq", (sid,))]
+    sources = [r[0] for r in conn.execute("SELECT source FROM raw_log WHERE substr(skey, 15) = ? ORDER BY seq", (sid,))]
     assert sources[0] == "prompt" and sources.count("event") >= 5
 
 

@@ -57,7 +57,7 @@ def test_parallel_runs_keep_the_store_whole(seamline_cmd: list[str], cli_env: di
         assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
         stored = dict(conn.execute("SELECT id, status FROM sessions").fetchall())
         assert {sid: stored.get(sid) for sid in session_ids} == dict.fromkeys(session_ids, "completed")
-        with_usage = {r[0] for r in conn.execute("SELECT session_id FROM usage_ledger WHERE output_tokens > 0")}
+        with_usage = {r[0] for r in conn.execute("SELECT substr(skey, 15) FROM usage_ledger WHERE output_tokens > 0")}
         assert with_usage == set(session_ids)
     finally:
         conn.close()

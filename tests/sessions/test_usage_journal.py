@@ -118,7 +118,9 @@ def _committed_only(location: Path) -> list[int]:
     import sqlite3
 
     with sqlite3.connect(location) as conn:
-        return [r[0] for r in conn.execute("SELECT input_tokens FROM usage_ledger WHERE session_id = 's1' ORDER BY n")]
+        return [
+            r[0] for r in conn.execute("SELECT input_tokens FROM usage_ledger WHERE substr(skey, 15) = 's1' ORDER BY n")
+        ]
 
 
 def test_the_journal_of_a_killed_run_is_replayed_on_open(tmp_path: Path, cli_env: dict[str, str]) -> None:

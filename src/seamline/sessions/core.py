@@ -13,7 +13,7 @@ import json
 import os
 import socket
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any, Final
 
@@ -73,6 +73,7 @@ class SessionStore(abc.ABC):
         self._pending_statements: list[tuple[str, tuple[Any, ...]]] = []
         self._next_seq: dict[str, int] = {}
         self._next_usage: dict[str, int] = {}
+        self._skeys: dict[str, str] = {}  # storage keys of the sessions this process uses
         self._group_commit: asyncio.Future[None] | None = None
         self._group_waiters = 0  # runs waiting on the group commit being gathered
 
@@ -110,8 +111,9 @@ class SessionStore(abc.ABC):
         metadata: Mapping[str, object] | None = None,
     ) -> None:
         """Write a new session record (status ``open``, owned by this process)."""
-        self._execute(*self._session_insert(session_id, provider, model, parent_id, workspace, mode, metadata))
-        self._fresh(session_id)
+        statement = self._session_insert(session_id, provider, model, parent_id, workspace, mode, metadata)
+        self._execute(*statement)
+        self._fresh(statement)
 
     async def create_session_grouped(
         self,
@@ -130,7 +132,7 @@ class SessionStore(abc.ABC):
         (as :meth:`set_run_options` keeps them) in the same commit (the SQLite store: once
         it is journaled, see :meth:`_open_record`)."""
         statement = self._session_insert(session_id, provider, model, parent_id, workspace, mode, metadata, run_options)
-        self._fresh(session_id)
+        self._fresh(statement)
         await self._open_record(statement)
 
     async def _open_record(self, statement: tuple[str, tuple[Any, ...]]) -> None:
@@ -152,9 +154,7 @@ class SessionStore(abc.ABC):
         now = time.time()
         kept = {k: v for k, v in (run_options or {}).items() if v is not None}
         return (
-            "INSERT INTO sessions (id, provider, model, parent_id, workspace, mode, status, metadata,"
-            " created_at, updated_at, owner_pid, owner_host, run_options)"
-            " VALUES (?, ?, ?, ?, ?, ?, 'open', ?, ?, ?, ?, ?, ?)",
+            SESSION_INSERT,
             (
                 session_id,
                 provider,
@@ -168,13 +168,33 @@ class SessionStore(abc.ABC):
                 os.getpid(),
                 _HOST,
                 json.dumps(kept, sort_keys=True),
+                storage_key(session_id, now),
             ),
         )
 
-    def _fresh(self, session_id: str) -> None:
-        """A session this store just created has nothing logged yet: no need to ask."""
+    def _fresh(self, statement: tuple[str, tuple[Any, ...]]) -> None:
+        """A session this store just created (its ``INSERT``) has nothing logged yet: no
+        need to ask; its storage key is the one in its record."""
+        params = statement[1]
+        session_id = params[0]
+        self._skeys[session_id] = params[-1]
         self._next_seq.setdefault(session_id, 1)
         self._next_usage.setdefault(session_id, 1)
+
+    def _skey(self, session_id: str) -> str:
+        """The session's storage key (what its raw log and figures are filed under): kept
+        for the sessions this process uses, else read from its record; a session not in the
+        store files under an all-zero time."""
+        skey = self._skeys.get(session_id)
+        if skey is None:
+            found = self._query("SELECT skey FROM sessions WHERE id = ?", (session_id,))
+            if not found or found[0][0] is None:
+                return ORPHAN_TIME + session_id
+            skey = self._skeys[session_id] = found[0][0]
+        return skey
+
+    def _keyed(self, rows: Sequence[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+        return keyed_rows(rows, self._skey)
 
     async def commit_soon(self) -> None:
         """Commit everything queued together with what other tasks queue in this turn of the
@@ -334,11 +354,13 @@ class SessionStore(abc.ABC):
     def delete_session(self, session_id: str) -> None:
         """Remove a session and everything recorded of it; its children keep a dangling parent."""
         with self._transaction():
-            for table in ("transcript", "transcript_state", "usage_ledger", "raw_log"):
+            skey = self._skey(session_id)
+            for table in ("transcript", "transcript_state"):
                 self._execute(f"DELETE FROM {table} WHERE session_id = ?", (session_id,))
+            for table in ("usage_ledger", "raw_log"):
+                self._execute(f"DELETE FROM {table} WHERE skey = ?", (skey,))
             self._execute("DELETE FROM sessions WHERE id = ?", (session_id,))
-        self._next_seq.pop(session_id, None)
-        self._next_usage.pop(session_id, None)
+        self.release(session_id)
 
     def release(self, session_id: str) -> None:
         """This process is done with the session for now (it was closed): forget its next
@@ -346,6 +368,7 @@ class SessionStore(abc.ABC):
         long-lived process (``serve``, a worker) keeps nothing per session it ever saw."""
         self._next_seq.pop(session_id, None)
         self._next_usage.pop(session_id, None)
+        self._skeys.pop(session_id, None)
 
     def recover_interrupted(self) -> list[str]:
         """Mark ``open`` sessions whose process on this host is gone as ``interrupted``."""
@@ -372,7 +395,9 @@ class SessionStore(abc.ABC):
 
     def _last(self, table: str, column: str, session_id: str) -> int:
         return int(
-            self._query(f"SELECT COALESCE(MAX({column}), 0) FROM {table} WHERE session_id = ?", (session_id,))[0][0]
+            self._query(f"SELECT COALESCE(MAX({column}), 0) FROM {table} WHERE skey = ?", (self._skey(session_id),))[0][
+                0
+            ]
         )
 
     def flush(self) -> None:
@@ -414,19 +439,15 @@ class SessionStore(abc.ABC):
         self, rows: Sequence[tuple[str, int, int, str, str, str, float]], usage: Sequence[tuple[Any, ...]] = ()
     ) -> None:
         if rows:
-            self._executemany(
-                "INSERT INTO raw_log (session_id, seq, turn, direction, source, payload, created_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                rows,
-            )
+            self._executemany(RAW_INSERT, self._keyed(rows))
         if usage:
-            self._executemany(USAGE_INSERT, usage)
+            self._executemany(USAGE_INSERT, self._keyed(usage))
 
     def first_prompt(self, session_id: str) -> str | None:
         """The session's first prompt as it was given (what ``sessions list`` titles it by)."""
         rows = self._query(
-            "SELECT payload FROM raw_log WHERE session_id = ? AND source = 'prompt' ORDER BY seq LIMIT 1",
-            (session_id,),
+            "SELECT payload FROM raw_log WHERE skey = ? AND source = 'prompt' ORDER BY seq LIMIT 1",
+            (self._skey(session_id),),
         )
         if not rows:
             return None
@@ -439,12 +460,11 @@ class SessionStore(abc.ABC):
 
     def raw_rows(self, session_id: str) -> Iterator[RawRow]:
         rows = self._query(
-            "SELECT seq, session_id, turn, direction, source, payload, created_at FROM raw_log"
-            " WHERE session_id = ? ORDER BY seq",
-            (session_id,),
+            "SELECT seq, turn, direction, source, payload, created_at FROM raw_log WHERE skey = ? ORDER BY seq",
+            (self._skey(session_id),),
         )
-        for row in rows:
-            yield RawRow(*row)
+        for seq, turn, direction, source, payload, created_at in rows:
+            yield RawRow(seq, session_id, turn, direction, source, payload, created_at)
 
     # -- cost ledger ------------------------------------------------------------------------
     def record_usage(self, session_id: str, turn: int, usage: Usage) -> None:
@@ -529,11 +549,14 @@ class SessionStore(abc.ABC):
         """The session's figures in order, those still in a usage journal included."""
         candidates = self._journal_candidates([session_id])  # before the ledger: see the module
         with self._read_snapshot():
-            rows = self._query(
-                "SELECT session_id, turn, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,"
-                " cost_usd, priced, model FROM usage_ledger WHERE session_id = ? ORDER BY n",
-                (session_id,),
-            )
+            rows = [
+                (session_id, *r)
+                for r in self._query(
+                    "SELECT turn, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,"
+                    " cost_usd, priced, model FROM usage_ledger WHERE skey = ? ORDER BY n",
+                    (self._skey(session_id),),
+                )
+            ]
             late = self._not_in_ledger(candidates) if candidates else []
         rows.extend(r.row[:1] + r.row[2:10] for r in late)
         return [UsageRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], bool(r[7]), r[8]) for r in rows]
@@ -564,7 +587,8 @@ class SessionStore(abc.ABC):
             " COALESCE(SUM(cache_read_tokens), 0), COALESCE(SUM(cache_write_tokens), 0),"
             " COALESCE(SUM(CASE WHEN priced = 1 THEN cost_usd ELSE 0 END), 0),"
             " COALESCE(SUM(CASE WHEN priced = 1 THEN 1 ELSE 0 END), 0),"
-            f" COALESCE(SUM(CASE WHEN priced = 1 THEN 0 ELSE 1 END), 0) FROM usage_ledger WHERE session_id IN ({marks})",
+            f" COALESCE(SUM(CASE WHEN priced = 1 THEN 0 ELSE 1 END), 0) FROM usage_ledger WHERE skey IN"
+            f" (SELECT skey FROM sessions WHERE id IN ({marks}))",
             ids,
         )[0]
 
@@ -572,7 +596,7 @@ class SessionStore(abc.ABC):
     def transcript(self, session_id: str) -> list[TranscriptEntry]:
         """The canonical transcript; derived again when the raw log grew or a parser changed."""
         versions = json.dumps(parser_versions(), sort_keys=True)
-        last = self._query("SELECT COALESCE(MAX(seq), 0) FROM raw_log WHERE session_id = ?", (session_id,))[0][0]
+        last = self._last("raw_log", "seq", session_id)
         state = self._query("SELECT last_raw_seq, versions FROM transcript_state WHERE session_id = ?", (session_id,))
         if state and state[0][0] == last and state[0][1] == versions:
             rows = self._query(
@@ -634,8 +658,19 @@ class SessionStore(abc.ABC):
         return [FileTouch(p, tuple(k), tuple(c)) for p, (k, c) in sorted(touched.items())]
 
 
+SESSION_INSERT: Final = (
+    "INSERT INTO sessions (id, provider, model, parent_id, workspace, mode, status, metadata,"
+    " created_at, updated_at, owner_pid, owner_host, run_options, skey)"
+    " VALUES (?, ?, ?, ?, ?, ?, 'open', ?, ?, ?, ?, ?, ?, ?)"
+)
+"""A new session's record; its last value is its storage key (:func:`storage_key`)."""
+ORPHAN_TIME: Final = "0" * 14
+"""The time part of the storage key of rows whose session is not in the store."""
+RAW_INSERT: Final = (
+    "INSERT INTO raw_log (skey, seq, turn, direction, source, payload, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
 USAGE_INSERT: Final = (
-    "INSERT INTO usage_ledger (session_id, n, turn, input_tokens, output_tokens, cache_read_tokens,"
+    "INSERT INTO usage_ledger (skey, n, turn, input_tokens, output_tokens, cache_read_tokens,"
     " cache_write_tokens, cost_usd, priced, model, created_at, journal_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
     " ON CONFLICT (journal_id) DO NOTHING"
 )
@@ -644,6 +679,29 @@ FINISH_UPDATE: Final = (
     "UPDATE sessions SET status = ?, updated_at = ?, owner_pid = NULL, owner_host = NULL WHERE id = ?"
 )
 """A turn's end: the session's final status, no longer owned."""
+
+
+def storage_key(session_id: str, created_at: float) -> str:
+    """What a session's raw log and figures are filed under: its creation time in
+    microseconds (14 hex digits), then its id. Ids are random, so that users can name a
+    session by its head; keys sort in the order sessions were made, so the rows of new
+    sessions go to the end of the tables' B-trees rather than to a random page each."""
+    return f"{int(created_at * 1_000_000):014x}{session_id}"
+
+
+def keyed_rows(rows: Sequence[tuple[Any, ...]], skey_of: Callable[[str], str]) -> list[tuple[Any, ...]]:
+    """Queued rows (a session id first) as the tables take them (its storage key first),
+    each session's key asked of ``skey_of`` once."""
+    skeys: dict[str, str] = {}
+    out: list[tuple[Any, ...]] = []
+    for row in rows:
+        sid = row[0]
+        skey = skeys.get(sid)
+        if skey is None:
+            skey = skeys[sid] = skey_of(sid)
+        out.append((skey, *row[1:]))
+    return out
+
 
 _PATH_TOOLS: Final = {"read_file": "read", "write_file": "edited", "edit_file": "edited"}
 

@@ -59,7 +59,8 @@ line: a usage figure ``["u", id, session_id, n, turn, input, output, cache_read,
 cache_write, cost_usd, priced, model, created_at]``; a raw-log row written with it, as its
 ledger row ``[session_id, seq, turn, direction, source, payload, created_at]``; a new
 session ``["s", id, provider, model, parent_id, workspace, mode, metadata, created_at,
-updated_at, owner_pid, owner_host, run_options]``; a turn's end ``["e", session_id,
+updated_at, owner_pid, owner_host, run_options, skey]`` (``skey``, its storage key, since
+schema 8; a record without it gets one made from its id and time); a turn's end ``["e", session_id,
 status, updated_at]``. Format 1 (figures and raw rows only) is read too."""
 _READABLE: Final = (1, 2)
 _SUFFIX: Final = ".journal"
@@ -67,7 +68,7 @@ _TOKEN_LEN: Final = 16
 _ROTATE_BYTES: Final = 1 << 16  # a new file past this; the old one goes once committed
 _USAGE_FIELDS: Final = 13
 _RAW_FIELDS: Final = 7
-_SESSION_FIELDS: Final = 13
+_SESSION_FIELDS: Final = (13, 14)  # without and with the session's storage key (schema 8)
 _END_FIELDS: Final = 4
 _encode_lines = msgspec.json.Encoder().encode_lines
 
@@ -261,7 +262,7 @@ def read_journal(
             if (
                 version > 1
                 and isinstance(fields[1], str)
-                and ((tag == "s" and size == _SESSION_FIELDS) or (tag == "e" and size == _END_FIELDS))
+                and ((tag == "s" and size in _SESSION_FIELDS) or (tag == "e" and size == _END_FIELDS))
             ):
                 if sessions is not None:
                     sessions.append(tuple(fields))

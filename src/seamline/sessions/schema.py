@@ -19,12 +19,14 @@ _TYPES: Final[dict[Dialect, dict[str, str]]] = {
         "real": "REAL",
         "bigint": "INTEGER",
         "without_rowid": " WITHOUT ROWID",
+        "skey_of_session": "printf('%014x', CAST(created_at * 1000000 AS INTEGER)) || id",
     },
     "postgres": {
         "serial": "BIGSERIAL PRIMARY KEY",
         "real": "DOUBLE PRECISION",
         "bigint": "BIGINT",
         "without_rowid": "",
+        "skey_of_session": "lpad(to_hex(CAST(created_at * 1000000 AS BIGINT)), 14, '0') || id",
     },
 }
 
@@ -205,7 +207,66 @@ ALTER TABLE usage_ledger ADD COLUMN journal_id TEXT;
 CREATE UNIQUE INDEX IF NOT EXISTS usage_journal_id ON usage_ledger(journal_id)
 """
 
-MIGRATIONS: Final[tuple[str, ...]] = (_V1, _V2, _V3, _V4, _TRACE_HEADS, _DURABLE_WORKER, _USAGE_JOURNAL)
+# Storage keys: the raw log and the ledger are clustered by the session's storage key, its
+# creation time in microseconds (14 hex digits) then its id, no longer by the id alone. Ids
+# are random (users read and type their heads), so each run's rows went to a random page of
+# every B-tree; by storage key, new sessions' rows go to the end. ``sessions.skey`` is
+# written when a session is created (seamline.sessions.core.storage_key); rows of a session
+# that is not in the store keep an all-zero time.
+_STORAGE_KEYS: Final = """
+ALTER TABLE sessions ADD COLUMN skey TEXT;
+UPDATE sessions SET skey = {skey_of_session};
+CREATE UNIQUE INDEX IF NOT EXISTS sessions_skey ON sessions(skey);
+CREATE TABLE raw_log_v8 (
+    skey TEXT NOT NULL,
+    seq {bigint} NOT NULL,
+    turn INTEGER NOT NULL,
+    direction TEXT NOT NULL,
+    source TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    created_at {real} NOT NULL,
+    PRIMARY KEY (skey, seq)
+){without_rowid};
+INSERT INTO raw_log_v8 (skey, seq, turn, direction, source, payload, created_at)
+    SELECT COALESCE(s.skey, '00000000000000' || r.session_id), r.seq, r.turn, r.direction, r.source, r.payload,
+    r.created_at FROM raw_log r LEFT JOIN sessions s ON s.id = r.session_id;
+DROP TABLE raw_log;
+ALTER TABLE raw_log_v8 RENAME TO raw_log;
+CREATE TABLE usage_ledger_v8 (
+    skey TEXT NOT NULL,
+    n INTEGER NOT NULL,
+    turn INTEGER NOT NULL,
+    input_tokens {bigint} NOT NULL,
+    output_tokens {bigint} NOT NULL,
+    cache_read_tokens {bigint} NOT NULL,
+    cache_write_tokens {bigint} NOT NULL,
+    cost_usd {real},
+    priced INTEGER NOT NULL,
+    model TEXT,
+    created_at {real} NOT NULL,
+    journal_id TEXT,
+    PRIMARY KEY (skey, n)
+){without_rowid};
+INSERT INTO usage_ledger_v8 (skey, n, turn, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
+    cost_usd, priced, model, created_at, journal_id)
+    SELECT COALESCE(s.skey, '00000000000000' || u.session_id), u.n, u.turn, u.input_tokens, u.output_tokens,
+    u.cache_read_tokens, u.cache_write_tokens, u.cost_usd, u.priced, u.model, u.created_at, u.journal_id
+    FROM usage_ledger u LEFT JOIN sessions s ON s.id = u.session_id;
+DROP TABLE usage_ledger;
+ALTER TABLE usage_ledger_v8 RENAME TO usage_ledger;
+CREATE UNIQUE INDEX IF NOT EXISTS usage_journal_id ON usage_ledger(journal_id)
+"""
+
+MIGRATIONS: Final[tuple[str, ...]] = (
+    _V1,
+    _V2,
+    _V3,
+    _V4,
+    _TRACE_HEADS,
+    _DURABLE_WORKER,
+    _USAGE_JOURNAL,
+    _STORAGE_KEYS,
+)
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 
 

@@ -32,7 +32,15 @@ from typing import Any, Final
 from seamline.errors import InvalidRequest, StorageFailure
 from seamline.events import Usage
 from seamline.locations import STORE_ENV, default_store_path
-from seamline.sessions.core import FINISH_UPDATE, USAGE_INSERT, RuleRow, SessionStore
+from seamline.sessions.core import (
+    FINISH_UPDATE,
+    RAW_INSERT,
+    SESSION_INSERT,
+    USAGE_INSERT,
+    RuleRow,
+    SessionStore,
+    storage_key,
+)
 from seamline.sessions.journal import JournalRecord, UsageJournal, journal_dir, journal_tail, unreplayed_journals
 from seamline.sessions.records import (
     Direction,
@@ -57,18 +65,21 @@ _BACKLOG_BATCHES: Final = 2  # batches the writer may be behind before a figure 
 _OPEN: Final[weakref.WeakSet[SQLiteStore]] = weakref.WeakSet()  # this process's open store files
 _OPEN_LOCK: Final = threading.Lock()  # stores may be opened and synced on several threads
 _LAZY: Final[set[str]] = set()  # files with lazy batches handed since the last sync (see SQLiteStore._sync)
-_SESSION_REPLAY: Final = (
-    "INSERT OR IGNORE INTO sessions (id, provider, model, parent_id, workspace, mode, status, metadata,"
-    " created_at, updated_at, owner_pid, owner_host, run_options) VALUES (?, ?, ?, ?, ?, ?, 'open', ?, ?, ?, ?, ?, ?)"
-)
+_SESSION_REPLAY: Final = SESSION_INSERT.replace("INSERT INTO", "INSERT OR IGNORE INTO", 1)
 _END_REPLAY: Final = (
     "UPDATE sessions SET status = ?, updated_at = ?, owner_pid = NULL, owner_host = NULL"
     " WHERE id = ? AND updated_at <= ?"
 )
-RAW_INSERT_OR_IGNORE: Final = (
-    "INSERT OR IGNORE INTO raw_log (session_id, seq, turn, direction, source, payload, created_at)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?)"
-)
+RAW_INSERT_OR_IGNORE: Final = RAW_INSERT.replace("INSERT INTO", "INSERT OR IGNORE INTO", 1)
+
+
+def _with_key(params: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A journaled session record's values for :data:`SESSION_INSERT`: a journal written
+    before storage keys holds one value less, the key is made from its id and time."""
+    if len(params) == SESSION_INSERT.count("?"):
+        return params
+    return (*params, storage_key(params[0], params[7]))
+
 
 __all__ = [
     "STORE_ENV",
@@ -437,18 +448,18 @@ class SQLiteStore(SessionStore):
                 return 0
             with self._transaction():
                 # new sessions first (a record already there is the same one), then their rows
-                self._executemany(_SESSION_REPLAY, [r[1:] for r in sessions if r[0] == "s"])
+                self._executemany(_SESSION_REPLAY, [_with_key(r[1:]) for r in sessions if r[0] == "s"])
                 sids = sorted({r[0] for r in raw})
                 kept = {sid for sid in sids if self._query("SELECT 1 FROM sessions WHERE id = ?", (sid,))}
                 # a row already there (the owner committed it) is the same row
-                self._executemany(RAW_INSERT_OR_IGNORE, [r for r in raw if r[0] in kept])
+                self._executemany(RAW_INSERT_OR_IGNORE, self._keyed([r for r in raw if r[0] in kept]))
                 added = 0
                 for record in self._not_in_ledger(records):  # of sessions not removed meanwhile
                     row = list(record.row)
-                    if self._query(
-                        "SELECT 1 FROM usage_ledger WHERE session_id = ? AND n = ?", (record.session_id, record.n)
-                    ):
+                    skey = self._skey(record.session_id)
+                    if self._query("SELECT 1 FROM usage_ledger WHERE skey = ? AND n = ?", (skey, record.n)):
                         row[1] = self._last("usage_ledger", "n", record.session_id) + 1
+                    row[0] = skey
                     self._execute(USAGE_INSERT, row)
                     added += 1
                 # a turn's end, unless the session changed since (resumed by another process)

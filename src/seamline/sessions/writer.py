@@ -16,17 +16,13 @@ import queue
 import sqlite3
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any, Final
+from typing import Any
 
 from seamline.errors import StorageFailure
-from seamline.sessions.core import USAGE_INSERT
+from seamline.sessions.core import ORPHAN_TIME, RAW_INSERT, USAGE_INSERT, keyed_rows
 from seamline.sessions.sqlite_file import connect
 
 __all__ = ["Batch", "StoreWriter"]
-
-RAW_INSERT: Final = (
-    "INSERT INTO raw_log (session_id, seq, turn, direction, source, payload, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
-)
 
 
 class Batch:
@@ -143,10 +139,10 @@ class StoreWriter:
                             conn.execute(sql, params)
                 rows = [r for b in batches for r in b.rows]
                 if rows:
-                    conn.executemany(RAW_INSERT, rows)
+                    conn.executemany(RAW_INSERT, keyed_rows(rows, self._skey))
                 usage = [u for b in batches for u in b.usage]
                 if usage:
-                    conn.executemany(USAGE_INSERT, usage)
+                    conn.executemany(USAGE_INSERT, keyed_rows(usage, self._skey))
                 for batch in batches:  # status updates after them
                     for sql, params in batch.statements:
                         if not sql.startswith("INSERT"):
@@ -159,6 +155,12 @@ class StoreWriter:
             return StorageFailure(f"cannot write the store {self.path}: {exc}")
         self.commits += 1
         return None
+
+    def _skey(self, session_id: str) -> str:
+        """The session's storage key, read on this thread's connection (its record is
+        written before its rows; see SessionStore._skey)."""
+        found = self._conn.execute("SELECT skey FROM sessions WHERE id = ?", (session_id,)).fetchone()
+        return found[0] if found and found[0] is not None else ORPHAN_TIME + session_id
 
     @staticmethod
     def _settle(batches: Sequence[Batch], error: StorageFailure | None) -> None:
