@@ -75,6 +75,7 @@ def test_a_store_of_the_schema_before_keeps_every_row_and_figure(
         assert [r.payload for r in store.raw_rows("ghost")] == ['"boo"']  # no session: kept all the same
         assert [u.input_tokens for u in store.usage_rows("newer")] == [10, 20]
         assert [u.input_tokens for u in store.usage_rows("ghost")] == [3]
+        assert store.totals("ghost").input_tokens == 3
         totals = store.totals("newer")
         assert (totals.input_tokens, totals.cost_usd, totals.priced) == (30, 0.75, 2)
         assert store.totals("older").unpriced == 1

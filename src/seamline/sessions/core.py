@@ -394,11 +394,8 @@ class SessionStore(abc.ABC):
         self._pending.append((session_id, seq, turn, direction, source, payload, time.time()))
 
     def _last(self, table: str, column: str, session_id: str) -> int:
-        return int(
-            self._query(f"SELECT COALESCE(MAX({column}), 0) FROM {table} WHERE skey = ?", (self._skey(session_id),))[0][
-                0
-            ]
-        )
+        found = self._query(f"SELECT COALESCE(MAX({column}), 0) FROM {table} WHERE skey = ?", (self._skey(session_id),))
+        return int(found[0][0])
 
     def flush(self) -> None:
         """Write every queued statement, raw row and usage figure in one transaction."""
@@ -564,10 +561,10 @@ class SessionStore(abc.ABC):
     def totals(self, session_id: str, *, include_descendants: bool = True) -> Totals:
         """Sums over the session (and its forks and children): computed, never stored."""
         ids = [session_id, *(self.descendants(session_id) if include_descendants else [])]
-        marks = ", ".join("?" for _ in ids)
         candidates = self._journal_candidates(ids)  # before the ledger: see the module
         with self._read_snapshot():
-            row = self._totals_row(marks, ids)
+            skeys = self._skeys_of(ids)
+            row = self._totals_row(", ".join("?" for _ in skeys), skeys)
             late = self._not_in_ledger(candidates) if candidates else []
         tokens = [int(row[i]) for i in range(4)]
         cost, priced, unpriced = float(row[4]), int(row[5]), int(row[6])
@@ -581,15 +578,28 @@ class SessionStore(abc.ABC):
                 unpriced += 1
         return Totals(len(ids), tokens[0], tokens[1], tokens[2], tokens[3], cost, priced, unpriced)
 
-    def _totals_row(self, marks: str, ids: Sequence[str]) -> tuple[Any, ...]:
+    def _skeys_of(self, session_ids: Sequence[str]) -> list[str]:
+        """:meth:`_skey` of many sessions, those not known here read in one query."""
+        unknown = [sid for sid in session_ids if sid not in self._skeys]
+        found: dict[str, str] = {}
+        for start in range(0, len(unknown), 500):
+            chunk = unknown[start : start + 500]
+            marks = ", ".join("?" for _ in chunk)
+            found.update(
+                (sid, skey)
+                for sid, skey in self._query(f"SELECT id, skey FROM sessions WHERE id IN ({marks})", chunk)
+                if skey is not None
+            )
+        return [self._skeys.get(sid) or found.get(sid) or ORPHAN_TIME + sid for sid in session_ids]
+
+    def _totals_row(self, marks: str, skeys: Sequence[str]) -> tuple[Any, ...]:
         return self._query(
             "SELECT COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0),"
             " COALESCE(SUM(cache_read_tokens), 0), COALESCE(SUM(cache_write_tokens), 0),"
             " COALESCE(SUM(CASE WHEN priced = 1 THEN cost_usd ELSE 0 END), 0),"
             " COALESCE(SUM(CASE WHEN priced = 1 THEN 1 ELSE 0 END), 0),"
-            f" COALESCE(SUM(CASE WHEN priced = 1 THEN 0 ELSE 1 END), 0) FROM usage_ledger WHERE skey IN"
-            f" (SELECT skey FROM sessions WHERE id IN ({marks}))",
-            ids,
+            f" COALESCE(SUM(CASE WHEN priced = 1 THEN 0 ELSE 1 END), 0) FROM usage_ledger WHERE skey IN ({marks})",
+            skeys,
         )[0]
 
     # -- transcript ---------------------------------------------------------------------------
