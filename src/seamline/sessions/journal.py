@@ -65,7 +65,10 @@ status, updated_at]``. Format 1 (figures and raw rows only) is read too."""
 _READABLE: Final = (1, 2)
 _SUFFIX: Final = ".journal"
 _TOKEN_LEN: Final = 16
-_ROTATE_BYTES: Final = 1 << 16  # a new file past this; the old one goes once committed
+# A new file past this; the old one goes once committed. As large as the uncommitted
+# journal may grow (store.JOURNAL_BYTES): making a file costs a few hundred µs of system
+# time, so at 64 KB files were made several times a lazy commit.
+_ROTATE_BYTES: Final = 1 << 18
 _USAGE_FIELDS: Final = 13
 _RAW_FIELDS: Final = 7
 _SESSION_FIELDS: Final = (13, 14)  # without and with the session's storage key (schema 8)
