@@ -26,7 +26,9 @@ async def _one_turn(store: SessionStore, prompt: str, resume: str | None = None)
 def test_closed_sessions_leave_no_numbers_behind_and_go_on_where_they_were(make_store: StoreFactory) -> None:
     store = make_store()
     ids = [asyncio.run(_one_turn(store, f"run {k}")) for k in range(30)]
+    store.flush()
     assert store._next_seq == {} and store._next_usage == {}  # nothing per closed session
+    assert store._skeys == {} and store._closed_skeys == {}
     # A closed session that goes on in the same process (on SQLite, before its lazy commit)
     # numbers its rows and figures after the ones it has: a number taken twice would fail
     # the commit (both are primary keys).

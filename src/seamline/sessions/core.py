@@ -74,6 +74,7 @@ class SessionStore(abc.ABC):
         self._next_seq: dict[str, int] = {}
         self._next_usage: dict[str, int] = {}
         self._skeys: dict[str, str] = {}  # storage keys of the sessions this process uses
+        self._closed_skeys: dict[str, str] = {}  # ... and of those closed since the last flush
         self._group_commit: asyncio.Future[None] | None = None
         self._group_waiters = 0  # runs waiting on the group commit being gathered
 
@@ -185,7 +186,7 @@ class SessionStore(abc.ABC):
         """The session's storage key (what its raw log and figures are filed under): kept
         for the sessions this process uses, else read from its record; a session not in the
         store files under an all-zero time."""
-        skey = self._skeys.get(session_id)
+        skey = self._skeys.get(session_id) or self._closed_skeys.get(session_id)
         if skey is None:
             found = self._query("SELECT skey FROM sessions WHERE id = ?", (session_id,))
             if not found or found[0][0] is None:
@@ -368,7 +369,9 @@ class SessionStore(abc.ABC):
         long-lived process (``serve``, a worker) keeps nothing per session it ever saw."""
         self._next_seq.pop(session_id, None)
         self._next_usage.pop(session_id, None)
-        self._skeys.pop(session_id, None)
+        skey = self._skeys.pop(session_id, None)
+        if skey is not None:  # its last rows may still wait for the next flush
+            self._closed_skeys[session_id] = skey
 
     def recover_interrupted(self) -> list[str]:
         """Mark ``open`` sessions whose process on this host is gone as ``interrupted``."""
@@ -400,6 +403,7 @@ class SessionStore(abc.ABC):
     def flush(self) -> None:
         """Write every queued statement, raw row and usage figure in one transaction."""
         if not self._pending and not self._pending_usage and not self._pending_statements:
+            self._closed_skeys.clear()
             return
         statements, self._pending_statements = self._pending_statements, []
         rows, self._pending = self._pending, []
@@ -415,6 +419,7 @@ class SessionStore(abc.ABC):
             self._pending[:0] = rows
             self._pending_usage[:0] = usage
             raise
+        self._closed_skeys.clear()  # a closed session's rows are written (a later one asks again)
         if usage:
             self._usage_committed(usage)
 
