@@ -182,16 +182,19 @@ class SessionStore(abc.ABC):
         self._next_seq.setdefault(session_id, 1)
         self._next_usage.setdefault(session_id, 1)
 
-    def _skey(self, session_id: str) -> str:
+    def _skey(self, session_id: str, *, keep: bool = False) -> str:
         """The session's storage key (what its raw log and figures are filed under): kept
-        for the sessions this process uses, else read from its record; a session not in the
-        store files under an all-zero time."""
+        for the sessions this process writes (made here, or ``keep``: resumed here, until
+        :meth:`release`), else read from its record; a session not in the store files under
+        an all-zero time. A read is not kept: a long-lived reader keeps nothing per session."""
         skey = self._skeys.get(session_id) or self._closed_skeys.get(session_id)
         if skey is None:
             found = self._query("SELECT skey FROM sessions WHERE id = ?", (session_id,))
             if not found or found[0][0] is None:
                 return ORPHAN_TIME + session_id
-            skey = self._skeys[session_id] = found[0][0]
+            skey = found[0][0]
+            if keep:
+                self._skeys[session_id] = skey
         return skey
 
     def _keyed(self, rows: Sequence[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
@@ -392,6 +395,7 @@ class SessionStore(abc.ABC):
         """Queue one raw row; :meth:`flush` writes the queue in one transaction."""
         seq = self._next_seq.get(session_id)
         if seq is None:
+            self._skey(session_id, keep=True)  # a session written here (resumed): its key kept till released
             seq = self._last("raw_log", "seq", session_id) + 1
         self._next_seq[session_id] = seq + 1
         self._pending.append((session_id, seq, turn, direction, source, payload, time.time()))
@@ -403,7 +407,6 @@ class SessionStore(abc.ABC):
     def flush(self) -> None:
         """Write every queued statement, raw row and usage figure in one transaction."""
         if not self._pending and not self._pending_usage and not self._pending_statements:
-            self._closed_skeys.clear()
             return
         statements, self._pending_statements = self._pending_statements, []
         rows, self._pending = self._pending, []
@@ -495,6 +498,7 @@ class SessionStore(abc.ABC):
     def _queue_usage(self, session_id: str, turn: int, usage: Usage) -> None:
         n = self._next_usage.get(session_id)
         if n is None:
+            self._skey(session_id, keep=True)
             n = self._last_usage_n(session_id) + 1
         self._next_usage[session_id] = n + 1
         row = (
