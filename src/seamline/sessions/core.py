@@ -163,12 +163,12 @@ class SessionStore(abc.ABC):
                 parent_id,
                 workspace,
                 mode,
-                json.dumps(dict(metadata or {})),
+                json.dumps(dict(metadata)) if metadata else "{}",  # most runs have none: no encoder
                 now,
                 now,
                 os.getpid(),
                 _HOST,
-                json.dumps(kept, sort_keys=True),
+                json.dumps(kept, sort_keys=True) if kept else "{}",
                 storage_key(session_id, now),
             ),
         )
