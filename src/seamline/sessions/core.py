@@ -187,15 +187,20 @@ class SessionStore(abc.ABC):
         for the sessions this process writes (made here, or ``keep``: resumed here, until
         :meth:`release`), else read from its record; a session not in the store files under
         an all-zero time. A read is not kept: a long-lived reader keeps nothing per session."""
-        skey = self._skeys.get(session_id) or self._closed_skeys.get(session_id)
+        skey = self._known_skey(session_id)
         if skey is None:
-            found = self._query("SELECT skey FROM sessions WHERE id = ?", (session_id,))
+            found = self._query(SKEY_SELECT, (session_id,))
             if not found or found[0][0] is None:
                 return ORPHAN_TIME + session_id
             skey = found[0][0]
             if keep:
                 self._skeys[session_id] = skey
         return skey
+
+    def _known_skey(self, session_id: str) -> str | None:
+        """The storage key of a session this process writes, or has closed since the last
+        flush (its last rows may still be queued); None for others. Safe on any thread."""
+        return self._skeys.get(session_id) or self._closed_skeys.get(session_id)
 
     def _keyed(self, rows: Sequence[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
         return keyed_rows(rows, self._skey)
@@ -534,18 +539,11 @@ class SessionStore(abc.ABC):
 
     def _not_in_ledger(self, candidates: Sequence[JournalRecord]) -> list[JournalRecord]:
         """The candidates whose figure the ledger does not hold (inside a read snapshot)."""
-        present: set[str] = set()
         ids = [r.journal_id for r in candidates]
-        for start in range(0, len(ids), 500):
-            chunk = ids[start : start + 500]
-            marks = ", ".join("?" for _ in chunk)
-            present.update(
-                r[0] for r in self._query(f"SELECT journal_id FROM usage_ledger WHERE journal_id IN ({marks})", chunk)
-            )
+        present = {r[0] for r in self._query_in("SELECT journal_id FROM usage_ledger WHERE journal_id IN ({})", ids)}
         late = [r for r in candidates if r.journal_id not in present]
         sids = sorted({r.session_id for r in late})
-        marks = ", ".join("?" for _ in sids)
-        kept = {r[0] for r in self._query(f"SELECT id FROM sessions WHERE id IN ({marks})", sids)} if sids else set()
+        kept = {r[0] for r in self._query_in("SELECT id FROM sessions WHERE id IN ({})", sids)}
         # a session whose record is journaled too is not in the store yet: its figures count
         return sorted(
             (r for r in late if r.session_id in kept or r.journaled_session), key=lambda r: (r.session_id, r.n)
@@ -589,17 +587,23 @@ class SessionStore(abc.ABC):
 
     def _skeys_of(self, session_ids: Sequence[str]) -> list[str]:
         """:meth:`_skey` of many sessions, those not known here read in one query."""
-        unknown = [sid for sid in session_ids if sid not in self._skeys]
-        found: dict[str, str] = {}
-        for start in range(0, len(unknown), 500):
-            chunk = unknown[start : start + 500]
-            marks = ", ".join("?" for _ in chunk)
-            found.update(
-                (sid, skey)
-                for sid, skey in self._query(f"SELECT id, skey FROM sessions WHERE id IN ({marks})", chunk)
-                if skey is not None
-            )
-        return [self._skeys.get(sid) or found.get(sid) or ORPHAN_TIME + sid for sid in session_ids]
+        known = {sid: skey for sid in session_ids if (skey := self._known_skey(sid)) is not None}
+        unknown = [sid for sid in session_ids if sid not in known]
+        known.update(
+            (sid, skey)
+            for sid, skey in self._query_in("SELECT id, skey FROM sessions WHERE id IN ({})", unknown)
+            if skey is not None
+        )
+        return [known.get(sid) or ORPHAN_TIME + sid for sid in session_ids]
+
+    def _query_in(self, sql: str, values: Sequence[Any]) -> list[tuple[Any, ...]]:
+        """``sql``'s rows with its ``IN ({})`` over ``values``, asked 500 at a time (SQLite
+        bounds the parameters of one statement)."""
+        rows: list[tuple[Any, ...]] = []
+        for start in range(0, len(values), 500):
+            chunk = values[start : start + 500]
+            rows.extend(self._query(sql.format(", ".join("?" for _ in chunk)), chunk))
+        return rows
 
     def _totals_row(self, marks: str, skeys: Sequence[str]) -> tuple[Any, ...]:
         return self._query(
@@ -683,6 +687,7 @@ SESSION_INSERT: Final = (
     " VALUES (?, ?, ?, ?, ?, ?, 'open', ?, ?, ?, ?, ?, ?, ?)"
 )
 """A new session's record; its last value is its storage key (:func:`storage_key`)."""
+SKEY_SELECT: Final = "SELECT skey FROM sessions WHERE id = ?"
 ORPHAN_TIME: Final = "0" * 14
 """The time part of the storage key of rows whose session is not in the store."""
 RAW_INSERT: Final = (

@@ -66,10 +66,7 @@ _OPEN: Final[weakref.WeakSet[SQLiteStore]] = weakref.WeakSet()  # this process's
 _OPEN_LOCK: Final = threading.Lock()  # stores may be opened and synced on several threads
 _LAZY: Final[set[str]] = set()  # files with lazy batches handed since the last sync (see SQLiteStore._sync)
 _SESSION_REPLAY: Final = SESSION_INSERT.replace("INSERT INTO", "INSERT OR IGNORE INTO", 1)
-_END_REPLAY: Final = (
-    "UPDATE sessions SET status = ?, updated_at = ?, owner_pid = NULL, owner_host = NULL"
-    " WHERE id = ? AND updated_at <= ?"
-)
+_END_REPLAY: Final = FINISH_UPDATE + " AND updated_at <= ?"  # unless the session changed since
 RAW_INSERT_OR_IGNORE: Final = RAW_INSERT.replace("INSERT INTO", "INSERT OR IGNORE INTO", 1)
 
 
@@ -174,7 +171,7 @@ class SQLiteStore(SessionStore):
         # One thread at a time on the connection, a transaction whole: the loop's, or the
         # backstop's (see _backstop), whose loop may be gone while another loop uses the store.
         self._conn_lock = threading.RLock()
-        self._released = False
+        self._closed = False
         try:
             if self._tracked:
                 with _OPEN_LOCK:
@@ -221,7 +218,7 @@ class SQLiteStore(SessionStore):
 
     def _start_writer(self) -> StoreWriter:
         if self._writer is None:
-            self._writer = StoreWriter(self.path, on_commit=self._batches_committed)
+            self._writer = StoreWriter(self.path, on_commit=self._batches_committed, known_skey=self._known_skey)
         return self._writer
 
     def _batches_committed(self, batches: Sequence[Batch]) -> None:
@@ -330,7 +327,7 @@ class SQLiteStore(SessionStore):
         the loop has stopped meanwhile (its ``asyncio.run`` ended), the timer never fires;
         commit here. Another loop may use the store meanwhile: the connection lock keeps
         the two apart, a transaction and the queue's handing-over whole."""
-        if loop.is_running() or self._lazy_loop is not loop or self._released:
+        if loop.is_running() or self._lazy_loop is not loop or self._closed:
             return
         with self._conn_lock:
             if self._lazy_timer is not None:
@@ -601,7 +598,7 @@ class SQLiteStore(SessionStore):
             self._release()
 
     def _release(self) -> None:
-        self._released = True
+        self._closed = True
         if self._lazy_timer is not None:
             self._lazy_timer.cancel()
             self._lazy_timer = None

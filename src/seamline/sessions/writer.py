@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from seamline.errors import StorageFailure
-from seamline.sessions.core import ORPHAN_TIME, RAW_INSERT, USAGE_INSERT, keyed_rows
+from seamline.sessions.core import ORPHAN_TIME, RAW_INSERT, SKEY_SELECT, USAGE_INSERT, keyed_rows
 from seamline.sessions.sqlite_file import connect
 
 __all__ = ["Batch", "StoreWriter"]
@@ -51,9 +51,16 @@ class Batch:
 class StoreWriter:
     """One thread, one connection to the store file; :meth:`submit` never blocks."""
 
-    def __init__(self, path: str, *, on_commit: Callable[[Sequence[Batch]], None] | None = None) -> None:
+    def __init__(
+        self,
+        path: str,
+        *,
+        on_commit: Callable[[Sequence[Batch]], None] | None = None,
+        known_skey: Callable[[str], str | None] | None = None,
+    ) -> None:
         self.path = path
         self._on_commit = on_commit  # called on the thread, after each commit
+        self._known_skey = known_skey  # the store's storage keys of its own sessions
         self._conn = connect(path, create_folder=False)
         self._inbox: queue.SimpleQueue[Batch | None] = queue.SimpleQueue()
         self._idle = threading.Condition()
@@ -157,9 +164,12 @@ class StoreWriter:
         return None
 
     def _skey(self, session_id: str) -> str:
-        """The session's storage key, read on this thread's connection (its record is
-        written before its rows; see SessionStore._skey)."""
-        found = self._conn.execute("SELECT skey FROM sessions WHERE id = ?", (session_id,)).fetchone()
+        """The session's storage key: the store's, for a session it writes; else read on this
+        thread's connection (its record is written before its rows; see SessionStore._skey)."""
+        known = self._known_skey(session_id) if self._known_skey is not None else None
+        if known is not None:
+            return known
+        found = self._conn.execute(SKEY_SELECT, (session_id,)).fetchone()
         return found[0] if found and found[0] is not None else ORPHAN_TIME + session_id
 
     @staticmethod
