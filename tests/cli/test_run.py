@@ -72,8 +72,8 @@ def test_store_holds_the_run(seamline_cmd: list[str], cli_env: dict[str, str], t
     sid = events_of(done.stdout)[0]["session_id"]
     conn = sqlite3.connect(store)
     assert conn.execute("SELECT status FROM sessions WHERE id = ?", (sid,)).fetchone() == ("completed",)
-    sources = [r[0] for r in conn.execute("SELECT source FROM raw_log WHERE substr(skey, 15) = ? ORDER BY seq", (sid,))]
-    assert sources[0] == "prompt" and sources.count("event") >= 5
+    rows = conn.execute("SELECT source, packed FROM raw_log WHERE substr(skey, 15) = ? ORDER BY seq", (sid,)).fetchall()
+    assert rows[0] == ("prompt", 1) and sum(n for source, n in rows if source == "event") >= 5  # events in packs
 
 
 def test_usage_errors_are_one_line_and_exit_2(seamline_cmd: list[str], cli_env: dict[str, str], tmp_path: Path) -> None:

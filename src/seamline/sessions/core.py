@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from seamline.errors import InvalidRequest, StorageFailure
 from seamline.events import Usage
+from seamline.sessions.raw_packs import LAST_SEQ, RAW_INSERT, RAW_SELECT, packed_rows, unpacked
 from seamline.sessions.records import (
     METADATA_MAX_DEPTH,
     Direction,
@@ -401,9 +402,13 @@ class SessionStore(abc.ABC):
         seq = self._next_seq.get(session_id)
         if seq is None:
             self._skey(session_id, keep=True)  # a session written here (resumed): its key kept till released
-            seq = self._last("raw_log", "seq", session_id) + 1
+            seq = self._last_raw_seq(session_id) + 1
         self._next_seq[session_id] = seq + 1
         self._pending.append((session_id, seq, turn, direction, source, payload, time.time()))
+
+    def _last_raw_seq(self, session_id: str) -> int:
+        found = self._query(LAST_SEQ, (self._skey(session_id),))
+        return int(found[0][0]) if found else 0
 
     def _last(self, table: str, column: str, session_id: str) -> int:
         found = self._query(f"SELECT COALESCE(MAX({column}), 0) FROM {table} WHERE skey = ?", (self._skey(session_id),))
@@ -449,7 +454,7 @@ class SessionStore(abc.ABC):
         self, rows: Sequence[tuple[str, int, int, str, str, str, float]], usage: Sequence[tuple[Any, ...]] = ()
     ) -> None:
         if rows:
-            self._executemany(RAW_INSERT, self._keyed(rows))
+            self._executemany(RAW_INSERT, packed_rows(rows, self._skey))
         if usage:
             self._executemany(USAGE_INSERT, self._keyed(usage))
 
@@ -469,11 +474,8 @@ class SessionStore(abc.ABC):
         return value if isinstance(value, str) else str(payload)
 
     def raw_rows(self, session_id: str) -> Iterator[RawRow]:
-        rows = self._query(
-            "SELECT seq, turn, direction, source, payload, created_at FROM raw_log WHERE skey = ? ORDER BY seq",
-            (self._skey(session_id),),
-        )
-        for seq, turn, direction, source, payload, created_at in rows:
+        rows = self._query(f"{RAW_SELECT} WHERE skey = ? ORDER BY seq", (self._skey(session_id),))
+        for seq, turn, direction, source, payload, created_at in unpacked(rows):
             yield RawRow(seq, session_id, turn, direction, source, payload, created_at)
 
     # -- cost ledger ------------------------------------------------------------------------
@@ -619,7 +621,7 @@ class SessionStore(abc.ABC):
     def transcript(self, session_id: str) -> list[TranscriptEntry]:
         """The canonical transcript; derived again when the raw log grew or a parser changed."""
         versions = json.dumps(parser_versions(), sort_keys=True)
-        last = self._last("raw_log", "seq", session_id)
+        last = self._last_raw_seq(session_id)
         state = self._query("SELECT last_raw_seq, versions FROM transcript_state WHERE session_id = ?", (session_id,))
         if state and state[0][0] == last and state[0][1] == versions:
             rows = self._query(
@@ -690,9 +692,6 @@ SESSION_INSERT: Final = (
 SKEY_SELECT: Final = "SELECT skey FROM sessions WHERE id = ?"
 ORPHAN_TIME: Final = "0" * 14
 """The time part of the storage key of rows whose session is not in the store."""
-RAW_INSERT: Final = (
-    "INSERT INTO raw_log (skey, seq, turn, direction, source, payload, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
-)
 USAGE_INSERT: Final = (
     "INSERT INTO usage_ledger (skey, n, turn, input_tokens, output_tokens, cache_read_tokens,"
     " cache_write_tokens, cost_usd, priced, model, created_at, journal_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"

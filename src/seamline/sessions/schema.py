@@ -257,6 +257,14 @@ ALTER TABLE usage_ledger_v8 RENAME TO usage_ledger;
 CREATE UNIQUE INDEX IF NOT EXISTS usage_journal_id ON usage_ledger(journal_id)
 """
 
+# Packs of the raw log: a run of a turn's events is written as one row (seamline.sessions.
+# raw_packs): ``packed`` says how many raw rows a row holds (1 for the rows of before),
+# ``pack_index`` where each one's text ends and when it came.
+_RAW_PACKS: Final = """
+ALTER TABLE raw_log ADD COLUMN packed INTEGER NOT NULL DEFAULT 1;
+ALTER TABLE raw_log ADD COLUMN pack_index TEXT
+"""
+
 MIGRATIONS: Final[tuple[str, ...]] = (
     _V1,
     _V2,
@@ -266,6 +274,7 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     _DURABLE_WORKER,
     _USAGE_JOURNAL,
     _STORAGE_KEYS,
+    _RAW_PACKS,
 )
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 

@@ -34,7 +34,6 @@ from seamline.events import Usage
 from seamline.locations import STORE_ENV, default_store_path
 from seamline.sessions.core import (
     FINISH_UPDATE,
-    RAW_INSERT,
     SESSION_INSERT,
     USAGE_INSERT,
     RuleRow,
@@ -42,6 +41,7 @@ from seamline.sessions.core import (
     storage_key,
 )
 from seamline.sessions.journal import JournalRecord, UsageJournal, journal_dir, journal_tail, unreplayed_journals
+from seamline.sessions.raw_packs import RAW_INSERT, covered_seqs, packed_rows
 from seamline.sessions.records import (
     Direction,
     RawRow,
@@ -67,7 +67,6 @@ _OPEN_LOCK: Final = threading.Lock()  # stores may be opened and synced on sever
 _LAZY: Final[set[str]] = set()  # files with lazy batches handed since the last sync (see SQLiteStore._sync)
 _SESSION_REPLAY: Final = SESSION_INSERT.replace("INSERT INTO", "INSERT OR IGNORE INTO", 1)
 _END_REPLAY: Final = FINISH_UPDATE + " AND updated_at <= ?"  # unless the session changed since
-RAW_INSERT_OR_IGNORE: Final = RAW_INSERT.replace("INSERT INTO", "INSERT OR IGNORE INTO", 1)
 
 
 def _with_key(params: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -448,8 +447,7 @@ class SQLiteStore(SessionStore):
                 self._executemany(_SESSION_REPLAY, [_with_key(r[1:]) for r in sessions if r[0] == "s"])
                 sids = sorted({r[0] for r in raw})
                 kept = {sid for sid in sids if self._query("SELECT 1 FROM sessions WHERE id = ?", (sid,))}
-                # a row already there (the owner committed it) is the same row
-                self._executemany(RAW_INSERT_OR_IGNORE, self._keyed([r for r in raw if r[0] in kept]))
+                self._executemany(RAW_INSERT, packed_rows(self._not_in_raw_log(raw, kept), self._skey))
                 added = 0
                 for record in self._not_in_ledger(records):  # of sessions not removed meanwhile
                     row = list(record.row)
@@ -464,6 +462,19 @@ class SQLiteStore(SessionStore):
         for sid in {r.session_id for r in records}:
             self._next_usage.pop(sid, None)
         return added
+
+    def _not_in_raw_log(self, raw: Sequence[tuple[Any, ...]], kept: set[str]) -> list[tuple[Any, ...]]:
+        """The journaled raw rows of sessions in ``kept`` that are not in the store yet: a row
+        the owner committed is the same row, alone or in a pack of its own making."""
+        covered = {
+            sid: covered_seqs(self._query("SELECT seq, packed FROM raw_log WHERE skey = ?", (self._skey(sid),)))
+            for sid in kept
+        }
+        fresh: dict[tuple[str, int], tuple[Any, ...]] = {}
+        for row in raw:
+            if row[0] in kept and not covered[row[0]](row[1]):
+                fresh.setdefault((row[0], row[1]), row)  # a row journaled twice is written once
+        return sorted(fresh.values(), key=lambda r: (r[0], r[1]))
 
     def usage_rows(self, session_id: str) -> list[UsageRow]:
         with self._unsynced():  # journal first, then the ledger: every reported figure, no wait

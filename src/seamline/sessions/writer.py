@@ -19,7 +19,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from seamline.errors import StorageFailure
-from seamline.sessions.core import ORPHAN_TIME, RAW_INSERT, SKEY_SELECT, USAGE_INSERT, keyed_rows
+from seamline.sessions.core import ORPHAN_TIME, SKEY_SELECT, USAGE_INSERT, keyed_rows
+from seamline.sessions.raw_packs import RAW_INSERT, packed_rows
 from seamline.sessions.sqlite_file import connect
 
 __all__ = ["Batch", "StoreWriter"]
@@ -146,7 +147,7 @@ class StoreWriter:
                             conn.execute(sql, params)
                 rows = [r for b in batches for r in b.rows]
                 if rows:
-                    conn.executemany(RAW_INSERT, keyed_rows(rows, self._skey))
+                    conn.executemany(RAW_INSERT, packed_rows(rows, self._skey))
                 usage = [u for b in batches for u in b.usage]
                 if usage:
                     conn.executemany(USAGE_INSERT, keyed_rows(usage, self._skey))
