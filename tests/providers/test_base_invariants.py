@@ -136,6 +136,20 @@ def test_usage_is_never_counted_twice() -> None:
     assert session.totals.cost_usd == pytest.approx(0.75)
 
 
+def test_usage_is_never_counted_twice_in_a_turn_of_many_model_calls() -> None:
+    """The ids seen are kept as a list for a few figures, then as a set: a repeat is
+    dropped on either side of the change, and every other figure is counted."""
+    figures = [Usage(input_tokens=1, output_tokens=0, cost_usd=0.0, priced=True, usage_id=f"u{k}") for k in range(40)]
+    repeats = [figures[3], figures[30], figures[0], figures[39]]
+    cls = make(
+        [*figures[:20], *repeats[:1], *figures[20:], *repeats[1:], Complete(outcome="completed", stop_reason="x")]
+    )
+    session, events = asyncio.run(turn(cls()))
+    check_shape(events)
+    assert [e.usage_id for e in events if isinstance(e, Usage)] == [f"u{k}" for k in range(40)]
+    assert session.totals.input_tokens == 40
+
+
 def test_unpriced_usage_stays_unknown() -> None:
     cls = make(
         [

@@ -24,6 +24,10 @@ if TYPE_CHECKING:
 
 __all__ = ["RawLog", "TurnSettler", "set_status_quietly"]
 
+_SEEN_AS_LIST: Final = 16
+"""A turn's usage ids seen so far are a list up to this many, then a set: most turns have a
+few model calls, and a set of a few strings costs 500 bytes more per run in flight."""
+
 _STATUS: Final[dict[str, Literal["completed", "failed", "aborted", "budget"]]] = {
     "completed": "completed",
     "failed": "failed",
@@ -118,7 +122,7 @@ class TurnSettler:
         self.budget_usd = budget_usd
         self.log = RawLog(session.store, session.session_id, session.turn)
         self.totals = session.totals = UsageTotals()
-        self.seen_usage: set[str] = set()
+        self.seen_usage: list[str] | set[str] = []  # a set once past _SEEN_AS_LIST
         self.final: Complete | None = None
 
     def opening(self) -> Session:
@@ -167,11 +171,17 @@ class TurnSettler:
         """A usage figure, priced if it came unpriced, added to the turn's totals and logged;
         ``None`` for one already counted (its ``usage_id`` seen before). The caller writes it
         (:meth:`RawLog.record_usage`) before passing it on: a crash keeps what was spent."""
-        if event.usage_id is not None:
-            if event.usage_id in self.seen_usage:
-                self.log.record(Raw(source="seamline", payload={"dropped_duplicate_usage": event.usage_id}))
+        if (usage_id := event.usage_id) is not None:
+            seen = self.seen_usage
+            if usage_id in seen:
+                self.log.record(Raw(source="seamline", payload={"dropped_duplicate_usage": usage_id}))
                 return None
-            self.seen_usage.add(event.usage_id)
+            if isinstance(seen, set):
+                seen.add(usage_id)
+            else:
+                seen.append(usage_id)
+                if len(seen) > _SEEN_AS_LIST:
+                    self.seen_usage = set(seen)
         usage = event
         if not usage.priced:
             provider = self.session.provider

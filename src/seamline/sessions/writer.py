@@ -16,7 +16,7 @@ import queue
 import sqlite3
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Final
 
 from seamline.errors import StorageFailure
 from seamline.sessions.core import ORPHAN_TIME, SKEY_SELECT, USAGE_INSERT, keyed_rows
@@ -24,6 +24,11 @@ from seamline.sessions.raw_packs import RAW_INSERT, packed_rows
 from seamline.sessions.sqlite_file import connect
 
 __all__ = ["Batch", "StoreWriter"]
+
+_CACHE_KIB: Final = 256
+"""The writer connection's page cache. It only appends rows and updates sessions by id, so
+it needs the right edges of a few B-trees, not SQLite's default 2 MiB; the store's own
+connection, which reads, keeps the default. At 1,000 runs in flight this was 1.3 KB a run."""
 
 
 class Batch:
@@ -63,6 +68,7 @@ class StoreWriter:
         self._on_commit = on_commit  # called on the thread, after each commit
         self._known_skey = known_skey  # the store's storage keys of its own sessions
         self._conn = connect(path, create_folder=False)
+        self._conn.execute(f"PRAGMA cache_size = -{_CACHE_KIB}")
         self._inbox: queue.SimpleQueue[Batch | None] = queue.SimpleQueue()
         self._idle = threading.Condition()
         self._handed = 0  # batches handed over (only the submitting threads count them)
