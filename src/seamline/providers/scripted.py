@@ -213,19 +213,59 @@ _KEYS: Final = frozenset(_CHECKS)
 # The last script handed to a provider, and its checked copy: a test or a bench that gives
 # one script to a provider per run checks and copies it once. Shared read-only: a provider
 # never changes its script.
-_last_script: tuple[Sequence[Mapping[str, Any]], list[dict[str, Any]]] | None = None
+_last_script: tuple[Sequence[Mapping[str, Any]], list[dict[str, Any]], list[_Response]] | None = None
 
 
-def _checked_copy(script: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def _checked_copy(script: Sequence[Mapping[str, Any]]) -> tuple[list[dict[str, Any]], list[_Response]]:
     """``script`` checked, its responses copied (so the caller may change its own list
-    afterwards); the same list again, unchanged since, gives the copy made last time."""
+    afterwards), and each one made ready to play; the same list again, unchanged since,
+    gives what was made last time."""
     global _last_script
     last = _last_script
     if last is not None and last[0] is script and last[1] == script:
-        return last[1]
+        return last[1], last[2]
     checked = validate_script([dict(s) for s in script])
-    _last_script = (script, checked)
-    return checked
+    responses = [_Response(entry) for entry in checked]
+    _last_script = (script, checked, responses)
+    return checked, responses
+
+
+class _Response:
+    """A response of a script made ready to play: what it says, read from its keys once.
+    Its fixed events (reasoning, text, deltas) are made once too: events are frozen."""
+
+    __slots__ = ("calls", "delay", "error", "events", "raised", "usage")
+
+    def __init__(self, entry: Mapping[str, Any]) -> None:
+        get = entry.get
+        self.delay = float(get("delay") or 0)
+        raised = get("raise")
+        self.raised = str(raised) if raised else None
+        self.error: Mapping[str, Any] | None = get("error") or None
+        events: list[Event] = []
+        if reasoning := get("reasoning"):
+            events.append(Reasoning(text=str(reasoning)))
+        deltas = get("deltas")
+        text = get("text")
+        if deltas:
+            events.extend(TextDelta(text=str(chunk)) for chunk in deltas)
+        elif text is not None:
+            if get("stream"):
+                words = str(text).split(" ")
+                events.extend(TextDelta(text=w if k == len(words) - 1 else w + " ") for k, w in enumerate(words))
+            else:
+                events.append(Text(text=str(text)))
+        self.events = tuple(events)
+        self.calls = tuple(
+            (str(c["id"]) if c.get("id") else None, c["name"], c.get("arguments") or None)
+            for c in get("tool_calls") or ()
+        )
+        usage = get("usage")
+        self.usage: tuple[int, int, int, int, Any, Any, Any] | None = None
+        if usage:
+            u = usage.get
+            tokens = [int(u(key, 0)) for key in _TOKEN_FIELDS]
+            self.usage = (*tokens, u("cost_usd"), u("model") or None, u("id") or None)
 
 
 class ScriptedProvider(Provider):
@@ -250,11 +290,10 @@ class ScriptedProvider(Provider):
     ) -> None:
         super().__init__(model=model, options=options)
         if script is not None:
-            self.script = _checked_copy(script)
-        elif "script" in self.option_values:
-            self.script = load_script(self.option_values["script"])
+            self.script, self._responses = _checked_copy(script)
         else:
-            self.script = []
+            self.script = load_script(self.option_values["script"]) if "script" in self.option_values else []
+            self._responses = [_Response(entry) for entry in self.script]
         self.has_script = script is not None or "script" in self.option_values
         self.position = 0
         #: every model call it was sent, in order (what the loop asked: messages, tools,
@@ -286,55 +325,39 @@ class ScriptedProvider(Provider):
         )
         if self.position >= len(self.script):
             raise ProviderFailure(f"script exhausted after {len(self.script)} responses")
-        entry = self.script[self.position]
+        response = self._responses[self.position]
         self.position += 1
-        return self._play(entry, request)
+        return self._play(response, request)
 
-    async def _play(self, entry: dict[str, Any], request: ModelRequest) -> AsyncIterator[Event]:
-        get = entry.get
-        delay = get("delay")
-        if delay:
-            await asyncio.sleep(float(delay))
-        raised = get("raise")
-        if raised:
-            raise RuntimeError(str(raised))
-        error = get("error")
-        if error:
+    async def _play(self, response: _Response, request: ModelRequest) -> AsyncIterator[Event]:
+        if response.delay:
+            await asyncio.sleep(response.delay)
+        if response.raised is not None:
+            raise RuntimeError(response.raised)
+        error = response.error
+        if error is not None:
             kind = cast(ErrorKind, error.get("kind", "provider"))
             raise error_for_kind(kind, str(error.get("message", "scripted failure")), retryable=error.get("retryable"))
-        reasoning = get("reasoning")
-        if reasoning:
-            yield Reasoning(text=str(reasoning))
-        deltas = get("deltas")
-        text = get("text")
-        if deltas:
-            for chunk in deltas:
-                yield TextDelta(text=str(chunk))
-        elif text is not None:
-            if get("stream"):
-                words = str(text).split(" ")
-                for k, word in enumerate(words):
-                    yield TextDelta(text=word if k == len(words) - 1 else word + " ")
-            else:
-                yield Text(text=str(text))
-        for i, call in enumerate(get("tool_calls") or ()):
-            call_id = str(call.get("id") or f"call-{request.turn}-{request.step}-{i}")
-            arguments = call.get("arguments")
-            yield ToolCall(call_id=call_id, name=call["name"], arguments=dict(arguments) if arguments else {})
-        usage = get("usage")
-        if usage:
-            yield self._usage(usage, request)
+        for event in response.events:
+            yield event
+        for i, (call_id, name, arguments) in enumerate(response.calls):
+            yield ToolCall(
+                call_id=call_id or f"call-{request.turn}-{request.step}-{i}",
+                name=name,
+                arguments=dict(arguments) if arguments else {},
+            )
+        if response.usage is not None:
+            yield self._usage(response.usage, request)
 
-    def _usage(self, usage: dict[str, Any], request: ModelRequest) -> Usage:
-        get = usage.get
-        cost = get("cost_usd")
+    def _usage(self, usage: tuple[int, int, int, int, Any, Any, Any], request: ModelRequest) -> Usage:
+        input_tokens, output_tokens, cache_read, cache_write, cost, model, usage_id = usage
         return Usage(
-            input_tokens=int(get("input_tokens", 0)),
-            output_tokens=int(get("output_tokens", 0)),
-            cache_read_tokens=int(get("cache_read_tokens", 0)),
-            cache_write_tokens=int(get("cache_write_tokens", 0)),
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            cache_read_tokens=cache_read,
+            cache_write_tokens=cache_write,
             cost_usd=cost,
             priced=cost is not None,
-            model=get("model") or self.model,
-            usage_id=get("id") or f"{request.session_id}-{request.turn}-{request.step}",
+            model=model or self.model,
+            usage_id=usage_id or f"{request.session_id}-{request.turn}-{request.step}",
         )
