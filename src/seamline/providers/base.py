@@ -31,6 +31,7 @@ from seamline.errors import InvalidRequest, PermissionDenied, ProviderFailure, S
 from seamline.events import (
     Complete,
     Event,
+    Session,
     TextDelta,
     ToolCall,
     Usage,
@@ -555,8 +556,13 @@ class ProviderSession:
                     settler.final = event
                     break
                 if type(event) is not Usage:
-                    if (out := settler.take(event)) is not None:
-                        yield out
+                    if type(event) is Session:
+                        if (out := settler.provider_session(event)) is None:
+                            continue
+                        event = out  # logged there
+                    elif log.stored:
+                        log.record(event)
+                    yield event
                     continue
                 if (usage := settler.count(event)) is None:
                     continue  # a usage figure already counted

@@ -137,15 +137,9 @@ class TurnSettler:
         self.log.record(first)
         return first
 
-    def take(self, event: Event) -> Event | None:
-        """What the consumer sees of an event the provider sent (not a delta, usage or the end)."""
-        if isinstance(event, Session):
-            return self._session_id(event)
-        if self.log.stored:
-            self.log.record(event)
-        return event
-
-    def _session_id(self, event: Session) -> Event | None:
+    def provider_session(self, event: Session) -> Event | None:
+        """What the consumer sees of a ``session`` event the provider sent (its own id),
+        logged; other events the caller logs itself (one call less per event)."""
         session = self.session
         psid = event.provider_session_id
         if not psid or psid == session.provider_session_id:
