@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, Final
 
 from seamline.errors import InvalidRequest, PermissionDenied, SeamlineError
-from seamline.events import Complete, Event, Reasoning, ReasoningDelta, Text, TextDelta, ToolCall
+from seamline.events import Complete, Event, Reasoning, ReasoningDelta, Text, TextDelta, ToolCall, Usage
 from seamline.loop.messages import Message, ModelRequest
 from seamline.loop.observer_calls import ObserverGroups, notify
 from seamline.loop.observers import LoopContext, Observer
@@ -230,7 +230,7 @@ class _Turn:
                             waits.task = None
                             if type(event) is TextDelta:  # the hot path of a stream
                                 answer.deltas.append(event.text)
-                            else:
+                            elif type(event) is not Usage:  # a usage figure passes as it is
                                 event = self._take(event, answer)
                             if event is not None:
                                 if obs.delta and type(event) in _DELTAS:
