@@ -10,12 +10,16 @@ import os
 import subprocess
 import tempfile
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from seamline.events import Complete
 from seamline.sessions.store import SessionStore, open_store
+from seamline.testing import scripted
+from seamline.tools import Toolset
 
 ROOT = Path(__file__).resolve().parents[2]
 StoreFactory = Callable[[], SessionStore]
@@ -77,3 +81,24 @@ def make_store(store_location: str) -> Iterator[StoreFactory]:
             store.close()
         except Exception:  # noqa: BLE001 - a test may have closed it already
             pass
+
+
+async def scripted_turn(
+    store: SessionStore,
+    script: Sequence[Mapping[str, Any]],
+    prompt: str,
+    *,
+    resume: str | None = None,
+    tools: Toolset | None = None,
+) -> str:
+    """One turn of a scripted session (a new one, or ``resume``), closed after; its id."""
+    provider = scripted(script)
+    session = await (
+        provider.resume(resume, store=store, tools=tools) if resume else provider.open(store=store, tools=tools)
+    )
+    try:
+        events = [e async for e in session.send(prompt)]
+    finally:
+        await provider.close(session)
+    assert isinstance(events[-1], Complete) and events[-1].outcome == "completed"
+    return session.session_id

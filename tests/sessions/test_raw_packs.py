@@ -16,13 +16,11 @@ from typing import Any
 import pytest
 
 import seamline.sessions.store as store_module
-from seamline.events import Complete
 from seamline.sessions.journal import journal_dir
 from seamline.sessions.raw_packs import packed_rows, unpacked
 from seamline.sessions.store import SessionStore, SQLiteStore
-from seamline.testing import scripted
 from seamline.tools import Toolset, tool
-from tests.sessions.conftest import StoreFactory
+from tests.sessions.conftest import StoreFactory, scripted_turn
 
 _TRICKY = 'ü "quoted", [bracketed]; 1,2 \\ back\u2028slash 🙂'
 
@@ -57,17 +55,7 @@ class _Spy:
 
 
 async def _turn(store: SessionStore, prompt: str = "look them up", resume: str | None = None) -> str:
-    provider = scripted(_SCRIPT)
-    if resume is None:
-        session = await provider.open(store=store, tools=Toolset([lookup]))
-    else:
-        session = await provider.resume(resume, store=store, tools=Toolset([lookup]))
-    try:
-        events = [e async for e in session.send(prompt)]
-    finally:
-        await provider.close(session)
-    assert isinstance(events[-1], Complete) and events[-1].outcome == "completed"
-    return session.session_id
+    return await scripted_turn(store, _SCRIPT, prompt, resume=resume, tools=Toolset([lookup]))
 
 
 def _stored(store: SessionStore, sid: str) -> list[tuple[Any, ...]]:

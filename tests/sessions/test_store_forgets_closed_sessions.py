@@ -6,21 +6,13 @@ from __future__ import annotations
 
 import asyncio
 
-from seamline.events import Complete
 from seamline.sessions.store import SessionStore
-from seamline.testing import scripted
-from tests.sessions.conftest import StoreFactory
+from tests.sessions.conftest import StoreFactory, scripted_turn
 
 
 async def _one_turn(store: SessionStore, prompt: str, resume: str | None = None) -> str:
-    provider = scripted([{"text": f"re {prompt}", "usage": {"input_tokens": 2, "output_tokens": 1}}])
-    session = await (provider.resume(resume, store=store) if resume else provider.open(store=store))
-    try:
-        events = [e async for e in session.send(prompt)]
-    finally:
-        await provider.close(session)
-    assert isinstance(events[-1], Complete) and events[-1].outcome == "completed"
-    return session.session_id
+    script = [{"text": f"re {prompt}", "usage": {"input_tokens": 2, "output_tokens": 1}}]
+    return await scripted_turn(store, script, prompt, resume=resume)
 
 
 def test_closed_sessions_leave_no_numbers_behind_and_go_on_where_they_were(make_store: StoreFactory) -> None:
