@@ -184,3 +184,32 @@ def test_a_journal_replayed_over_packed_rows_adds_nothing_twice(tmp_path: Path, 
     finally:
         again.close()
     assert not list(folder.glob("*.journal"))
+
+
+def test_a_journal_that_begins_inside_a_pack_adds_only_what_follows(tmp_path: Path) -> None:
+    """A journal file of a long turn may begin in the middle of what the store holds as one
+    pack (the turn's rows went to two journal files): its rows there are in the store
+    already; the ones after the pack are not."""
+    location = tmp_path / "s.db"
+    store = SQLiteStore(location)
+    sid = asyncio.run(_turn(store))
+    store.flush()
+    before = [(r.seq, r.payload) for r in store.raw_rows(sid)]
+    last = before[-1][0]
+    assert _stored(store, sid)[-1][0] < 5 < last  # seq 5 is inside the turn's pack
+    store.close()
+    rows = [
+        [sid, 5, 1, "out", "event", '{"type":"text","text":"already in the pack"}', 1.0],
+        [sid, last + 1, 2, "out", "event", '{"type":"text","text":"new 1"}', 2.0],
+        [sid, last + 2, 2, "out", "event", '{"type":"text","text":"new 2"}', 2.5],
+    ]
+    lines = [{"seamline_usage_journal": 2, "pid": 1, "host": "h"}, *rows]
+    folder = journal_dir(str(location))
+    folder.mkdir(exist_ok=True)
+    (folder / "1-abcdabcdabcdabcd.journal").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    again = SQLiteStore(location)
+    try:
+        after = [(r.seq, r.payload) for r in again.raw_rows(sid)]
+        assert after == [*before, (last + 1, rows[1][5]), (last + 2, rows[2][5])]
+    finally:
+        again.close()

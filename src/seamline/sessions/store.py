@@ -466,15 +466,23 @@ class SQLiteStore(SessionStore):
     def _not_in_raw_log(self, raw: Sequence[tuple[Any, ...]], kept: set[str]) -> list[tuple[Any, ...]]:
         """The journaled raw rows of sessions in ``kept`` that are not in the store yet: a row
         the owner committed is the same row, alone or in a pack of its own making."""
-        covered = {
-            sid: covered_seqs(self._query("SELECT seq, packed FROM raw_log WHERE skey = ?", (self._skey(sid),)))
-            for sid in kept
-        }
+        first: dict[str, int] = {}
+        for row in raw:
+            if row[0] in kept:
+                first[row[0]] = min(row[1], first.get(row[0], row[1]))
+        covered = {sid: covered_seqs(self._raw_spans_from(sid, seq)) for sid, seq in first.items()}
         fresh: dict[tuple[str, int], tuple[Any, ...]] = {}
         for row in raw:
             if row[0] in kept and not covered[row[0]](row[1]):
                 fresh.setdefault((row[0], row[1]), row)  # a row journaled twice is written once
         return sorted(fresh.values(), key=lambda r: (r[0], r[1]))
+
+    def _raw_spans_from(self, session_id: str, seq: int) -> list[tuple[int, int]]:
+        """(seq, packed) of the session's rows from the one holding ``seq`` on: what a journal
+        of a long session is checked against, without reading the whole log."""
+        skey = self._skey(session_id)
+        start = self._query("SELECT MAX(seq) FROM raw_log WHERE skey = ? AND seq <= ?", (skey, seq))[0][0]
+        return self._query("SELECT seq, packed FROM raw_log WHERE skey = ? AND seq >= ?", (skey, start or seq))
 
     def usage_rows(self, session_id: str) -> list[UsageRow]:
         with self._unsynced():  # journal first, then the ledger: every reported figure, no wait
