@@ -1,16 +1,22 @@
 """The approval socket the hook talks to: one JSON line each way, decided by the
 permission service; bad requests are denied, and a decision still waiting when the
-socket stops is cancelled so the hook hears the close (and denies)."""
+socket stops is cancelled so the hook hears the close (and denies); the hook program is
+written without following a link planted at its name."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from seamline.events import PermissionRequest
-from seamline.providers.cli_approvals import ApprovalSocket
+from seamline.providers.cli_approvals import HOOK_NAME, HOOK_SOURCE, ApprovalSocket
+from seamline.sandbox.private_files import PrivatePathRefused
 from seamline.tools.permissions import PermissionAnswer, PermissionService
 from tests.providers.agent_cli_support import run_async
 
@@ -66,3 +72,37 @@ async def test_stop_cancels_a_waiting_decision_and_closes_its_connection(tmp_pat
     await asked.wait()
     await bridge.stop()
     assert await waiting == b""  # closed without an answer: the hook exits 2
+
+
+@run_async
+async def test_start_replaces_a_link_planted_at_the_hook_and_never_writes_through_it(tmp_path: Path) -> None:
+    # The attack: the program in the envelope put a link to a host file at the hook's name;
+    # the next bridge of the session wrote the hook (and its mode) through it.
+    runtime = tmp_path / "runtime"
+    runtime.mkdir(mode=0o700)
+    host_file = tmp_path / "host.txt"
+    host_file.write_bytes(b"a host file\n")
+    os.chmod(host_file, 0o644)
+    (runtime / HOOK_NAME).symlink_to(host_file)
+    bridge = ApprovalSocket(PermissionService(workspace=tmp_path, yes=True), runtime)
+    await bridge.start()
+    await bridge.stop()
+    assert host_file.read_bytes() == b"a host file\n" and stat.S_IMODE(host_file.stat().st_mode) == 0o644
+    assert not bridge.hook.is_symlink() and bridge.hook.is_file()
+    assert bridge.hook.read_text() == HOOK_SOURCE and stat.S_IMODE(bridge.hook.stat().st_mode) == 0o700
+
+
+@run_async
+async def test_start_writes_a_rewritten_hook_anew_and_refuses_a_linked_folder(tmp_path: Path) -> None:
+    runtime = tmp_path / "runtime"
+    runtime.mkdir(mode=0o700)
+    (runtime / HOOK_NAME).write_text("print('allow')\n")
+    os.chmod(runtime / HOOK_NAME, 0o777)
+    bridge = ApprovalSocket(PermissionService(workspace=tmp_path, yes=True), runtime)
+    await bridge.start()
+    await bridge.stop()
+    assert bridge.hook.read_text() == HOOK_SOURCE and stat.S_IMODE(bridge.hook.stat().st_mode) == 0o700
+    linked = tmp_path / "linked"
+    linked.symlink_to(runtime)
+    with pytest.raises(PrivatePathRefused):
+        await ApprovalSocket(PermissionService(workspace=tmp_path, yes=True), linked).start()

@@ -1,15 +1,17 @@
 """The egress gate alone: the allowlist, the proxy's refusals and what it lets through, and
-the envelope's command line (no credential on it)."""
+the envelope's command line (no credential on it; the runtime folder read-only but for its
+``expose`` subfolder), and how seamline reaches a socket the program made there."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 
 import pytest
 
 from seamline.errors import InvalidRequest
-from seamline.sandbox.egress import AllowList, EgressGate
+from seamline.sandbox.egress import AllowList, EgressGate, loopback_to_unix, open_exposed_socket
 from seamline.sandbox.envelope import EnvelopeSpec, envelope_argv
 from seamline.sandbox.policy import SandboxPolicy
 from tests.sandbox.envelope_support import second_server
@@ -103,3 +105,102 @@ def test_envelope_command_line_carries_no_environment() -> None:
     argv = envelope_argv(spec, bwrap="/usr/bin/bwrap")
     assert not any("sk-ant-secret-value" in a for a in argv)
     assert "--share-net" not in argv and "--unshare-all" in argv and "--die-with-parent" in argv
+
+
+def test_the_runtime_folder_is_bound_read_only_and_only_its_expose_folder_writable() -> None:
+    runtime = Path("/run/user/1000/seamline/abc")
+    spec = EnvelopeSpec(
+        workspace=Path("/w"),
+        home=Path("/h"),
+        runtime_dir=runtime,
+        argv=["/usr/bin/true"],
+        env={},
+        expose=((4096, str(runtime / "expose" / "expose-4096.sock")),),
+        expose_dir=runtime / "expose",
+    )
+    argv = envelope_argv(spec, bwrap="/usr/bin/bwrap")
+    mounts = [tuple(argv[i : i + 3]) for i, a in enumerate(argv) if a in ("--bind", "--ro-bind")]
+    assert ("--ro-bind", str(runtime), str(runtime)) in mounts
+    assert ("--bind", str(runtime), str(runtime)) not in mounts
+    # The writable subfolder comes after (over) the read-only folder.
+    assert mounts.index(("--bind", f"{runtime}/expose", f"{runtime}/expose")) > mounts.index(
+        ("--ro-bind", str(runtime), str(runtime))
+    )
+    bare = EnvelopeSpec(workspace=Path("/w"), home=Path("/h"), runtime_dir=runtime, argv=["/usr/bin/true"], env={})
+    assert not [a for a in envelope_argv(bare, bwrap="/usr/bin/bwrap") if a.startswith(f"{runtime}/")]
+
+
+@pytest.mark.parametrize(
+    ("sockets", "expose_dir"),
+    [
+        ((4096, "/r/expose-4096.sock"), None),  # no writable folder named
+        ((4096, "/r/expose-4096.sock"), "/r/expose"),  # a socket outside it
+        ((4096, "/r/expose/expose-4096.sock"), "/elsewhere/expose"),  # not in the runtime folder
+    ],
+)
+def test_an_expose_socket_outside_the_expose_folder_is_refused(
+    sockets: tuple[int, str], expose_dir: str | None
+) -> None:
+    spec = EnvelopeSpec(
+        workspace=Path("/w"),
+        home=Path("/h"),
+        runtime_dir=Path("/r"),
+        argv=["/usr/bin/true"],
+        env={},
+        expose=(sockets,),
+        expose_dir=Path(expose_dir) if expose_dir else None,
+    )
+    with pytest.raises(ValueError, match="expose"):
+        envelope_argv(spec, bwrap="/usr/bin/bwrap")
+
+
+def test_seamline_reaches_an_exposed_socket_but_never_a_link_or_another_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The expose folder is the envelope's to write: it may put a link there to a socket of
+    # the host's that seamline can reach and it cannot.
+    expose = tmp_path / "expose"
+    expose.mkdir()
+    host = tmp_path / "host"
+    host.mkdir()
+
+    async def echo_server(path: Path, word: bytes) -> asyncio.Server:
+        async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            writer.write(word)
+            await writer.drain()
+            writer.close()
+
+        return await asyncio.start_unix_server(answer, path=str(path))
+
+    async def through(path: Path) -> bytes:
+        server, port = await loopback_to_unix(path)
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            data = await asyncio.wait_for(reader.read(), timeout=10)
+            writer.close()
+            return data
+        finally:
+            server.close()
+            await server.wait_closed()
+
+    async def scenario() -> None:
+        inside = await echo_server(expose / "expose-1.sock", b"inside")
+        outside = await echo_server(host / "host.sock", b"HOST-SOCKET")
+        try:
+            (expose / "expose-2.sock").symlink_to(host / "host.sock")
+            (expose / "expose-3.sock").write_text("not a socket")
+            assert await through(expose / "expose-1.sock") == b"inside"
+            assert await through(expose / "expose-2.sock") == b""
+            assert await through(expose / "expose-3.sock") == b""
+            with pytest.raises(PermissionError):
+                await open_exposed_socket(expose / "expose-2.sock")
+            # Swapped for a link after the check: the peer is not bound at that path.
+            monkeypatch.setattr("seamline.sandbox.egress.os.lstat", os.stat)
+            with pytest.raises(PermissionError, match="not the one made at this path"):
+                await open_exposed_socket(expose / "expose-2.sock")
+        finally:
+            for server in (inside, outside):
+                server.close()
+                await server.wait_closed()
+
+    asyncio.run(scenario())

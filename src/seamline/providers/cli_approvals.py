@@ -4,7 +4,8 @@ prompt, the ACP client, the HTTP permissions route), exactly as seamline's own t
 
 Claude Code runs a ``PreToolUse`` hook before every tool call, whatever its permission
 mode or ``--allowedTools`` say. The hook is a small stdlib-only Python program
-(:data:`HOOK_SOURCE`) written into the session's runtime folder; it runs under the system
+(:data:`HOOK_SOURCE`) written into the session's runtime folder (never through a link;
+the envelope binds that folder read-only); it runs under the system
 ``python3`` (the CLI may run inside the sandbox, where seamline's environment is not
 visible), sends the hook's JSON to :class:`ApprovalSocket` over a unix socket in the same
 folder, and prints Claude Code's answer. It fails closed: when seamline cannot be reached
@@ -28,6 +29,7 @@ from typing import Any, Final
 
 from seamline.errors import InvalidRequest
 from seamline.events import Complete, Event, PermissionDecision, ToolCall
+from seamline.sandbox.private_files import write_private_file
 from seamline.tools.approval import Approval
 from seamline.tools.base import Tool, ToolClass
 from seamline.tools.permission_bridge import CLAUDE_TOOL_CLASSES
@@ -192,8 +194,9 @@ class ApprovalSocket:
         self._dropped: set[asyncio.Task[Any]] = set()
 
     async def start(self) -> None:
-        self.hook.write_text(HOOK_SOURCE)
-        os.chmod(self.hook, 0o700)
+        # A new file renamed over the old one: a link planted at the hook's name is replaced,
+        # never written through, and a hook rewritten by someone else is written anew.
+        write_private_file(self.folder, HOOK_NAME, HOOK_SOURCE, mode=0o700)
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()
         self._server = await asyncio.start_unix_server(self._serve, path=str(self.path), limit=_MAX_REQUEST)

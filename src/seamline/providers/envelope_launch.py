@@ -10,8 +10,10 @@ egress gate with its allowlist (the model endpoint, ``allow_hosts``), the enviro
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
+import stat
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +22,7 @@ from typing import Any, Final
 from seamline.errors import InvalidRequest
 from seamline.events import Raw
 from seamline.providers.base import OptionSpec, Provider
-from seamline.providers.runtime_dir import ensure_runtime_dir
+from seamline.providers.runtime_dir import ensure_expose_dir, ensure_runtime_dir
 from seamline.sandbox.bwrap import SANDBOX_UID
 from seamline.sandbox.egress import AllowList, EgressGate, Refusal, endpoint_of, is_loopback, loopback_to_unix
 from seamline.sandbox.envelope import (
@@ -31,6 +33,7 @@ from seamline.sandbox.envelope import (
     program_root,
     tmp_size_supported,
 )
+from seamline.sandbox.private_files import PrivatePathRefused, open_folder, read_file_beneath, replace_file_at
 
 __all__ = [
     "ENVELOPE_OPTIONS",
@@ -237,6 +240,11 @@ async def enter_envelope(
         roots.append(prefix)
         inner["PATH"] = f"{prefix / 'bin'}:{_INNER_PATH}"
     program = os.path.realpath(argv[0])
+    # The bridge makes the exposed sockets in the one subfolder the envelope may write.
+    expose_dir = ensure_expose_dir(runtime) if expose else None
+    exposed = {port: expose_dir / f"expose-{port}.sock" for port in expose} if expose_dir is not None else {}
+    for path in exposed.values():
+        path.unlink(missing_ok=True)
     spec = EnvelopeSpec(
         workspace=workspace,
         home=home,
@@ -246,34 +254,46 @@ async def enter_envelope(
         program_roots=tuple(dict.fromkeys(roots)),
         tmp_bytes=512 * 1024**2 if tmp_size_supported() else None,
         listen=tuple(listen),
-        expose=tuple((port, str(runtime / f"expose-{port}.sock")) for port in expose),
+        expose=tuple((port, str(path)) for port, path in exposed.items()),
+        expose_dir=expose_dir,
         extra_ro=tuple(extra_ro),
         ro_at=tuple(ro_at),
         uid=SANDBOX_UID if uid is None else uid,
     )
-    exposed = {port: runtime / f"expose-{port}.sock" for port in expose}
-    for path in exposed.values():
-        path.unlink(missing_ok=True)
     return Enveloped(argv=envelope_argv(spec, bwrap=bwrap), env=inner, gate=gate, home=home, exposed=exposed)
 
 
 def _carry_session_files(home: Path, session_id: str) -> None:
     """Copy the files of the program's session ``session_id`` (transcripts, rollouts, named
     by that id) from the other envelope homes of the same provider into ``home``, so a
-    resume or fork in a new seamline session finds the conversation."""
+    resume or fork in a new seamline session finds the conversation. Both homes are folders
+    an enveloped program wrote: no link is followed, reading or writing."""
     if not session_id or any(c in session_id for c in "/*?[]"):
         return
     siblings = home.parent
     for other in siblings.iterdir() if siblings.is_dir() else ():
-        if other == home or not other.is_dir() or other.is_symlink():
+        if other == home or other.is_symlink() or not other.is_dir():
             continue
         for found in other.rglob(f"*{session_id}*"):
-            if not found.is_file() or found.is_symlink():
+            if found.is_symlink() or not found.is_file():
                 continue
-            target = home / found.relative_to(other)
-            if not target.exists():
-                target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(found, target)
+            with contextlib.suppress(OSError, PrivatePathRefused):
+                _carry_one(other, home, found.relative_to(other).parts)
+
+
+def _carry_one(source: Path, home: Path, parts: tuple[str, ...]) -> None:
+    """``source/parts`` to ``home/parts`` unless a file or folder is there already (a link
+    there is replaced, never written through)."""
+    data, status = read_file_beneath(source, parts)
+    with open_folder(home, parts[:-1], create=True) as folder:
+        try:
+            there = os.stat(parts[-1], dir_fd=folder, follow_symlinks=False)
+        except FileNotFoundError:
+            there = None
+        if there is not None and not stat.S_ISLNK(there.st_mode):
+            return
+        times = (status.st_atime_ns, status.st_mtime_ns)
+        replace_file_at(folder, parts[-1], data, mode=stat.S_IMODE(status.st_mode) & 0o777, times_ns=times)
 
 
 def operator_envelope(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
+import secrets
 from collections.abc import AsyncIterator, Iterable, Mapping
 from pathlib import Path
 from typing import ClassVar, Final
@@ -25,6 +25,7 @@ from seamline.providers.cli_journal import journaled_turn
 from seamline.providers.cli_parsers.base import StreamParser
 from seamline.providers.cli_parsers.gemini_cli import GeminiStreamJsonParser
 from seamline.providers.runtime_dir import ensure_runtime_dir
+from seamline.sandbox.private_files import write_private_file
 from seamline.tools.permission_bridge import GEMINI_TOOL_CLASSES
 
 __all__ = ["GeminiCliProvider"]
@@ -260,10 +261,8 @@ class GeminiCliProvider(AgentCliProvider):
 
 
 def _settings_file(folder: Path, prefix: str, settings: Mapping[str, object]) -> Path:
-    fd, path = tempfile.mkstemp(prefix=prefix, suffix=".json", dir=folder)
-    with os.fdopen(fd, "w") as fh:
-        json.dump(settings, fh)
-    return Path(path)
+    # The runtime folder: written without following a link (see seamline.sandbox.private_files).
+    return write_private_file(folder, f"{prefix}{secrets.token_hex(8)}.json", json.dumps(settings))
 
 
 def _system_settings() -> dict[str, object]:

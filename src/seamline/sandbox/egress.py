@@ -21,7 +21,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
+import socket
+import stat
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +41,7 @@ __all__ = [
     "endpoint_of",
     "is_loopback",
     "loopback_to_unix",
+    "open_exposed_socket",
 ]
 
 _HEAD_LIMIT: Final = 64 * 1024
@@ -47,7 +51,8 @@ _LOOPBACK: Final = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 # The bridge, run inside by /usr/bin/python3 as the envelope's first process. argv[1] is a
 # JSON object: {"listen": [[port, socket path], ...], "expose": [[port, socket path], ...],
 # "argv": [...]}. "listen": an inside loopback port carried to a unix socket served outside;
-# "expose": a unix socket made here (in the bound runtime folder) carried to a port inside,
+# "expose": a unix socket made here (in the runtime folder's expose/ subfolder, the only part
+# of it bound read-write) carried to a port inside,
 # so seamline reaches a server the program runs (opencode serve). It binds everything before
 # it starts the program, ignores SIGINT (the program takes it and ends the turn the way it
 # does outside) and exits with the program's status.
@@ -302,11 +307,13 @@ class EgressGate:
 
 async def loopback_to_unix(path: Path) -> tuple[asyncio.Server, int]:
     """A server on 127.0.0.1 (a free port) that carries each connection to the unix socket
-    ``path``: how seamline reaches a server the program runs inside the envelope."""
+    ``path``: how seamline reaches a server the program runs inside the envelope. ``path``
+    lies in a folder the program can write, so each connection goes only to a socket bound
+    at that very path (see :func:`open_exposed_socket`); anything else closes it."""
 
     async def carry(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            up_reader, up_writer = await asyncio.open_unix_connection(str(path))
+            up_reader, up_writer = await open_exposed_socket(path)
         except OSError:
             writer.close()
             return
@@ -314,6 +321,28 @@ async def loopback_to_unix(path: Path) -> tuple[asyncio.Server, int]:
 
     server = await asyncio.start_server(carry, "127.0.0.1", 0)
     return server, int(server.sockets[0].getsockname()[1])
+
+
+async def open_exposed_socket(path: Path) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A connection to the unix socket the program made at ``path``, in a folder it can
+    write. Only a socket: a link there (to a host socket seamline can reach and the program
+    cannot) or any other file is refused (``lstat``); and since the name can be swapped
+    between that check and ``connect``, the peer must be bound at exactly ``path``
+    (``getpeername``), which a host socket reached through a link is not. Raises
+    :class:`OSError` (``EPERM``) when refused."""
+    found = os.lstat(path)
+    if not stat.S_ISSOCK(found.st_mode):
+        raise PermissionError(errno.EPERM, "not a socket; refused (links are never followed)", str(path))
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.setblocking(False)
+        await asyncio.get_running_loop().sock_connect(sock, str(path))
+        if sock.getpeername() != str(path):
+            raise PermissionError(errno.EPERM, "the socket is not the one made at this path; refused", str(path))
+        return await asyncio.open_unix_connection(sock=sock)
+    except BaseException:
+        sock.close()
+        raise
 
 
 async def _answer(writer: asyncio.StreamWriter, status: int, text: str) -> None:

@@ -5,11 +5,17 @@ Inside: the system (``/usr`` and its links, a few files of ``/etc``) read-only; 
 program's own installation read-only at its real path; the workspace read-write at its
 real path (the CLIs record absolute paths), its ``.git/config`` and ``.git/hooks``
 read-only as in the tool sandbox; the program's private home (seeded by seamline from the
-CLI's configuration) read-write; the session's runtime folder (sockets of the egress gate
-and the approval hook) read-write at its real path; a private ``/tmp``; nothing else of the
-host. New user, pid, network, ipc, uts and cgroup namespaces, every capability dropped, and
-``--die-with-parent``. The network namespace has only its own loopback: the first process
-is the egress bridge (see :mod:`seamline.sandbox.egress`), which then runs the program.
+CLI's configuration) read-write; the session's runtime folder (the sockets of the egress
+gate and the approval hook, the hook program, settings files) **read-only** at its real
+path: the program can ``connect`` to the sockets but cannot replace a socket, rewrite the
+hook or plant a link where seamline later writes. The one exception is its ``expose``
+subfolder (:attr:`EnvelopeSpec.expose_dir`), read-write, where the bridge makes the sockets
+of servers the program runs; seamline takes nothing there but a socket bound at that very
+path (see :func:`seamline.sandbox.egress.loopback_to_unix`). A private ``/tmp``; nothing
+else of the host. New user, pid, network, ipc, uts and cgroup namespaces, every capability
+dropped, and ``--die-with-parent``. The network namespace has only its own loopback: the
+first process is the egress bridge (see :mod:`seamline.sandbox.egress`), which then runs
+the program.
 
 No seccomp filter on unix sockets here (the tool sandbox has one): the bridge and the
 approval hook need them, the network namespace already cuts off abstract sockets, and the
@@ -20,6 +26,11 @@ only socket files bound in are the runtime folder's (and whatever the workspace 
 >>> argv = envelope_argv(spec, bwrap="/usr/bin/bwrap")
 >>> argv[0], "--unshare-all" in argv, "--die-with-parent" in argv, argv[-1].startswith("{")
 ('/usr/bin/bwrap', True, True, True)
+>>> spec = EnvelopeSpec(workspace=Path("/w"), home=Path("/h"), runtime_dir=Path("/r"), argv=["/usr/bin/true"],
+...                     env={}, expose=((4096, "/r/expose/expose-4096.sock"),), expose_dir=Path("/r/expose"))
+>>> argv = envelope_argv(spec, bwrap="/usr/bin/bwrap")
+>>> argv[argv.index("/r") - 1], argv[argv.index("/r/expose") - 1]
+('--ro-bind', '--bind')
 """
 
 from __future__ import annotations
@@ -86,6 +97,8 @@ class EnvelopeSpec:
     listen: tuple[tuple[int, str], ...] = ()
     #: (inside loopback port, unix socket the bridge makes) pairs: servers the program runs
     expose: tuple[tuple[int, str], ...] = ()
+    #: the subfolder of ``runtime_dir`` bound read-write, where the ``expose`` sockets are made
+    expose_dir: Path | None = None
     git_config_writable: bool = False
     tmp_bytes: int | None = 512 * 1024**2
     extra_ro: tuple[Path, ...] = field(default_factory=tuple)
@@ -142,7 +155,9 @@ def envelope_argv(spec: EnvelopeSpec, *, bwrap: str) -> list[str]:
     for source, inside in spec.ro_at:
         argv += ["--ro-bind", str(source), inside]
     argv += ["--bind", str(spec.home), str(spec.home)]
-    argv += ["--bind", str(spec.runtime_dir), str(spec.runtime_dir)]
+    # Read-only: what seamline runs or trusts later (the hook, sockets, settings) stays its.
+    argv += ["--ro-bind", str(spec.runtime_dir), str(spec.runtime_dir)]
+    argv += _expose_binds(spec)
     argv += ["--bind", str(spec.workspace), str(spec.workspace)]
     if not spec.git_config_writable:
         argv += _at_real_path(git_guard_args(spec.workspace), spec.workspace)
@@ -154,6 +169,21 @@ def envelope_argv(spec: EnvelopeSpec, *, bwrap: str) -> list[str]:
     }
     argv += [python, "-I", "-S", "-c", BRIDGE_SOURCE, json.dumps(config)]
     return argv
+
+
+def _expose_binds(spec: EnvelopeSpec) -> list[str]:
+    """The ``expose`` subfolder read-write (after the runtime folder, over it); every
+    ``expose`` socket must lie directly in it, never elsewhere in the runtime folder."""
+    if spec.expose_dir is None:
+        if spec.expose:
+            raise ValueError("EnvelopeSpec.expose needs expose_dir, the one folder the bridge may write")
+        return []
+    if spec.expose_dir.parent != spec.runtime_dir:
+        raise ValueError(f"expose_dir {spec.expose_dir} must be a folder directly in {spec.runtime_dir}")
+    for _, path in spec.expose:
+        if Path(path).parent != spec.expose_dir:
+            raise ValueError(f"expose socket {path} must lie directly in {spec.expose_dir}")
+    return ["--bind", str(spec.expose_dir), str(spec.expose_dir)]
 
 
 def _at_real_path(args: list[str], workspace: Path) -> list[str]:
