@@ -8,8 +8,11 @@ shut down when the last session closes (reference counted).
 Messages for a session are routed to its :class:`AcpChannel`: ``session/update``
 notifications into a queue the running turn reads, ``session/request_permission`` to the
 channel's permission callback, and the client file-system methods
-(``fs/read_text_file``, ``fs/write_text_file``) answered only for paths inside the
-session's workspace.
+(``fs/read_text_file``, ``fs/write_text_file``) answered under the envelope's rules
+(:mod:`seamline.sandbox.confined_files`): beneath the session's workspace, no link
+followed, ``.git`` read-only. Every line the agent's stdout carries is untrusted: whatever
+runs inside the agent's sandbox may have written it (see docs/sandbox.md, "The trust
+rule"), so it can do no more here than the agent could do itself.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from seamline.events import Event, FileChange
+from seamline.sandbox.confined_files import ConfinedPathRefused, read_text_beneath, write_text_beneath
 from seamline.transport.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, JsonRpcError, JsonRpcProcess
 from seamline.transport.pool import SharedProcessPool
 
@@ -173,32 +177,34 @@ class AcpAgent:
             finally:
                 channel.open_permissions.discard(answer)
         if method == "fs/read_text_file":
-            path = _inside(channel, params.get("path"))
+            channel = _known(channel)
             try:
-                text = path.read_text(encoding="utf-8", errors="replace")
+                text, path = read_text_beneath(channel.workspace, params.get("path"))
+            except ConfinedPathRefused as exc:
+                raise JsonRpcError(INVALID_PARAMS, str(exc)) from None
             except OSError as exc:
-                raise JsonRpcError(INVALID_PARAMS, f"cannot read {path}: {exc.strerror or exc}") from None
+                raise JsonRpcError(INVALID_PARAMS, f"cannot read {params.get('path')}: {exc.strerror or exc}") from None
             line, limit = params.get("line"), params.get("limit")
             if isinstance(line, int) or isinstance(limit, int):
                 lines = text.splitlines(keepends=True)
                 start = max((line if isinstance(line, int) else 1) - 1, 0)
                 end = start + limit if isinstance(limit, int) else None
                 text = "".join(lines[start:end])
-            assert channel is not None
             channel.updates.put_nowait([FileChange(path=str(path), kind="read")])
             return {"content": text}
         if method == "fs/write_text_file":
-            path = _inside(channel, params.get("path"))
+            channel = _known(channel)
             content = params.get("content")
             if not isinstance(content, str):
                 raise JsonRpcError(INVALID_PARAMS, "fs/write_text_file needs a string content")
-            existed = path.exists()
             try:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(content, encoding="utf-8")
+                path, existed = write_text_beneath(channel.workspace, params.get("path"), content)
+            except ConfinedPathRefused as exc:
+                raise JsonRpcError(INVALID_PARAMS, str(exc)) from None
             except OSError as exc:
-                raise JsonRpcError(INVALID_PARAMS, f"cannot write {path}: {exc.strerror or exc}") from None
-            assert channel is not None
+                raise JsonRpcError(
+                    INVALID_PARAMS, f"cannot write {params.get('path')}: {exc.strerror or exc}"
+                ) from None
             channel.updates.put_nowait([FileChange(path=str(path), kind="edited" if existed else "created")])
             return None
         raise JsonRpcError(METHOD_NOT_FOUND, f"method not offered by this client: {method}")
@@ -261,17 +267,10 @@ def tool_arguments(call: dict[str, Any], name: str) -> dict[str, Any]:
     return {}
 
 
-def _inside(channel: AcpChannel | None, raw_path: Any) -> Path:
+def _known(channel: AcpChannel | None) -> AcpChannel:
     if channel is None:
         raise JsonRpcError(INVALID_PARAMS, "unknown session")
-    if not isinstance(raw_path, str) or not raw_path:
-        raise JsonRpcError(INVALID_PARAMS, "a path is required")
-    root = channel.workspace.resolve()
-    path = Path(raw_path)
-    resolved = (root / path).resolve() if not path.is_absolute() else path.resolve()
-    if resolved != root and root not in resolved.parents:
-        raise JsonRpcError(INVALID_PARAMS, f"{raw_path} is outside the workspace {root}; refused")
-    return resolved
+    return channel
 
 
 # -- the pool -------------------------------------------------------------------------------------

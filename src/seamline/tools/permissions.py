@@ -51,6 +51,7 @@ __all__ = [
     "RuleBook",
     "Scope",
     "TerminalPrompter",
+    "literal_tool_glob",
     "recursive_delete_outside_workspace",
 ]
 
@@ -293,15 +294,29 @@ class PermissionService:
         return _decided(request, answer, f"{answer.decision} ({answer.scope}) by the user")
 
     def _remember(self, tool: Tool, answer: PermissionAnswer) -> None:
+        # The tool's name comes from whoever asked (an agent's hook request, an ACP
+        # agent's permission request): it is kept literal, so an answer for a tool named
+        # ``*`` or ``Bash*`` covers that name only, never every tool a glob would match.
+        literal = literal_tool_glob(tool.name)
         if answer.scope == "session":
             self._asked += 1
-            self.session_rules.append(PermissionRule(-self._asked, answer.decision, tool=tool.name))
+            self.session_rules.append(PermissionRule(-self._asked, answer.decision, tool=literal))
         elif answer.scope == "always":
             if self.rules is not None:
-                self.rules.add(answer.decision, tool=tool.name, workspace=self.workspace)
+                self.rules.add(answer.decision, tool=literal, workspace=self.workspace)
             else:  # no store: the best we can keep is the session
                 self._asked += 1
-                self.session_rules.append(PermissionRule(-self._asked, answer.decision, tool=tool.name))
+                self.session_rules.append(PermissionRule(-self._asked, answer.decision, tool=literal))
+
+
+def literal_tool_glob(name: str) -> str:
+    """A rule's tool glob that matches exactly ``name``: ``*``, ``?`` and ``[`` are
+    bracketed (``mcp__*`` becomes ``mcp__[*]``).
+
+    >>> literal_tool_glob("Bash"), literal_tool_glob("*"), literal_tool_glob("a[1]?")
+    ('Bash', '[*]', 'a[[]1][?]')
+    """
+    return "".join(f"[{c}]" if c in "*?[" else c for c in name)
 
 
 @functools.lru_cache(maxsize=256)
