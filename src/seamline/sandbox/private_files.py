@@ -58,17 +58,20 @@ class PrivatePathRefused(SandboxViolation):
 
 
 @contextlib.contextmanager
-def open_folder(root: Path, parts: Sequence[str] = (), *, create: bool = False) -> Iterator[int]:
+def open_folder(
+    root: Path, parts: Sequence[str] = (), *, create: bool = False, folder_mode: int = 0o700
+) -> Iterator[int]:
     """A descriptor of the folder ``root/parts...``. ``root``'s last component and each
-    of ``parts`` are opened with ``O_NOFOLLOW``; ``create`` makes missing ones (0700).
-    Raises :class:`PrivatePathRefused` for a link or a non-folder on the way."""
+    of ``parts`` are opened with ``O_NOFOLLOW``; ``create`` makes missing ones
+    (``folder_mode``, less the umask). Raises :class:`PrivatePathRefused` for a link or a
+    non-folder on the way."""
     try:
         fd = os.open(root, _DIR_FLAGS)
     except OSError as exc:
         raise _refused(exc, root) from None
     try:
         for part in parts:
-            child = _open_child(fd, part, root, create=create)
+            child = _open_child(fd, part, root, create=create, mode=folder_mode)
             os.close(fd)
             fd = child
         yield fd
@@ -76,14 +79,14 @@ def open_folder(root: Path, parts: Sequence[str] = (), *, create: bool = False) 
         os.close(fd)
 
 
-def _open_child(parent: int, part: str, root: Path, *, create: bool) -> int:
+def _open_child(parent: int, part: str, root: Path, *, create: bool, mode: int) -> int:
     """The folder ``part`` under ``parent``, opened without following a link."""
     if part in ("", ".", "..") or "/" in part:
         raise PrivatePathRefused(f"{root}: {part!r} is not a plain name")
     try:
         if create:
             with contextlib.suppress(FileExistsError):
-                os.mkdir(part, 0o700, dir_fd=parent)
+                os.mkdir(part, mode, dir_fd=parent)
         return os.open(part, _DIR_FLAGS, dir_fd=parent)
     except OSError as exc:
         raise _refused(exc, root / part) from None
