@@ -34,6 +34,7 @@ from seamline.errors import (
     InvalidRequest,
     ProviderFailure,
     QuotaExceeded,
+    SandboxViolation,
     SeamlineError,
     TimeoutFailure,
     TransportFailure,
@@ -53,6 +54,7 @@ from seamline.providers._acp_agent import (
     tool_arguments,
     tool_name,
 )
+from seamline.providers._acp_settings import is_claude_agent, mode_to_reset, parse_setting_sources, session_meta
 from seamline.providers._acp_translator import PERMISSION_ANNOUNCE, AcpTranslator
 from seamline.providers.base import OptionSpec, PreflightCheck, Provider, ProviderSession
 from seamline.providers.cli_journal import journaled_turn
@@ -123,6 +125,11 @@ class AcpProvider(Provider):
         "auth_method": OptionSpec("the auth method to use when the agent asks (default: its API-key method)"),
         "api_key_env": OptionSpec(
             "environment variable whose key `authenticate` passes, where the method takes one", operator_only=True
+        ),
+        "setting_sources": OptionSpec(
+            "settings layers claude-agent-acp loads (user, project, local; comma-separated); default none, "
+            "so a repository's or the agent's own settings never decide what seamline is asked",
+            operator_only=True,
         ),
         **ENVELOPE_OPTIONS,
     }
@@ -272,14 +279,45 @@ class AcpProvider(Provider):
 
     async def _new_session(self, session: ProviderSession, agent: AcpAgent) -> None:
         cwd = str((session.workspace or Path.cwd()).resolve())
-        result = await self._call(agent, "session/new", {"cwd": cwd, "mcpServers": []})
+        result = await self._call(agent, "session/new", self._session_params(session, agent, {"cwd": cwd}))
         wire_id = result.get("sessionId") if isinstance(result, dict) else None
         if not isinstance(wire_id, str) or not wire_id:
             raise ProviderFailure(f"acp: session/new gave no sessionId: {str(result)[:200]}")
         self._channel(session, agent, wire_id)
         if not session.provider_session_id:
             session.capture_provider_session_id(wire_id)
+        await self._asking_mode(agent, wire_id, result)
         await self._choose_model(session, agent, wire_id, result)
+
+    def _session_params(self, session: ProviderSession, agent: AcpAgent, params: dict[str, Any]) -> dict[str, Any]:
+        """``session/new``/``load``/``resume`` parameters; claude-agent-acp is told to load no
+        settings layer but those the operator names (see :mod:`._acp_settings`)."""
+        params = {**params, "mcpServers": []}
+        if is_claude_agent(agent.agent_info):
+            try:
+                sources = parse_setting_sources(self.option_values.get("setting_sources"))
+            except ValueError as exc:
+                raise InvalidRequest(f"acp: {exc}") from None
+            params["_meta"] = session_meta((session.workspace or Path.cwd()).resolve(), sources)
+        return params
+
+    async def _asking_mode(self, agent: AcpAgent, wire_id: str, result: Any) -> None:
+        """Set a session whose mode runs calls unasked (its settings chose it) back to
+        ``default``; refuse the session where the agent will not."""
+        current = mode_to_reset(result)
+        if current is None:
+            return
+        try:
+            await agent.request(
+                "session/set_mode",
+                {"sessionId": wire_id, "modeId": "default"},
+                timeout=self._seconds("request_timeout"),
+            )
+        except (JsonRpcError, SeamlineError) as exc:
+            raise SandboxViolation(
+                f"acp: the agent's settings put the session in mode {current!r}, which runs tools without asking, "
+                f"and it would not go back to 'default' ({exc}); nothing was run"
+            ) from None
 
     async def _choose_model(self, session: ProviderSession, agent: AcpAgent, wire_id: str, result: Any) -> None:
         models = result.get("models") if isinstance(result, dict) else None
@@ -298,13 +336,13 @@ class AcpProvider(Provider):
         agent = await self._attach(session)
         psid = session.provider_session_id or ""
         cwd = str((session.workspace or Path.cwd()).resolve())
-        params = {"sessionId": psid, "cwd": cwd, "mcpServers": []}
+        params = self._session_params(session, agent, {"sessionId": psid, "cwd": cwd})
         try:
             if agent.can_load or agent.session_capability("resume"):
                 channel = self._channel(session, agent, psid)
                 method = "session/load" if agent.can_load else "session/resume"
                 try:
-                    await self._call(agent, method, params)
+                    loaded = await self._call(agent, method, params)
                 except ProviderFailure as exc:
                     # OpenCode answers an unknown id with a bare "service failure": ask its list.
                     if type(exc) is ProviderFailure and not exc.retryable and not await self._knows(agent, psid, cwd):
@@ -313,6 +351,7 @@ class AcpProvider(Provider):
                 # session/load replays the history as updates; that is the past, not this turn.
                 while not channel.updates.empty():
                     channel.updates.get_nowait()
+                await self._asking_mode(agent, psid, loaded)
             else:
                 session.resumed = "emulated"  # the history travels as context in the prompt
                 await self._new_session(session, agent)
@@ -548,7 +587,7 @@ class AcpProvider(Provider):
             )
         channel.updates.put_nowait({"sessionUpdate": PERMISSION_ANNOUNCE, "toolCall": call})
         channel.updates.put_nowait(events)
-        chosen = _pick_option(options, allow=decision.allow, always=decision.scope == "always")
+        chosen = _pick_option(options, allow=decision.allow)
         if chosen is None:
             return {"outcome": {"outcome": "cancelled"}}
         return {"outcome": {"outcome": "selected", "optionId": chosen}}
@@ -558,10 +597,11 @@ async def _never_called(**_: Any) -> str:  # pragma: no cover - the agent runs i
     raise ProviderFailure("an ACP agent's tool is run by the agent, not by seamline")
 
 
-def _pick_option(options: list[dict[str, Any]], *, allow: bool, always: bool) -> str | None:
-    order = ("allow_always", "allow_once") if always else ("allow_once", "allow_always")
-    if not allow:
-        order = ("reject_once", "reject_always")
+def _pick_option(options: list[dict[str, Any]], *, allow: bool) -> str | None:
+    # Once, even for an "always" answer (seamline keeps that rule itself): the agent's own
+    # "always" would stop it asking, and claude-agent-acp's first "always" option for
+    # ExitPlanMode switches the session to bypassPermissions.
+    order = ("allow_once",) if allow else ("reject_once", "reject_always")
     for kind in order:
         for option in options:
             if option.get("kind") == kind and isinstance(option.get("optionId"), str):
