@@ -70,6 +70,22 @@ def refused(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
+def envelope_summary(events: list[dict[str, Any]]) -> dict[str, Any]:
+    """The turn's one envelope report (``{"envelope": "bwrap", "egress_refused", …}``),
+    checked to come after every refusal it counts and before the turn's ``complete``."""
+    at = [i for i, e in enumerate(events) if e["type"] == "raw" and "egress_refused" in e.get("payload", {})]
+    assert len(at) == 1, events
+    last_refusal = max((i for i, e in enumerate(events) if e in _refusal_events(events)), default=-1)
+    assert last_refusal < at[0] < len(events) - 1 and events[-1]["type"] == "complete", events
+    payload: dict[str, Any] = events[at[0]]["payload"]
+    assert payload["envelope"] == "bwrap"
+    return payload
+
+
+def _refusal_events(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [e for e in events if e["type"] == "raw" and e.get("payload", {}).get("egress") == "refused"]
+
+
 def seamline_cli(*argv: str, store: Path) -> subprocess.CompletedProcess[str]:
     """``python -m seamline ARGV`` against the store file ``store``."""
     env = {**os.environ, "SEAMLINE_STORE": str(store)}

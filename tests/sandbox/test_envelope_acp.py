@@ -18,6 +18,7 @@ from tests.sandbox.envelope_support import (
     EnvelopedRun,
     check_a_deny_rule_holds,
     check_revert_undoes_a_write,
+    envelope_summary,
     json_events,
     reach_command,
     refused,
@@ -76,6 +77,7 @@ def test_a_server_not_on_the_allowlist_is_unreachable_while_the_model_endpoint_w
     assert hits == [] and "SECOND-SERVER-REACHED" not in output
     assert "Failed to connect" in output and "not on the sandbox's allowlist" in output
     assert {"host": "127.0.0.1", "port": port, "method": "GET", "egress": "refused"} in refused(events)
+    assert envelope_summary(events)["egress_refused"] == len(refused(events))
     assert events[-1]["outcome"] == "completed" and events[-1]["text"] == "Done."
 
 

@@ -205,8 +205,13 @@ async def spin_while(display: JsonDisplay | TextDisplay, events: AsyncIterator[E
     """``events`` as they are; meanwhile a text display on a terminal shows a spinner with
     the elapsed time whenever nothing was shown for half a second (never with --json)."""
     if not isinstance(display, TextDisplay) or not display.progress:
-        async for event in events:
-            yield event
+        try:
+            async for event in events:
+                yield event
+        finally:
+            # Left early (an exception at the consumer), the inner generators are closed
+            # here, in order: left to loop shutdown they are closed in any order and fail.
+            await aclose_events(events)
         return
 
     async def ticks() -> None:
@@ -221,6 +226,7 @@ async def spin_while(display: JsonDisplay | TextDisplay, events: AsyncIterator[E
     finally:
         ticker.cancel()
         display.close()
+        await aclose_events(events)
 
 
 def _brief(arguments: dict[str, object]) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
 import importlib
 import os
 import signal
@@ -161,15 +162,32 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         stdout_gone()
         return EXIT_CODES["stdout_closed"]
-    except Exception as exc:
-        if os.environ.get("SEAMLINE_DEBUG"):
-            raise
-        print(
-            f"seamline: internal error: {type(exc).__name__}: {_one_line(str(exc))} "
-            "(SEAMLINE_DEBUG=1 shows the traceback)",
-            file=sys.stderr,
-        )
+    except OSError as exc:
+        if exc.errno not in _NO_ROOM or os.environ.get("SEAMLINE_DEBUG"):
+            return _internal_error(exc)
+        # A full disk (`> /dev/full`, a quota): say so once; what is still buffered for
+        # stdout goes nowhere rather than failing again at exit.
+        from seamline.cli.display import stdout_gone
+
+        stdout_gone()
+        print(f"seamline: cannot write {exc.filename or 'the output'}: {exc.strerror}", file=sys.stderr)
         return EXIT_CODES["failed"]
+    except Exception as exc:  # noqa: BLE001 - the last word: one line, never a traceback
+        return _internal_error(exc)
+
+
+_NO_ROOM: Final = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+
+
+def _internal_error(exc: Exception) -> int:
+    """An error nobody classified: one line (``SEAMLINE_DEBUG=1`` raises it instead)."""
+    if os.environ.get("SEAMLINE_DEBUG"):
+        raise exc
+    print(
+        f"seamline: internal error: {type(exc).__name__}: {_one_line(str(exc))} (SEAMLINE_DEBUG=1 shows the traceback)",
+        file=sys.stderr,
+    )
+    return EXIT_CODES["failed"]
 
 
 def _one_line(text: str) -> str:

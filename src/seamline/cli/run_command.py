@@ -230,6 +230,7 @@ async def _drive(
     )
     events = stream(prompt, options)
     reader_gone = False
+    cannot_write: OSError | None = None
     flow = spin_while(display, otel_events(args, events, prompt=prompt))
     try:
         try:
@@ -240,10 +241,12 @@ async def _drive(
                     continue
                 try:
                     display.show(event)
-                except BrokenPipeError:
-                    # `| head`: nobody reads the rest. The turn is aborted like a Ctrl-C (what
-                    # streamed is kept in the store) and the command ends quietly.
+                except OSError as exc:
+                    # `| head`: nobody reads the rest; a full disk: nothing more can be written.
+                    # The turn is aborted like a Ctrl-C (what streamed is kept in the store);
+                    # a reader gone ends the command quietly, a failed write says why.
                     reader_gone = True
+                    cannot_write = None if isinstance(exc, BrokenPipeError) else exc
                     stdout_gone()
                     if opened and final is None:
                         await provider.abort(opened[0])
@@ -256,6 +259,12 @@ async def _drive(
         display.show(Complete(outcome="aborted", stop_reason=interruption.reason))
         print(f"seamline: turn aborted ({interruption.reason})", file=sys.stderr)
         return interruption.exit_code
+    if cannot_write is not None:
+        print(
+            f"seamline: cannot write the output: {cannot_write.strerror or cannot_write}; the turn was stopped",
+            file=sys.stderr,
+        )
+        return EXIT_CODES["failed"]
     if reader_gone:
         return EXIT_CODES["stdout_closed"]
     if final is None:  # pragma: no cover - the seam guarantees a complete

@@ -250,8 +250,9 @@ class AcpProvider(Provider):
             remove_runtime_dir(session.state)
 
     def _egress_events(self, session: ProviderSession) -> list[Event]:
+        # The connections refused since the last turn, then the turn's envelope report.
         envelope = session.state.get("acp_envelope")
-        return list(envelope.refusals()) if isinstance(envelope, Enveloped) else []
+        return [*envelope.refusals(), envelope.summary()] if isinstance(envelope, Enveloped) else []
 
     def _channel(self, session: ProviderSession, agent: AcpAgent, wire_id: str) -> AcpChannel:
         channel = AcpChannel(wire_id=wire_id, workspace=(session.workspace or Path.cwd()).resolve())

@@ -421,7 +421,7 @@ class OpenCodeProvider(Provider):
                 break
         envelope = session.state.get("opencode_envelope")
         if isinstance(envelope, Enveloped):
-            for raw in envelope.refusals():
+            for raw in [*envelope.refusals(), envelope.summary()]:
                 yield raw
         for event in translator.finish(session=session):
             yield event
