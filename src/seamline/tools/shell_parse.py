@@ -461,6 +461,11 @@ _WRAPPERS: Final[dict[str, tuple[frozenset[str], int]]] = {
     "fakeroot": (frozenset({"-l", "--lib", "--faked", "-s", "-i", "-b"}), 0),
     "faketime": (frozenset({"-m", "-f", "-p"}), 1),
     "catchsegv": (frozenset(), 0),
+    # GNU parallel runs its command once per argument, as xargs does.
+    "parallel": (
+        frozenset({"-j", "--jobs", "-S", "--sshlogin", "-a", "--arg-file", "-d", "--delimiter", "-n", "-N", "-L"}),
+        0,
+    ),
     "xargs": (
         frozenset({"-a", "-d", "-E", "-I", "-L", "-n", "-P", "-s", "--arg-file", "--delimiter", "--max-args"}),
         0,

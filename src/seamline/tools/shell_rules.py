@@ -21,6 +21,7 @@ from typing import Any, Final
 
 from seamline.tools.base import Tool
 from seamline.tools.shell_parse import SHELLS, SimpleCommand, read_shell, unwrap
+from seamline.tools.shell_programs import note_copies, program_name
 
 __all__ = ["CommandPiece", "command_pieces", "recursive_delete_outside_workspace"]
 
@@ -265,6 +266,7 @@ def _find(argv: Sequence[str], plain: Sequence[bool], cwds: frozenset[str | None
     while i < len(argv) and not argv[i].startswith(("-", "(", "!", ",")):
         starts.append((argv[i], plain[i]))
         i += 1
+    follows = any(w == "-L" for w in argv[1:i]) or "-follow" in argv[i:]
     expression = list(argv[i:])
     deletes = "-delete" in expression
     for j, word in enumerate(expression[:-1]):
@@ -275,6 +277,10 @@ def _find(argv: Sequence[str], plain: Sequence[bool], cwds: frozenset[str | None
                 deletes = True
     if not deletes:
         return None
+    if follows:
+        # -L (or -follow) descends through links: a link anywhere below a start, one already
+        # in the workspace included, takes the delete out of it.
+        return f"{_PREFIX} cannot be ruled out: find -L follows links out of the folders it starts in"
     return _first_outside("find -delete", starts or [(".", True)], cwds, root, real)
 
 
@@ -365,13 +371,16 @@ def command_pieces(command: str, workspace: Path | None) -> list[CommandPiece]:
     root = os.path.realpath(workspace) if workspace is not None else _VIRTUAL_ROOT
     reading = read_shell(command, cwd=root)
     pieces: list[CommandPiece] = []
+    made: dict[str, str] = {}  # names this command made by copying or linking a program
     for cmd in reading.commands:
         words = [*cmd.assignments, *cmd.words]
         normalized = " ".join(shlex.quote(w) if w != shlex.quote(w) else w for w in words)
         plain = cmd.plain and bool(cmd.words) and _redirects_inside(cmd, root, workspace is not None)
         argv, _literal, _wrapped = unwrap(cmd.words, cmd.literal)
         if argv:
-            argv = [posixpath.basename(argv[0]) or argv[0], *argv[1:]]
+            cwds = cmd.cwds if workspace is not None else frozenset({None})
+            argv = [program_name(argv[0], cwds=cwds, aliases=made), *argv[1:]]
+            note_copies(argv, made)
         program = " ".join(shlex.quote(w) if w != shlex.quote(w) else w for w in argv)
         pieces.append(CommandPiece(cmd.text, normalized, plain, program))
     if reading.opaque or not pieces:
