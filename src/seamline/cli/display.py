@@ -25,6 +25,7 @@ from seamline.events import (
     Usage,
     encode_event,
 )
+from seamline.tools.terminal_line import TERMINAL_LINE
 
 __all__ = ["JsonDisplay", "TextDisplay", "one_line", "spin_while", "turn_ended"]
 
@@ -122,11 +123,20 @@ class TextDisplay:
         now = time.monotonic()
         if now - self._last_output < _QUIET_BEFORE_SPIN:
             return
-        self._frame = (self._frame + 1) % len(_SPINNER)
-        doing = f"running {next(iter(self._calls.values())).name}" if self._calls else "waiting on the model"
-        self.err.write(f"\r\033[K{_SPINNER[self._frame]} {doing} · {now - self.started:.1f}s")
-        self.err.flush()
-        self._spinning = True
+        # A permission question owns the line while it waits (it is asked on another thread).
+        if not TERMINAL_LINE.lock.acquire(blocking=False):
+            return
+        try:
+            if not TERMINAL_LINE.free():
+                self._spinning = False  # the question cleared the frame
+                return
+            self._frame = (self._frame + 1) % len(_SPINNER)
+            doing = f"running {next(iter(self._calls.values())).name}" if self._calls else "waiting on the model"
+            self.err.write(f"\r\033[K{_SPINNER[self._frame]} {doing} · {now - self.started:.1f}s")
+            self.err.flush()
+            self._spinning = True
+        finally:
+            TERMINAL_LINE.lock.release()
 
     def _unspin(self) -> None:
         if self._spinning:

@@ -39,6 +39,7 @@ from seamline.events import Event, PermissionDecision, PermissionRequest, ToolCa
 from seamline.tools.approval import ApprovalDecision
 from seamline.tools.base import Tool, tool_article
 from seamline.tools.shell_rules import CommandPiece, command_pieces, recursive_delete_outside_workspace
+from seamline.tools.terminal_line import TERMINAL_LINE, TerminalLine
 
 __all__ = [
     "DEFAULT_HARD_DENIALS",
@@ -49,7 +50,9 @@ __all__ = [
     "PermissionService",
     "Prompter",
     "RuleBook",
+    "TERMINAL_LINE",
     "Scope",
+    "TerminalLine",
     "TerminalPrompter",
     "literal_tool_glob",
     "recursive_delete_outside_workspace",
@@ -188,9 +191,12 @@ class TerminalPrompter:
     """Asks on a terminal: ``y`` once, ``s`` for this session, ``a`` always, ``n`` (or
     Enter) no, ``d`` never (a stored deny rule)."""
 
-    def __init__(self, *, stdin: TextIO | None = None, stderr: TextIO | None = None) -> None:
+    def __init__(
+        self, *, stdin: TextIO | None = None, stderr: TextIO | None = None, line: TerminalLine = TERMINAL_LINE
+    ) -> None:
         self.stdin = stdin or sys.stdin
         self.stderr = stderr or sys.stderr
+        self.line = line
 
     async def __call__(self, request: PermissionRequest) -> PermissionAnswer:
         return await asyncio.to_thread(self._ask, request)
@@ -200,16 +206,23 @@ class TerminalPrompter:
         if len(arguments) > 300:
             arguments = arguments[:300] + "…"
         question = f"seamline: allow {request.tool} {arguments}? ({request.reason})\n  [y]es once, [s]ession, [a]lways, [n]o, [d]eny always: "
-        for _ in range(3):
-            self.stderr.write(question)
-            self.stderr.flush()
-            line = self.stdin.readline()
-            if not line:
-                return PermissionAnswer("deny", "once")  # end of input: no
-            answer = _ANSWERS.get(line.strip().lower())
-            if answer is not None:
-                return answer
-        return PermissionAnswer("deny", "once")
+        try:
+            for _ in range(3):
+                with self.line.lock:
+                    self.line.asking = True
+                    # A spinner frame may be on the line: clear it before asking.
+                    self.stderr.write(("\r\033[K" if self.stderr.isatty() else "") + question)
+                    self.stderr.flush()
+                line = self.stdin.readline()
+                if not line:
+                    return PermissionAnswer("deny", "once")  # end of input: no
+                answer = _ANSWERS.get(line.strip().lower())
+                if answer is not None:
+                    return answer
+            return PermissionAnswer("deny", "once")
+        finally:
+            with self.line.lock:
+                self.line.asking = False
 
 
 # -- the service ---------------------------------------------------------------------------------
