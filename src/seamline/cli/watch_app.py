@@ -14,6 +14,7 @@ import contextlib
 from collections.abc import Awaitable, Callable
 from typing import ClassVar, Final, cast
 
+from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
@@ -41,10 +42,12 @@ COLUMNS: Final = (
 _EVENT_LINES: Final = 2000  # the events pane keeps the newest this many lines
 
 
-def _cells(row: Row) -> tuple[str, ...]:
+def _cells(row: Row) -> tuple[Text, ...]:
+    """The table's cells of one run, as plain text: a string cell would be read as Rich
+    markup, and a title such as ``fix [bug] in parser`` lost its ``[bug]``."""
     branch = f"{row['branch']} ({row['worktree_state']})" if row.get("branch") else ""
     waiting = row.get("pending_approvals") or 0
-    return (
+    values = (
         row["session_id"][:12],
         row["status"],
         row["provider"],
@@ -57,6 +60,7 @@ def _cells(row: Row) -> tuple[str, ...]:
         f"{waiting} waiting" if waiting else "",
         row.get("title") or "",
     )
+    return tuple(Text(str(value)) for value in values)
 
 
 class DiffScreen(Screen[None]):
@@ -70,7 +74,7 @@ class DiffScreen(Screen[None]):
         self.text = text
 
     def compose(self) -> ComposeResult:
-        yield Static(self.heading, id="diff-title")
+        yield Static(self.heading, id="diff-title", markup=False)
         yield Log(id="diff", highlight=False)
         yield Footer()
 
@@ -119,7 +123,7 @@ class FleetApp(App[None]):
         yield Header()
         yield DataTable(id="runs", cursor_type="row", zebra_stripes=True)
         yield Log(id="events", highlight=False, max_lines=_EVENT_LINES)
-        yield Static("", id="status")
+        yield Static("", id="status", markup=False)
         yield Footer()
 
     async def on_mount(self) -> None:
@@ -147,8 +151,8 @@ class FleetApp(App[None]):
         await self.source.close()
 
     # -- the table --------------------------------------------------------------------------
-    def _table(self) -> DataTable[str]:
-        return cast("DataTable[str]", self.query_one("#runs", DataTable))
+    def _table(self) -> DataTable[Text]:
+        return cast("DataTable[Text]", self.query_one("#runs", DataTable))
 
     async def refresh_rows(self) -> None:
         if self._refreshing or self._closing:
