@@ -37,5 +37,9 @@ def add_parser(commands: Any) -> str:
 def run(args: argparse.Namespace) -> int:
     from seamline.worktrees import diff
 
-    sys.stdout.write(diff(args.run_id, store=args.store, stat=args.stat))
+    shown = diff(args.run_id, store=args.store, stat=args.stat)
+    sys.stdout.write(shown)
+    if not shown:
+        # Nothing on stdout (a script may diff the output); a person learns why on stderr.
+        print(f"seamline: run {args.run_id} changed nothing (its branch has no commits past its base)", file=sys.stderr)
     return 0

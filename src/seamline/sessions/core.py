@@ -338,6 +338,8 @@ class SessionStore(abc.ABC):
             return _record(rows[0])
         if len(rows) > 1:
             raise InvalidRequest(f"session id {session_id!r} is ambiguous; give more of it")
+        if rows:
+            raise InvalidRequest(f"{session_id!r} is too short: give at least 4 characters of the session id")
         raise InvalidRequest(f"no session {session_id!r} in the store {self.location}")
 
     def list_sessions(self, *, limit: int = 100, parent_id: str | None = None) -> list[SessionRecord]:

@@ -162,7 +162,8 @@ def _merge_into(tree: Worktree, repo: Path, *, squash: bool) -> MergeResult:
     subject = f"seamline: merge run {tree.run_id[:12]} ({tree.branch})"
     if squash:
         turns = git(["log", "--reverse", "--format=%s", f"{tree.base}..{tree.branch}"], cwd=repo).out
-        message = f"{subject}, {commits} commits squashed\n\n{turns}\nSeamline-Run: {tree.run_id}\n"
+        squashed = "1 commit squashed" if commits == 1 else f"{commits} commits squashed"
+        message = f"{subject}, {squashed}\n\n{turns}\nSeamline-Run: {tree.run_id}\n"
         done = git(["merge", "--squash", "--quiet", tree.branch], cwd=repo, check=False, config=who)
         if done.ok:
             done = git(["commit", "--quiet", "--no-verify", "-m", message], cwd=repo, check=False, config=who)
