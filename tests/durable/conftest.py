@@ -152,10 +152,18 @@ class Processes:
         self.cli = [sys.executable, "-m", "seamline"]
 
     def worker(
-        self, target: str, queue: str, name: str = "worker", extra: tuple[str, ...] = ()
+        self,
+        target: str,
+        queue: str,
+        name: str = "worker",
+        extra: tuple[str, ...] = (),
+        *,
+        command: tuple[str, ...] | None = None,
     ) -> subprocess.Popen[bytes]:
+        """A worker process; ``command`` replaces ``python -m seamline`` (a test's fault wrapper)."""
         log = self.tmp / f"{name}.log"
-        argv = [sys.executable, "-m", "seamline", "worker", "--temporal", target, "--task-queue", queue, *extra]
+        program = list(command) if command is not None else [sys.executable, "-m", "seamline"]
+        argv = [*program, "worker", "--temporal", target, "--task-queue", queue, *extra]
         with open(log, "wb") as out:
             proc = subprocess.Popen(argv, stdout=out, stderr=out, env=self.env, start_new_session=True)
         self.started.append(proc)

@@ -12,6 +12,7 @@ from seamline.durable import RunLedger, RunSpec, advance, run_turn
 from seamline.errors import InvalidRequest
 from seamline.pipeline.builtin import ANSWER_REVIEW
 from seamline.sessions.store import open_store
+from seamline.sessions.trace_heads import anchored_head
 from seamline.trace.verify import verify_trace
 from tests.durable.conftest import opened_ledger
 from tests.durable.pipelines import USAGE, fan_out_pipeline
@@ -151,3 +152,40 @@ def test_a_store_whose_durable_tables_predate_the_worker_column_is_migrated(tmp_
         assert ledger.turns("r")["k"]["worker"] == "123@host"
     finally:
         store.close()
+
+
+def test_a_final_pass_that_overlapped_one_already_recorded_leaves_its_trace_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A worker that missed its heartbeats is still in its final pass while the retry has
+    # ended the run elsewhere: that late pass found no report when it began, and must not
+    # replace the recorded trace (its record times differ) nor move the anchored head.
+    definition = fan_out_pipeline(tmp_path, ["a"])
+    store = tmp_path / "s.db"
+    data = msgspec.json.decode(definition.read_bytes())
+    trace = tmp_path / "r6.jsonl"
+    spec = RunSpec(
+        run_id="r6", definition=data, task="go", store=str(store), workspace=str(tmp_path), trace_file=str(trace)
+    )
+    _register(store, spec)
+    report, _rounds = asyncio.run(_drive(store, "r6"))
+    recorded = trace.read_bytes()
+    real_report = RunLedger.report
+    looks: list[str] = []
+
+    def report_unseen_at_first(self: RunLedger, run_id: str) -> dict[str, object] | None:
+        looks.append(run_id)
+        return None if len(looks) == 1 else real_report(self, run_id)  # the pass's opening look ran before the end
+
+    monkeypatch.setattr(RunLedger, "report", report_unseen_at_first)
+    late = asyncio.run(advance(str(store), "r6"))
+    monkeypatch.undo()
+    assert late == {"done": True, "report": report}
+    assert trace.read_bytes() == recorded
+    kept = open_store(store)
+    try:
+        head = anchored_head(kept, "r6")
+    finally:
+        kept.close()
+    assert head is not None and head.head_hash == report["head_hash"]
+    assert verify_trace(recorded).ok

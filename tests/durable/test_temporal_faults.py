@@ -1,4 +1,5 @@
-"""Faults on real processes, no mocks: kill -9 a worker mid-turn, kill -9 the server.
+"""Faults on real processes, no mocks: kill -9 a worker mid-turn or mid-advance (its advance
+made to hang by a wrapper around the real worker), kill -9 the server.
 
 The pipeline fans out to three scripted roles, one of them slow, then a summary role.
 Whatever dies, the run finishes, no finished role turn runs again, the run's usage is
@@ -11,6 +12,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -210,3 +212,86 @@ def test_the_spend_of_a_killed_attempt_counts_in_the_run_and_its_budget(
     total = run_end["usage"]["total"]
     assert (total["input_tokens"], total["output_tokens"]) == (50, 25)
     assert total["cost_usd"] == pytest.approx(5 * USAGE["cost_usd"])
+
+
+def _faulty_worker(mode: str, tmp: Path, finished: int) -> tuple[str, ...]:
+    """The command of a worker whose first attempt of one advance pass hangs or fails."""
+    return (sys.executable, str(Path(__file__).with_name("faulty_advance.py")), mode, str(tmp), str(finished))
+
+
+def _advance_attempts(tmp: Path, finished: int) -> list[tuple[int, int]]:
+    """(worker PID, attempt) of each advance attempt that found ``finished`` turns finished."""
+    log = tmp / "advances.log"
+    rows = [line.split() for line in log.read_text().splitlines()] if log.exists() else []
+    return [(int(pid), int(attempt)) for pid, seen, attempt in rows if int(seen) == finished]
+
+
+# A dead worker's advance is retried once its heartbeat is missed (this timeout), never
+# after the 10-minute start-to-close: the client's wait below would run out first.
+_ADVANCE_HEARTBEAT_S = 5.0
+_NOT_STALLED_S = 120.0
+
+
+def test_a_worker_killed_during_advance_is_replaced_within_the_heartbeat_timeout(
+    dev_server: DevServer, processes: Processes, tmp_path: Path
+) -> None:
+    definition = fan_out_pipeline(tmp_path, ["a", "b", "c"])
+    store = tmp_path / "runs.db"
+    # Both workers hang the first attempt of the pass that follows the fan-out (three turns
+    # finished), whichever takes it; only one of them claims it.
+    command = _faulty_worker("hang", tmp_path, 3)
+    workers = [
+        processes.worker(dev_server.target, "q-kill-advance", name=name, extra=_STICKY, command=command)
+        for name in ("w1", "w2")
+    ]
+    client = processes.client(
+        ["--temporal", dev_server.target, "--task-queue", "q-kill-advance", "--store", str(store),
+         "--workspace", str(tmp_path), "--pipeline", str(definition), "--heartbeat-s", str(_ADVANCE_HEARTBEAT_S),
+         "go"]
+    )  # fmt: skip
+    hung = tmp_path / "hung"
+    deadline = time.monotonic() + _WAIT_S
+    while not hung.exists() or not hung.read_text():
+        assert client.poll() is None, "the client ended before the advance hung"
+        assert time.monotonic() < deadline, "no advance found the fan-out finished"
+        time.sleep(0.05)
+    victim = next(w for w in workers if w.pid == int(hung.read_text()))
+    # Alive and heartbeating, a slow advance is left alone: over two heartbeat timeouts,
+    # no second attempt starts.
+    time.sleep(2.5 * _ADVANCE_HEARTBEAT_S)
+    assert _advance_attempts(tmp_path, 3) == [(victim.pid, 1)]
+    os.killpg(victim.pid, signal.SIGKILL)
+    victim.wait(timeout=30)
+    try:
+        out, err = client.communicate(timeout=_NOT_STALLED_S)
+    except subprocess.TimeoutExpired:
+        raise AssertionError(
+            f"the run stalled after its advance's worker died (attempts: {_advance_attempts(tmp_path, 3)})"
+        ) from None
+    assert client.returncode == 0, err.decode()
+    assert out.decode().strip() == "answer of summary"
+    survivor = next(w for w in workers if w is not victim)
+    assert _advance_attempts(tmp_path, 3) == [(victim.pid, 1), (survivor.pid, 2)]
+    with opened_ledger(store) as ledger:
+        run_id = str(ledger.store._query("SELECT run_id FROM durable_runs")[0][0])
+    # The retried pass re-drove the finished turns from the store: each ran once.
+    _check_run(store, run_id, processes, slow_starts=1)
+
+
+def test_a_transport_error_in_advance_is_retried_and_the_run_completes(
+    dev_server: DevServer, processes: Processes, tmp_path: Path
+) -> None:
+    definition = fan_out_pipeline(tmp_path, ["a", "b", "c"])
+    store = tmp_path / "runs.db"
+    processes.worker(dev_server.target, "q-advance-transport", command=_faulty_worker("transport", tmp_path, 3))
+    client = processes.client(
+        ["--temporal", dev_server.target, "--task-queue", "q-advance-transport", "--store", str(store),
+         "--workspace", str(tmp_path), "--pipeline", str(definition), "go"]
+    )  # fmt: skip
+    out, err = client.communicate(timeout=_WAIT_S)
+    assert client.returncode == 0, err.decode()
+    assert out.decode().strip() == "answer of summary"
+    assert [attempt for _pid, attempt in _advance_attempts(tmp_path, 3)] == [1, 2]
+    with opened_ledger(store) as ledger:
+        run_id = str(ledger.store._query("SELECT run_id FROM durable_runs")[0][0])
+    _check_run(store, run_id, processes, slow_starts=1)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import Callable
 from typing import Any, Final
 
 import msgspec
@@ -85,17 +86,34 @@ class RunLedger:
         with self.store._transaction():
             self._insert_events(run_id, RUN_EVENTS, 0, events[self._run_events_out(run_id) :])
 
-    def finish_run(self, run_id: str, report: dict[str, Any], events: list[Event]) -> None:
+    def finish_run(
+        self,
+        run_id: str,
+        report: dict[str, Any],
+        events: list[Event],
+        *,
+        keep_trace: Callable[[], None] | None = None,
+    ) -> dict[str, Any]:
         """Record the run's end and the rest of its controller events in one transaction,
-        so a retried final step neither loses them nor shows them twice."""
+        so a retried final step neither loses them nor shows them twice. ``keep_trace``
+        (write the trace, anchor its head) runs in that transaction, once: of two final
+        passes that overlap (a worker that missed its heartbeats while its retry ran
+        elsewhere), the second finds the first's report and leaves its trace alone.
+        Returns the report on record."""
         with self.store._transaction():
-            if self.report(run_id) is not None:
-                return
+            if self._notify is not None:  # PostgreSQL: passes of one run take turns (SQLite: one writer at all)
+                self.store._execute("SELECT pg_advisory_xact_lock(?)", (_run_lock(run_id),))
+            kept = self.report(run_id)
+            if kept is not None:
+                return kept
+            if keep_trace is not None:
+                keep_trace()
             self._insert_events(run_id, RUN_EVENTS, 0, events[self._run_events_out(run_id) :])
             self.store._execute(
                 "UPDATE durable_runs SET report = ?, finished_at = ? WHERE run_id = ?",
                 (json.dumps(report), time.time(), run_id),
             )
+        return report
 
     def _run_events_out(self, run_id: str) -> int:
         rows = self.store._query(

@@ -172,14 +172,20 @@ class MalformedRun(InvalidRequest):
 
 
 def load_spec(store: SessionStore, run_id: str) -> RunSpec:
+    """The run's spec as the client kept it; a spec no worker can read is a
+    :class:`MalformedRun` (never retried), whatever is wrong with it."""
     try:
         data = RunLedger(store).spec(run_id)
     except LookupError as exc:
         raise UnknownRun(str(exc)) from None
+    except RecursionError:  # nested deeper than the decoder goes: the same on every worker
+        raise MalformedRun(f"the spec of run {run_id} is nested too deep to read") from None
     except ValueError as exc:  # the stored text is not JSON
         raise MalformedRun(f"the spec of run {run_id} is not JSON: {exc}") from None
     try:
         return msgspec.convert(data, RunSpec)
+    except RecursionError:
+        raise MalformedRun(f"the spec of run {run_id} is nested too deep to read") from None
     except msgspec.ValidationError as exc:
         raise MalformedRun(f"the spec of run {run_id} is malformed: {exc}") from None
 
@@ -216,8 +222,11 @@ async def advance(store_location: str, run_id: str) -> dict[str, Any]:
             ledger.publish_run_events(run_id, shown)
             return {"done": False, "needed": sorted(set(agents.needed))}
         path = Path(spec.trace_file) if spec.trace_file else trace_path(run_id, store_path=spec.store)
-        _write_whole(path, b"".join(writer.lines or []))
-        anchor_head(store, run_id, writer.head_hash, writer.seq)
+
+        def keep_trace() -> None:
+            _write_whole(path, b"".join(writer.lines or []))
+            anchor_head(store, run_id, writer.head_hash, writer.seq)
+
         report = controller.report
         shown.append(Complete(outcome=report.outcome, stop_reason=report.stop_reason, text=report.text))
         summary = {
@@ -228,14 +237,14 @@ async def advance(store_location: str, run_id: str) -> dict[str, Any]:
             "head_hash": report.head_hash,
             "trace": str(path),
         }
-        ledger.finish_run(run_id, summary, shown)
-        return {"done": True, "report": ledger.report(run_id) or summary}
+        return {"done": True, "report": ledger.finish_run(run_id, summary, shown, keep_trace=keep_trace)}
     finally:
         store.close()
 
 
 def _write_whole(path: Path, data: bytes) -> None:
-    """Write the trace at once (a retried last pass rewrites the same bytes, never a half)."""
+    """Write the trace at once: a reader never sees half of it (a last pass retried before
+    the run's end was recorded replaces it whole)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
@@ -258,7 +267,8 @@ async def run_turn(
     worker: str | None = None,
 ) -> dict[str, Any]:
     """Run the role turn ``key`` of ``run_id`` (or return it as recorded when finished);
-    ``worker`` names who runs it, in the turn's row.
+    ``worker`` names who runs it, in the turn's row; ``heartbeat`` is called after each
+    event is published (the Temporal worker beats on a timer instead).
 
     Returns a small summary: key, outcome, usage, ``reused`` (True: nothing ran)."""
     store = _open_existing(store_location)

@@ -10,8 +10,9 @@ import asyncio
 import contextlib
 import os
 import socket
+from collections.abc import AsyncIterator
 from datetime import timedelta
-from typing import Any
+from typing import Any, Final
 
 from temporalio import activity
 from temporalio.client import Client
@@ -21,9 +22,11 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 
 from seamline.durable.steps import advance, run_turn
 from seamline.durable.workflow import ADVANCE, ROLE_TURN, PipelineWorkflow
-from seamline.errors import InvalidRequest, StorageFailure
+from seamline.errors import SeamlineError
 
-__all__ = ["advance_activity", "role_turn_activity", "serve", "worker_identity"]
+__all__ = ["activity_failure", "advance_activity", "role_turn_activity", "serve", "worker_identity"]
+
+_BEAT_S: Final = 5.0  # the beat's period when the activity has no heartbeat timeout
 
 
 def worker_identity() -> str:
@@ -31,20 +34,34 @@ def worker_identity() -> str:
     return f"{os.getpid()}@{socket.gethostname()}"
 
 
-@activity.defn(name=ADVANCE)
-async def advance_activity(store: str, run_id: str) -> dict[str, Any]:
-    try:
-        return await advance(store, run_id)
-    except (InvalidRequest, StorageFailure) as exc:  # no such run, a malformed spec, a bad store
-        raise ApplicationError(exc.message, type=exc.kind, non_retryable=True) from None
+def activity_failure(exc: Exception) -> Exception:
+    """What an activity raises for ``exc``: a classified failure keeps its kind and, from
+    its ``retryable``, whether Temporal retries it (an unknown run, a malformed spec, a
+    bad store: at once failed; a transport error: retried). Data nested too deep for
+    Python fails the same way on every worker, so it is not retried either. Anything
+    else (a dropped connection the store did not classify, a bug) is retried as before.
+
+    >>> activity_failure(RecursionError("maximum recursion depth exceeded")).non_retryable
+    True
+    """
+    if isinstance(exc, SeamlineError):
+        return ApplicationError(exc.message, type=exc.kind, non_retryable=not exc.retryable)
+    if isinstance(exc, RecursionError):
+        return ApplicationError(
+            f"the run's data is nested too deep to process: {exc}", type="invalid_request", non_retryable=True
+        )
+    return exc
 
 
-@activity.defn(name=ROLE_TURN)
-async def role_turn_activity(store: str, run_id: str, key: str) -> dict[str, Any]:
-    info = activity.info()
-    # A provider may be silent for long (thinking, a slow tool): beat on a timer as well
-    # as on every event, so the server tells a slow turn from a dead worker.
-    interval = (info.heartbeat_timeout.total_seconds() / 3) if info.heartbeat_timeout else 5.0
+@contextlib.asynccontextmanager
+async def _heartbeating() -> AsyncIterator[None]:
+    """Heartbeat on a timer while the body runs, a third of the heartbeat timeout apart:
+    the server tells a slow step (a long re-drive, a silent provider) from a dead worker,
+    whose attempt it retries elsewhere once a heartbeat timeout passes without one. The
+    SDK sends at most one heartbeat per 80 % of the timeout, so a beat per event would
+    add nothing."""
+    timeout = activity.info().heartbeat_timeout
+    interval = timeout.total_seconds() / 3 if timeout else _BEAT_S
 
     async def beat() -> None:
         while True:
@@ -53,13 +70,39 @@ async def role_turn_activity(store: str, run_id: str, key: str) -> dict[str, Any
 
     beating = asyncio.create_task(beat())
     try:
-        return await run_turn(store, run_id, key, heartbeat=activity.heartbeat, worker=worker_identity())
-    except (InvalidRequest, StorageFailure) as exc:
-        raise ApplicationError(exc.message, type=exc.kind, non_retryable=True) from None
+        yield
     finally:
         beating.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await beating
+
+
+@activity.defn(name=ADVANCE)
+async def advance_activity(store: str, run_id: str) -> dict[str, Any]:
+    """One pass of the controller. A retried pass re-drives the turns finished so far from
+    the store and never runs one again; a pass that already ended the run returns its
+    report."""
+    try:
+        async with _heartbeating():
+            return await advance(store, run_id)
+    except Exception as exc:
+        failure = activity_failure(exc)
+        if failure is exc:
+            raise
+        raise failure from None
+
+
+@activity.defn(name=ROLE_TURN)
+async def role_turn_activity(store: str, run_id: str, key: str) -> dict[str, Any]:
+    """One role turn; a finished turn is returned as recorded, never run again."""
+    try:
+        async with _heartbeating():
+            return await run_turn(store, run_id, key, worker=worker_identity())
+    except Exception as exc:
+        failure = activity_failure(exc)
+        if failure is exc:
+            raise
+        raise failure from None
 
 
 def build_worker(
