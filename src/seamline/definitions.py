@@ -216,16 +216,20 @@ def load_definition(path: str | Path) -> PipelineDefinition:
     except OSError as exc:
         raise InvalidRequest(f"cannot read pipeline file {path}: {exc.strerror}") from None
     data: object
-    if file.suffix == ".json":
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InvalidRequest(f"pipeline file {path} is not valid JSON: {exc}") from None
-    else:
-        import yaml
+    try:
+        if file.suffix == ".json":
+            try:
+                data = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise InvalidRequest(f"pipeline file {path} is not valid JSON: {exc}") from None
+        else:
+            import yaml
 
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise InvalidRequest(f"pipeline file {path} is not valid YAML: {exc}") from None
-    return definition_from_data(data, origin=str(path))
+            try:
+                data = yaml.safe_load(text)
+            except yaml.YAMLError as exc:
+                raise InvalidRequest(f"pipeline file {path} is not valid YAML: {exc}") from None
+        return definition_from_data(data, origin=str(path))
+    except RecursionError:
+        # A file nested thousands deep (hostile or broken) is refused, not a crash.
+        raise InvalidRequest(f"pipeline file {path} is nested too deep to be a pipeline definition") from None

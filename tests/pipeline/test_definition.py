@@ -71,3 +71,12 @@ def test_unknown_pipeline_and_bad_file(tmp_path: Path) -> None:
     bad.write_text("name: [unclosed\n")
     with pytest.raises(InvalidRequest, match="not valid YAML"):
         load_definition(bad)
+
+
+@pytest.mark.parametrize("suffix", [".json", ".yaml"])
+def test_a_pipeline_file_nested_thousands_deep_is_refused_not_a_crash(tmp_path: Path, suffix: str) -> None:
+    path = tmp_path / f"deep{suffix}"
+    body = "[" * 5000 + "]" * 5000
+    path.write_text('{"name": ' + body + "}" if suffix == ".json" else "name: " + body + "\n")
+    with pytest.raises(InvalidRequest, match="nested too deep"):
+        load_definition(path)
