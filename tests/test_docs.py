@@ -21,3 +21,15 @@ def test_examples_run(page: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     namespace: dict[str, object] = {"__name__": f"docs_{page.replace('.', '_')}"}
     for block in blocks:
         exec(compile(block, f"{page}:example", "exec"), namespace)
+
+
+def test_the_command_summary_of_docs_cli_names_every_command() -> None:
+    """docs/cli.md opens with every command's synopsis (it left out `watch`)."""
+    from seamline.cli.main import _parser
+
+    _, owners = _parser([], load_all=True)
+    summary = (Path(__file__).resolve().parents[1] / "docs" / "cli.md").read_text().split("```")[1]
+    import re
+
+    missing = [name for name in owners if not re.search(rf"^seamline (.*\| )?{name}\b", summary, re.M)]
+    assert not missing, f"docs/cli.md's summary leaves out: {missing}"
