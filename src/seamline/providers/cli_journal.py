@@ -10,6 +10,14 @@ scan reads only files whose stat changed since the last scan (the persistent sta
 :mod:`seamline.sandbox.file_index`), leaves ``.git`` out, and keeps no content over the
 journal's size bound. Changes the agent's own events did not report become
 ``file_change`` events before the turn's ``complete``.
+
+A sandboxed turn (the program in the envelope) is also checked for git repositories and
+configuration it left in the workspace (:mod:`seamline.sandbox.git_quarantine`), from what
+the journal's scans saw, or, with no journal, from a walk of its own: what it quarantines
+is reported (a ``raw`` ``{"git_quarantine": [...]}``, ``file_change`` events and a
+``sandbox`` ``error``) before the ``complete``, and journaled as a step of its own. The
+session's ``--sandbox-policy`` (its stored ``sandbox_policy``) may allow nested
+repositories (``nested_repositories = true``).
 """
 
 from __future__ import annotations
@@ -19,14 +27,18 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Final
 
+from seamline.errors import SeamlineError
 from seamline.events import Complete, Event, FileChange, FileChangeKind
 from seamline.providers.base import ProviderSession
+from seamline.sandbox.git_quarantine import GitRules, GitWatch, QuarantineReport
 from seamline.sandbox.journal import EditJournal, journal_path_for
+from seamline.sandbox.policy import load_policy
 
-__all__ = ["journal_for_session", "journaled_turn"]
+__all__ = ["git_rules_for_session", "journal_for_session", "journaled_turn"]
 
 SKIP_DIRS: Final = frozenset({".git"})
 _JOURNAL_KEY: Final = "edit_journal"
+_GIT_RULES_KEY: Final = "git_rules"
 
 
 def journal_for_session(session: ProviderSession) -> EditJournal | None:
@@ -55,38 +67,113 @@ def _close(session: ProviderSession, journal: EditJournal) -> None:
 async def journaled_turn(session: ProviderSession, tool: str, inner: AsyncIterator[Event]) -> AsyncIterator[Event]:
     """``inner``'s events, the turn journaled as one step named ``tool`` (``call_id``
     ``turn-N``), recorded in one transaction after the turn. The turn's ``complete`` is held
-    until the scan after it is recorded."""
+    until the scan after it is recorded (and, sandboxed, the git check has run)."""
     workspace = (session.workspace or Path.cwd()).resolve()
     journal = journal_for_session(session)
-    if journal is None or not workspace.is_dir():
+    rules = git_rules_for_session(session)
+    if not workspace.is_dir() or (journal is None and rules is None):
         async for event in inner:
             yield event
         return
+    if journal is None:
+        assert rules is not None
+        async for event in _watched_turn(workspace, rules, inner):
+            yield event
+        return
+    watch = GitWatch(workspace, rules, journaled=True, skip_dirs=SKIP_DIRS) if rules is not None else None
     found: list[tuple[str, FileChangeKind]] = []
     reported: set[str] = set()
     held: Complete | None = None
-    with journal.track(
-        run_id=session.session_id,
-        workspace=workspace,
-        tool=tool,
-        call_id=f"turn-{session.turn}",
-        on_change=lambda rel, kind: found.append((rel, kind)),
-        skip_dirs=SKIP_DIRS,
-        number_at_end=True,  # one turn of a session at a time: no overlapping steps to order
-    ):
-        async for event in inner:
-            if isinstance(event, Complete):
-                held = event
-                continue
-            if isinstance(event, FileChange) and event.kind != "read":
-                reported.add(_absolute(workspace, event.path))
-            yield event
+    report: QuarantineReport | None = None
+
+    def heard(rel: str, kind: FileChangeKind) -> None:
+        found.append((rel, kind))
+        if watch is not None:
+            watch.on_change(rel, kind)
+
+    try:
+        with journal.track(
+            run_id=session.session_id,
+            workspace=workspace,
+            tool=tool,
+            call_id=f"turn-{session.turn}",
+            on_change=heard,
+            skip_dirs=SKIP_DIRS,
+            number_at_end=True,  # one turn of a session at a time: no overlapping steps to order
+            before_notes=watch.before_notes if watch is not None else None,
+            after_notes=watch.after_notes if watch is not None else None,
+        ):
+            if watch is not None:
+                watch.begin()
+            async for event in inner:
+                if isinstance(event, Complete):
+                    held = event
+                    continue
+                if isinstance(event, FileChange) and event.kind != "read":
+                    reported.add(_absolute(workspace, event.path))
+                yield event
+    finally:
+        # Even when the turn failed or its consumer left: the host's next git comes anyway.
+        if watch is not None:
+            report = watch.settle(journal=journal, run_id=session.session_id, call_id=f"turn-{session.turn}")
     for rel, kind in found:
         path = str(workspace / rel)
         if path not in reported:
             yield FileChange(path=path, kind=kind)
+    if report is not None:
+        for event in report.events(absolute=True):
+            yield event
     if held is not None:
         yield held
+
+
+async def _watched_turn(workspace: Path, rules: GitRules, inner: AsyncIterator[Event]) -> AsyncIterator[Event]:
+    """A sandboxed turn with no journal: the git check alone, on walks of its own."""
+    watch = GitWatch(workspace, rules, journaled=False)
+    held: Complete | None = None
+    report = QuarantineReport(workspace)
+    try:
+        watch.begin()
+        async for event in inner:
+            if isinstance(event, Complete):
+                held = event
+                continue
+            yield event
+    finally:
+        report = watch.settle()
+    for event in report.events(absolute=True):
+        yield event
+    if held is not None:
+        yield held
+
+
+def git_rules_for_session(session: ProviderSession) -> GitRules | None:
+    """What a sandboxed session's turns may leave of git in the workspace (its stored
+    ``--sandbox-policy``, read once; a policy that no longer loads allows nothing); None
+    when the program runs outside the envelope (``sandbox`` option ``none``)."""
+    values = getattr(session.provider, "option_values", None)
+    mode = values.get("sandbox") if isinstance(values, dict) else None
+    if not mode or mode == "none":
+        return None
+    kept = session.state.get(_GIT_RULES_KEY)
+    if isinstance(kept, GitRules):
+        return kept
+    rules = GitRules()
+    policy_file: object = None
+    if session.store is not None:
+        try:
+            record = session.store.get(session.session_id)
+        except SeamlineError:
+            record = None
+        policy_file = record.run_options.get("sandbox_policy") if record is not None else None
+    if isinstance(policy_file, str) and policy_file:
+        try:
+            # The envelope always mounts the workspace's own .git configuration read-only.
+            rules = GitRules(nested_repositories=load_policy(policy_file).nested_repositories)
+        except SeamlineError:
+            rules = GitRules()
+    session.state[_GIT_RULES_KEY] = rules
+    return rules
 
 
 def _absolute(workspace: Path, path: str) -> str:

@@ -19,13 +19,13 @@ import os
 import sqlite3
 import stat
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from typing import Final, Literal
 
 from seamline.store_files import is_store_entry
 
-__all__ = ["ABSENT", "UNHASHED_PREFIX", "FileIndex", "PathState", "StateKind"]
+__all__ = ["ABSENT", "UNHASHED_PREFIX", "FileIndex", "PathState", "ScanNotes", "StateKind"]
 
 StateKind = Literal["absent", "file", "link", "dir"]
 UNHASHED_PREFIX: Final = "unhashed:"
@@ -51,6 +51,18 @@ class PathState:
 
 ABSENT: Final = PathState("absent")
 
+
+@dataclass(slots=True)
+class ScanNotes:
+    """What a scan saw besides the states, for a caller that checks the tree without
+    walking it again: the folders a whole-tree scan left out (``skip_dirs``, relative
+    paths, e.g. every ``.git``), and, through ``on_read``, each file's bytes as the scan
+    reads them (only files whose stat key changed are read)."""
+
+    skipped: list[str] = field(default_factory=list)
+    on_read: Callable[[str, bytes], None] | None = None
+
+
 _Key = tuple[int, int, int, int, int]  # size, mtime_ns, ctime_ns, ino, mode
 
 
@@ -68,12 +80,21 @@ class FileIndex:
         self.hashed_bytes = 0
 
     def scan(
-        self, root: str, rels: list[str] | None, *, skip: str, max_bytes: int, skip_dirs: frozenset[str] = frozenset()
+        self,
+        root: str,
+        rels: list[str] | None,
+        *,
+        skip: str,
+        max_bytes: int,
+        skip_dirs: frozenset[str] = frozenset(),
+        notes: ScanNotes | None = None,
     ) -> dict[str, PathState]:
         """The state of ``rels`` (None: every path under ``root``). Content read is stored
-        in the ``blobs`` table; the caller holds one transaction for the whole scan."""
+        in the ``blobs`` table; the caller holds one transaction for the whole scan.
+        ``notes`` hears what the scan left out and read."""
         known = self._load(root)
         states: dict[str, PathState] = {}
+        on_read = notes.on_read if notes is not None else None
         if rels is not None:
             for rel in rels:
                 try:
@@ -81,10 +102,11 @@ class FileIndex:
                 except (FileNotFoundError, NotADirectoryError):
                     states[rel] = ABSENT
                     continue
-                states[rel] = self._state(root, rel, st, known, max_bytes)
+                states[rel] = self._state(root, rel, st, known, max_bytes, on_read)
             return states
-        for rel, st in _walk(root, skip, skip_dirs):
-            states[rel] = self._state(root, rel, st, known, max_bytes)
+        skipped = notes.skipped if notes is not None else None
+        for rel, st in walk_tree(root, skip, skip_dirs, skipped):
+            states[rel] = self._state(root, rel, st, known, max_bytes, on_read)
         gone = [rel for rel in known if rel not in states]
         for rel in gone:
             del known[rel]
@@ -113,6 +135,7 @@ class FileIndex:
         st: os.stat_result,
         known: dict[str, tuple[_Key, str, bool]],
         max_bytes: int,
+        on_read: Callable[[str, bytes], None] | None = None,
     ) -> PathState:
         mode = stat.S_IMODE(st.st_mode)
         if stat.S_ISLNK(st.st_mode):
@@ -138,6 +161,8 @@ class FileIndex:
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             return ABSENT
         digest = hashlib.sha256(data).hexdigest()
+        if on_read is not None:
+            on_read(rel, data)
         self.hashed_files += 1
         self.hashed_bytes += len(data)
         self._db.execute("INSERT OR IGNORE INTO blobs VALUES (?, ?)", (digest, data))
@@ -153,9 +178,12 @@ class FileIndex:
         return PathState("file", digest, mode)
 
 
-def _walk(root: str, skip: str, skip_dirs: frozenset[str] = frozenset()) -> Iterator[tuple[str, os.stat_result]]:
-    """Every path under ``root`` with its lstat, never following links into folders;
-    folders named in ``skip_dirs`` (``.git``) are left out with all they hold."""
+def walk_tree(
+    root: str, skip: str, skip_dirs: frozenset[str] = frozenset(), skipped: list[str] | None = None
+) -> Iterator[tuple[str, os.stat_result]]:
+    """Every path under ``root`` with its lstat, never following links into folders; names
+    starting with ``skip`` are left out; folders named in ``skip_dirs`` (``.git``) are left
+    out with all they hold, their relative paths added to ``skipped``."""
     # Below the real root, a folder the walk enters is never a link: an entry's path is real.
     real_root = os.path.realpath(root)
     stack = [""]
@@ -177,6 +205,8 @@ def _walk(root: str, skip: str, skip_dirs: frozenset[str] = frozenset()) -> Iter
                     continue  # an open store's files: reading them breaks its locks
                 rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
                 if entry.name in skip_dirs and stat.S_ISDIR(st.st_mode):
+                    if skipped is not None:
+                        skipped.append(rel)
                     continue
                 yield rel, st
                 if stat.S_ISDIR(st.st_mode):

@@ -4,8 +4,9 @@ A :class:`SandboxPolicy` is plain data, checked when it is built. It names the h
 folders behind ``/inputs`` (read-only) and ``/outputs`` (read-write, with
 ``/outputs/scratch``), whether the host network is shared, which environment variables
 pass in (an allowlist; names that look like credentials never pass), whether the
-workspace's ``.git/config`` and ``.git/hooks`` may be written (not by default), and the
-:class:`ResourceLimits` of each command.
+workspace's ``.git/config`` and ``.git/hooks`` may be written (not by default), whether
+the sandbox may leave new git repositories inside the workspace (not by default: see
+:mod:`seamline.sandbox.git_quarantine`), and the :class:`ResourceLimits` of each command.
 
 >>> policy = SandboxPolicy.from_mapping({"network": False, "limits": {"wall_s": 5}})
 >>> policy.limits.wall_s
@@ -90,6 +91,11 @@ class SandboxPolicy:
     #: ``.git/config`` and ``.git/hooks`` of the workspace are read-only inside unless this
     #: is set: the host's next ``git`` would run what they name (``core.fsmonitor``, hooks).
     git_config_writable: bool = False
+    #: A repository the sandbox creates inside the workspace (a nested ``.git`` folder or
+    #: file, a bare repository) is quarantined after the command or turn unless this is
+    #: set: the host's next ``git status`` recurses into a nested one and runs its config.
+    #: Configuration that names a program and new hooks are quarantined either way.
+    nested_repositories: bool = False
     #: ``network.allow``: hosts (``host[:port]``) a whole-process sandbox (the envelope of an
     #: agent CLI) may reach through seamline's egress proxy, besides its model endpoint
     network_allow: tuple[str, ...] = ()
@@ -128,7 +134,16 @@ class SandboxPolicy:
     @classmethod
     def from_mapping(cls, data: Mapping[str, object], *, base: Path | None = None) -> SandboxPolicy:
         """Build a policy from parsed TOML/JSON; relative folders are taken from ``base``."""
-        known = {"inputs", "outputs", "network", "env_allow", "env_set", "limits", "git_config_writable"}
+        known = {
+            "inputs",
+            "outputs",
+            "network",
+            "env_allow",
+            "env_set",
+            "limits",
+            "git_config_writable",
+            "nested_repositories",
+        }
         unknown = set(data) - known
         if unknown:
             raise InvalidRequest(f"sandbox policy: unknown keys {sorted(unknown)}; known: {sorted(known)}")
@@ -171,6 +186,9 @@ class SandboxPolicy:
         git_writable = data.get("git_config_writable", False)
         if not isinstance(git_writable, bool):
             raise InvalidRequest("sandbox policy: git_config_writable must be true or false")
+        nested = data.get("nested_repositories", False)
+        if not isinstance(nested, bool):
+            raise InvalidRequest("sandbox policy: nested_repositories must be true or false")
         env_allow = data.get("env_allow", list(DEFAULT_ENV_ALLOW))
         env_set = data.get("env_set", {})
         if not isinstance(env_allow, list) or not all(isinstance(n, str) for n in env_allow):
@@ -185,6 +203,7 @@ class SandboxPolicy:
             env_set=dict(env_set),
             limits=limits,
             git_config_writable=git_writable,
+            nested_repositories=nested,
             network_allow=tuple(network_allow),
         )
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from seamline.errors import InvalidRequest, SandboxViolation
-from seamline.events import FileChange
+from seamline.events import FileChange, FileChangeKind
 from seamline.store_files import is_store_file
 from seamline.tools.base import ToolContext, Toolset, tool
 from seamline.tools.beneath import open_dir_beneath, parts_beneath, regular_file, writable_file
@@ -22,6 +22,7 @@ from seamline.tools.read_tools import GrepQuery, grep_tree, read_lines, run_boun
 from seamline.tools.shell_output import run_unsandboxed
 
 if TYPE_CHECKING:
+    from seamline.sandbox.git_quarantine import GitWatch
     from seamline.sandbox.journal import EditJournal
     from seamline.sandbox.runtime import Sandbox
 
@@ -92,19 +93,25 @@ def workspace_tools(
         raise InvalidRequest(f"read_timeout must be a positive number of seconds; got {read_timeout!r}")
 
     def journaled(
-        ctx: ToolContext, tool_name: str, paths: list[Path] | None
+        ctx: ToolContext, tool_name: str, paths: list[Path] | None, watch: GitWatch | None = None
     ) -> contextlib.AbstractContextManager[None]:
         if journal is None:
             return contextlib.nullcontext()
+
+        def heard(rel: str, kind: FileChangeKind) -> None:
+            ctx.emit(FileChange(path=rel, kind=kind, call_id=ctx.call_id))
+            if watch is not None:
+                watch.on_change(rel, kind)
+
         return journal.track(
             run_id=ctx.session_id,
             workspace=workspace.root,
             tool=tool_name,
             call_id=ctx.call_id,
             paths=paths,
-            on_change=None
-            if paths is not None
-            else (lambda rel, kind: ctx.emit(FileChange(path=rel, kind=kind, call_id=ctx.call_id))),
+            on_change=None if paths is not None else heard,
+            before_notes=watch.before_notes if watch is not None else None,
+            after_notes=watch.after_notes if watch is not None else None,
         )
 
     @tool(tool_class="read")
@@ -191,8 +198,19 @@ def workspace_tools(
         """Run a shell command in the workspace; answers exit code and output."""
         if sandbox is not None:
             sandbox.guard.check(command)  # refused before the workspace is scanned or anything starts
-            with journaled(ctx, "shell", None):
-                return _truncate(await sandbox.run_shell(command, timeout=timeout))
+            from seamline.sandbox.git_quarantine import GitRules, GitWatch
+
+            # The command may leave a repository or git configuration for the host's next git.
+            watch = GitWatch(workspace.root, GitRules.from_policy(sandbox.policy), journaled=journal is not None)
+            try:
+                with journaled(ctx, "shell", None, watch):
+                    watch.begin()
+                    output = _truncate(await sandbox.run_shell(command, timeout=timeout))
+            finally:
+                report = watch.settle(journal=journal, run_id=ctx.session_id, call_id=ctx.call_id)
+                for event in report.events(absolute=False, call_id=ctx.call_id):
+                    ctx.emit(event)
+            return f"{output}\n[seamline: {report.line()}]" if report else output
         code, text = await run_unsandboxed(command, cwd=workspace.root, timeout=timeout, cap=_MAX_OUTPUT)
         return f"exit code {code}\n{text}"
 
