@@ -79,7 +79,8 @@ def add_parser(commands: Any) -> str:
 def _enveloped(args: argparse.Namespace, options: dict[str, str]) -> dict[str, str]:
     """A backend that runs programs runs in the envelope by default (``-o sandbox=none``
     turns it off); refused at start, exit 2, where it cannot be isolated."""
-    from seamline.errors import SandboxViolation
+    from seamline.cli.sandbox_command import policy_envelope_options
+    from seamline.errors import InvalidRequest, SandboxViolation
     from seamline.providers.envelope_launch import operator_envelope
     from seamline.providers.registry import provider_class
     from seamline.sandbox.envelope import envelope_refusal
@@ -96,6 +97,13 @@ def _enveloped(args: argparse.Namespace, options: dict[str, str]) -> dict[str, s
             envelope_refusal(merged["sandbox"], who=cls.name)
         except SandboxViolation as exc:
             raise SeamlineUsage(f"(to run it unisolated, say so: -o sandbox=none) {exc.message}") from None
+        # The policy's network.allow and [limits] hold in the envelope, or it does not start.
+        hosts: list[str] = []
+        try:
+            merged.update(policy_envelope_options(args.sandbox_policy, who=cls.name, hosts=hosts))
+        except (SandboxViolation, InvalidRequest) as exc:
+            raise SeamlineUsage(exc.message) from None
+        merged = operator_envelope(cls, merged, mode=merged["sandbox"], allow_hosts=hosts)
     return merged
 
 

@@ -23,7 +23,7 @@ from seamline.sandbox.runtime import Sandbox
 from seamline.sessions.store import default_store_path
 from seamline.tools.workspace import Workspace
 
-__all__ = ["add_parser", "envelope_options", "run", "sandbox_for_run"]
+__all__ = ["add_parser", "envelope_options", "policy_envelope_options", "run", "sandbox_for_run"]
 
 _EPILOG: Final = """\
 examples:
@@ -55,6 +55,9 @@ def run(args: argparse.Namespace) -> int:
     if args.sandbox_action != "check":
         raise SeamlineUsage("say what to do: `seamline sandbox check`")
     report = probe(args.mode, bwrap=args.bwrap)
+    from seamline.sandbox.envelope_limits import envelope_limit_facts
+
+    envelope = envelope_limit_facts()  # the whole-program envelope of agent CLIs, ACP agents, OpenCode
     if args.json:
         print(
             json.dumps(
@@ -71,11 +74,14 @@ def run(args: argparse.Namespace) -> int:
                     "tmp_size": report.tmp_size,
                     "problems": report.problems,
                     "guidance": report.guidance,
+                    **envelope,
                 }
             )
         )
     else:
         print(report.render())
+        print(f"agent envelope process limit: {envelope['envelope_process_limit']}")
+        print(f"agent envelope memory limit: {envelope['envelope_memory_limit']}")
     return 0 if report.ok else 1
 
 
@@ -146,19 +152,33 @@ def envelope_options(args: argparse.Namespace, provider_cls: type[Provider]) -> 
             f"--sandbox container: {name} runs its own programs; seamline isolates them with bubblewrap "
             "(--sandbox bwrap or auto). Nothing was run"
         )
-    policy_file = getattr(args, "sandbox_policy", None)
-    if policy_file:
-        hosts += list(load_policy(policy_file).network_allow)
     from seamline.errors import InvalidRequest, SandboxViolation
     from seamline.sandbox.egress import AllowList
     from seamline.sandbox.envelope import envelope_refusal
 
     try:
+        limits = policy_envelope_options(getattr(args, "sandbox_policy", None), who=name, hosts=hosts)
         AllowList.parse(hosts)
         envelope_refusal(mode, who=name)
     except (SandboxViolation, InvalidRequest) as exc:
         raise SeamlineUsage(exc.message) from None
-    options = {"sandbox": mode}
+    options = {"sandbox": mode, **limits}
     if hosts:
         options["allow_hosts"] = ",".join(hosts)
+    return options
+
+
+def policy_envelope_options(policy_file: str | None, *, who: str, hosts: list[str]) -> dict[str, str]:
+    """What a ``--sandbox-policy`` gives a program in the envelope: its ``network.allow``
+    (added to ``hosts``) and its ``[limits]`` as the options ``max_processes``,
+    ``memory_bytes`` and ``tmp_bytes``, checked to hold here (:class:`SandboxViolation`)
+    or refused when they cannot apply to a whole program (:class:`InvalidRequest`)."""
+    if not policy_file:
+        return {}
+    from seamline.sandbox.bwrap import find_prlimit
+    from seamline.sandbox.envelope_limits import EnvelopeLimits, check_envelope_limits, policy_limit_options
+
+    hosts += list(load_policy(policy_file).network_allow)
+    options = policy_limit_options(policy_file)
+    check_envelope_limits(EnvelopeLimits.from_options(options), who=who, prlimit=find_prlimit())
     return options

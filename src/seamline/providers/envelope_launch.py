@@ -3,8 +3,10 @@
 Shared by the agent CLIs, the ACP agents and ``opencode serve``: the options
 (:data:`ENVELOPE_OPTIONS`), the private home per session (seeded by the provider), the
 egress gate with its allowlist (the model endpoint, ``allow_hosts``), the environment
-(only the variables the program needs), and the bubblewrap command line. See
-:mod:`seamline.sandbox.envelope` and :mod:`seamline.sandbox.egress`, and docs/sandbox.md.
+(only the variables the program needs), the process and memory limits (one pids and one
+memory cgroup per start, see :mod:`seamline.sandbox.envelope_limits`), and the bubblewrap
+command line. See :mod:`seamline.sandbox.envelope` and :mod:`seamline.sandbox.egress`, and
+docs/sandbox.md.
 """
 
 from __future__ import annotations
@@ -19,11 +21,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from seamline.errors import InvalidRequest
+from seamline.errors import InvalidRequest, SandboxViolation
 from seamline.events import Raw
 from seamline.providers.base import OptionSpec, Provider
 from seamline.providers.runtime_dir import ensure_expose_dir, ensure_runtime_dir
-from seamline.sandbox.bwrap import SANDBOX_UID
+from seamline.sandbox.bwrap import SANDBOX_UID, find_prlimit
 from seamline.sandbox.egress import AllowList, EgressGate, Refusal, endpoint_of, is_loopback, loopback_to_unix
 from seamline.sandbox.envelope import (
     EnvelopeSpec,
@@ -33,10 +35,19 @@ from seamline.sandbox.envelope import (
     program_root,
     tmp_size_supported,
 )
+from seamline.sandbox.envelope_limits import (
+    DEFAULT_MAX_PROCESSES,
+    LIMIT_OPTIONS,
+    EnvelopeCgroups,
+    EnvelopeLimits,
+    check_envelope_limits,
+    open_envelope_cgroups,
+)
 from seamline.sandbox.private_files import PrivatePathRefused, open_folder, read_file_beneath, replace_file_at
 
 __all__ = [
     "ENVELOPE_OPTIONS",
+    "EnvelopeMode",
     "Enveloped",
     "endpoints_from_env",
     "enter_envelope",
@@ -61,6 +72,22 @@ ENVELOPE_OPTIONS: Final[dict[str, OptionSpec]] = {
         "hosts the sandboxed program may reach besides its model endpoint, host[:port], comma-separated",
         operator_only=True,
     ),
+    # A policy's [limits] arrive as these (see seamline.cli.sandbox_command.envelope_options).
+    "max_processes": OptionSpec(
+        f"tasks (processes and threads) the whole envelope may run, the program's own included "
+        f"(default {DEFAULT_MAX_PROCESSES}); refused where it cannot hold",
+        kind="positive_count",
+        operator_only=True,
+    ),
+    "memory_bytes": OptionSpec(
+        "memory of the whole envelope in bytes (default: half of what seamline may use, at least 2 GiB); "
+        "refused where it cannot hold",
+        kind="positive_count",
+        operator_only=True,
+    ),
+    "tmp_bytes": OptionSpec(
+        "size of the envelope's private /tmp in bytes (default 512 MiB)", kind="positive_count", operator_only=True
+    ),
 }
 
 # Variables every enveloped program keeps (when set); the provider adds its own.
@@ -68,11 +95,29 @@ _BASE_ENV: Final = ("LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM", "NO_COLOR", "COL
 _INNER_PATH: Final = "/usr/local/bin:/usr/bin:/bin"
 
 
-def sandbox_mode(options: Mapping[str, str]) -> str:
+class EnvelopeMode(str):
+    """``bwrap``, ``auto`` or ``none``, as a ``str``, carrying the options it was read from:
+    every backend hands this mode to :func:`enter_envelope`, so the envelope's limits
+    (``max_processes``, ``memory_bytes``, ``tmp_bytes``) travel with it."""
+
+    _options: dict[str, str | None]
+
+    def __new__(cls, mode: str, options: Mapping[str, str | None]) -> EnvelopeMode:
+        made = super().__new__(cls, mode)
+        made._options = {name: options.get(name) for name in LIMIT_OPTIONS}
+        return made
+
+    @property
+    def limits(self) -> EnvelopeLimits:
+        return EnvelopeLimits.from_options(self._options)
+
+
+def sandbox_mode(options: Mapping[str, str]) -> EnvelopeMode:
+    """The ``sandbox`` option (``none`` when unset), with the limit options it goes with."""
     mode = options.get("sandbox") or "none"
     if mode not in ("bwrap", "auto", "none"):
         raise InvalidRequest(f"option sandbox must be bwrap, auto or none, not {mode!r}")
-    return mode
+    return EnvelopeMode(mode, options)
 
 
 def endpoints_from_env(env: Mapping[str, str | None]) -> list[tuple[str, int]]:
@@ -122,8 +167,12 @@ class Enveloped:
     home: Path
     #: inside port -> the unix socket the bridge makes for it (see :func:`reach`)
     exposed: dict[int, Path] = field(default_factory=dict)
+    #: the envelope's pids and memory cgroups (removed by :meth:`close`)
+    limits: EnvelopeCgroups | None = None
     _seen: int = field(default=0)
     _summarized: int = field(default=0)
+    _forks_summarized: int = field(default=0)
+    _ooms_summarized: int = field(default=0)
     _carriers: list[asyncio.Server] = field(default_factory=list)
 
     async def reach(self, port: int) -> int:
@@ -140,17 +189,28 @@ class Enveloped:
 
     def summary(self) -> Raw:
         """The turn's report: connections refused since the last summary (a warm process
-        runs many turns in one envelope) and what the gate allows."""
+        runs many turns in one envelope) and what the gate allows; forks the process limit
+        refused (``forks_refused``) and processes killed for memory (``oom_kills``) since the
+        last summary, where a cgroup counts them; the limits that do not hold here, if any."""
         refused = len(self.gate.refused) - self._summarized
         self._summarized = len(self.gate.refused)
-        return Raw(
-            source="seamline",
-            payload={
-                "envelope": "bwrap",
-                "egress_refused": refused,
-                "egress_allowed": self.gate.allow.render(),
-            },
-        )
+        payload: dict[str, Any] = {
+            "envelope": "bwrap",
+            "egress_refused": refused,
+            "egress_allowed": self.gate.allow.render(),
+        }
+        if self.limits is not None:
+            forks = self.limits.forks_refused()
+            if forks is not None:
+                payload["forks_refused"] = forks - self._forks_summarized
+                self._forks_summarized = forks
+            ooms = self.limits.oom_kills()
+            if ooms is not None:
+                payload["oom_kills"] = ooms - self._ooms_summarized
+                self._ooms_summarized = ooms
+            if self.limits.unenforced:
+                payload["limits_unenforced"] = list(self.limits.unenforced)
+        return Raw(source="seamline", payload=payload)
 
     async def close(self) -> None:
         for server in self._carriers:
@@ -159,6 +219,9 @@ class Enveloped:
         await self.gate.close()
         for path in self.exposed.values():
             path.unlink(missing_ok=True)
+        if self.limits is not None:
+            # The counts are kept for the turn's summary, which may come after this.
+            await asyncio.to_thread(self.limits.remove)
 
 
 def _refusal_event(refusal: Refusal) -> Raw:
@@ -187,10 +250,23 @@ async def enter_envelope(
     ro_at: Sequence[tuple[Path, str]] = (),
     uid: int | None = None,
     expose: Sequence[int] = (),
+    limits: EnvelopeLimits | None = None,
 ) -> Enveloped:
     """Set up the envelope for one start of ``argv``; raises :class:`SandboxViolation` (no
-    fallback) when bubblewrap cannot isolate it here."""
+    fallback) when bubblewrap cannot isolate it here, or a limit asked for cannot hold.
+
+    ``limits`` defaults to those ``mode`` carries (an :class:`EnvelopeMode` from
+    :func:`sandbox_mode`), else the envelope's defaults."""
     bwrap = envelope_refusal(mode, who=who)
+    if limits is None:
+        limits = mode.limits if isinstance(mode, EnvelopeMode) else EnvelopeLimits()
+    sized = tmp_size_supported()
+    if "tmp_bytes" in limits.explicit and not sized:
+        raise SandboxViolation(
+            f"{who}: tmp_bytes cannot be applied: this bubblewrap has no --size (0.8 or later). Nothing was run"
+        )
+    prlimit = find_prlimit()
+    check_envelope_limits(limits, who=who, prlimit=prlimit)  # refused before anything starts
     workspace = workspace.resolve()
     home = envelope_home(who, session_id)
     if not home.is_dir():
@@ -245,14 +321,19 @@ async def enter_envelope(
     exposed = {port: expose_dir / f"expose-{port}.sock" for port in expose} if expose_dir is not None else {}
     for path in exposed.values():
         path.unlink(missing_ok=True)
+    try:
+        cgroups = open_envelope_cgroups(limits, who=who, prlimit=prlimit)
+    except BaseException:
+        await gate.close()
+        raise
     spec = EnvelopeSpec(
         workspace=workspace,
         home=home,
         runtime_dir=runtime,
-        argv=[program, *argv[1:]],
+        argv=[*cgroups.inner_prefix(), program, *argv[1:]],
         env=inner,
         program_roots=tuple(dict.fromkeys(roots)),
-        tmp_bytes=512 * 1024**2 if tmp_size_supported() else None,
+        tmp_bytes=limits.tmp_bytes if sized else None,
         listen=tuple(listen),
         expose=tuple((port, str(path)) for port, path in exposed.items()),
         expose_dir=expose_dir,
@@ -260,7 +341,13 @@ async def enter_envelope(
         ro_at=tuple(ro_at),
         uid=SANDBOX_UID if uid is None else uid,
     )
-    return Enveloped(argv=envelope_argv(spec, bwrap=bwrap), env=inner, gate=gate, home=home, exposed=exposed)
+    try:
+        launch = cgroups.launcher(envelope_argv(spec, bwrap=bwrap))
+    except BaseException:
+        await asyncio.to_thread(cgroups.remove)
+        await gate.close()
+        raise
+    return Enveloped(argv=launch, env=inner, gate=gate, home=home, exposed=exposed, limits=cgroups)
 
 
 def _carry_session_files(home: Path, session_id: str) -> None:
