@@ -293,22 +293,29 @@ def claude_hook_settings(bridge: ApprovalSocket, *, timeout: float) -> str:
 
 
 GEMINI_HOOK_NAME: Final = "seamline-approval"
+"""The prefix of the approval hook's name; each start of the Gemini CLI gets a name of its
+own (``seamline-approval-<32 hex digits>``), since the CLI merges ``hooksConfig.disabled``
+as a union over its settings layers: a name another layer could know would let it switch
+the hook off."""
 
 
-def gemini_hook_settings(bridge: ApprovalSocket, *, timeout: float, base: Mapping[str, Any]) -> dict[str, Any]:
-    """System settings for the Gemini CLI (the layer that outranks the user's and the
+def gemini_hook_settings(
+    bridge: ApprovalSocket, *, timeout: float, base: Mapping[str, Any], name: str
+) -> dict[str, Any]:
+    """System settings for the Gemini CLI (the layer merged last, above the user's and the
     workspace's): ``base`` (the machine's own system settings) with hooks turned on, the
-    approval hook first before every tool call, and never listed as disabled."""
+    approval hook, named ``name``, first before every tool call, and never listed as
+    disabled."""
     command, wait = hook_command(bridge, timeout=timeout, dialect="gemini")
     settings = dict(base)
     found = settings.get("hooksConfig")
     config: dict[str, Any] = dict(found) if isinstance(found, dict) else {}
     listed = config.get("disabled")
-    disabled = [d for d in listed if d != GEMINI_HOOK_NAME] if isinstance(listed, list) else []
+    disabled = [d for d in listed if d != name] if isinstance(listed, list) else []
     settings["hooksConfig"] = {**config, "enabled": True, "disabled": disabled}
     given = settings.get("hooks")
     hooks: dict[str, Any] = dict(given) if isinstance(given, dict) else {}
-    ours = {"type": "command", "name": GEMINI_HOOK_NAME, "command": command, "timeout": (wait + 30) * 1000}
+    ours = {"type": "command", "name": name, "command": command, "timeout": (wait + 30) * 1000}
     before = hooks.get("BeforeTool")
     hooks["BeforeTool"] = [{"matcher": ".*", "hooks": [ours]}, *(before if isinstance(before, list) else [])]
     settings["hooks"] = hooks

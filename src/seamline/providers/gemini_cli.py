@@ -5,6 +5,13 @@ later turn resumes it (``--resume ID``). The Gemini CLI cannot fork. It reports 
 cost, so usage is priced from the price data. Its retry count and, when only an API key is
 given, its auth type go into a system-defaults settings file of seamline's (the lowest
 precedence layer, so the user's own settings still win).
+
+The approval hook goes into a system settings file of seamline's (the layer merged last),
+under a name new for every start of the CLI: the CLI merges ``hooksConfig.disabled`` as a
+union over its layers, so a fixed name could be disabled from the user's settings, the
+workspace's, or the private home the model's shell can write. Before the CLI starts, the
+layers it will merge are read and merged as it merges them; a turn whose hook would not run
+is refused (see :func:`_hook_problem`).
 """
 
 from __future__ import annotations
@@ -14,18 +21,19 @@ import os
 import secrets
 from collections.abc import AsyncIterator, Iterable, Mapping
 from pathlib import Path
-from typing import ClassVar, Final
+from typing import Any, ClassVar, Final
 
 from seamline.errors import InvalidRequest
 from seamline.events import Event, Raw
 from seamline.providers.agent_cli import COMMON_OPTIONS, AgentCliProvider, Invocation, SessionMode, uuid_for
 from seamline.providers.base import OptionSpec, PreflightCheck, ProviderSession
-from seamline.providers.cli_approvals import ApprovalSocket, gemini_hook_settings, merge_events
+from seamline.providers.cli_approvals import GEMINI_HOOK_NAME, ApprovalSocket, gemini_hook_settings, merge_events
 from seamline.providers.cli_journal import journaled_turn
 from seamline.providers.cli_parsers.base import StreamParser
 from seamline.providers.cli_parsers.gemini_cli import GeminiStreamJsonParser
+from seamline.providers.envelope_launch import envelope_home
 from seamline.providers.runtime_dir import ensure_runtime_dir
-from seamline.sandbox.private_files import write_private_file
+from seamline.sandbox.private_files import PrivatePathRefused, read_file_beneath, write_private_file
 from seamline.tools.permission_bridge import GEMINI_TOOL_CLASSES
 
 __all__ = ["GeminiCliProvider"]
@@ -33,6 +41,7 @@ __all__ = ["GeminiCliProvider"]
 # Where the envelope binds seamline's settings files for the CLI (root's there, see envelope_uid).
 _INNER_DEFAULTS: Final = "/etc/gemini-cli/system-defaults.json"
 _INNER_SYSTEM: Final = "/etc/gemini-cli/settings.json"
+_RESTRICTED: Final = "GEMINI_RESTRICTED_MODE"
 _NO_HOOK_NOTICE: Final = (
     "seamline's approval hook cannot be given to the Gemini CLI here (it reads it only from a folder "
     "that is root's all the way up), so the CLI runs in its default mode: no shell or write tools. "
@@ -110,11 +119,17 @@ class GeminiCliProvider(AgentCliProvider):
             value = session.state.get(key)
             if isinstance(value, str):
                 env[variable] = inside if enveloped else value
+        if "gemini_system" in session.state:
+            # A .env file the CLI loads (the workspace's, the home's) sets only variables the
+            # environment lacks: given here, it cannot put the CLI in restricted mode, which
+            # loads no hook at all.
+            env[_RESTRICTED] = "false"
         return Invocation(argv=argv, env=env)
 
     def _turn(self, session: ProviderSession, prompt: str) -> AsyncIterator[Event]:
         # The CLI edits the workspace itself: the turn is one step of the edit journal.
-        return journaled_turn(session, self.name, self._with_defaults(session, prompt))
+        inner = self._with_defaults(session, prompt)
+        return _closed_with_turn(journaled_turn(session, self.name, inner), inner)
 
     async def _with_defaults(self, session: ProviderSession, prompt: str) -> AsyncIterator[Event]:
         defaults: dict[str, object] = {
@@ -128,7 +143,11 @@ class GeminiCliProvider(AgentCliProvider):
         # them only from a folder that is root's all the way up (so only when seamline is root).
         folder = ensure_runtime_dir(session.session_id, session.state) if enveloped else _secure_dir()
         hooked = session.approval is not None and folder is not None
-        session.state["gemini_mode"] = self._approval_mode(hooked=hooked, approval=session.approval is not None)
+        # What this turn puts in the state, and takes out again only while it is still its own.
+        mine: dict[str, str] = {
+            "gemini_mode": self._approval_mode(hooked=hooked, approval=session.approval is not None)
+        }
+        session.state.update(mine)
         made: list[Path] = []
         bridge: ApprovalSocket | None = None
         try:
@@ -136,7 +155,7 @@ class GeminiCliProvider(AgentCliProvider):
                 yield Raw(source="seamline", payload={"notice": _NO_HOOK_NOTICE})
             if folder is not None:
                 made.append(_settings_file(folder, "gemini-defaults-", defaults))
-                session.state["gemini_defaults"] = str(made[-1])
+                mine["gemini_defaults"] = session.state["gemini_defaults"] = str(made[-1])
             if not hooked or folder is None or session.approval is None:
                 async for event in self._run_turn(session, prompt):
                     yield event
@@ -144,20 +163,46 @@ class GeminiCliProvider(AgentCliProvider):
             bridge = ApprovalSocket(
                 session.approval, ensure_runtime_dir(session.session_id, session.state), classes=GEMINI_TOOL_CLASSES
             )
-            await bridge.start()
+            # Every start of the CLI (every turn) gets a name no other layer can know beforehand.
+            name = f"{GEMINI_HOOK_NAME}-{secrets.token_hex(16)}"
             timeout = self._float_option("turn_timeout", 600.0)
-            settings = gemini_hook_settings(bridge, timeout=timeout, base=_system_settings())
+            settings = gemini_hook_settings(bridge, timeout=timeout, base=_system_settings(), name=name)
+            if (problem := _hook_problem(self._layers(session, defaults, settings), name)) is not None:
+                raise InvalidRequest(
+                    f"gemini-cli: seamline's approval hook would not run ({problem}), so the CLI's tool calls "
+                    "could not be approved; the CLI was not started"
+                )
+            await bridge.start()
             made.append(_settings_file(folder, "gemini-system-", settings))
-            session.state["gemini_system"] = str(made[-1])
+            mine["gemini_system"] = session.state["gemini_system"] = str(made[-1])
             async for event in merge_events(self._run_turn(session, prompt), bridge.events):
                 yield event
         finally:
-            for key in ("gemini_defaults", "gemini_system", "gemini_mode"):
-                session.state.pop(key, None)
+            for key, value in mine.items():
+                if session.state.get(key) == value:
+                    del session.state[key]
             if bridge is not None:
                 await bridge.stop()
             for path in made:
                 path.unlink(missing_ok=True)
+
+    def _layers(
+        self, session: ProviderSession, defaults: Mapping[str, object], system: Mapping[str, object]
+    ) -> list[Mapping[str, object] | None]:
+        """The settings the CLI will merge, lowest first (its ``mergeSettings``): system
+        defaults (seamline's), the user's (the private home's in the envelope, or before it
+        is seeded the host's it is seeded from), the workspace's (taken as trusted: the
+        environment or the user's settings may make it so), and the system settings
+        (seamline's). The private home and the workspace are the model's to write: read
+        without following a link. A layer not read is ``None``: the CLI refuses a file it
+        cannot parse, and no layer can know the hook's name in advance."""
+        home = envelope_home(self.name, session.session_id) if self._sandbox_mode() != "none" else None
+        if home is not None and home.is_dir():
+            user = _read_beneath(home, (self.config_dir_name, "settings.json"))
+        else:
+            user = _read_settings(self.config_dir() / "settings.json")
+        workspace = _read_beneath((session.workspace or Path.cwd()).resolve(), (self.config_dir_name, "settings.json"))
+        return [defaults, user, workspace, system]
 
     def _approval_mode(self, *, hooked: bool, approval: bool) -> str:
         """The CLI's ``--approval-mode``: as given, else ``yolo`` when seamline's hook decides
@@ -296,3 +341,139 @@ def _secure_dir() -> Path | None:
 def _root_only(path: Path) -> bool:
     found = path.stat()
     return found.st_uid == 0 and not found.st_mode & 0o022
+
+
+async def _closed_with_turn(outer: AsyncIterator[Event], inner: AsyncIterator[Event]) -> AsyncIterator[Event]:
+    """``outer``'s events; when it ends or is closed, ``outer`` and ``inner`` (the generator
+    it reads) are closed then and there. Left to the garbage collector, a turn's clean-up
+    would run in the middle of the next turn and take that turn's settings and socket."""
+    try:
+        async for event in outer:
+            yield event
+    finally:
+        for generator in (outer, inner):
+            aclose = getattr(generator, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+
+def _read_settings(path: Path) -> dict[str, Any] | None:
+    try:
+        return _settings_of(path.read_bytes())
+    except OSError:
+        return None
+
+
+def _read_beneath(root: Path, relative: tuple[str, ...]) -> dict[str, Any] | None:
+    try:
+        data, _ = read_file_beneath(root, relative, limit=16 * 1024**2)
+    except (OSError, PrivatePathRefused):
+        return None
+    return _settings_of(data)
+
+
+def _settings_of(data: bytes) -> dict[str, Any] | None:
+    """A settings file as the CLI reads it (JSON with comments); ``None`` if it is not an
+    object."""
+    try:
+        found = json.loads(_without_comments(data.decode("utf-8", "replace")))
+    except ValueError:
+        return None
+    return found if isinstance(found, dict) else None
+
+
+def _without_comments(text: str) -> str:
+    """``text`` less its ``//`` and ``/* */`` comments outside strings (strip-json-comments)."""
+    out: list[str] = []
+    i, n, in_string = 0, len(text), False
+    while i < n:
+        c = text[i]
+        if in_string:
+            out.append(c)
+            if c == "\\" and i + 1 < n:
+                out.append(text[i + 1])
+                i += 1
+            elif c == '"':
+                in_string = False
+        elif c == '"':
+            in_string = True
+            out.append(c)
+        elif text.startswith("//", i):
+            i = text.find("\n", i)
+            if i < 0:
+                break
+            continue
+        elif text.startswith("/*", i):
+            end = text.find("*/", i + 2)
+            i = n if end < 0 else end + 2
+            continue
+        else:
+            out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def _hook_problem(layers: Iterable[Mapping[str, object] | None], name: str) -> str | None:
+    """Why the hook named ``name`` would not run once the CLI merged ``layers`` (lowest
+    first), or ``None``. The merge is the CLI's own (``customDeepMerge``) over its schema
+    defaults, for the two keys that decide: ``hooksConfig`` (``enabled`` taken from the last
+    layer that sets it, ``disabled`` a union) and ``hooks`` (each event's list a
+    concatenation); the CLI's config then reads ``hooksConfig.enabled ?? true`` and skips
+    the hooks whose name is in ``disabled``."""
+    if os.environ.get(_RESTRICTED) == "true":
+        return f"{_RESTRICTED}=true makes the CLI load no hook; unset it"
+    merged: dict[str, Any] = {"hooksConfig": {"enabled": True, "disabled": [], "notifications": True}, "hooks": {}}
+    for layer in layers:
+        if layer is not None:
+            _merge_into(
+                merged, {k: json.loads(json.dumps(layer[k])) for k in ("hooksConfig", "hooks") if k in layer}, ()
+            )
+    config = merged.get("hooksConfig")
+    enabled = config.get("enabled") if isinstance(config, dict) else None
+    if enabled is not None and enabled in (False, 0, ""):
+        return "a settings layer turns hooks off (hooksConfig.enabled)"
+    disabled = (config.get("disabled") if isinstance(config, dict) else None) or []
+    if isinstance(disabled, (list, str)) and name in disabled:
+        return "a settings layer lists it in hooksConfig.disabled"
+    hooks = merged.get("hooks")
+    groups = hooks.get("BeforeTool") if isinstance(hooks, dict) else None
+    for group in groups if isinstance(groups, list) else []:
+        listed = group.get("hooks") if isinstance(group, dict) else None
+        if isinstance(listed, list) and any(isinstance(h, dict) and h.get("name") == name for h in listed):
+            return None
+    return "the merged settings do not carry it"
+
+
+def _merge_into(target: dict[str, Any], source: Mapping[str, Any], path: tuple[str, ...]) -> None:
+    """The CLI's ``mergeRecursively`` (``hooksConfig.disabled`` a union, ``hooks.<event>``
+    a concatenation, everything else replaced or merged as objects)."""
+    for key, value in source.items():
+        here = (*path, key)
+        strategy = (
+            "union"
+            if here == ("hooksConfig", "disabled")
+            else "concat"
+            if len(here) == 2 and here[0] == "hooks"
+            else None
+        )
+        found = target.get(key)
+        if isinstance(found, list) and strategy is not None:
+            added = value if isinstance(value, list) else [value]
+            joined = found + added
+            target[key] = joined if strategy == "concat" else _union(joined)
+        elif isinstance(found, dict) and isinstance(value, dict):
+            _merge_into(found, value, here)
+        elif isinstance(value, dict):
+            target[key] = {}
+            _merge_into(target[key], value, here)
+        else:
+            target[key] = value
+
+
+def _union(items: list[Any]) -> list[Any]:
+    # JavaScript's Set: equal primitives once, objects each by themselves.
+    out: list[Any] = []
+    for item in items:
+        if isinstance(item, (dict, list)) or not any(type(o) is type(item) and o == item for o in out):
+            out.append(item)
+    return out
