@@ -118,7 +118,6 @@ async def test_a_codex_that_would_not_trust_the_hook_is_not_started(
     # As if this Codex computed trust another way: the hook would be skipped and the call run.
     real = codex_hooks.trust_hash
     monkeypatch.setattr(codex_hooks, "trust_hash", lambda *a, **k: real(*a, **k)[:-4] + "0000")
-    monkeypatch.setattr(codex_hooks, "_verified", {})
     marker = world.workspace / "marker"
     service = PermissionService(workspace=world.workspace, yes=True)
     with AgentOpenAI(shell(f"touch {marker}")) as fake:

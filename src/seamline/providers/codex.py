@@ -26,6 +26,7 @@ from seamline.events import Event
 from seamline.providers.agent_cli import COMMON_OPTIONS, AgentCliProvider, Invocation, SessionMode
 from seamline.providers.base import OptionSpec, PreflightCheck, ProviderSession
 from seamline.providers.cli_approvals import ApprovalSocket, hook_command, merge_events
+from seamline.providers.cli_journal import journaled_turn
 from seamline.providers.cli_parsers.base import StreamParser
 from seamline.providers.cli_parsers.codex import CodexJsonParser
 from seamline.providers.cli_parsers.codex_app_server import CodexAppServerParser
@@ -37,8 +38,10 @@ from seamline.providers.codex_hooks import (
     verify_hook_trust,
 )
 from seamline.providers.codex_warm import interrupt_message, is_turn_end, open_thread, turn_message
+from seamline.providers.envelope_launch import Enveloped
 from seamline.providers.runtime_dir import ensure_runtime_dir
 from seamline.providers.warm_process import WARM_OPTIONS, WarmProcess
+from seamline.sandbox.private_files import open_folder
 from seamline.transport.env import program_env
 
 __all__ = ["CodexProvider"]
@@ -204,6 +207,11 @@ class CodexProvider(AgentCliProvider):
         return []
 
     # -- one approval path: a trusted PreToolUse hook answered by the permission service --
+    def _turn(self, session: ProviderSession, prompt: str) -> AsyncIterator[Event]:
+        # The CLI edits the workspace itself: the turn is one step of the edit journal.
+        inner = self._run_turn(session, prompt)
+        return _closed_with_turn(journaled_turn(session, self.name, inner), inner)
+
     def _run_turn(self, session: ProviderSession, prompt: str) -> AsyncIterator[Event]:
         return self._approved_turn(session, prompt)
 
@@ -216,7 +224,6 @@ class CodexProvider(AgentCliProvider):
         exe = self.executable()
         if exe is None:
             raise InvalidRequest(self._missing_message())
-        await verify_hook_trust(exe, program_env(self._common_env(), {}))
         # A warm process that died takes its socket with it: settled before one is chosen.
         await self._settle_warm(session)
         bridge = session.state.get("approval_bridge")
@@ -232,8 +239,11 @@ class CodexProvider(AgentCliProvider):
             session.state["approval_bridge"] = bridge
         command, wait = hook_command(bridge, timeout=self._float_option("turn_timeout", 600.0), dialect="codex")
         # Codex must wait longer than the hook does: only the hook's own exit 2 is safe.
-        session.state["codex_hook"] = (command, wait + 30)
+        hook = session.state["codex_hook"] = (command, wait + 30)
         try:
+            warm = session.state.get("cli_warm")
+            if not (self._warm_wanted(session) and isinstance(warm, WarmProcess) and warm.alive):
+                await self._check_hook(session, exe, command)  # a Codex is about to start
             async for event in merge_events(super()._run_turn(session, prompt), bridge.events):
                 yield event
         finally:
@@ -241,10 +251,35 @@ class CodexProvider(AgentCliProvider):
             if isinstance(warm, WarmProcess) and warm.alive and warm.holds(bridge):
                 bridge.cancel_pending()  # the socket lives on with the process; no hook waits past a turn
             else:
-                session.state.pop("codex_hook", None)
+                if session.state.get("codex_hook") == hook:
+                    del session.state["codex_hook"]
                 if session.state.get("approval_bridge") is bridge:
                     session.state.pop("approval_bridge", None)
                 await bridge.stop()
+
+    async def _check_hook(self, session: ProviderSession, exe: str, command: str) -> None:
+        """Ask this Codex, configured as the run will be (its flags, its environment and
+        ``CODEX_HOME``, its workspace; in the envelope, inside it, with the private home),
+        whether it would run seamline's hook; a classified error, nothing started, if not."""
+        flags, given = self._config(session)
+        invocation = Invocation(argv=[exe, "app-server", *flags], env=given)
+        env = program_env(self._common_env(), invocation.env)
+        cwd = Path(session.workspace or Path.cwd())
+        argv = invocation.argv
+        envelope: Enveloped | None = None
+        if self._sandbox_mode() != "none":
+            mode, target = self._mode(session)
+            envelope = await self._enter_envelope(session, invocation, env, cwd, mode, target)
+            argv, env = envelope.argv, dict(envelope.env)
+        hint = (
+            "Codex reads hooks settings from $CODEX_HOME/config.toml (inside the envelope, the private "
+            f"home's); the tested version is {self.tested_version} (npm install -g @openai/codex@{self.tested_version})"
+        )
+        try:
+            await verify_hook_trust(argv, env=env, cwd=cwd, command=command, version_hint=hint)
+        finally:
+            if envelope is not None:
+                await envelope.close()
 
     def _sandbox_mode(self) -> str:
         given = self.option_values.get("sandbox") or "none"
@@ -265,6 +300,10 @@ class CodexProvider(AgentCliProvider):
         return name == self.option_values.get("api_key_env", "OPENAI_API_KEY") or super()._keeps_env(name)
 
     def _envelope_inner_env(self, home: Path) -> dict[str, str]:
+        # Codex refuses a CODEX_HOME that does not exist: a user without ~/.codex seeds nothing.
+        # Made without following a link (the private home is the model's to write).
+        with open_folder(home, (self.config_dir_name,), create=True):
+            pass
         return {"CODEX_HOME": str(home / self.config_dir_name)}
 
     def _new_parser(self, *, session: ProviderSession, mode: SessionMode, target: str | None) -> StreamParser:
@@ -349,3 +388,17 @@ class CodexProvider(AgentCliProvider):
         for candidate in sessions.glob(f"*/*/*/rollout-*-{psid}.jsonl"):
             return candidate
         return None
+
+
+async def _closed_with_turn(outer: AsyncIterator[Event], inner: AsyncIterator[Event]) -> AsyncIterator[Event]:
+    """``outer``'s events; when it ends or is closed, ``outer`` and ``inner`` (the generator
+    it reads) are closed then and there. Left to the garbage collector, a turn's clean-up
+    would run in the middle of the next turn and stop that turn's socket."""
+    try:
+        async for event in outer:
+            yield event
+    finally:
+        for generator in (outer, inner):
+            aclose = getattr(generator, "aclose", None)
+            if aclose is not None:
+                await aclose()

@@ -2,18 +2,24 @@
 is about to run (its shell, ``apply_patch``, MCP tools) is decided by seamline's permission
 service, as Claude Code's and the Gemini CLI's are.
 
-Codex runs a hook only when it is *trusted*: a ``hooks.state`` entry whose ``trusted_hash``
-equals the hash Codex computes over the hook's declaration. seamline declares its one hook
-and its trust entry inline (``-c`` overrides, the session-flags layer) and computes the hash
-as Codex does: ``sha256:`` and the hex SHA-256 of the compact, key-sorted JSON of
-``{"event_name", "matcher", "hooks": [{"async", "command", "timeout", "type"}]}``. It does
-not use ``--dangerously-bypass-hook-trust``, which would also run a workspace's own
-``.codex`` hooks on the host.
+Codex runs a hook only when it is *trusted* and *enabled*: a ``hooks.state`` entry whose
+``trusted_hash`` equals the hash Codex computes over the hook's declaration, and whose
+``enabled`` no layer turned off. seamline declares its one hook and its state entry inline
+(``-c`` overrides, the session-flags layer) and computes the hash as Codex does: ``sha256:``
+and the hex SHA-256 of the compact, key-sorted JSON of ``{"event_name", "matcher", "hooks":
+[{"async", "command", "timeout", "type"}]}``. Codex merges ``hooks.state`` field by field
+over the user's layers and the session flags, the flags last, so the entry also says
+``enabled = true``: a ``[hooks.state."<key>"] enabled = false`` in the user's
+``config.toml`` (or the private home's, which the model's shell can write) does not switch
+the hook off. It does not use ``--dangerously-bypass-hook-trust``, which would also run a
+workspace's own ``.codex`` hooks on the host.
 
-A hook that is not trusted is skipped silently, and the call runs. So before the first
-hooked turn seamline asks the Codex program itself (``codex app-server``, ``hooks/list``)
-whether a hook declared this way is trusted and enabled; when it is not (another Codex
-version, another formula), the turn fails with the reason and Codex is not started.
+A hook that is not trusted or not enabled is skipped silently, and the call runs. So before
+each start of a hooked Codex, seamline asks the Codex program itself (``codex app-server``,
+``hooks/list``) with the configuration the run will have: the same ``-c`` flags, the same
+environment (its ``CODEX_HOME``), the same workspace, and, in the envelope, inside the
+envelope with the private home. When the hook is not listed as trusted and enabled, the
+turn fails with the reason and Codex is not started.
 """
 
 from __future__ import annotations
@@ -24,10 +30,8 @@ import hashlib
 import json
 import os
 import re
-import shutil
 import signal
-import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -51,7 +55,8 @@ STATE_KEY: Final = f"/<session-flags>/config.toml:{EVENT}:0:0"
 CODEX_TOOL_CLASSES: Final[Mapping[str, ToolClass]] = {"Bash": "execute", "apply_patch": "write"}
 _PATCH_FILE = re.compile(r"^\*\*\* (?:Add|Update|Delete) File: (.+?)\s*$", re.MULTILINE)
 _CHECK_TIMEOUT: Final = 30.0
-_verified: dict[tuple[str, int, int], str | None] = {}
+#: seamline's state entry says ``enabled = true`` (a test turns it off to show the check).
+FORCE_ENABLED = True
 
 
 def trust_hash(command: str, timeout: int, *, event: str = EVENT, matcher: str | None = MATCHER) -> str:
@@ -68,9 +73,12 @@ def trust_hash(command: str, timeout: int, *, event: str = EVENT, matcher: str |
 
 def hook_overrides(command: str, timeout: int) -> list[str]:
     """The ``-c`` values that turn hooks on, declare the one hook before every tool call, and
-    trust it."""
+    trust and enable it."""
     hook = f'{{type="command",command={json.dumps(command)},timeout={timeout}}}'
-    state = f"{{{json.dumps(STATE_KEY)}={{trusted_hash={json.dumps(trust_hash(command, timeout))}}}}}"
+    entry = f"trusted_hash={json.dumps(trust_hash(command, timeout))}"
+    if FORCE_ENABLED:
+        entry = f"enabled=true,{entry}"
+    state = f"{{{json.dumps(STATE_KEY)}={{{entry}}}}}"
     return [
         "features.hooks=true",
         f"hooks.PreToolUse=[{{matcher={json.dumps(MATCHER)},hooks=[{hook}]}}]",
@@ -109,33 +117,23 @@ def codex_denied_events(tool_name: str, tool_input: Mapping[str, Any], call_id: 
     ]
 
 
-async def verify_hook_trust(executable: str, env: Mapping[str, str]) -> None:
-    """Raise :class:`InvalidRequest` unless this Codex program runs a hook seamline declares
-    and trusts as :func:`hook_overrides` does. Asked once per program file per process."""
-    real = os.path.realpath(executable)
-    try:
-        found = os.stat(real)
-    except OSError as exc:
-        raise InvalidRequest(f"codex: cannot read {executable}: {exc.strerror}") from exc
-    key = (real, found.st_size, found.st_mtime_ns)
-    if key not in _verified:
-        _verified[key] = await _ask_codex(executable, env)
-    problem = _verified[key]
+async def verify_hook_trust(
+    argv: Sequence[str], *, env: Mapping[str, str], cwd: Path, command: str, version_hint: str
+) -> None:
+    """Raise :class:`InvalidRequest` unless ``argv`` (``codex app-server`` with the run's own
+    ``-c`` flags, maybe wrapped in the envelope), started with the run's environment in its
+    workspace ``cwd``, lists seamline's hook (running ``command``) as trusted and enabled."""
+    problem = await _ask_codex(argv, env, cwd, command)
     if problem is not None:
         raise InvalidRequest(
             f"codex: seamline's approval hook would not run in this Codex ({problem}), so its tool calls "
-            "could not be approved; Codex was not started. Use the tested version "
-            "(npm install -g @openai/codex@0.171.0), or run it in the envelope without approvals"
+            f"could not be approved; Codex was not started. {version_hint}"
         )
 
 
-async def _ask_codex(executable: str, env: Mapping[str, str]) -> str | None:
-    """``None`` when Codex lists a probe hook declared seamline's way as trusted and
-    enabled; else what it said instead."""
-    command = "/bin/false seamline-trust-probe"
-    home = Path(tempfile.mkdtemp(prefix="seamline-codex-probe-"))
-    argv = [executable, "app-server", *[p for item in hook_overrides(command, 5) for p in ("-c", item)]]
-    child_env = {**env, "CODEX_HOME": str(home)}
+async def _ask_codex(argv: Sequence[str], env: Mapping[str, str], cwd: Path, command: str) -> str | None:
+    """``None`` when Codex lists seamline's hook as trusted and enabled; else what it said
+    instead."""
     proc: asyncio.subprocess.Process | None = None
     try:
         proc = await asyncio.create_subprocess_exec(
@@ -143,12 +141,12 @@ async def _ask_codex(executable: str, env: Mapping[str, str]) -> str | None:
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.DEVNULL,
-            cwd=home,
-            env=child_env,
+            cwd=cwd,
+            env=dict(env),
             start_new_session=True,
             limit=16 * 1024 * 1024,
         )
-        return await asyncio.wait_for(_hooks_list(proc, home), _CHECK_TIMEOUT)
+        return await asyncio.wait_for(_hooks_list(proc, cwd, command), _CHECK_TIMEOUT)
     except TimeoutError:
         return f"`codex app-server` gave no hook list within {_CHECK_TIMEOUT:.0f} s"
     except OSError as exc:
@@ -158,10 +156,9 @@ async def _ask_codex(executable: str, env: Mapping[str, str]) -> str | None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signal.SIGKILL)
             await proc.wait()
-        shutil.rmtree(home, ignore_errors=True)
 
 
-async def _hooks_list(proc: asyncio.subprocess.Process, cwd: Path) -> str | None:
+async def _hooks_list(proc: asyncio.subprocess.Process, cwd: Path, command: str) -> str | None:
     assert proc.stdin is not None and proc.stdout is not None
     messages = [
         {"id": 1, "method": "initialize", "params": {"clientInfo": {"name": "seamline", "version": "0"}}},
@@ -182,10 +179,10 @@ async def _hooks_list(proc: asyncio.subprocess.Process, cwd: Path) -> str | None
             continue
         if "error" in message:
             return f"`codex app-server` has no hook list: {json.dumps(message['error'])[:200]}"
-        return _judge(message.get("result"))
+        return _judge(message.get("result"), command)
 
 
-def _judge(result: Any) -> str | None:
+def _judge(result: Any, command: str) -> str | None:
     entries = result.get("data") if isinstance(result, dict) else None
     hooks: list[dict[str, Any]] = []
     for entry in entries if isinstance(entries, list) else []:
@@ -195,6 +192,8 @@ def _judge(result: Any) -> str | None:
                 hooks.append(hook)
     if not hooks:
         return "it does not list the hook"
+    if hooks[0].get("command") != command:
+        return "the first hook of its session flags is not seamline's"
     status, enabled = hooks[0].get("trustStatus"), hooks[0].get("enabled")
     if status != "trusted":
         return f"it lists the hook as {status!r}, not trusted"
