@@ -11,6 +11,15 @@ Failures are classified: a server that exits before it answers its health check 
 ``TransportFailure`` with its exit code and stderr, one that never answers is a
 ``TimeoutFailure``, an event stream that breaks is a ``TransportFailure`` delivered to
 every session waiting on it.
+
+What the server reads from a session's folder: with ``OPENCODE_DISABLE_PROJECT_CONFIG``
+set, opencode-ai 1.18.33 leaves the repository's ``opencode.json`` (its MCP servers,
+permissions, providers, agents) and its ``AGENTS.md`` unread, but its second configuration
+loader still imports the plugins it finds from that folder up to the git worktree's root
+(``/`` outside a repository): the files in ``.opencode/plugin/`` and ``.opencode/plugins/``,
+and those an ``opencode.json``/``opencode.jsonc`` lists under ``plugin`` or ``plugins``.
+:func:`plugins_despite_the_flag` finds them so that the provider can refuse to start
+the server there; :func:`project_instructions` reads the ``AGENTS.md`` OpenCode would have.
 """
 
 from __future__ import annotations
@@ -18,9 +27,12 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import os
+import re
 import socket
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Final
 
 import msgspec
@@ -31,13 +43,30 @@ except ImportError as exc:  # pragma: no cover - the extra is missing
     raise ImportError(f"{exc}; install it with: pip install 'seamline[opencode]'") from None
 
 from seamline.errors import ProviderFailure, SeamlineError, TimeoutFailure, TransportFailure
+from seamline.sandbox.private_files import PrivatePathRefused, read_file_beneath
 from seamline.transport.pool import SharedProcessPool
 from seamline.transport.sse import read_sse
 from seamline.transport.subprocess import LineProcess
 
-__all__ = ["OpenCodeServer", "ServerChannel", "acquire_server", "free_port", "release_server", "running_servers"]
+__all__ = [
+    "INSTRUCTION_FILES",
+    "OpenCodeServer",
+    "ServerChannel",
+    "acquire_server",
+    "free_port",
+    "plugins_despite_the_flag",
+    "project_instructions",
+    "release_server",
+    "running_servers",
+]
 
 _HEALTH_POLL: Final = 0.1
+#: what OpenCode reads as the project's instructions: the first of these it finds
+INSTRUCTION_FILES: Final = ("AGENTS.md", "CLAUDE.md", "CONTEXT.md")
+_INSTRUCTIONS_LIMIT: Final = 256 * 1024
+_CONFIG_FILES: Final = ("opencode.json", "opencode.jsonc")
+_CONFIG_LIMIT: Final = 1024 * 1024
+_PLUGIN_KEY: Final = re.compile(rb'"plugins?"\s*:')
 
 #: (command line, port) -> (command line, environment, host port): how the envelope runs it
 Wrap = Callable[[list[str], int], Awaitable[tuple[list[str], dict[str, str], int]]]
@@ -272,3 +301,71 @@ async def release_server(server: OpenCodeServer, *, grace: float) -> None:
 def running_servers() -> list[OpenCodeServer]:
     """The servers this process holds now."""
     return _POOL.running()
+
+
+# -- what the server reads from a session's folder ----------------------------------------------
+def plugins_despite_the_flag(directory: Path, *, home: Path | None = None) -> list[Path]:
+    """The plugin files, plugin folders and configuration files listing plugins that
+    opencode-ai 1.18.33 loads for ``directory`` even with ``OPENCODE_DISABLE_PROJECT_CONFIG``
+    (see the module's docstring), from ``directory`` up to the folder holding ``.git``, else
+    ``/``. The user's own ``home`` (default: ``~``) is theirs, not a repository's: passed
+    over. Nothing is followed or opened but a regular file; a link or anything that cannot
+    be read where a plugin could be is counted, since OpenCode would follow it."""
+    skip = (home or Path.home()).resolve()
+    found: list[Path] = []
+    folder = directory.resolve()
+    while True:
+        if folder != skip:
+            found += _listed_plugins(folder)
+            dot = folder / ".opencode"
+            if dot.is_symlink() or (os.path.lexists(dot) and not dot.is_dir()):
+                found.append(dot)
+            elif dot.is_dir():
+                found += _listed_plugins(dot)
+                for name in ("plugin", "plugins"):
+                    found += _plugin_files(dot / name)
+        if os.path.lexists(folder / ".git") or folder.parent == folder:
+            return found
+        folder = folder.parent
+
+
+def _listed_plugins(folder: Path) -> list[Path]:
+    found: list[Path] = []
+    for name in _CONFIG_FILES:
+        if not os.path.lexists(folder / name):
+            continue
+        try:
+            data, _ = read_file_beneath(folder, (name,), limit=_CONFIG_LIMIT)
+        except (PrivatePathRefused, OSError):
+            found.append(folder / name)
+            continue
+        if _PLUGIN_KEY.search(data):
+            found.append(folder / name)
+    return found
+
+
+def _plugin_files(folder: Path) -> list[Path]:
+    if folder.is_symlink():
+        return [folder]
+    try:
+        entries = sorted(os.scandir(folder), key=lambda e: e.name)
+    except (NotADirectoryError, FileNotFoundError):
+        return []
+    except OSError:
+        return [folder]
+    return [folder / e.name for e in entries if e.name.endswith((".ts", ".js"))]
+
+
+def project_instructions(workspace: Path, *, claude_md: bool = True) -> str | None:
+    """The workspace's first of :data:`INSTRUCTION_FILES` (``CLAUDE.md`` only where
+    ``claude_md``) as OpenCode gives it to the model, read without following a link (a link,
+    or a file over 256 KiB, is passed over); None when there is none."""
+    for name in INSTRUCTION_FILES:
+        if name == "CLAUDE.md" and not claude_md:
+            continue
+        try:
+            data, _ = read_file_beneath(workspace, (name,), limit=_INSTRUCTIONS_LIMIT)
+        except (PrivatePathRefused, OSError):
+            continue
+        return f"Instructions from: {workspace / name}\n{data.decode('utf-8', errors='replace')}"
+    return None

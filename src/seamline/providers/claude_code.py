@@ -8,6 +8,13 @@ message on its stdin and ends with its ``result`` line; an abort is Claude Code'
 ``claude -p PROMPT …`` process. seamline mints the session id (``--session-id``); a later
 process resumes it (``--resume``), a fork copies it natively (``--resume PARENT
 --fork-session --session-id NEW``). Cost is what Claude Code reports in its result frame.
+
+Claude Code loads only the user's settings layer (``--setting-sources user``; the operator's
+``setting_sources`` names others): a repository's ``.claude/settings.json`` hooks, its
+``.mcp.json`` servers (``-p`` skips the trust dialog that would ask), plugins, skills and
+agents would otherwise run on the host before seamline's permission service is asked
+anything. The project's ``CLAUDE.md`` files, which only that layer loads, are appended to
+the system prompt instead, read without following a link.
 """
 
 from __future__ import annotations
@@ -20,7 +27,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mappin
 from pathlib import Path
 from typing import ClassVar, Final
 
+from seamline.errors import InvalidRequest
 from seamline.events import Event, PermissionDecision
+from seamline.providers._acp_settings import parse_setting_sources, project_memory
 from seamline.providers.agent_cli import COMMON_OPTIONS, AgentCliProvider, Invocation, SessionMode, uuid_for
 from seamline.providers.base import OptionSpec, PreflightCheck, ProviderSession
 from seamline.providers.cli_approvals import ApprovalSocket, claude_hook_settings, merge_events
@@ -28,10 +37,14 @@ from seamline.providers.cli_parsers.base import StreamParser
 from seamline.providers.cli_parsers.claude_code import ClaudeStreamJsonParser
 from seamline.providers.runtime_dir import ensure_runtime_dir, remove_runtime_dir
 from seamline.providers.warm_process import WARM_OPTIONS, WarmProcess
+from seamline.sandbox.private_files import write_private_file
 
 __all__ = ["ClaudeCodeProvider"]
 
 _SLUG: Final = re.compile(r"[^A-Za-z0-9]")
+#: where the project's CLAUDE.md files are put for ``--append-system-prompt-file`` (a file:
+#: one argument of exec may not pass 128 KiB, and project_memory allows 256 KiB a file)
+_MEMORY_FILE: Final = "project-memory.md"
 
 
 class ClaudeCodeProvider(AgentCliProvider):
@@ -49,6 +62,12 @@ class ClaudeCodeProvider(AgentCliProvider):
         ),
         "max_budget_usd": OptionSpec("Claude Code's own --max-budget-usd for the turn", kind="number"),
         "config_dir": OptionSpec("Claude Code's config dir (sets CLAUDE_CONFIG_DIR)", operator_only=True),
+        "setting_sources": OptionSpec(
+            "settings layers Claude Code loads (user, project, local; comma-separated; empty: none); the "
+            "default, user, keeps a repository's hooks, MCP servers and plugins from running",
+            default="user",
+            operator_only=True,
+        ),
         **WARM_OPTIONS,
     }
     forking = "native"
@@ -75,6 +94,13 @@ class ClaudeCodeProvider(AgentCliProvider):
         "BASH_MAX_TIMEOUT_MS",
         "API_TIMEOUT_MS",
     )
+
+    def __init__(self, *, model: str | None = None, options: Mapping[str, str] | None = None) -> None:
+        super().__init__(model=model, options=options)
+        try:
+            self._setting_sources = parse_setting_sources(self.option_values.get("setting_sources"))
+        except ValueError as exc:
+            raise InvalidRequest(f"option {exc}") from None
 
     def _invocation(
         self,
@@ -122,7 +148,8 @@ class ClaudeCodeProvider(AgentCliProvider):
         tools = [t.strip() for t in self.option_values.get("allowed_tools", "").split(",") if t.strip()]
         if tools:
             argv += ["--allowedTools", *tools]
-        argv += hooked
+        # seamline's own --settings (the hook) is the flag layer, which this does not touch.
+        argv += [*hooked, *self._settings_args(session)]
         env: dict[str, str | None] = {
             # Claude Code retries a failing API call ten times over minutes by default.
             "CLAUDE_CODE_MAX_RETRIES": str(self._int_option("max_retries", 2)),
@@ -139,6 +166,19 @@ class ClaudeCodeProvider(AgentCliProvider):
             # As root, Claude Code refuses to bypass permissions outside a declared sandbox.
             env["IS_SANDBOX"] = "1"
         return Invocation(argv=argv, env=env)
+
+    def _settings_args(self, session: ProviderSession) -> list[str]:
+        """``--setting-sources`` and, where the project layer is left out, its ``CLAUDE.md``
+        files as an addition to the system prompt (a file in the session's runtime folder,
+        which the envelope binds read-only at the same path)."""
+        args = ["--setting-sources", ",".join(self._setting_sources)]
+        if "project" in self._setting_sources:
+            return args
+        memory = project_memory((session.workspace or Path.cwd()).resolve())
+        if memory:
+            folder = ensure_runtime_dir(session.session_id, session.state)
+            args += ["--append-system-prompt-file", str(write_private_file(folder, _MEMORY_FILE, memory))]
+        return args
 
     def _warm_wanted(self, session: ProviderSession) -> bool:
         # --max-budget-usd bounds what one process spends, which warm would be every turn's.

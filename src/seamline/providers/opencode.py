@@ -17,6 +17,14 @@ Permissions: every session is created with ``ask`` rules for ``bash``, ``edit`` 
 ``webfetch``, so OpenCode asks and seamline's approval (the permission service, or
 ``--yes``) answers ``POST /permission/{id}/reply``.
 
+The repository's own configuration is not loaded (``OPENCODE_DISABLE_PROJECT_CONFIG=1``;
+the operator's ``project_config=true`` loads it): a workspace ``opencode.json`` or
+``.opencode/`` declares MCP servers that ``opencode serve`` would start, and permissions it
+would apply, before seamline is asked anything. OpenCode still imports a repository's
+plugins with that set, so a session in a folder that has some is refused. The project's
+``AGENTS.md`` (else ``CLAUDE.md``, else ``CONTEXT.md``), which OpenCode then leaves unread
+too, goes with every prompt (``system``), read without following a link.
+
     OPENAI_BASE_URL=http://127.0.0.1:8123/v1 seamline run --provider opencode --yes --json "Hi"
 """
 
@@ -53,7 +61,14 @@ from seamline.events import (
     ToolResult,
     Usage,
 )
-from seamline.providers._opencode_server import OpenCodeServer, ServerChannel, acquire_server, release_server
+from seamline.providers._opencode_server import (
+    OpenCodeServer,
+    ServerChannel,
+    acquire_server,
+    plugins_despite_the_flag,
+    project_instructions,
+    release_server,
+)
 from seamline.providers.base import OptionSpec, PreflightCheck, Provider, ProviderSession
 from seamline.providers.cli_journal import journaled_turn
 from seamline.providers.envelope_launch import (
@@ -132,6 +147,13 @@ class OpenCodeProvider(Provider):
         "grace": OptionSpec(
             "seconds between SIGINT, SIGTERM and SIGKILL when stopping the server", default="2", kind="number"
         ),
+        "project_config": OptionSpec(
+            "load the workspace's own OpenCode configuration (opencode.json, .opencode/: its MCP servers and "
+            "plugins) and instructions; default false, so a repository runs nothing when the server starts",
+            default="false",
+            choices=("true", "false"),
+            operator_only=True,
+        ),
     }
     runs_own_tools = True
     tool_approval = "asked"  # edit, bash and webfetch ask; reads do not
@@ -172,6 +194,8 @@ class OpenCodeProvider(Provider):
             "OPENCODE_DISABLE_MODELS_FETCH": "1",
             "OPENCODE_DISABLE_AUTOUPDATE": "1",
             "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
+            # Unset, not "0", when the operator opts in: OpenCode reads any value as set.
+            "OPENCODE_DISABLE_PROJECT_CONFIG": None if self._project_config() else "1",
         }
         base = self.base_url()
         if base:
@@ -180,6 +204,28 @@ class OpenCodeProvider(Provider):
             config = opencode_config(base_url=base, model=model, api_key_env=key_env)
             layer["OPENCODE_CONFIG_CONTENT"] = json.dumps(config)
         return layer
+
+    def _project_config(self) -> bool:
+        return self.option_values.get("project_config") == "true"
+
+    def _project_instructions(self, session: ProviderSession) -> str | None:
+        """The project's instructions, where OpenCode does not read them itself (``CLAUDE.md``
+        left out where ``OPENCODE_DISABLE_CLAUDE_CODE[_PROMPT]`` says so, as OpenCode does)."""
+        if self._project_config():
+            return None
+        flags = ("OPENCODE_DISABLE_CLAUDE_CODE", "OPENCODE_DISABLE_CLAUDE_CODE_PROMPT")
+        claude_md = not any(os.environ.get(k, "").lower() in ("1", "true") for k in flags)
+        return project_instructions((session.workspace or Path.cwd()).resolve(), claude_md=claude_md)
+
+    def _refuse_project_plugins(self, workspace: Path) -> None:
+        if self._project_config():
+            return
+        found = plugins_despite_the_flag(workspace)
+        if found:
+            raise InvalidRequest(
+                "opencode: the repository's own plugins are refused unless the operator sets -o "
+                f"project_config=true (OpenCode loads them even with OPENCODE_DISABLE_PROJECT_CONFIG): {found[0]}"
+            )
 
     def _seconds(self, key: str) -> float:
         raw = self.option_values.get(key, "")
@@ -215,10 +261,15 @@ class OpenCodeProvider(Provider):
             given = self.option_values.get("executable")
             where = f"executable={given} is not a runnable file" if given else "opencode is not on PATH"
             raise InvalidRequest(f"opencode: {where}; install it with: {INSTALL_HINT}")
+        workspace = session.workspace or Path.cwd()
+        self._refuse_project_plugins(workspace)
         layer = self._env_layer()
         env = program_env(layer)
-        workspace = session.workspace or Path.cwd()
-        key_extra: tuple[Any, ...] = (layer.get("OPENCODE_CONFIG_CONTENT"), env.get("HOME"))
+        key_extra: tuple[Any, ...] = (
+            layer.get("OPENCODE_CONFIG_CONTENT"),
+            env.get("HOME"),
+            env.get("OPENCODE_DISABLE_PROJECT_CONFIG"),
+        )
         wrap = None
         mode = sandbox_mode(self.option_values)
         if mode != "none":
@@ -379,6 +430,8 @@ class OpenCodeProvider(Provider):
         ref = self.model_ref()
         if ref is not None:
             body["model"] = {"providerID": ref[0], "modelID": ref[1]}
+        if instructions := self._project_instructions(session):
+            body["system"] = instructions  # OpenCode appends it to this turn's system prompt
         query = self._query(session)
         timeout = self._seconds("request_timeout")
         store = session.store
