@@ -67,6 +67,8 @@ def test_argv_for_fresh_resumed_and_forked_sessions(tmp_path: Path) -> None:
         "--allowedTools",
         "Bash",
         "Read",
+        "--setting-sources",
+        "user",
     ]
     head = ["claude", "-p", "hi", "--output-format", "stream-json", "--verbose", "--include-partial-messages"]
     ours = "00000000-0000-0000-0000-000000000000"
