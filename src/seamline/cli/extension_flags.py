@@ -32,7 +32,12 @@ def add_extension_flags(parser: Any) -> None:
         action="append",
         default=[],
         metavar="FILE",
-        help="MCP servers (JSON, mcpServers); merged over the user's file and the workspace's .mcp.json; repeatable",
+        help="MCP servers (JSON, mcpServers); merged over the user's file (and the workspace's .mcp.json); repeatable",
+    )
+    parser.add_argument(
+        "--project-mcp",
+        action="store_true",
+        help="also load the workspace's .mcp.json (its servers are programs the repository names; off by default)",
     )
 
 
@@ -55,7 +60,15 @@ def run_extensions(
     builder = AgentBuilder()
     for name in getattr(args, "module", None) or []:
         builder.use(load_module(name))
-    mcp = McpModule.load(workspace=workspace.root, files=getattr(args, "mcp_config", None) or [])
+    project = bool(getattr(args, "project_mcp", False))
+    mcp = McpModule.load(
+        workspace=workspace.root, files=getattr(args, "mcp_config", None) or [], workspace_file=project
+    )
+    if not project and (workspace.root / ".mcp.json").is_file():
+        _notice(
+            "the workspace's .mcp.json was not loaded: its servers are programs the repository names. "
+            "Load it with --project-mcp (or --mcp-config .mcp.json) once you trust them"
+        )
     if mcp.source.servers:
         builder.use(mcp)
     approval = cli_approval(store, workspace, yes=yes)

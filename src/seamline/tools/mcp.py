@@ -407,11 +407,16 @@ class McpModule:
         workspace: str | os.PathLike[str] | None = None,
         profile: Any = None,
         files: Iterable[str | os.PathLike[str]] = (),
+        workspace_file: bool = True,
     ) -> McpModule:
         """The module for the merged configuration: the user's file, the workspace's
-        ``.mcp.json``, the profile's ``mcp_servers``, then ``files`` (later wins)."""
+        ``.mcp.json`` (unless ``workspace_file=False``), the profile's ``mcp_servers``, then
+        ``files`` (later wins)."""
         servers = load_mcp_config(
-            workspace=workspace, profile_servers=getattr(profile, "mcp_servers", None) or None, files=files
+            workspace=workspace,
+            profile_servers=getattr(profile, "mcp_servers", None) or None,
+            files=files,
+            workspace_file=workspace_file,
         )
         return cls(servers, workspace=workspace)
 

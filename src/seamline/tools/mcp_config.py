@@ -242,8 +242,11 @@ def load_mcp_config(
     profile_servers: Mapping[str, Mapping[str, Any]] | None = None,
     files: Iterable[str | os.PathLike[str]] = (),
     user_file: str | os.PathLike[str] | None = None,
+    workspace_file: bool = True,
 ) -> list[McpServerConfig]:
-    """The merged servers: user file < workspace ``.mcp.json`` < profile < ``files``."""
+    """The merged servers: user file < workspace ``.mcp.json`` < profile < ``files``.
+    ``workspace_file=False`` leaves the workspace's file out (the repository chose its
+    programs; ``seamline run`` loads it only with ``--project-mcp``)."""
     layers: list[Mapping[str, Mapping[str, Any]]] = []
     origins: dict[str, str] = {}
 
@@ -254,7 +257,7 @@ def load_mcp_config(
 
     user = Path(user_file) if user_file is not None else user_mcp_config_path()
     add(read_mcp_file(user, missing_ok=True), str(user))
-    if workspace is not None:
+    if workspace is not None and workspace_file:
         local = Path(workspace) / ".mcp.json"
         add(read_mcp_file(local, missing_ok=True), str(local))
     if profile_servers:
