@@ -106,3 +106,27 @@ async def test_start_writes_a_rewritten_hook_anew_and_refuses_a_linked_folder(tm
     linked.symlink_to(runtime)
     with pytest.raises(PrivatePathRefused):
         await ApprovalSocket(PermissionService(workspace=tmp_path, yes=True), linked).start()
+
+
+@run_async
+async def test_with_announcements_only_an_announced_call_is_decided(tmp_path: Path) -> None:
+    bridge = ApprovalSocket(PermissionService(workspace=tmp_path, yes=True), tmp_path, announced_within=0.5)
+    await bridge.start()
+    try:
+        forged = json.loads(await _ask(bridge.path, _line(tool_name="Bash", tool_input={}, tool_use_id="never")))
+        nameless = json.loads(await _ask(bridge.path, _line(tool_name="Bash", tool_input={})))
+        bridge.announce("t1")
+        announced = json.loads(await _ask(bridge.path, _line(tool_name="Bash", tool_input={}, tool_use_id="t1")))
+
+        async def late() -> None:
+            await asyncio.sleep(0.1)
+            bridge.announce("t2")  # the stream's line read a moment after the hook asked
+
+        later = asyncio.ensure_future(late())
+        raced = json.loads(await _ask(bridge.path, _line(tool_name="Bash", tool_input={}, tool_use_id="t2")))
+        await later
+    finally:
+        await bridge.stop()
+    assert forged["decision"] == "deny" and "not a tool call the agent announced" in forged["reason"]
+    assert nameless["decision"] == "deny"
+    assert announced["decision"] == "allow" and raced["decision"] == "allow"

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import ClassVar, Final
 
 from seamline.errors import InvalidRequest
-from seamline.events import Event, PermissionDecision
+from seamline.events import Event, PermissionDecision, ToolCall
 from seamline.providers._acp_settings import parse_setting_sources, project_memory
 from seamline.providers.agent_cli import COMMON_OPTIONS, AgentCliProvider, Invocation, SessionMode, uuid_for
 from seamline.providers.base import OptionSpec, PreflightCheck, ProviderSession
@@ -45,6 +45,9 @@ _SLUG: Final = re.compile(r"[^A-Za-z0-9]")
 #: where the project's CLAUDE.md files are put for ``--append-system-prompt-file`` (a file:
 #: one argument of exec may not pass 128 KiB, and project_memory allows 256 KiB a file)
 _MEMORY_FILE: Final = "project-memory.md"
+# How long a hook's request waits for its call to show in Claude Code's own stream (it is
+# printed before the hook runs; seamline may read it a moment later under load).
+_ANNOUNCED_WITHIN: Final = 15.0
 
 
 class ClaudeCodeProvider(AgentCliProvider):
@@ -229,12 +232,20 @@ class ClaudeCodeProvider(AgentCliProvider):
         await self._settle_warm(session)
         bridge = session.state.get("approval_bridge")
         if not isinstance(bridge, ApprovalSocket) or not bridge.running:
-            bridge = ApprovalSocket(session.approval, ensure_runtime_dir(session.session_id, session.state))
+            # Claude Code prints each tool_use before its PreToolUse hook runs: a request for a
+            # call it never printed came from something else in the envelope.
+            bridge = ApprovalSocket(
+                session.approval,
+                ensure_runtime_dir(session.session_id, session.state),
+                announced_within=_ANNOUNCED_WITHIN,
+            )
             await bridge.start()
             session.state["approval_bridge"] = bridge
         decided: set[str] = set()
         try:
             async for event in merge_events(super()._turn(session, prompt), bridge.events):
+                if isinstance(event, ToolCall):
+                    bridge.announce(event.call_id)
                 if isinstance(event, PermissionDecision):
                     if event.request_id in decided:
                         continue  # Claude Code reports the hook's denial again in its result

@@ -178,8 +178,13 @@ class ApprovalSocket:
         classes: Mapping[str, ToolClass] = CLAUDE_TOOL_CLASSES,
         arguments: ArgumentsView | None = None,
         on_denied: DeniedReport | None = None,
+        announced_within: float | None = None,
     ) -> None:
         self.approval = approval
+        #: when set, only a call the CLI announced in its own stream (:meth:`announce`)
+        #: within this many seconds of the hook's request is decided; anything else is denied
+        self.announced_within = announced_within
+        self._announced: dict[str, asyncio.Event] = {}
         self.folder = folder
         self.classes = classes
         self.arguments = arguments
@@ -201,6 +206,25 @@ class ApprovalSocket:
             self.path.unlink()
         self._server = await asyncio.start_unix_server(self._serve, path=str(self.path), limit=_MAX_REQUEST)
         os.chmod(self.path, 0o600)
+
+    def announce(self, call_id: str) -> None:
+        """The CLI's stream named the tool call ``call_id`` (its hook may now ask about it)."""
+        self._announced.setdefault(call_id, asyncio.Event()).set()
+
+    async def _was_announced(self, call_id: str | None) -> bool:
+        if self.announced_within is None:
+            return True
+        if not call_id:
+            return False
+        seen = self._announced.setdefault(call_id, asyncio.Event())
+        try:
+            # The CLI prints the call before it runs the hook, but seamline may not have
+            # read that line yet when the hook's request comes in.
+            await asyncio.wait_for(seen.wait(), timeout=self.announced_within)
+        except TimeoutError:
+            self._announced.pop(call_id, None)
+            return False
+        return True
 
     def cancel_pending(self) -> None:
         """Cancel the decisions still waiting (a prompt nobody answers): each hook hears its
@@ -257,6 +281,13 @@ class ApprovalSocket:
         if not isinstance(name, str) or not name:
             return {"decision": "deny", "reason": "the hook's request names no tool"}
         given = tool_input if isinstance(tool_input, dict) else {}
+        if not await self._was_announced(call_id if isinstance(call_id, str) else None):
+            # Anything in the envelope can connect here; only the program's own calls count.
+            reason = "seamline: not a tool call the agent announced; refused"
+            self.events.put_nowait(
+                PermissionDecision(request_id=f"perm-{call_id or 'unannounced'}", decision="deny", reason=reason)
+            )
+            return {"decision": "deny", "reason": reason}
         call = call_id if isinstance(call_id, str) and call_id else uuid.uuid4().hex
         async with self._lock:
             allow, reason = await decide_agent_call(

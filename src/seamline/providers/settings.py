@@ -112,8 +112,14 @@ class ClaudeCodeSettings(_AgentCLISettings):
     """The Claude Code CLI."""
 
     provider: ClassVar[str] = "claude-code"
+    #: Claude Code's settings layers (``user``, ``project``, ``local``); default ``user`` only
+    setting_sources: tuple[str, ...] | None = None
     sandbox: EnvelopeMode | None = None
     allow_hosts: tuple[str, ...] | None = None
+    #: the envelope's limits: tasks, memory of the whole envelope, its private /tmp (bytes)
+    max_processes: int | None = None
+    memory_bytes: int | None = None
+    tmp_bytes: int | None = None
     allowed_tools: tuple[str, ...] | None = None
     permission_mode: Literal["default", "acceptEdits", "plan", "bypassPermissions"] | None = None
     max_budget_usd: float | None = None
@@ -133,6 +139,10 @@ class CodexSettings(_AgentCLISettings):
     #: the envelope, or (kept for old code) Codex's own mode; prefer ``codex_sandbox`` for that
     sandbox: EnvelopeMode | Literal["read-only", "workspace-write", "danger-full-access"] | None = None
     allow_hosts: tuple[str, ...] | None = None
+    #: the envelope's limits: tasks, memory of the whole envelope, its private /tmp (bytes)
+    max_processes: int | None = None
+    memory_bytes: int | None = None
+    tmp_bytes: int | None = None
     codex_sandbox: Literal["read-only", "workspace-write", "danger-full-access"] | None = None
     codex_home: str | None = None
     websockets: bool | None = None
@@ -149,6 +159,10 @@ class GeminiCLISettings(_AgentCLISettings):
     provider: ClassVar[str] = "gemini-cli"
     sandbox: EnvelopeMode | None = None
     allow_hosts: tuple[str, ...] | None = None
+    #: the envelope's limits: tasks, memory of the whole envelope, its private /tmp (bytes)
+    max_processes: int | None = None
+    memory_bytes: int | None = None
+    tmp_bytes: int | None = None
     approval_mode: Literal["default", "auto_edit", "yolo", "plan"] | None = None
     gemini_home: str | None = None
 
@@ -158,6 +172,8 @@ class ACPSettings(ProviderSettings):
     """Any agent that speaks the Agent Client Protocol, started with ``command``."""
 
     provider: ClassVar[str] = "acp"
+    #: claude-agent-acp's settings layers (``user``, ``project``, ``local``); default none
+    setting_sources: tuple[str, ...] | None = None
     command: str | None = None
     turn_timeout: float | None = None
     request_timeout: float | None = None
@@ -167,6 +183,10 @@ class ACPSettings(ProviderSettings):
     api_key_env: str | None = None
     sandbox: EnvelopeMode | None = None
     allow_hosts: tuple[str, ...] | None = None
+    #: the envelope's limits: tasks, memory of the whole envelope, its private /tmp (bytes)
+    max_processes: int | None = None
+    memory_bytes: int | None = None
+    tmp_bytes: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -174,6 +194,8 @@ class OpenCodeSettings(ProviderSettings):
     """OpenCode's server."""
 
     provider: ClassVar[str] = "opencode"
+    #: load the workspace's own OpenCode configuration too (default False)
+    project_config: bool | None = None
     executable: str | None = None
     base_url: str | None = None
     api_key_env: str | None = None
@@ -185,6 +207,10 @@ class OpenCodeSettings(ProviderSettings):
     grace: float | None = None
     sandbox: EnvelopeMode | None = None
     allow_hosts: tuple[str, ...] | None = None
+    #: the envelope's limits: tasks, memory of the whole envelope, its private /tmp (bytes)
+    max_processes: int | None = None
+    memory_bytes: int | None = None
+    tmp_bytes: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
