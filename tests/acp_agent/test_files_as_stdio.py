@@ -37,3 +37,23 @@ def test_requests_from_a_file_answers_into_a_file(tmp_path: Path) -> None:
     got = {m["id"]: m for m in map(json.loads, answers.read_text().splitlines())}
     assert got[1]["result"]["protocolVersion"] == 1
     assert got[2]["error"]["code"] == -32601
+
+
+def test_stdin_from_dev_null_ends_quietly(tmp_path: Path) -> None:
+    """`seamline acp < /dev/null`: no client, so the agent ends at once (it hung on an
+    asyncio traceback: epoll refuses /dev/null)."""
+    (tmp_path / "ws").mkdir()
+    argv = agent_argv(write_script(tmp_path, "note", WRITE_NOTE), tmp_path / "s.db")
+    with open(os.devnull, "rb") as stdin:
+        proc = subprocess.Popen(
+            argv, env=agent_env(tmp_path), stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            start_new_session=True,
+        )  # fmt: skip
+        try:
+            out, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+    assert proc.returncode == 0, err
+    assert b"Traceback" not in err and out == b""

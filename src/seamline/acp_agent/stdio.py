@@ -91,13 +91,16 @@ _COPIERS: list[threading.Thread] = []
 
 def _piped(stream: BinaryIO, *, reading: bool) -> BinaryIO:
     """``stream`` as asyncio's pipe transports accept it: a regular file (``seamline acp >
-    out.jsonl``, ``< requests.jsonl``) is bridged through a pipe by a thread that copies
-    (see :func:`finish_copies`)."""
+    out.jsonl``, ``< requests.jsonl``) or a device that cannot be polled (``/dev/null``) is
+    bridged through a pipe by a thread that copies (see :func:`finish_copies`)."""
     try:
-        regular = stat.S_ISREG(os.fstat(stream.fileno()).st_mode)
+        mode_bits = os.fstat(stream.fileno()).st_mode
+        # epoll takes pipes, sockets and terminals; a regular file or a device such as
+        # /dev/null (`seamline acp < /dev/null`) it refuses (EPERM): those get the copier.
+        unpollable = stat.S_ISREG(mode_bits) or (stat.S_ISCHR(mode_bits) and not os.isatty(stream.fileno()))
     except (OSError, ValueError):
         return stream
-    if not regular:
+    if not unpollable:
         return stream
     read_end, write_end = os.pipe()
     if reading:
