@@ -339,3 +339,19 @@ def test_converted_messages_alternate_roles_whatever_the_history(kinds: list[str
     seen_ids = {b["id"] for m in messages if m["role"] == "assistant" for b in m["content"] if b["type"] == "tool_use"}
     results = [b for m in messages if m["role"] == "user" for b in m["content"] if b["type"] == "tool_result"]
     assert all(r["tool_use_id"] in seen_ids for r in results)
+
+
+def test_a_local_server_needs_no_key_as_for_openai(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--provider anthropic -o base_url=http://127.0.0.1:…` with no ANTHROPIC_API_KEY: a local
+    server runs without one, as `openai` already did (it demanded a key)."""
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    with FakeAnthropic([{"text": "no key needed"}]) as fake:
+        result = run_turn("anthropic", fake, model=MODEL)
+        checks = {
+            c.name: c
+            for c in asyncio.run(AnthropicProvider(model=MODEL, options={"base_url": fake.base_url}).preflight())
+        }
+    assert result.outcome == "completed" and result.text == "no key needed"
+    assert checks["api_key"].ok
+    # The vendor's own endpoint still needs one.
+    assert not {c.name: c for c in asyncio.run(AnthropicProvider(model=MODEL).preflight())}["api_key"].ok

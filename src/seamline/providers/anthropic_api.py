@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
 from typing import Any, ClassVar, Final
+from urllib.parse import urlsplit
 
 from seamline.errors import InvalidRequest
 from seamline.events import Event, ReasoningDelta, TextDelta, ToolCall, Usage
@@ -102,6 +103,11 @@ class AnthropicProvider(ModelAPIProvider):
         # Thinking blocks of answers that called tools, by their first tool-use id: the API
         # wants them back, signature and all, in the next request.
         self._thinking: dict[str, list[dict[str, Any]]] = {}
+
+    def _key_optional(self) -> bool:
+        # A server other than Anthropic's own (a local one, a gateway) may need no key, as for
+        # `openai`; one that does answers 401, classified as auth.
+        return urlsplit(self.base_url).hostname != urlsplit(self.default_base_url).hostname
 
     @property
     def sdk_base_url(self) -> str:
