@@ -62,3 +62,24 @@ def test_a_squashed_merge_of_one_commit_says_one_commit(repo: Path, tmp_path: Pa
     assert merged.returncode == 0, merged.stderr
     subject = git(repo, "log", "-1", "--format=%s")
     assert subject.endswith(", 1 commit squashed"), subject
+
+
+def test_a_worktree_run_says_it_starts_without_the_main_trees_uncommitted_changes(repo: Path, tmp_path: Path) -> None:
+    import json
+
+    tracked = next(p for p in repo.iterdir() if p.is_file())
+    tracked.write_text(tracked.read_text() + "an uncommitted line\n")
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([{"text": "ok"}]))
+    done = _seamline(
+        "run", "--worktree", "--store", str(tmp_path / "store.db"), "-w", str(repo), "-p", "scripted",
+        "-o", f"script={script}", "look",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "1 uncommitted change(s); the worktree starts from HEAD" in done.stderr, done.stderr
+    clean = make_repo(tmp_path / "clean")
+    quiet = _seamline(
+        "run", "--worktree", "--store", str(tmp_path / "store.db"), "-w", str(clean), "-p", "scripted",
+        "-o", f"script={script}", "look",
+    )  # fmt: skip
+    assert quiet.returncode == 0 and "uncommitted" not in quiet.stderr, quiet.stderr

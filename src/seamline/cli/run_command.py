@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import sys
 import uuid
+from pathlib import Path
 from typing import Any, Final
 
 from seamline.cli.display import JsonDisplay, TextDisplay, aclose_events, spin_while, stdout_gone, turn_ended
@@ -154,6 +155,7 @@ def run(args: argparse.Namespace) -> int:
             store = open_store(args.store)
             tree = create_worktree(args.workspace, run_id=uuid.uuid4().hex, store=store.location, branch=args.branch)
             workspace = Workspace(tree.workspace)
+            _say_what_the_worktree_leaves_out(tree)
         if not provider.runs_own_tools or not args.sandbox:
             sandbox, journal = sandbox_for_run(args, workspace)  # (None, None) without --sandbox
         else:
@@ -173,6 +175,20 @@ def run(args: argparse.Namespace) -> int:
             abandon(tree)  # no session recorded it: nothing to merge or discard later
         if store is not None:
             store.close()
+
+
+def _say_what_the_worktree_leaves_out(tree: Worktree) -> None:
+    """A worktree starts from HEAD: say so when the main tree holds changes it will not see."""
+    from seamline.worktrees.git import git
+
+    changed = git(["status", "--porcelain", "--untracked-files=no"], cwd=Path(tree.repo), check=False)
+    count = len(changed.out.splitlines()) if changed.ok else 0
+    if count:
+        print(
+            f"seamline: note: {tree.repo} has {count} uncommitted change(s); the worktree starts from HEAD "
+            "without them (commit or stash them first to include them)",
+            file=sys.stderr,
+        )
 
 
 def _check_worktree_flags(args: argparse.Namespace) -> None:
