@@ -241,3 +241,20 @@ def test_a_reviewer_reads_each_run_and_the_race_verifies_by_its_id(
     assert phases == ["race", "check", "review", "rank"]
     checked = _seamline(seamline_cmd, world, "trace", "verify", result["race"], "--store", str(world["store"]))
     assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_a_race_whose_every_run_the_reviewer_rejected_says_so(seamline_cmd: list[str], world: dict[str, Any]) -> None:
+    """No `--check`: every completed run passes it, and the reviewer rejects them all. The
+    last line said "no run passed the check" under a table of `passed yes`."""
+    reviewer = world["tmp"] / "reviewer.json"
+    reviewer.write_text(json.dumps([{"text": "Not what was asked.\nREJECT"}]))
+    scripts = [_script(world, "one", "one.txt"), _script(world, "two", "two.txt")]
+    done = _race(
+        seamline_cmd, world, scripts, "--reviewer",
+        "--reviewer-provider", "scripted", "--reviewer-option", f"script={reviewer}",
+    )  # fmt: skip
+    assert done.returncode == 6, done.stderr
+    result = json.loads(done.stdout)
+    assert [(e["passed"], e["review"]) for e in result["ranking"]] == [(True, "reject"), (True, "reject")]
+    assert "no run passed the check" not in done.stderr
+    assert "the reviewer rejected every run that passed" in done.stderr, done.stderr

@@ -120,6 +120,10 @@ def _say(result: dict[str, Any], detail: str, trace: object) -> None:
               f"seamline merge {short}{where}", file=err)  # fmt: skip
     elif result["stop_reason"] == "budget":
         print(f"seamline: race {race[:12]} stopped: its budget was spent ({detail}); nothing merged{where}", file=err)
+    elif any(e.get("passed") for e in result["ranking"]):
+        # Runs passed the check (with no --check, every completed run does); the review did not.
+        print(f"seamline: race {race[:12]}: the reviewer rejected every run that passed; nothing merged{where}",
+              file=err)  # fmt: skip
     elif result["ranking"]:
         print(f"seamline: race {race[:12]}: no run passed the check; nothing merged{where}", file=err)
     else:
