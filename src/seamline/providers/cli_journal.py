@@ -23,7 +23,7 @@ repositories (``nested_repositories = true``).
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from pathlib import Path
 from typing import Final
 
@@ -67,7 +67,23 @@ def _close(session: ProviderSession, journal: EditJournal) -> None:
 async def journaled_turn(session: ProviderSession, tool: str, inner: AsyncIterator[Event]) -> AsyncIterator[Event]:
     """``inner``'s events, the turn journaled as one step named ``tool`` (``call_id``
     ``turn-N``), recorded in one transaction after the turn. The turn's ``complete`` is held
-    until the scan after it is recorded (and, sandboxed, the git check has run)."""
+    until the scan after it is recorded (and, sandboxed, the git check has run).
+
+    When this ends or is closed, the generators under it are closed then and there: left to
+    the garbage collector, a turn's clean-up (its approval socket, its state) ran in the
+    middle of the next turn of the session and stopped that turn's."""
+    outer = _journaled(session, tool, inner)
+    try:
+        async for event in outer:
+            yield event
+    finally:
+        await outer.aclose()
+        aclose = getattr(inner, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
+
+async def _journaled(session: ProviderSession, tool: str, inner: AsyncIterator[Event]) -> AsyncGenerator[Event, None]:
     workspace = (session.workspace or Path.cwd()).resolve()
     journal = journal_for_session(session)
     rules = git_rules_for_session(session)

@@ -26,7 +26,6 @@ from seamline.events import Event
 from seamline.providers.agent_cli import COMMON_OPTIONS, AgentCliProvider, Invocation, SessionMode
 from seamline.providers.base import OptionSpec, PreflightCheck, ProviderSession
 from seamline.providers.cli_approvals import ApprovalSocket, hook_command, merge_events
-from seamline.providers.cli_journal import journaled_turn
 from seamline.providers.cli_parsers.base import StreamParser
 from seamline.providers.cli_parsers.codex import CodexJsonParser
 from seamline.providers.cli_parsers.codex_app_server import CodexAppServerParser
@@ -207,11 +206,6 @@ class CodexProvider(AgentCliProvider):
         return []
 
     # -- one approval path: a trusted PreToolUse hook answered by the permission service --
-    def _turn(self, session: ProviderSession, prompt: str) -> AsyncIterator[Event]:
-        # The CLI edits the workspace itself: the turn is one step of the edit journal.
-        inner = self._run_turn(session, prompt)
-        return _closed_with_turn(journaled_turn(session, self.name, inner), inner)
-
     def _run_turn(self, session: ProviderSession, prompt: str) -> AsyncIterator[Event]:
         return self._approved_turn(session, prompt)
 
@@ -388,17 +382,3 @@ class CodexProvider(AgentCliProvider):
         for candidate in sessions.glob(f"*/*/*/rollout-*-{psid}.jsonl"):
             return candidate
         return None
-
-
-async def _closed_with_turn(outer: AsyncIterator[Event], inner: AsyncIterator[Event]) -> AsyncIterator[Event]:
-    """``outer``'s events; when it ends or is closed, ``outer`` and ``inner`` (the generator
-    it reads) are closed then and there. Left to the garbage collector, a turn's clean-up
-    would run in the middle of the next turn and stop that turn's socket."""
-    try:
-        async for event in outer:
-            yield event
-    finally:
-        for generator in (outer, inner):
-            aclose = getattr(generator, "aclose", None)
-            if aclose is not None:
-                await aclose()

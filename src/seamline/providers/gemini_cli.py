@@ -129,7 +129,7 @@ class GeminiCliProvider(AgentCliProvider):
     def _turn(self, session: ProviderSession, prompt: str) -> AsyncIterator[Event]:
         # The CLI edits the workspace itself: the turn is one step of the edit journal.
         inner = self._with_defaults(session, prompt)
-        return _closed_with_turn(journaled_turn(session, self.name, inner), inner)
+        return journaled_turn(session, self.name, inner)
 
     async def _with_defaults(self, session: ProviderSession, prompt: str) -> AsyncIterator[Event]:
         defaults: dict[str, object] = {
@@ -341,20 +341,6 @@ def _secure_dir() -> Path | None:
 def _root_only(path: Path) -> bool:
     found = path.stat()
     return found.st_uid == 0 and not found.st_mode & 0o022
-
-
-async def _closed_with_turn(outer: AsyncIterator[Event], inner: AsyncIterator[Event]) -> AsyncIterator[Event]:
-    """``outer``'s events; when it ends or is closed, ``outer`` and ``inner`` (the generator
-    it reads) are closed then and there. Left to the garbage collector, a turn's clean-up
-    would run in the middle of the next turn and take that turn's settings and socket."""
-    try:
-        async for event in outer:
-            yield event
-    finally:
-        for generator in (outer, inner):
-            aclose = getattr(generator, "aclose", None)
-            if aclose is not None:
-                await aclose()
 
 
 def _read_settings(path: Path) -> dict[str, Any] | None:
