@@ -19,7 +19,6 @@ import pytest
 from seamline.events import Error, Event, PermissionDecision, ToolResult
 from seamline.providers import codex_hooks
 from seamline.providers.codex import CodexProvider
-from seamline.sessions.rules import PermissionRules
 from seamline.tools.permissions import PermissionService
 from tests.fakes._http import FakeAPI
 from tests.providers.agent_cli_support import (
@@ -31,6 +30,7 @@ from tests.providers.agent_cli_support import (
     one_complete,
     run_async,
 )
+from tests.providers.hook_layer_support import assert_denied_by_rule, deny_touch
 
 pytestmark = pytest.mark.real
 MODEL = "gpt-5.5"
@@ -46,12 +46,6 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CliWorld:
 
 def shell(command: str) -> list[dict[str, object]]:
     return [{"tool_calls": [{"name": "exec_command", "arguments": {"cmd": command}}]}, {"text": "Done."}]
-
-
-def deny_touch(world: CliWorld) -> PermissionService:
-    rules = PermissionRules(":memory:")
-    rules.add("deny", tool="Bash", pattern="command=touch*")
-    return PermissionService(rules=rules, workspace=world.workspace, yes=True)  # only the rule can refuse
 
 
 async def one_turn(fake: FakeAPI, world: CliWorld, service: PermissionService, *, warm: str) -> list[Event]:
@@ -71,23 +65,14 @@ async def one_turn(fake: FakeAPI, world: CliWorld, service: PermissionService, *
         await codex.close(session)
 
 
-def assert_denied_by_rule(events: list[Event], marker: Path) -> None:
-    decisions = [e for e in events if isinstance(e, PermissionDecision)]
-    assert [d.decision for d in decisions] == ["deny"] and "denied by rule" in decisions[0].reason, events
-    results = [e for e in events if isinstance(e, ToolResult)]
-    assert results and results[0].is_error and "denied by rule" in results[0].output, events
-    assert one_complete(events).outcome == "completed"
-    assert not marker.exists()
-
-
 @pytest.mark.parametrize("warm", ["true", "false"])  # codex app-server, or codex exec
 @run_async
 async def test_the_users_config_disabling_the_hook_does_not_switch_it_off(world: CliWorld, warm: str) -> None:
     (world.home / ".codex" / "config.toml").write_text(DISABLING)  # the run's CODEX_HOME
     marker = world.workspace / "marker"
     with AgentOpenAI(shell(f"touch {marker}")) as fake:
-        events = await one_turn(fake, world, deny_touch(world), warm=warm)
-    assert_denied_by_rule(events, marker)
+        events = await one_turn(fake, world, deny_touch(world, "Bash"), warm=warm)
+    assert_denied_by_rule(events, marker, said_in_result=True)
 
 
 @run_async
@@ -98,8 +83,8 @@ async def test_a_trusted_projects_config_disabling_the_hook_does_not_switch_it_o
     (world.home / ".codex" / "config.toml").write_text(trusted)
     marker = world.workspace / "marker"
     with AgentOpenAI(shell(f"touch {marker}")) as fake:
-        events = await one_turn(fake, world, deny_touch(world), warm="false")
-    assert_denied_by_rule(events, marker)
+        events = await one_turn(fake, world, deny_touch(world, "Bash"), warm="false")
+    assert_denied_by_rule(events, marker, said_in_result=True)
 
 
 @run_async
@@ -112,7 +97,7 @@ async def test_the_check_reads_the_runs_own_config_and_refuses_when_the_hook_wou
     (world.home / ".codex" / "config.toml").write_text(DISABLING)
     marker = world.workspace / "marker"
     with AgentOpenAI(shell(f"touch {marker}")) as fake:
-        events = await one_turn(fake, world, deny_touch(world), warm="false")
+        events = await one_turn(fake, world, deny_touch(world, "Bash"), warm="false")
         assert fake.model_requests() == []
     errors = [e for e in events if isinstance(e, Error)]
     assert errors and "approval hook would not run" in errors[0].message, events
@@ -132,7 +117,7 @@ async def test_turn_two_of_a_session_without_a_store_keeps_its_hook(world: CliWo
             "warm": "false",  # a process per turn: each turn serves its own socket
         }
         codex = CodexProvider(model=MODEL, options=options)
-        session = await codex.open(workspace=world.workspace, approval=deny_touch(world))  # no store
+        session = await codex.open(workspace=world.workspace, approval=deny_touch(world, "Bash"))  # no store
         try:
             first = await collect(session, "one")
             second = await collect(session, "two")
@@ -140,4 +125,4 @@ async def test_turn_two_of_a_session_without_a_store_keeps_its_hook(world: CliWo
             await codex.close(session)
     assert [d.decision for d in first if isinstance(d, PermissionDecision)] == ["allow"], first
     assert "hello" in " ".join(e.output for e in first if isinstance(e, ToolResult))
-    assert_denied_by_rule(second, marker)
+    assert_denied_by_rule(second, marker, said_in_result=True)

@@ -26,6 +26,7 @@ from seamline.tools.permissions import PermissionService
 from tests.fakes._http import FakeAPI
 from tests.fakes.gemini_api import FakeGemini
 from tests.providers.agent_cli_support import CliWorld, cli_path, collect, make_gemini_world, one_complete, run_async
+from tests.providers.hook_layer_support import assert_denied_by_rule, deny_touch
 
 pytestmark = pytest.mark.real
 MODEL = "gemini-2.5-flash"
@@ -56,13 +57,6 @@ def _merged(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def deny_touch(world: CliWorld) -> PermissionService:
-    rules = PermissionRules(":memory:")
-    rules.add("deny", tool="run_shell_command", pattern="command=touch*")
-    # --yes, and the CLI runs in yolo mode: only seamline's stored rule can refuse the call.
-    return PermissionService(rules=rules, workspace=world.workspace, yes=True)
-
-
 async def one_turn(fake: FakeAPI, world: CliWorld, service: PermissionService) -> list[Event]:
     options = {"executable": cli_path("gemini"), "base_url": fake.root_url, "max_retries": "0"}
     gemini = GeminiCliProvider(model=MODEL, options=options)
@@ -73,21 +67,12 @@ async def one_turn(fake: FakeAPI, world: CliWorld, service: PermissionService) -
         await gemini.close(session)
 
 
-def assert_denied_by_rule(events: list[Event], marker: Path) -> None:
-    decisions = [e for e in events if isinstance(e, PermissionDecision)]
-    assert [d.decision for d in decisions] == ["deny"] and "denied by rule" in decisions[0].reason, events
-    results = [e for e in events if isinstance(e, ToolResult)]
-    assert results and results[0].is_error, events
-    assert one_complete(events).outcome == "completed"
-    assert not marker.exists()
-
-
 @run_async
 async def test_the_users_settings_naming_the_hook_as_disabled_do_not_switch_it_off(world: CliWorld) -> None:
     add_settings(world.home / ".gemini" / "settings.json", {"hooksConfig": {"disabled": [OLD_NAME]}})
     marker = world.workspace / "marker"
     with FakeGemini(shell_script(f"touch {marker}"), fallback={"text": "side"}) as fake:
-        events = await one_turn(fake, world, deny_touch(world))
+        events = await one_turn(fake, world, deny_touch(world, "run_shell_command"))
     assert_denied_by_rule(events, marker)
 
 
@@ -105,7 +90,7 @@ async def test_a_trusted_workspaces_settings_naming_the_hook_as_disabled_do_not_
     add_settings(world.workspace / ".gemini" / "settings.json", {"hooksConfig": {"disabled": [OLD_NAME]}})
     marker = world.workspace / "marker"
     with FakeGemini(shell_script(f"touch {marker}"), fallback={"text": "side"}) as fake:
-        events = await one_turn(fake, world, deny_touch(world))
+        events = await one_turn(fake, world, deny_touch(world, "run_shell_command"))
     assert_denied_by_rule(events, marker)
 
 
@@ -120,7 +105,7 @@ async def test_hooks_turned_off_in_the_users_and_the_workspaces_settings_stay_on
     add_settings(world.workspace / ".gemini" / "settings.json", off)
     marker = world.workspace / "marker"
     with FakeGemini(shell_script(f"touch {marker}"), fallback={"text": "side"}) as fake:
-        events = await one_turn(fake, world, deny_touch(world))
+        events = await one_turn(fake, world, deny_touch(world, "run_shell_command"))
     assert_denied_by_rule(events, marker)
 
 
@@ -156,7 +141,7 @@ async def test_restricted_mode_that_would_skip_every_hook_is_refused(
     add_settings(world.home / ".gemini" / "settings.json", {"security": {"folderTrust": {"enabled": False}}})
     marker = world.workspace / "marker"
     with FakeGemini(shell_script(f"touch {marker}"), fallback={"text": "side"}) as fake:
-        events = await one_turn(fake, world, deny_touch(world))
+        events = await one_turn(fake, world, deny_touch(world, "run_shell_command"))
         assert fake.model_requests() == []
     errors = [e for e in events if isinstance(e, Error)]
     assert errors and "GEMINI_RESTRICTED_MODE" in errors[0].message, events
@@ -193,7 +178,9 @@ async def test_turn_two_of_a_session_without_a_store_keeps_its_approval_mode_and
     with FakeGemini(script, fallback={"text": "side"}) as fake:
         options = {"executable": cli_path("gemini"), "base_url": fake.root_url, "max_retries": "0"}
         gemini = GeminiCliProvider(model=MODEL, options=options)
-        session = await gemini.open(workspace=world.workspace, approval=deny_touch(world))  # no store
+        session = await gemini.open(
+            workspace=world.workspace, approval=deny_touch(world, "run_shell_command")
+        )  # no store
         try:
             first = await collect(session, "one")
             second = await collect(session, "two")

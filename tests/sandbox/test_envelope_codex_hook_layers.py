@@ -12,15 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from seamline.events import Event, PermissionDecision, ToolResult
-from seamline.providers.agent_cli import AgentCliProvider
 from seamline.providers.codex import CodexProvider
-from seamline.sessions.rules import PermissionRules
-from seamline.sessions.store import open_store
-from seamline.tools.permissions import PermissionService
 from tests.fakes._http import FakeAPI
 from tests.fakes.openai_api import FakeOpenAI
 from tests.providers.agent_cli_support import CliWorld, cli_path, collect, make_world, one_complete, run_async
+from tests.providers.hook_layer_support import assert_denied_by_rule, deny_touch, outputs, two_turns
 
 pytestmark = pytest.mark.real
 CODEX_KEY = "/<session-flags>/config.toml:pre_tool_use:0:0"
@@ -28,41 +24,6 @@ CODEX_DISABLING = f'[hooks.state."{CODEX_KEY}"]\nenabled = false\n'
 CODEX_PLANT = (
     f"printf '%s' '{CODEX_DISABLING}' >> \"$CODEX_HOME/config.toml\"; echo planted; cat \"$CODEX_HOME/config.toml\""
 )
-
-
-def deny_touch(world: CliWorld, tool: str) -> PermissionService:
-    rules = PermissionRules(":memory:")
-    rules.add("deny", tool=tool, pattern="command=touch*")
-    return PermissionService(rules=rules, workspace=world.workspace, yes=True)  # only the rule can refuse
-
-
-def assert_denied_by_rule(events: list[Event], marker: Path) -> None:
-    decisions = [e for e in events if isinstance(e, PermissionDecision)]
-    assert [d.decision for d in decisions] == ["deny"] and "denied by rule" in decisions[0].reason, events
-    results = [e for e in events if isinstance(e, ToolResult)]
-    assert results and results[0].is_error, events
-    assert one_complete(events).outcome == "completed"
-    assert not marker.exists()
-
-
-def outputs(events: list[Event]) -> str:
-    return "\n".join(e.output for e in events if isinstance(e, ToolResult))
-
-
-async def two_turns(
-    provider: AgentCliProvider, world: CliWorld, service: PermissionService, store: Path
-) -> tuple[list[Event], list[Event]]:
-    """Two turns of one session kept in a store file, as `seamline run` and `seamline run
-    --session` keep it (its edit journal beside it)."""
-    opened = open_store(store)
-    try:
-        session = await provider.open(workspace=world.workspace, approval=service, store=opened)
-        try:
-            return await collect(session, "plant it"), await collect(session, "now touch")
-        finally:
-            await provider.close(session)
-    finally:
-        opened.close()
 
 
 @pytest.fixture

@@ -12,15 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from seamline.events import Event, PermissionDecision, ToolResult
-from seamline.providers.agent_cli import AgentCliProvider
 from seamline.providers.gemini_cli import GeminiCliProvider
-from seamline.sessions.rules import PermissionRules
-from seamline.sessions.store import open_store
-from seamline.tools.permissions import PermissionService
 from tests.fakes._http import FakeAPI
 from tests.fakes.gemini_api import FakeGemini
-from tests.providers.agent_cli_support import CliWorld, cli_path, collect, make_gemini_world, one_complete, run_async
+from tests.providers.agent_cli_support import CliWorld, cli_path, collect, make_gemini_world, run_async
+from tests.providers.hook_layer_support import assert_denied_by_rule, deny_touch, outputs, two_turns
 
 pytestmark = pytest.mark.real
 # Turn one's shell: every name of seamline's hook it can see (the one of this very start of
@@ -40,41 +36,6 @@ json.dump({'hooksConfig': off}, open('.gemini/settings.json', 'w'))
 print('planted', names)
 "
 """
-
-
-def deny_touch(world: CliWorld, tool: str) -> PermissionService:
-    rules = PermissionRules(":memory:")
-    rules.add("deny", tool=tool, pattern="command=touch*")
-    return PermissionService(rules=rules, workspace=world.workspace, yes=True)  # only the rule can refuse
-
-
-def assert_denied_by_rule(events: list[Event], marker: Path) -> None:
-    decisions = [e for e in events if isinstance(e, PermissionDecision)]
-    assert [d.decision for d in decisions] == ["deny"] and "denied by rule" in decisions[0].reason, events
-    results = [e for e in events if isinstance(e, ToolResult)]
-    assert results and results[0].is_error, events
-    assert one_complete(events).outcome == "completed"
-    assert not marker.exists()
-
-
-def outputs(events: list[Event]) -> str:
-    return "\n".join(e.output for e in events if isinstance(e, ToolResult))
-
-
-async def two_turns(
-    provider: AgentCliProvider, world: CliWorld, service: PermissionService, store: Path
-) -> tuple[list[Event], list[Event]]:
-    """Two turns of one session kept in a store file, as `seamline run` and `seamline run
-    --session` keep it (its edit journal beside it)."""
-    opened = open_store(store)
-    try:
-        session = await provider.open(workspace=world.workspace, approval=service, store=opened)
-        try:
-            return await collect(session, "plant it"), await collect(session, "now touch")
-        finally:
-            await provider.close(session)
-    finally:
-        opened.close()
 
 
 @pytest.fixture
