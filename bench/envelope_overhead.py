@@ -35,8 +35,8 @@ sys.path.insert(0, str(ROOT / "src"))
 from tests.providers.agent_cli_support import TOOLS_BIN, AgentAnthropic  # noqa: E402
 from tests.sandbox.envelope_support import second_server  # noqa: E402
 
-from seamline.providers.claude_code import ClaudeCodeProvider  # noqa: E402
-from seamline.providers.envelope_launch import enter_envelope  # noqa: E402
+from seamline.providers.agent_clis.claude_code import ClaudeCodeProvider  # noqa: E402
+from seamline.providers.programs.envelope_launch import enter_envelope  # noqa: E402
 from seamline.transport.subprocess import LineProcess  # noqa: E402
 
 _LOOP = """

@@ -34,7 +34,8 @@ import seamline  # noqa: E402
 from seamline import worktrees  # noqa: E402
 from seamline.live.race import Racer, open_race  # noqa: E402
 from seamline.pipeline import stream_pipeline  # noqa: E402
-from seamline.sessions.store import SessionStore, open_store  # noqa: E402
+from seamline.sessions.portable_store import SessionStore  # noqa: E402
+from seamline.sessions.sqlite_store import open_store  # noqa: E402
 from seamline.testing import scripted  # noqa: E402
 from seamline.tools.workspace import Workspace, workspace_tools  # noqa: E402
 

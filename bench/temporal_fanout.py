@@ -45,7 +45,7 @@ from seamline.durable.steps import RunSpec  # noqa: E402
 from seamline.events import Complete  # noqa: E402
 from seamline.live import open_run  # noqa: E402
 from seamline.pipeline.builtin import stream_pipeline  # noqa: E402
-from seamline.sessions.store import open_store  # noqa: E402
+from seamline.sessions.sqlite_store import open_store  # noqa: E402
 
 
 def _definition(tmp: Path, roles: int, delay: float) -> dict[str, Any]:

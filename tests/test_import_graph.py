@@ -40,7 +40,7 @@ KNOWN_MODULE_CYCLES = {
 # the seam; faces know everything below them. A new room needs a rank here.
 RANKS: dict[str, int] = {
     # the vocabulary: plain types and functions of the environment
-    "events": 0, "redact": 0, "extras": 0, "_version": 0, "locations": 0, "store_files": 0, "exit_codes": 0,
+    "events": 0, "redact": 0, "extras": 0, "moved_modules": 0, "_version": 0, "locations": 0, "store_files": 0, "exit_codes": 0,
     "errors": 1, "usage": 1, "events_schema": 1,
     "definitions": 2,
     # reusable wire code
@@ -61,6 +61,16 @@ RANKS: dict[str, int] = {
     "server": 13, "acp_agent": 13, "durable": 13, "telemetry": 13,
     "cli": 14,
     "__main__": 15,
+}  # fmt: skip
+
+
+# The provider room's own rooms: the seam (the modules directly in `providers/`), then what
+# every program-running backend shares, then the families, which do not import each other.
+PROVIDER_SEAM = {"base", "settle", "registry", "settings", "option_kinds"}
+PROVIDER_RANKS: dict[str, int] = {
+    "": 0,  # the seam
+    "programs": 1,
+    "model_apis": 2, "agent_clis": 2, "acp": 2, "opencode": 2, "local": 2,
 }  # fmt: skip
 
 
@@ -111,13 +121,21 @@ def _targets(module: str, is_package: bool, node: ast.Import | ast.ImportFrom) -
         yield submodule if submodule in MODULES else base
 
 
-def _import_graph() -> dict[str, set[str]]:
+def _every_import(node: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
+    """Every import statement, those only type checkers read included."""
+    for child in ast.walk(node):
+        if isinstance(child, ast.Import | ast.ImportFrom):
+            yield child
+
+
+def _import_graph(*, type_checking: bool = False) -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {}
     for module, (path, is_package) in MODULES.items():
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        nodes = _every_import(tree) if type_checking else _runtime_imports(tree)
         graph[module] = {
             target
-            for node in _runtime_imports(tree)
+            for node in nodes
             for target in _targets(module, is_package, node)
             if target == "seamline" or target.startswith("seamline.")
         }
@@ -180,7 +198,7 @@ def _witnesses(component: list[str]) -> list[str]:
 def test_the_graph_sees_the_rooms_imports() -> None:
     # The walker itself: a known import at module level and one inside a function.
     assert "seamline.events" in GRAPH["seamline.loop.kernel"]
-    assert "seamline.sessions.postgres" in GRAPH["seamline.sessions.store"]
+    assert "seamline.sessions.postgres" in GRAPH["seamline.sessions.sqlite_store"]
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
@@ -211,12 +229,14 @@ def test_every_import_points_down_the_ranks() -> None:
 def test_an_import_against_the_ranks_is_found() -> None:
     # Planted: the engine reaching for the store, a backend reaching for a face, a new room.
     planted = {module: set(targets) for module, targets in GRAPH.items()}
-    planted["seamline.tools.workspace"].add("seamline.sessions.store")
+    planted["seamline.tools.workspace"].add("seamline.sessions.sqlite_store")
     planted["seamline.providers.base"].add("seamline.server.app")
     planted["seamline.newroom.thing"] = {"seamline.events"}
     planted["seamline.loop.kernel"].add("seamline.newroom.thing")
     found = _against_ranks(planted)
-    assert any(f.startswith("seamline.tools.workspace -> seamline.sessions.store: tools (rank 5)") for f in found)
+    assert any(
+        f.startswith("seamline.tools.workspace -> seamline.sessions.sqlite_store: tools (rank 5)") for f in found
+    )
     assert any(f.startswith("seamline.providers.base -> seamline.server.app") for f in found)
     assert any("give room 'newroom' a rank" in f for f in found)
     assert len(found) == 4
@@ -270,3 +290,66 @@ def test_the_loop_the_seam_and_the_controller_keep_functions_small() -> None:
         files.extend(sorted(target.rglob("*.py")) if target.is_dir() else [target])
     assert all(path.exists() for path in files) and len(files) >= 8
     assert [line for path in files for line in _long_functions(path)] == []
+
+
+def _provider_room(module: str) -> str | None:
+    """The room of a module under `providers/`: "" for the seam, else its family's package."""
+    parts = module.split(".")
+    if parts[:2] != ["seamline", "providers"]:
+        return None
+    if len(parts) == 2 or (len(parts) == 3 and not MODULES[module][1]):
+        return ""
+    return parts[2]
+
+
+def _against_provider_ranks(graph: dict[str, set[str]]) -> list[str]:
+    found = []
+    for source, targets in sorted(graph.items()):
+        room = _provider_room(source)
+        if room is None or source == "seamline.providers":  # the package re-exports the seam
+            continue
+        for target in sorted(targets):
+            other = _provider_room(target)
+            if other is None or other == room:
+                continue
+            if room not in PROVIDER_RANKS or other not in PROVIDER_RANKS:
+                found.append(f"{source} -> {target}: give providers/{room or other} a rank")
+            elif PROVIDER_RANKS[other] >= PROVIDER_RANKS[room]:
+                found.append(f"{source} -> {target}: providers/{room} may not import providers/{other}")
+    return found
+
+
+def test_the_provider_families_are_rooms_of_their_own() -> None:
+    assert _against_provider_ranks(GRAPH) == []
+    seam = {m.split(".")[2] for m in MODULES if _provider_room(m) == "" and m != "seamline.providers"}
+    assert seam == PROVIDER_SEAM, "only the seam's own modules sit directly in providers/"
+    rooms = {room for m in MODULES if (room := _provider_room(m))}
+    assert rooms == set(PROVIDER_RANKS) - {""}
+
+
+def test_an_import_against_the_provider_ranks_is_found() -> None:
+    planted = {module: set(targets) for module, targets in GRAPH.items()}
+    planted["seamline.providers.agent_clis.claude_code"].add("seamline.providers.acp.provider")
+    planted["seamline.providers.base"].add("seamline.providers.programs.lookup")
+    planted["seamline.providers.programs.lookup"].add("seamline.providers.local.offline")
+    found = _against_provider_ranks(planted)
+    assert found == [
+        "seamline.providers.agent_clis.claude_code -> seamline.providers.acp.provider:"
+        " providers/agent_clis may not import providers/acp",
+        "seamline.providers.base -> seamline.providers.programs.lookup: providers/ may not import providers/programs",
+        "seamline.providers.programs.lookup -> seamline.providers.local.offline:"
+        " providers/programs may not import providers/local",
+    ]
+
+
+def test_the_seam_has_no_circle_even_for_type_checkers() -> None:
+    # base.py and settle.py imported each other (settle only for its annotations); the
+    # settler now names what it needs of a session as a protocol.
+    everything = _import_graph(type_checking=True)
+    seam = {
+        m: {t for t in targets if _provider_room(t) == ""}
+        for m, targets in everything.items()
+        if _provider_room(m) == ""
+    }
+    assert [c for c in _cycles(seam) if "seamline.providers" not in c] == []
+    assert "seamline.providers.base" not in everything["seamline.providers.settle"]

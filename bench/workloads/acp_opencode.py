@@ -22,8 +22,8 @@ from typing import Any
 import msgspec
 
 from seamline.events import TextDelta, ToolCall, ToolResult
-from seamline.providers.acp import AcpTranslator
-from seamline.providers.opencode import OpenCodeTranslator
+from seamline.providers.acp.provider import AcpTranslator
+from seamline.providers.opencode.provider import OpenCodeTranslator
 from seamline.transport.jsonrpc import decode_message
 from seamline.transport.sse import SseParser
 

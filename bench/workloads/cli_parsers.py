@@ -25,12 +25,12 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from seamline.events import Complete, ToolCall  # noqa: E402
-from seamline.providers.cli_parsers import (  # noqa: E402
+from seamline.providers.agent_clis.parsers import (  # noqa: E402
     ClaudeStreamJsonParser,
     CodexJsonParser,
     GeminiStreamJsonParser,
 )
-from seamline.providers.cli_parsers.base import StreamParser  # noqa: E402
+from seamline.providers.agent_clis.parsers.base import StreamParser  # noqa: E402
 
 FIXTURES = ROOT / "tests" / "fixtures"
 PARSERS: dict[str, type[StreamParser]] = {
@@ -114,7 +114,7 @@ def _wrapping(reps: int) -> dict[str, Any]:
 def _in_process_turn(env: dict[str, str], ws: Path, base_url: str) -> float:
     import asyncio
 
-    from seamline.providers.claude_code import ClaudeCodeProvider
+    from seamline.providers.agent_clis.claude_code import ClaudeCodeProvider
 
     saved = dict(os.environ)
     os.environ.clear()

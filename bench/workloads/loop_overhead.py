@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import seamline
-from seamline.sessions.store import SQLiteStore
+from seamline.sessions.sqlite_store import SQLiteStore
 from seamline.testing import scripted
 from seamline.tools import Toolset, tool
 

@@ -187,7 +187,7 @@ def run(*, quick: bool = False) -> dict[str, Any]:
     calls = 3 if quick else 40
     reps = 1 if quick else 5
     words = 50 if quick else WORDS
-    from seamline.sessions.store import SQLiteStore
+    from seamline.sessions.sqlite_store import SQLiteStore
 
     results: dict[str, Any] = {"calls": calls, "repetitions": reps, "words": words}
     before = os.environ.get("SEAMLINE_BLOCK_REAL_PROVIDERS")

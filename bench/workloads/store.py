@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from seamline.events import Text, ToolCall, ToolResult, encode_event
-from seamline.sessions.store import SessionStore, open_store
+from seamline.sessions.portable_store import SessionStore
+from seamline.sessions.sqlite_store import open_store
 
 BATCH = 5  # rows per commit: about what one model call writes
 

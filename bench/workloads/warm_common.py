@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from seamline.providers.warm_process import WarmProcess
+from seamline.providers.programs.warm_process import WarmProcess
 
 __all__ = ["MEASURED", "TURNS", "Taps", "Turn", "environment", "figures"]
 

@@ -43,8 +43,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from seamline.events import Complete, TextDelta  # noqa: E402
-from seamline.providers.claude_code import ClaudeCodeProvider  # noqa: E402
-from seamline.sessions.store import SQLiteStore  # noqa: E402
+from seamline.providers.agent_clis.claude_code import ClaudeCodeProvider  # noqa: E402
+from seamline.sessions.sqlite_store import SQLiteStore  # noqa: E402
 from workloads.warm_common import MEASURED, TURNS, Taps, Turn, environment, figures  # noqa: E402
 
 CLAUDE = ROOT / ".tools" / "agent-clis" / "node_modules" / ".bin" / "claude"

@@ -41,9 +41,9 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from seamline.events import Complete, Text, TextDelta  # noqa: E402
-from seamline.providers.codex import CodexProvider  # noqa: E402
-from seamline.providers.codex_warm import is_turn_end, turn_message  # noqa: E402
-from seamline.sessions.store import SQLiteStore  # noqa: E402
+from seamline.providers.agent_clis.codex import CodexProvider  # noqa: E402
+from seamline.providers.agent_clis.codex_warm import is_turn_end, turn_message  # noqa: E402
+from seamline.sessions.sqlite_store import SQLiteStore  # noqa: E402
 from workloads.warm_common import MEASURED, TURNS, Taps, Turn, environment, figures  # noqa: E402
 
 CODEX = ROOT / ".tools" / "agent-clis" / "node_modules" / ".bin" / "codex"

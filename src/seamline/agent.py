@@ -35,7 +35,7 @@ from seamline.runner import RunOptions, RunResult, collect, make_provider, open_
 from seamline.runner import stream as stream_turn
 from seamline.sandbox.probe import SandboxMode, open_sandbox
 from seamline.sandbox.runtime import Sandbox
-from seamline.sessions.store import SessionStore
+from seamline.sessions.portable_store import SessionStore
 from seamline.stages.builder import AgentBuilder, AgentProfile
 from seamline.tools import workspace as workspace_room
 from seamline.tools.approval import Approval

@@ -33,8 +33,9 @@ from seamline.providers.base import Provider, ProviderSession
 from seamline.providers.registry import create_provider
 from seamline.providers.settings import ProviderSettings
 from seamline.redact import redact_url
+from seamline.sessions.portable_store import SessionStore
 from seamline.sessions.rules import permission_service
-from seamline.sessions.store import SessionStore, open_store
+from seamline.sessions.sqlite_store import open_store
 from seamline.stages.builder import AgentBuilder, AgentProfile
 from seamline.tools.approval import Approval
 from seamline.tools.base import Toolset

@@ -18,13 +18,13 @@ from contextlib import contextmanager
 from typing import Any
 
 from seamline.providers.base import BLOCK_ENV
-from seamline.providers.scripted import ScriptedProvider, load_script
+from seamline.providers.local.scripted import ScriptedProvider, load_script
 
 __all__ = ["ScriptedProvider", "block_real_providers", "load_script", "scripted"]
 
 
 def scripted(script: Sequence[Mapping[str, Any]], *, model: str | None = None) -> ScriptedProvider:
-    """A scripted provider playing ``script`` (see :mod:`seamline.providers.scripted`)."""
+    """A scripted provider playing ``script`` (see :mod:`seamline.providers.local.scripted`)."""
     return ScriptedProvider(model=model, script=script)
 
 

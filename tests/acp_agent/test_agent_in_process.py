@@ -16,7 +16,7 @@ from seamline.loop.messages import ModelRequest
 from seamline.providers import registry
 from seamline.providers.base import Provider
 from seamline.runner import RunOptions
-from seamline.sessions.store import SQLiteStore
+from seamline.sessions.sqlite_store import SQLiteStore
 from seamline.transport.jsonrpc import JsonRpcError
 from tests.providers.agent_cli_support import run_async
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from seamline.events import Complete, Error, PermissionRequest, Text, TextDelta, ToolCall, ToolResult, Usage
-from seamline.providers._acp_agent import running_agents
-from seamline.providers.acp import AcpProvider
-from seamline.sessions.store import SQLiteStore
+from seamline.providers.acp.agent_process import running_agents
+from seamline.providers.acp.provider import AcpProvider
+from seamline.sessions.sqlite_store import SQLiteStore
 from seamline.tools.approval import YesApproval
 from seamline.transport.subprocess import group_members
 from tests.acp_agent.support import FAILING, SLOW, WRITE_NOTE, agent_command, write_script

@@ -32,7 +32,7 @@ from acp.schema import (  # noqa: E402
     UserMessageChunk,
 )
 
-from seamline.sessions.store import SQLiteStore  # noqa: E402
+from seamline.sessions.sqlite_store import SQLiteStore  # noqa: E402
 from tests.acp_agent.support import FAILING, SLOW, WRITE_NOTE, agent_argv, agent_env, write_script  # noqa: E402
 from tests.providers.agent_cli_support import run_async  # noqa: E402
 

@@ -155,7 +155,7 @@ def test_serve_yes_refuses_a_recursive_delete_outside(tmp_path: Path) -> None:
 def test_acp_yes_refuses_a_recursive_delete_outside(world: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     """`seamline acp --yes`, the real subprocess, driven by a client that approves everything."""
     from seamline.events import ToolResult
-    from seamline.providers.acp import AcpProvider
+    from seamline.providers.acp.provider import AcpProvider
     from seamline.tools.approval import YesApproval
     from tests.acp_agent.support import ROOT, agent_command
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from seamline.providers.claude_code import ClaudeCodeProvider
-from seamline.providers.gemini_cli import GeminiCliProvider
+from seamline.providers.agent_clis.claude_code import ClaudeCodeProvider
+from seamline.providers.agent_clis.gemini_cli import GeminiCliProvider
 
 ROOT = Path(__file__).resolve().parents[2]
 TOOLS_BIN = ROOT / ".tools" / "agent-clis" / "node_modules" / ".bin"
@@ -76,8 +76,8 @@ def test_providers_check_says_where_the_cli_was_found(
 
 
 def test_acp_agents_and_opencode_from_the_set_up_are_found_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from seamline.providers.acp import AcpProvider
-    from seamline.providers.opencode import OpenCodeProvider
+    from seamline.providers.acp.provider import AcpProvider
+    from seamline.providers.opencode.provider import OpenCodeProvider
 
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.delenv("SEAMLINE_AGENT_CLIS", raising=False)

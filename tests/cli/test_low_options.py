@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from seamline.errors import InvalidRequest
-from seamline.providers.openai_api import OpenAIProvider
+from seamline.providers.model_apis.openai_api import OpenAIProvider
 from seamline.runner import run, run_sync
 
 

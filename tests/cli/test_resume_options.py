@@ -10,7 +10,7 @@ import pytest
 
 import seamline
 from seamline.providers.base import BLOCK_ENV
-from seamline.sessions.store import SQLiteStore
+from seamline.sessions.sqlite_store import SQLiteStore
 from tests.fakes.openai_api import FakeOpenAI
 
 KEY = "sk-test-resume-SECRET-k3y-777"

@@ -6,7 +6,7 @@ import subprocess
 from pathlib import Path
 
 import seamline
-from seamline.sessions.store import SQLiteStore
+from seamline.sessions.sqlite_store import SQLiteStore
 
 
 def sh(cmd: list[str], env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:

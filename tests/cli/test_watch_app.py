@@ -22,7 +22,7 @@ from textual.widgets import Log
 
 from seamline.cli.watch_app import DiffScreen, FleetApp
 from seamline.cli.watch_sources import ServerSource, StoreSource
-from seamline.sessions.store import open_store
+from seamline.sessions.sqlite_store import open_store
 from tests.server.harness import TOOL_TURN, Served, serve
 from tests.worktrees.git_repo import git, git_home, make_repo, worktree_run
 

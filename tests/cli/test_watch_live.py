@@ -13,7 +13,7 @@ pytest.importorskip("textual")
 
 from seamline.cli.watch_app import FleetApp
 from seamline.cli.watch_sources import StoreSource
-from seamline.sessions.store import open_store
+from seamline.sessions.sqlite_store import open_store
 from tests.cli.test_watch_app import SIZE, until
 from tests.conftest import ROOT
 from tests.sessions.conftest import postgres_url, store_location

@@ -18,7 +18,7 @@ from textual.widgets import DataTable
 
 from seamline.cli.watch_app import FleetApp
 from seamline.cli.watch_sources import StoreSource
-from seamline.sessions.store import open_store
+from seamline.sessions.sqlite_store import open_store
 from tests.cli.test_watch_app import until
 
 TITLE = "fix [bug] in [b]parser[/b] and [red]x"

@@ -26,7 +26,7 @@ from seamline.events import (
     Usage,
     encode_event,
 )
-from seamline.sessions.store import SQLiteStore
+from seamline.sessions.sqlite_store import SQLiteStore
 
 ONE_OF_EACH: tuple[Event, ...] = (
     Session(session_id="s" * 32, provider="scripted", model="m1"),

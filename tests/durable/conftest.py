@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from seamline.durable.ledger import RunLedger
-from seamline.sessions.store import open_store
+from seamline.sessions.sqlite_store import open_store
 
 ROOT = Path(__file__).resolve().parents[2]
 _START_S = 60.0

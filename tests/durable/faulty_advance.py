@@ -21,7 +21,7 @@ import seamline.durable.worker as durable_worker
 from seamline.cli.main import main
 from seamline.durable.ledger import RunLedger
 from seamline.errors import TransportFailure
-from seamline.sessions.store import open_store
+from seamline.sessions.sqlite_store import open_store
 
 _MODE, _DIR, _FINISHED = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])
 _real_advance = durable_worker.advance

@@ -11,7 +11,7 @@ import pytest
 from seamline.durable import RunLedger, RunSpec, advance, run_turn
 from seamline.errors import InvalidRequest
 from seamline.pipeline.builtin import ANSWER_REVIEW
-from seamline.sessions.store import open_store
+from seamline.sessions.sqlite_store import open_store
 from seamline.sessions.trace_heads import anchored_head
 from seamline.trace.verify import verify_trace
 from tests.durable.conftest import opened_ledger
@@ -121,7 +121,7 @@ def test_a_store_whose_durable_tables_predate_the_worker_column_is_migrated(tmp_
 
     from seamline.durable.ledger import RunLedger
     from seamline.sessions.schema import migration_sql
-    from seamline.sessions.store import open_store
+    from seamline.sessions.sqlite_store import open_store
 
     path = tmp_path / "v5.db"
     conn = sqlite3.connect(path)

@@ -16,7 +16,8 @@ import pytest
 from seamline.durable import RunLedger
 from seamline.durable.wakeup import open_wakeup
 from seamline.events import Text
-from seamline.sessions.store import SessionStore, open_store
+from seamline.sessions.portable_store import SessionStore
+from seamline.sessions.sqlite_store import open_store
 from tests.durable.conftest import DevServer, Processes
 from tests.durable.pipelines import USAGE, fan_out_pipeline
 from tests.sessions.conftest import fresh_database, postgres_url

@@ -18,7 +18,7 @@ from seamline.durable.steps import turn_session_id
 from seamline.events import Complete, Event, Session, Text
 from seamline.providers import registry
 from seamline.providers.base import Provider, ProviderSession
-from seamline.sessions.store import open_store
+from seamline.sessions.sqlite_store import open_store
 from tests.durable.conftest import opened_ledger
 from tests.durable.pipelines import fan_out_pipeline
 

@@ -291,7 +291,7 @@ def test_abort_ends_with_outcome_aborted() -> None:
 
 
 def test_task_cancellation_marks_the_session(tmp_path: Any) -> None:
-    from seamline.sessions.store import SQLiteStore
+    from seamline.sessions.sqlite_store import SQLiteStore
 
     store = SQLiteStore(tmp_path / "s.db")
 

@@ -24,7 +24,7 @@ from seamline.pipeline.race import (
 )
 from seamline.pipeline.redrive import redrive
 from seamline.pipeline.roles import AgentResponse, RoleContext, RoleFailure, RoleOutput
-from seamline.sessions.store import open_store
+from seamline.sessions.sqlite_store import open_store
 from seamline.testing import scripted
 from seamline.tools.workspace import Workspace, workspace_tools
 from seamline.trace.verify import verify_trace

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from seamline.events import Complete, Event
-from seamline.providers.agent_cli import AgentCliProvider
+from seamline.providers.agent_clis.base import AgentCliProvider
 from seamline.providers.base import ProviderSession
 from seamline.transport.subprocess import group_members
 from tests.fakes._http import JsonReply, RecordedRequest, StreamReply

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from seamline.errors import ERROR_KINDS
 from seamline.events import Complete, Error, Event, Raw
-from seamline.providers.cli_parsers.base import StreamParser
+from seamline.providers.agent_clis.parsers.base import StreamParser
 
 ParserFactory = Callable[[], StreamParser]
 

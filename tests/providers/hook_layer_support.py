@@ -8,9 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from seamline.events import Event, PermissionDecision, ToolResult
-from seamline.providers.agent_cli import AgentCliProvider
+from seamline.providers.agent_clis.base import AgentCliProvider
 from seamline.sessions.rules import PermissionRules
-from seamline.sessions.store import open_store
+from seamline.sessions.sqlite_store import open_store
 from seamline.tools.permissions import PermissionService
 from tests.providers.agent_cli_support import CliWorld, collect, one_complete
 

@@ -21,7 +21,7 @@ import pytest
 import seamline
 from seamline.events import Event, encode_event
 from seamline.providers.base import BLOCK_ENV
-from seamline.sessions.store import SQLiteStore
+from seamline.sessions.sqlite_store import SQLiteStore
 from seamline.tools import Toolset, tool
 from tests.fakes._http import FakeAPI
 

@@ -20,7 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from seamline.providers._acp_agent import AcpAgent, AcpChannel
+from seamline.providers.acp.agent_process import AcpAgent, AcpChannel
 from seamline.sandbox.confined_files import ConfinedPathRefused, relative_beneath
 from seamline.transport.jsonrpc import JsonRpcError
 

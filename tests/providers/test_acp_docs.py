@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from seamline.cli.main import parse_options
-from seamline.providers.acp import AcpProvider
+from seamline.providers.acp.provider import AcpProvider
 from seamline.providers.base import Provider
-from seamline.providers.opencode import OpenCodeProvider
+from seamline.providers.opencode.provider import OpenCodeProvider
 from seamline.providers.registry import create_provider
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "providers-acp-opencode.md"

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from seamline.events import Complete, Error, FileChange, PermissionDecision, ToolCall, ToolResult
-from seamline.providers._acp_agent import running_agents
-from seamline.providers.acp import AcpProvider, AcpTranslator
+from seamline.providers.acp.agent_process import running_agents
+from seamline.providers.acp.provider import AcpProvider, AcpTranslator
 from seamline.tools.approval import YesApproval
 from seamline.transport.subprocess import group_members
 from tests.providers.agent_cli_support import run_async

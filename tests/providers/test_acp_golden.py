@@ -29,8 +29,8 @@ from seamline.events import (
     ToolResult,
     Usage,
 )
-from seamline.providers._acp_agent import running_agents
-from seamline.providers.acp import AcpProvider
+from seamline.providers.acp.agent_process import running_agents
+from seamline.providers.acp.provider import AcpProvider
 from seamline.tools.approval import YesApproval
 from seamline.transport.subprocess import group_members
 from tests.providers.agent_cli_support import ROOT, run_async
@@ -196,7 +196,7 @@ async def test_gemini_authenticates_when_session_new_asks_for_it(
 @pytest.mark.parametrize("agent", AGENTS)
 @run_async
 async def test_resume_of_an_unknown_session_is_an_invalid_request(agent: str, tmp_path: Path) -> None:
-    from seamline.sessions.store import SQLiteStore
+    from seamline.sessions.sqlite_store import SQLiteStore
 
     store = SQLiteStore(tmp_path / "store.db")
     unknown = next(

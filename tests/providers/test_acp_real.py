@@ -28,9 +28,9 @@ from seamline.events import (
     ToolResult,
     Usage,
 )
-from seamline.providers._acp_agent import running_agents
-from seamline.providers.acp import AcpProvider
-from seamline.sessions.store import SQLiteStore
+from seamline.providers.acp.agent_process import running_agents
+from seamline.providers.acp.provider import AcpProvider
+from seamline.sessions.sqlite_store import SQLiteStore
 from seamline.tools.approval import YesApproval
 from seamline.transport.subprocess import group_members
 from tests.fakes._http import RecordedRequest

@@ -21,10 +21,10 @@ import pytest
 
 from seamline.errors import InvalidRequest
 from seamline.events import Complete, Error, Event, Text, ToolCall, ToolResult, Usage
-from seamline.providers._acp_agent import running_agents
-from seamline.providers.acp import AcpProvider
-from seamline.providers.opencode import opencode_config
-from seamline.sessions.store import SQLiteStore
+from seamline.providers.acp.agent_process import running_agents
+from seamline.providers.acp.provider import AcpProvider
+from seamline.providers.opencode.provider import opencode_config
+from seamline.sessions.sqlite_store import SQLiteStore
 from seamline.tools.approval import YesApproval
 from seamline.transport.subprocess import group_members
 from tests.fakes._http import FakeAPI

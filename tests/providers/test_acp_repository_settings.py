@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from seamline.providers.acp import _pick_option
+from seamline.providers.acp.provider import _pick_option
 from tests.fixtures.acp_capture import ACP_BIN, SideAnthropic
 from tests.providers.agent_cli_support import ROOT, CliWorld, make_world
 from tests.sandbox.envelope_support import json_events

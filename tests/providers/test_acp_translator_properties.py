@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from seamline.events import Text, TextDelta, ToolCall, ToolResult
-from seamline.providers.acp import AcpTranslator
+from seamline.providers.acp.provider import AcpTranslator
 from tests.providers.agent_cli_support import ROOT
 
 FIXTURES = ROOT / "tests" / "fixtures" / "acp"

@@ -17,9 +17,9 @@ from seamline.errors import InvalidRequest, PermissionDenied
 from seamline.events import ToolCall
 from seamline.extras import install_hint
 from seamline.loop.messages import Message
-from seamline.providers.anthropic_api import AnthropicProvider, anthropic_messages
+from seamline.providers.model_apis.anthropic_api import AnthropicProvider, anthropic_messages
 from seamline.providers.registry import create_provider
-from seamline.sessions.store import SQLiteStore
+from seamline.sessions.sqlite_store import SQLiteStore
 from tests.fakes.anthropic_api import FakeAnthropic
 from tests.providers.model_api_support import (
     ANTHROPIC_KEY,

@@ -14,7 +14,7 @@ from seamline.errors import QuotaExceeded
 from seamline.events import Complete, Error, Event, Session, Text, TextDelta, Usage
 from seamline.loop.messages import ModelRequest
 from seamline.providers.base import Provider, ProviderSession, new_session_id
-from seamline.sessions.store import SQLiteStore
+from seamline.sessions.sqlite_store import SQLiteStore
 
 
 class OwnToolsProvider(Provider):
@@ -208,7 +208,7 @@ def test_loop_provider_raising_mid_stream(tmp_path: Path) -> None:
 
 def test_unknown_option_is_refused() -> None:
     from seamline.errors import InvalidRequest
-    from seamline.providers.offline import OfflineProvider
+    from seamline.providers.local.offline import OfflineProvider
 
     with pytest.raises(InvalidRequest, match=r"unknown option.*bogus.*known: max_files, passages"):
         OfflineProvider(options={"bogus": "1"})

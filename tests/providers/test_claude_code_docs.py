@@ -18,9 +18,9 @@ def test_examples_run() -> None:
 
 
 def test_install_commands_in_the_table_match_the_providers() -> None:
-    from seamline.providers.claude_code import ClaudeCodeProvider
-    from seamline.providers.codex import CodexProvider
-    from seamline.providers.gemini_cli import GeminiCliProvider
+    from seamline.providers.agent_clis.claude_code import ClaudeCodeProvider
+    from seamline.providers.agent_clis.codex import CodexProvider
+    from seamline.providers.agent_clis.gemini_cli import GeminiCliProvider
 
     text = PAGE.read_text()
     for cls in (ClaudeCodeProvider, CodexProvider, GeminiCliProvider):

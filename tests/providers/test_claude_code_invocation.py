@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from seamline.events import Complete, Error, Raw, Session
+from seamline.providers.agent_clis.claude_code import ClaudeCodeProvider
 from seamline.providers.base import ProviderSession
-from seamline.providers.claude_code import ClaudeCodeProvider
 from seamline.providers.registry import create_provider
 from seamline.transport.env import compose_env
 from seamline.transport.subprocess import group_members
@@ -92,7 +92,7 @@ def test_env_keys_and_none_unsets(tmp_path: Path) -> None:
 
 def test_preflight_names_the_install_command_when_missing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
-    monkeypatch.setattr("seamline.providers.program_lookup._places", list)  # not the project's .tools either
+    monkeypatch.setattr("seamline.providers.programs.lookup._places", list)  # not the project's .tools either
     checks = asyncio.run(ClaudeCodeProvider().preflight())
     assert [(c.name, c.ok) for c in checks] == [("executable", False)]
     assert checks[0].fix == "npm install -g @anthropic-ai/claude-code@2.1.197"

@@ -22,7 +22,7 @@ from seamline.events import (
     ToolResult,
     Usage,
 )
-from seamline.providers.cli_parsers.claude_code import ClaudeStreamJsonParser
+from seamline.providers.agent_clis.parsers.claude_code import ClaudeStreamJsonParser
 from tests.providers import cli_parser_properties as props
 from tests.providers.agent_cli_support import FIXTURES, fixture_lines, fixture_meta, replay
 

@@ -23,8 +23,8 @@ from seamline.events import (
     ToolResult,
     Usage,
 )
-from seamline.providers.claude_code import ClaudeCodeProvider
-from seamline.sessions.store import SQLiteStore
+from seamline.providers.agent_clis.claude_code import ClaudeCodeProvider
+from seamline.sessions.sqlite_store import SQLiteStore
 from tests.providers.agent_cli_support import (
     ROOT,
     AgentAnthropic,

@@ -22,9 +22,9 @@ import pytest
 
 from seamline.errors import InvalidRequest
 from seamline.events import Event, PermissionDecision, PermissionRequest
+from seamline.providers.agent_clis.claude_code import ClaudeCodeProvider
 from seamline.providers.base import ProviderSession
-from seamline.providers.claude_code import ClaudeCodeProvider
-from seamline.providers.runtime_dir import remove_runtime_dir
+from seamline.providers.programs.runtime_dir import remove_runtime_dir
 from seamline.sandbox import probe
 from seamline.tools.permissions import PermissionService
 from tests.providers.agent_cli_support import (

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from seamline.events import Error, Event, PermissionDecision, Raw, Session, Text, ToolCall, ToolResult, Usage
-from seamline.providers.claude_code import ClaudeCodeProvider
+from seamline.providers.agent_clis.claude_code import ClaudeCodeProvider
 from seamline.sandbox.journal import EditJournal, journal_path_for
 from seamline.sessions.rules import PermissionRules
-from seamline.sessions.store import SQLiteStore
+from seamline.sessions.sqlite_store import SQLiteStore
 from seamline.tools.permissions import PermissionService
 from seamline.transport.subprocess import group_gone, group_members
 from tests.providers.agent_cli_support import (

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from seamline.events import FileChange, ToolCall
-from seamline.providers._acp_agent import tool_arguments
-from seamline.providers._acp_translator import AcpTranslator
-from seamline.providers.cli_approvals import agent_tool
+from seamline.providers.acp.agent_process import tool_arguments
+from seamline.providers.acp.translator import AcpTranslator
+from seamline.providers.agent_clis.approvals import agent_tool
 from seamline.tools.permissions import PermissionService
 from tests.providers.agent_cli_support import ROOT, CliWorld, make_world
 from tests.providers.test_acp_real import AcpAnthropic, agent_command, bash_script, processes_in

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from seamline.events import Complete, PermissionRequest, ToolCall, ToolResult
-from seamline.providers.acp import AcpProvider
+from seamline.providers.acp.provider import AcpProvider
 from seamline.tools.approval import YesApproval
 from tests.providers.agent_cli_support import (
     ROOT,

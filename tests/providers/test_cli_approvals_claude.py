@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from seamline.events import Event, PermissionDecision, PermissionRequest, ToolCall, ToolResult
-from seamline.providers.claude_code import ClaudeCodeProvider
-from seamline.providers.cli_approvals import HOOK_SOURCE, ApprovalSocket
+from seamline.providers.agent_clis.approvals import HOOK_SOURCE, ApprovalSocket
+from seamline.providers.agent_clis.claude_code import ClaudeCodeProvider
 from seamline.sessions.rules import PermissionRules
 from seamline.tools.permissions import PermissionAnswer, PermissionService
 from tests.providers.agent_cli_support import (

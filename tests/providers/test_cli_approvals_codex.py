@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from seamline.events import Error, Event, PermissionDecision, ToolCall, ToolResult
-from seamline.providers import codex_hooks
-from seamline.providers.codex import CodexProvider
+from seamline.providers.agent_clis import codex_hooks
+from seamline.providers.agent_clis.codex import CodexProvider
 from seamline.sessions.rules import PermissionRules
 from seamline.tools.permissions import PermissionService
 from tests.providers.agent_cli_support import (

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from seamline.events import Error, Event, PermissionDecision, ToolResult
-from seamline.providers import codex_hooks
-from seamline.providers.codex import CodexProvider
+from seamline.providers.agent_clis import codex_hooks
+from seamline.providers.agent_clis.codex import CodexProvider
 from seamline.tools.permissions import PermissionService
 from tests.fakes._http import FakeAPI
 from tests.providers.agent_cli_support import (

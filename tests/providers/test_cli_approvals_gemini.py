@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from seamline.events import Error, Event, PermissionDecision, Raw, ToolResult
-from seamline.providers.gemini_cli import GeminiCliProvider
+from seamline.providers.agent_clis.gemini_cli import GeminiCliProvider
 from seamline.sessions.rules import PermissionRules
 from seamline.tools.permissions import PermissionService
 from tests.fakes.gemini_api import FakeGemini

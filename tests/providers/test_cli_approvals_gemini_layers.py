@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from seamline.events import Error, Event, PermissionDecision, ToolResult
-from seamline.providers.gemini_cli import GeminiCliProvider
+from seamline.providers.agent_clis.gemini_cli import GeminiCliProvider
 from seamline.sessions.rules import PermissionRules
 from seamline.tools.permissions import PermissionService
 from tests.fakes._http import FakeAPI

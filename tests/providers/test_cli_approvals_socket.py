@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from seamline.events import PermissionRequest
-from seamline.providers.cli_approvals import HOOK_NAME, HOOK_SOURCE, ApprovalSocket
+from seamline.providers.agent_clis.approvals import HOOK_NAME, HOOK_SOURCE, ApprovalSocket
 from seamline.sandbox.private_files import PrivatePathRefused
 from seamline.tools.permissions import PermissionAnswer, PermissionService
 from tests.providers.agent_cli_support import run_async

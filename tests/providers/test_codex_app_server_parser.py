@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from seamline.events import Complete, Error, FileChange, Session, Text, TextDelta, ToolCall, ToolResult, Usage
-from seamline.providers.cli_parsers.codex_app_server import CodexAppServerParser
-from seamline.providers.codex_warm import is_turn_end
+from seamline.providers.agent_clis.codex_warm import is_turn_end
+from seamline.providers.agent_clis.parsers.codex_app_server import CodexAppServerParser
 from tests.providers import cli_parser_properties as props
 from tests.providers.agent_cli_support import FIXTURES, fixture_lines, fixture_meta, replay
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from seamline.providers.agent_clis.codex import CodexProvider
 from seamline.providers.base import ProviderSession
-from seamline.providers.codex import CodexProvider
 
 
 def session_of(provider: CodexProvider, tmp_path: Path) -> ProviderSession:
@@ -62,7 +62,7 @@ def test_without_base_url_codex_keeps_its_own_provider(tmp_path: Path) -> None:
 
 def test_preflight_missing_names_the_install_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
-    monkeypatch.setattr("seamline.providers.program_lookup._places", list)  # not the project's .tools either
+    monkeypatch.setattr("seamline.providers.programs.lookup._places", list)  # not the project's .tools either
     checks = asyncio.run(CodexProvider().preflight())
     assert checks[0].fix == "npm install -g @openai/codex@0.171.0"
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from seamline.events import Complete, Error, FileChange, Session, Text, ToolCall, ToolResult, Usage
-from seamline.providers.cli_parsers.codex import CodexJsonParser
+from seamline.providers.agent_clis.parsers.codex import CodexJsonParser
 from tests.providers import cli_parser_properties as props
 from tests.providers.agent_cli_support import FIXTURES, fixture_lines, fixture_meta, replay
 

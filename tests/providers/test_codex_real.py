@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from seamline.events import Error, FileChange, Reasoning, Session, ToolCall, ToolResult, Usage
-from seamline.providers.codex import CodexProvider
+from seamline.providers.agent_clis.codex import CodexProvider
 from tests.fakes.openai_api import FakeOpenAI
 from tests.providers.agent_cli_support import (
     ROOT,

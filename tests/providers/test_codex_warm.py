@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from seamline.events import Error, Event, Raw, Session, Text, TextDelta, ToolCall, ToolResult, Usage
-from seamline.providers.codex import CodexProvider
+from seamline.providers.agent_clis.codex import CodexProvider
 from seamline.sandbox.journal import EditJournal, journal_path_for
-from seamline.sessions.store import SQLiteStore
+from seamline.sessions.sqlite_store import SQLiteStore
 from seamline.transport.subprocess import group_gone, group_members
 from tests.fakes.openai_api import FakeOpenAI
 from tests.providers.agent_cli_support import (

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from seamline.providers.envelope_launch import _carry_session_files, envelope_home
+from seamline.providers.programs.envelope_launch import _carry_session_files, envelope_home
 
 SID = "0b1916a6-e769-4381-999f-eca06c76e359"
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from seamline.events import Complete, Error
-from seamline.providers import gemini_cli
+from seamline.providers.agent_clis import gemini_cli
+from seamline.providers.agent_clis.gemini_cli import GeminiCliProvider
 from seamline.providers.base import ProviderSession
-from seamline.providers.gemini_cli import GeminiCliProvider
 from seamline.transport.subprocess import group_members
 from tests.providers.agent_cli_support import private_runtime_dir
 
@@ -51,7 +51,7 @@ def test_argv_for_fresh_and_resumed_sessions(tmp_path: Path) -> None:
 
 def test_preflight_missing_names_the_install_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
-    monkeypatch.setattr("seamline.providers.program_lookup._places", list)  # not the project's .tools either
+    monkeypatch.setattr("seamline.providers.programs.lookup._places", list)  # not the project's .tools either
     checks = asyncio.run(GeminiCliProvider().preflight())
     assert checks[0].fix == "npm install -g @google/gemini-cli@0.61.0"
 

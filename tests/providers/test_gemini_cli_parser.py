@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from seamline.events import Complete, Error, FileChange, Session, Text, TextDelta, ToolCall, ToolResult, Usage
-from seamline.providers.cli_parsers.gemini_cli import GeminiStreamJsonParser
+from seamline.providers.agent_clis.parsers.gemini_cli import GeminiStreamJsonParser
 from tests.providers import cli_parser_properties as props
 from tests.providers.agent_cli_support import FIXTURES, fixture_lines, fixture_meta, replay
 

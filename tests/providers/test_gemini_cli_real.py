@@ -12,7 +12,7 @@ import pytest
 
 from seamline.errors import InvalidRequest
 from seamline.events import Error, Session, Text, ToolCall, ToolResult, Usage
-from seamline.providers.gemini_cli import GeminiCliProvider
+from seamline.providers.agent_clis.gemini_cli import GeminiCliProvider
 from tests.fakes.gemini_api import FakeGemini
 from tests.providers.agent_cli_support import (
     ROOT,

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from seamline.errors import ProviderFailure, QuotaExceeded, TransportFailure
-from seamline.providers._retry import RetryPolicy, classify_failure, retry_after_seconds, scrub
+from seamline.providers.model_apis.retry import RetryPolicy, classify_failure, retry_after_seconds, scrub
 from tests.fakes.anthropic_api import FakeAnthropic
 from tests.fakes.openai_api import FakeOpenAI
 from tests.providers.model_api_support import model_api_env, of_type, run_turn

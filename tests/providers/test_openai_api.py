@@ -13,9 +13,9 @@ import pytest
 
 from seamline.errors import InvalidRequest, PermissionDenied
 from seamline.extras import install_hint
-from seamline.providers.openai_api import OpenAIProvider
+from seamline.providers.model_apis.openai_api import OpenAIProvider
 from seamline.providers.registry import create_provider
-from seamline.sessions.store import SQLiteStore
+from seamline.sessions.sqlite_store import SQLiteStore
 from tests.fakes.openai_api import FakeOpenAI
 from tests.providers.model_api_support import (
     FAST,
@@ -353,7 +353,9 @@ def test_importing_seamline_does_not_import_the_sdks() -> None:
     import subprocess
     import sys
 
-    code = "import sys, seamline, seamline.providers.openai_api, seamline.providers.anthropic_api;"
+    code = (
+        "import sys, seamline, seamline.providers.model_apis.openai_api, seamline.providers.model_apis.anthropic_api;"
+    )
     code += "print('openai' in sys.modules, 'anthropic' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
     assert out.stdout.split() == ["False", "False"]

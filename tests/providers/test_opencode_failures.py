@@ -18,8 +18,8 @@ import pytest
 
 from seamline.errors import TimeoutFailure, TransportFailure
 from seamline.events import Complete, Error, Text, TextDelta, ToolCall, ToolResult, Usage
-from seamline.providers._opencode_server import running_servers
-from seamline.providers.opencode import OpenCodeProvider, OpenCodeTranslator, opencode_config
+from seamline.providers.opencode.provider import OpenCodeProvider, OpenCodeTranslator, opencode_config
+from seamline.providers.opencode.server import running_servers
 from seamline.tools.approval import YesApproval
 from seamline.transport.subprocess import group_members
 from tests.providers.agent_cli_support import run_async
@@ -179,7 +179,7 @@ def _standins_alive(exe: str) -> bool:
 
 def test_missing_executable_names_the_install_command(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", "/nonexistent")
-    monkeypatch.setattr("seamline.providers.program_lookup._places", list)  # not the project's .tools either
+    monkeypatch.setattr("seamline.providers.programs.lookup._places", list)  # not the project's .tools either
     checks = asyncio.run(OpenCodeProvider().preflight())
     assert not checks[0].ok and checks[0].fix is not None and "opencode-ai@1.18.33" in checks[0].fix
 

@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 
 from seamline.events import Complete, Event, Session, TextDelta, Usage
-from seamline.providers._opencode_server import running_servers
-from seamline.providers.opencode import OpenCodeProvider
-from seamline.sessions.store import SQLiteStore
+from seamline.providers.opencode.provider import OpenCodeProvider
+from seamline.providers.opencode.server import running_servers
+from seamline.sessions.sqlite_store import SQLiteStore
 from seamline.tools.approval import YesApproval
 from seamline.transport.subprocess import group_members
 from tests.fakes._http import RecordedRequest

@@ -27,9 +27,9 @@ from pathlib import Path
 import pytest
 
 from seamline.events import Complete, Event, PermissionDecision, PermissionRequest
-from seamline.providers._opencode_server import running_servers
 from seamline.providers.base import ProviderSession
-from seamline.providers.opencode import OpenCodeProvider
+from seamline.providers.opencode.provider import OpenCodeProvider
+from seamline.providers.opencode.server import running_servers
 from seamline.sandbox import probe
 from seamline.tools.permissions import PermissionService
 from tests.providers.agent_cli_support import ROOT, CliWorld, make_world, run_async
@@ -259,7 +259,7 @@ def test_the_instructions_are_the_first_file_opencode_would_read_and_no_link_is_
 
 
 def test_the_plugins_opencode_loads_despite_the_flag_are_found_up_to_the_worktree(tmp_path: Path) -> None:
-    from seamline.providers._opencode_server import plugins_despite_the_flag  # new: the module imports without it
+    from seamline.providers.opencode.server import plugins_despite_the_flag  # new: the module imports without it
 
     home, top = tmp_path / "home", tmp_path / "top"
     workspace = top / "repo" / "ws"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from seamline.providers.runtime_dir import ensure_expose_dir, ensure_runtime_dir, remove_runtime_dir
+from seamline.providers.programs.runtime_dir import ensure_expose_dir, ensure_runtime_dir, remove_runtime_dir
 
 
 @pytest.fixture

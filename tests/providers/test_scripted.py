@@ -12,8 +12,8 @@ import pytest
 
 from seamline.errors import InvalidRequest
 from seamline.events import Event, encode_event
-from seamline.providers.scripted import validate_script
-from seamline.sessions.store import SQLiteStore
+from seamline.providers.local.scripted import validate_script
+from seamline.sessions.sqlite_store import SQLiteStore
 from seamline.testing import scripted
 from seamline.tools import Toolset, tool
 

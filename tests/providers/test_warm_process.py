@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from seamline.events import Complete, Error, Event, Raw, Text, TextDelta
+from seamline.providers.agent_clis.claude_code import ClaudeCodeProvider
 from seamline.providers.base import ProviderSession
-from seamline.providers.claude_code import ClaudeCodeProvider
 from seamline.transport.subprocess import group_members
 
 # Each user message is a turn. "hang": wait for an interrupt; "deaf": ignore everything,
@@ -265,7 +265,7 @@ def test_warm_invocation_message_interrupt_and_terminal_line(tmp_path: Path) -> 
 
 LEFT_OPEN = """
 import asyncio, sys
-from seamline.providers.claude_code import ClaudeCodeProvider
+from seamline.providers.agent_clis.claude_code import ClaudeCodeProvider
 
 async def one_turn() -> None:
     claude = ClaudeCodeProvider(options={"executable": sys.argv[1]})

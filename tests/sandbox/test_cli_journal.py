@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from seamline.events import FileChange
-from seamline.providers.claude_code import ClaudeCodeProvider
+from seamline.providers.agent_clis.claude_code import ClaudeCodeProvider
 from seamline.sandbox.journal import EditJournal, journal_path_for
-from seamline.sessions.store import SQLiteStore
+from seamline.sessions.sqlite_store import SQLiteStore
 from seamline.tools.permissions import PermissionService
 from tests.providers.agent_cli_support import (
     NOTE,

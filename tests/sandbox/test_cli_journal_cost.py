@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from seamline.events import Complete, Event, FileChange, Text
-from seamline.providers.cli_journal import journal_for_session, journaled_turn
+from seamline.providers.programs.journal import journal_for_session, journaled_turn
 from seamline.sandbox.journal import EditJournal, journal_path_for
-from seamline.sessions.store import SQLiteStore
+from seamline.sessions.sqlite_store import SQLiteStore
 from seamline.testing import scripted
 
 

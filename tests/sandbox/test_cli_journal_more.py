@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from seamline.events import Event
-from seamline.providers.agent_cli import AgentCliProvider
-from seamline.providers.codex import CodexProvider
-from seamline.providers.gemini_cli import GeminiCliProvider
+from seamline.providers.agent_clis.base import AgentCliProvider
+from seamline.providers.agent_clis.codex import CodexProvider
+from seamline.providers.agent_clis.gemini_cli import GeminiCliProvider
 from seamline.sandbox.journal import EditJournal, journal_path_for
-from seamline.sessions.store import SQLiteStore
+from seamline.sessions.sqlite_store import SQLiteStore
 from seamline.tools.permissions import PermissionService
 from tests.fakes.gemini_api import FakeGemini
 from tests.providers.agent_cli_support import (

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from seamline.events import TextDelta, ToolResult
-from seamline.providers.codex import CodexProvider
+from seamline.providers.agent_clis.codex import CodexProvider
 from seamline.transport.subprocess import group_members
 from tests.fakes.openai_api import FakeOpenAI
 from tests.providers.agent_cli_support import ROOT, CliWorld, cli_path, collect, make_world, one_complete, run_async

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from seamline.providers.codex import CodexProvider
+from seamline.providers.agent_clis.codex import CodexProvider
 from tests.fakes._http import FakeAPI
 from tests.fakes.openai_api import FakeOpenAI
 from tests.providers.agent_cli_support import CliWorld, cli_path, collect, make_world, one_complete, run_async

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from seamline.providers.claude_code import ClaudeCodeProvider
-from seamline.providers.envelope_launch import operator_envelope
-from seamline.providers.openai_api import OpenAIProvider
+from seamline.providers.agent_clis.claude_code import ClaudeCodeProvider
+from seamline.providers.model_apis.openai_api import OpenAIProvider
+from seamline.providers.programs.envelope_launch import operator_envelope
 from tests.providers.agent_cli_support import ROOT, AgentAnthropic, CliWorld, cli_path, make_world
 from tests.server.harness import serve
 from tests.server.test_api import _read, _run, _wait_done

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from seamline.providers.gemini_cli import GeminiCliProvider
+from seamline.providers.agent_clis.gemini_cli import GeminiCliProvider
 from tests.fakes._http import FakeAPI
 from tests.fakes.gemini_api import FakeGemini
 from tests.providers.agent_cli_support import CliWorld, cli_path, collect, make_gemini_world, run_async

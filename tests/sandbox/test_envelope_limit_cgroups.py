@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from seamline.errors import InvalidRequest, SandboxViolation
-from seamline.providers.envelope_launch import Enveloped, enter_envelope, sandbox_mode
-from seamline.providers.runtime_dir import remove_runtime_dir
+from seamline.providers.programs.envelope_launch import Enveloped, enter_envelope, sandbox_mode
+from seamline.providers.programs.runtime_dir import remove_runtime_dir
 from seamline.sandbox import envelope_limits
 from seamline.sandbox.egress import AllowList, EgressGate
 from seamline.sandbox.envelope_limits import (

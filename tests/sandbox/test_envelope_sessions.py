@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from seamline.events import Error, Event, Raw, Session
-from seamline.providers.claude_code import ClaudeCodeProvider
-from seamline.providers.envelope_launch import envelope_home
+from seamline.providers.agent_clis.claude_code import ClaudeCodeProvider
+from seamline.providers.programs.envelope_launch import envelope_home
 from tests.providers.agent_cli_support import (
     ROOT,
     AgentAnthropic,

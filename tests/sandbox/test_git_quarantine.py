@@ -44,7 +44,7 @@ def turn(
     skip_dirs: frozenset[str] = ENVELOPE,
     call: str = "turn-1",
 ) -> QuarantineReport:
-    """One journaled turn doing ``act``, then the check, as cli_journal runs them."""
+    """One journaled turn doing ``act``, then the check, as the edit journal (providers.programs.journal) runs them."""
     watch = GitWatch(ws, rules or GitRules(), journaled=True, skip_dirs=skip_dirs)
     with journal.track(
         run_id="run-1",

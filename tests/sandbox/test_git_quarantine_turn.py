@@ -1,4 +1,4 @@
-"""The git check in an agent program's turn (providers.cli_journal.journaled_turn): only a
+"""The git check in an agent program's turn (providers.programs.journal.journaled_turn): only a
 sandboxed session's turns are checked; the session's stored `--sandbox-policy` may allow
 nested repositories; with no journal the check still runs; the report comes before the
 turn's `complete`."""
@@ -13,9 +13,9 @@ from typing import Any, cast
 
 from seamline.events import Complete, Error, Event, FileChange, Raw
 from seamline.providers.base import ProviderSession
-from seamline.providers.cli_journal import git_rules_for_session, journaled_turn
+from seamline.providers.programs.journal import git_rules_for_session, journaled_turn
 from seamline.sandbox.git_quarantine import GitRules
-from seamline.sessions.store import SQLiteStore
+from seamline.sessions.sqlite_store import SQLiteStore
 from tests.sandbox.test_git_quarantine import FSMONITOR, make_repository
 
 

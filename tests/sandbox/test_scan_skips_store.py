@@ -11,7 +11,7 @@ from pathlib import Path
 
 from seamline.events import Usage
 from seamline.sandbox.file_index import FileIndex
-from seamline.sessions.store import SQLiteStore
+from seamline.sessions.sqlite_store import SQLiteStore
 
 
 def test_a_scan_leaves_every_file_of_an_open_store_out(tmp_path: Path) -> None:

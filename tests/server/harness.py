@@ -18,7 +18,7 @@ import httpx2
 import uvicorn
 
 from seamline.server import create_app
-from seamline.sessions.store import SQLiteStore
+from seamline.sessions.sqlite_store import SQLiteStore
 
 TOOL_TURN = [
     {

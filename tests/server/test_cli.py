@@ -111,7 +111,7 @@ def test_sigterm_ends_open_streams_and_waiting_runs(
             proc.wait()
         if proc.stderr is not None:
             proc.stderr.close()
-    from seamline.sessions.store import SQLiteStore
+    from seamline.sessions.sqlite_store import SQLiteStore
 
     kept = SQLiteStore(store)
     try:

@@ -21,7 +21,7 @@ from seamline.server.api_models import NewRun
 from seamline.server.openapi import openapi_document
 from seamline.server.operations import operation_of
 from seamline.server.routes import ROUTES
-from seamline.sessions.store import SQLiteStore
+from seamline.sessions.sqlite_store import SQLiteStore
 
 PINNED = Path(__file__).resolve().parents[2] / "docs" / "openapi.json"
 

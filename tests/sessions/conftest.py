@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 
 from seamline.events import Complete
-from seamline.sessions.store import SessionStore, open_store
+from seamline.sessions.portable_store import SessionStore
+from seamline.sessions.sqlite_store import open_store
 from seamline.testing import scripted
 from seamline.tools import Toolset
 

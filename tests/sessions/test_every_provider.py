@@ -20,7 +20,7 @@ import pytest
 from seamline.errors import InvalidRequest
 from seamline.events import Complete
 from seamline.providers.registry import create_provider
-from seamline.sessions.store import SQLiteStore
+from seamline.sessions.sqlite_store import SQLiteStore
 from tests.fakes.anthropic_api import FakeAnthropic
 from tests.fakes.gemini_api import FakeGemini
 from tests.fakes.openai_api import FakeOpenAI

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from seamline.errors import InvalidRequest
-from seamline.providers.offline import OfflineProvider
+from seamline.providers.local.offline import OfflineProvider
 from seamline.sessions.handoffs import backend_spans, handoffs_of
-from seamline.sessions.store import SQLiteStore
+from seamline.sessions.sqlite_store import SQLiteStore
 from seamline.testing import scripted
 from tests.fakes.openai_api import FakeOpenAI
 from tests.providers.agent_cli_support import (

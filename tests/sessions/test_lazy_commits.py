@@ -16,16 +16,16 @@ from pathlib import Path
 import pytest
 
 from seamline.sessions.journal import journal_dir
-from seamline.sessions.store import SQLiteStore
+from seamline.sessions.sqlite_store import SQLiteStore
 
 # A child whose store never commits on its own (LAZY_S of an hour): it runs one turn with a
 # tool call to its end, prints the session id and its events, then is killed with SIGKILL.
 _RUN_THEN_DIE = """
 import asyncio, json, os, signal, sys
-import seamline.sessions.store as store_module
+import seamline.sessions.sqlite_store as store_module
 store_module.LAZY_S = 3600.0
 store_module._BACKSTOP_S = 3600.0
-from seamline.sessions.store import SQLiteStore
+from seamline.sessions.sqlite_store import SQLiteStore
 from seamline.testing import scripted
 from seamline.tools import Toolset, tool
 
@@ -101,7 +101,7 @@ def test_another_process_sees_a_finished_run_without_this_one_reading(
 ) -> None:
     import asyncio
 
-    import seamline.sessions.store as store_module
+    import seamline.sessions.sqlite_store as store_module
     from seamline.testing import scripted
 
     location = tmp_path / "s.db"

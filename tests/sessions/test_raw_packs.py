@@ -15,10 +15,11 @@ from typing import Any
 
 import pytest
 
-import seamline.sessions.store as store_module
+import seamline.sessions.sqlite_store as store_module
 from seamline.sessions.journal import journal_dir
+from seamline.sessions.portable_store import SessionStore
 from seamline.sessions.raw_packs import packed_rows, unpacked
-from seamline.sessions.store import SessionStore, SQLiteStore
+from seamline.sessions.sqlite_store import SQLiteStore
 from seamline.tools import Toolset, tool
 from tests.sessions.conftest import StoreFactory, scripted_turn
 

@@ -15,12 +15,12 @@ import pytest
 
 from seamline.errors import StorageFailure
 from seamline.sessions.schema import SCHEMA_VERSION, migration_sql
-from seamline.sessions.store import open_store
+from seamline.sessions.sqlite_store import open_store
 from tests.sessions.conftest import StoreFactory
 
 WRITER = """
 import asyncio, sys
-from seamline.sessions.store import open_store
+from seamline.sessions.sqlite_store import open_store
 from seamline.testing import scripted
 from seamline.tools import Toolset, tool
 

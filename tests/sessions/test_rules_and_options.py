@@ -9,7 +9,7 @@ from pathlib import Path
 from seamline.events import ToolCall
 from seamline.sessions.rules import PermissionRules, permission_service
 from seamline.sessions.schema import migration_sql
-from seamline.sessions.store import SQLiteStore
+from seamline.sessions.sqlite_store import SQLiteStore
 from seamline.tools import tool
 
 from .conftest import StoreFactory

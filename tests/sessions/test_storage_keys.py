@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from seamline.events import Complete
-from seamline.sessions.core import storage_key
 from seamline.sessions.journal import journal_dir
+from seamline.sessions.portable_store import SessionStore, storage_key
 from seamline.sessions.schema import migration_sql
-from seamline.sessions.store import SessionStore, SQLiteStore, open_store
+from seamline.sessions.sqlite_store import SQLiteStore, open_store
 from seamline.testing import scripted
 from tests.sessions.conftest import fresh_database
 

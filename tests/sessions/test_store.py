@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from seamline.errors import InvalidRequest, StorageFailure
-from seamline.sessions.store import SQLiteStore, default_store_path
+from seamline.sessions.sqlite_store import SQLiteStore, default_store_path
 
 
 def test_records_and_raw_log_survive_reopening(tmp_path: Path) -> None:

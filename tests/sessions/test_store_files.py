@@ -13,7 +13,7 @@ import pytest
 from seamline.errors import SandboxViolation, StorageFailure
 from seamline.sessions import sqlite_file
 from seamline.sessions.sqlite_file import is_store_file
-from seamline.sessions.store import SQLiteStore
+from seamline.sessions.sqlite_store import SQLiteStore
 from seamline.tools.base import ToolContext
 from seamline.tools.workspace import Workspace, workspace_tools
 

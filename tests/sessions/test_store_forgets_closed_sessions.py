@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-from seamline.sessions.store import SessionStore
+from seamline.sessions.portable_store import SessionStore
 from tests.sessions.conftest import StoreFactory, scripted_turn
 
 

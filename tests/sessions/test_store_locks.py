@@ -21,7 +21,7 @@ import pytest
 
 import seamline
 from seamline.sandbox.journal import EditJournal
-from seamline.sessions.store import SQLiteStore
+from seamline.sessions.sqlite_store import SQLiteStore
 from seamline.testing import scripted
 
 PROBE = """

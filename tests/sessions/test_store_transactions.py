@@ -12,7 +12,7 @@ from pathlib import Path
 from seamline.events import ToolCall
 from seamline.runner import run
 from seamline.sessions.rules import PermissionRules, permission_service
-from seamline.sessions.store import SQLiteStore
+from seamline.sessions.sqlite_store import SQLiteStore
 from seamline.testing import scripted
 from seamline.tools import tool
 

@@ -18,7 +18,7 @@ import pytest
 
 from seamline.errors import StorageFailure
 from seamline.sessions.journal import journal_dir
-from seamline.sessions.store import JOURNAL_BYTES, SQLiteStore, open_store
+from seamline.sessions.sqlite_store import JOURNAL_BYTES, SQLiteStore, open_store
 
 FIGURES = 600
 
@@ -27,7 +27,7 @@ FIGURES = 600
 _DIE_WITH_A_JOURNAL = """
 import asyncio, os, signal, sys
 from seamline.events import Usage
-from seamline.sessions.store import SQLiteStore
+from seamline.sessions.sqlite_store import SQLiteStore
 store = SQLiteStore(sys.argv[1])
 store.create_session("s1", provider="p", model=None)
 async def go():
@@ -46,7 +46,7 @@ _REPLAY_AND_STOP = """
 import sys, time
 from pathlib import Path
 import seamline.sessions.journal as journal
-import seamline.sessions.store as store_module
+import seamline.sessions.sqlite_store as store_module
 where, stop = sys.argv[1], sys.argv[2]
 inserted = 0
 original_execute = store_module.SQLiteStore._execute
@@ -74,7 +74,7 @@ print("done", flush=True)
 # replay added.
 _REPLAY_ON_SIGNAL = """
 import os, sys, time
-from seamline.sessions.store import SQLiteStore
+from seamline.sessions.sqlite_store import SQLiteStore
 while not os.path.exists(sys.argv[2]):
     time.sleep(0.001)
 store = SQLiteStore(sys.argv[1])
@@ -251,9 +251,9 @@ def test_a_reader_sees_the_figures_of_a_live_journal(tmp_path: Path) -> None:
 # printing every usage figure it receives; killed mid-run by the parent.
 _CONCURRENT_RUNS = """
 import asyncio, json, sys
-import seamline.sessions.store as store_module
+import seamline.sessions.sqlite_store as store_module
 from seamline.events import Session, Usage
-from seamline.sessions.store import open_store
+from seamline.sessions.sqlite_store import open_store
 # A small journal bound: the runs keep waiting for commits together, so their group commits
 # go to the writer thread (its own path, killed mid-batch), not only lazy commits on the loop.
 store_module.JOURNAL_BYTES = 4096

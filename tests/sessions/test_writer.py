@@ -12,7 +12,7 @@ import pytest
 
 from seamline.errors import StorageFailure
 from seamline.events import Usage
-from seamline.sessions.store import SQLiteStore
+from seamline.sessions.sqlite_store import SQLiteStore
 from seamline.sessions.writer import Batch, StoreWriter
 from seamline.testing import scripted
 from seamline.tools import Toolset, tool

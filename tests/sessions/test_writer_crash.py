@@ -9,7 +9,7 @@ import signal
 import subprocess
 from pathlib import Path
 
-from seamline.sessions.store import open_store
+from seamline.sessions.sqlite_store import open_store
 
 STEPS = 400
 

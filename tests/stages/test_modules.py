@@ -11,7 +11,7 @@ import pytest
 
 from seamline.errors import InvalidRequest
 from seamline.runner import run
-from seamline.sessions.store import SQLiteStore
+from seamline.sessions.sqlite_store import SQLiteStore
 from seamline.stages import AgentBuilder, AgentProfile, MissingModules, StageSlot, available_modules, load_module
 from seamline.stages.builder import RunParts
 from seamline.testing import scripted

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from seamline.events import PermissionRequest
-from seamline.providers.cli_approvals import ApprovalSocket, agent_tool
+from seamline.providers.agent_clis.approvals import ApprovalSocket, agent_tool
 from seamline.sessions.rules import PermissionRules
 from seamline.tools.permissions import PermissionAnswer, PermissionService, literal_tool_glob
 from tests.providers.agent_cli_support import run_async

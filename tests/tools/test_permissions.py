@@ -17,7 +17,7 @@ from seamline.errors import InvalidRequest, StorageFailure
 from seamline.events import Error, PermissionDecision, PermissionRequest, ToolResult
 from seamline.runner import RunResult, run
 from seamline.sessions.rules import PermissionRules
-from seamline.sessions.store import SQLiteStore
+from seamline.sessions.sqlite_store import SQLiteStore
 from seamline.testing import scripted
 from seamline.tools import Toolset, tool
 from seamline.tools.permissions import (

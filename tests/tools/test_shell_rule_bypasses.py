@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from seamline.providers.cli_approvals import agent_tool
+from seamline.providers.agent_clis.approvals import agent_tool
 from seamline.sessions.rules import PermissionRules
 from seamline.tools.permissions import PermissionService
 

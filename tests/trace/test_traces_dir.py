@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from seamline.sessions.store import default_store_path
+from seamline.sessions.sqlite_store import default_store_path
 from seamline.trace.writer import TRACES_ENV, traces_dir
 
 

@@ -14,7 +14,7 @@ from harness import ANSWER, KEYS, PROMPT, RunOutcome, lookup_value
 
 import seamline as _seamline
 from seamline.events import Complete, TextDelta, ToolResult
-from seamline.sessions.store import SQLiteStore
+from seamline.sessions.sqlite_store import SQLiteStore
 from seamline.testing import scripted
 from seamline.tools import Toolset, tool
 

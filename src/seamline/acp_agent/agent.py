@@ -39,8 +39,8 @@ from seamline.events import Complete, ToolCall, Usage
 from seamline.providers.base import Provider, ProviderSession
 from seamline.providers.registry import create_provider
 from seamline.runner import RunOptions, make_provider
+from seamline.sessions.portable_store import SessionStore
 from seamline.sessions.rules import PermissionRules
-from seamline.sessions.store import SessionStore
 from seamline.tools.approval import ApprovalDecision
 from seamline.tools.base import Tool, Toolset, tool_article
 from seamline.tools.permissions import PermissionService

@@ -26,7 +26,7 @@ from seamline.live import open_run
 from seamline.pipeline.builtin import stream_pipeline
 from seamline.pipeline.controller import PipelineController
 from seamline.runner import RunOptions, make_provider
-from seamline.sessions.store import SQLiteStore
+from seamline.sessions.sqlite_store import SQLiteStore
 from seamline.tools.base import Toolset
 
 __all__ = ["PipelineSession", "PipelineSettings"]

@@ -81,7 +81,7 @@ def _enveloped(args: argparse.Namespace, options: dict[str, str]) -> dict[str, s
     turns it off); refused at start, exit 2, where it cannot be isolated."""
     from seamline.cli.sandbox_command import policy_envelope_options
     from seamline.errors import InvalidRequest, SandboxViolation
-    from seamline.providers.envelope_launch import operator_envelope
+    from seamline.providers.programs.envelope_launch import operator_envelope
     from seamline.providers.registry import provider_class
     from seamline.sandbox.envelope import envelope_refusal
 
@@ -114,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
     from seamline.cli.sandbox_command import sandbox_for_run
     from seamline.runner import make_provider
     from seamline.sessions.rules import PermissionRules
-    from seamline.sessions.store import default_store_path, open_store
+    from seamline.sessions.sqlite_store import default_store_path, open_store
     from seamline.tools.workspace import Workspace, workspace_tools
 
     if args.max_steps < 1:
@@ -138,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
     if args.pipeline:
         from seamline.acp_agent.pipeline_turns import PipelineSettings
         from seamline.pipeline.builtin import resolve_pipeline
-        from seamline.sessions.store import SQLiteStore
+        from seamline.sessions.sqlite_store import SQLiteStore
 
         pipeline = PipelineSettings(
             definition=resolve_pipeline(args.pipeline),

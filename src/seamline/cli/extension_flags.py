@@ -8,8 +8,8 @@ import sys
 from typing import Any
 
 from seamline.runner import RunFields
+from seamline.sessions.portable_store import SessionStore
 from seamline.sessions.rules import permission_service
-from seamline.sessions.store import SessionStore
 from seamline.stages.builder import AgentBuilder
 from seamline.stages.modules import load_module
 from seamline.tools.mcp import McpModule

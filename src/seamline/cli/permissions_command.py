@@ -8,7 +8,7 @@ from typing import Any, Final
 
 from seamline.cli.main import SeamlineUsage
 from seamline.sessions.rules import PermissionRules
-from seamline.sessions.store import open_store
+from seamline.sessions.sqlite_store import open_store
 from seamline.tools.permissions import EFFECTS, TOOL_CLASSES
 
 __all__ = ["add_parser", "run"]

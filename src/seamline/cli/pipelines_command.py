@@ -18,7 +18,7 @@ from seamline.pipeline.builtin import BUILTIN_PIPELINES, resolve_pipeline, strea
 from seamline.pipeline.controller import PipelineController
 from seamline.providers.base import Provider
 from seamline.providers.registry import create_provider
-from seamline.sessions.store import default_store_path, open_store
+from seamline.sessions.sqlite_store import default_store_path, open_store
 from seamline.tools.workspace import Workspace, workspace_tools
 
 __all__ = ["add_parser", "run", "run_pipeline"]

@@ -163,7 +163,7 @@ def run(args: argparse.Namespace) -> int:
     from seamline.locations import default_store_path
     from seamline.providers.registry import create_provider, provider_class
     from seamline.runner import session_run_options
-    from seamline.sessions.store import open_store
+    from seamline.sessions.sqlite_store import open_store
     from seamline.tools.workspace import Workspace, workspace_tools
     from seamline.worktrees import abandon
     from seamline.worktrees import create as create_worktree

@@ -11,7 +11,7 @@ from seamline.errors import WorktreeRefused
 from seamline.live.race import RaceAgents
 from seamline.pipeline.controller import PipelineController
 from seamline.pipeline.race import ranking_in
-from seamline.sessions.store import SessionStore
+from seamline.sessions.portable_store import SessionStore
 from seamline.trace.verify import verify_trace
 from seamline.worktrees import merge
 

@@ -17,7 +17,8 @@ from seamline.cli.run_flags import flag_options
 from seamline.events import Complete
 from seamline.providers.base import Provider, ProviderSession
 from seamline.runner import RunOptions, make_provider, stream
-from seamline.sessions.store import SessionStore, open_store
+from seamline.sessions.portable_store import SessionStore
+from seamline.sessions.sqlite_store import open_store
 from seamline.tools.workspace import Workspace, workspace_tools
 from seamline.worktrees import Worktree, abandon
 from seamline.worktrees import create as create_worktree

@@ -20,7 +20,7 @@ from seamline.sandbox.journal import EditJournal, journal_path_for
 from seamline.sandbox.policy import SandboxPolicy, load_policy
 from seamline.sandbox.probe import SANDBOX_MODES, SandboxMode, open_sandbox, probe
 from seamline.sandbox.runtime import Sandbox
-from seamline.sessions.store import default_store_path
+from seamline.sessions.sqlite_store import default_store_path
 from seamline.tools.workspace import Workspace
 
 __all__ = ["add_parser", "envelope_options", "policy_envelope_options", "run", "sandbox_for_run"]

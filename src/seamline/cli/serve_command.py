@@ -102,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
         from seamline.server.guard import is_loopback
     except ImportError as exc:
         raise SeamlineUsage(f"serve needs the server extra: {install_hint('server')} ({exc.name} missing)") from None
-    from seamline.sessions.store import open_store
+    from seamline.sessions.sqlite_store import open_store
 
     token = args.token or os.environ.get(TOKEN_ENV) or None
     if not is_loopback(args.host) and token is None:

@@ -20,8 +20,9 @@ from seamline.providers.base import ProviderSession
 from seamline.providers.registry import create_provider
 from seamline.runner import session_run_options
 from seamline.sessions.handoffs import backend_spans, handoffs_of
+from seamline.sessions.portable_store import SessionStore
 from seamline.sessions.records import SessionRecord, session_title
-from seamline.sessions.store import SessionStore, open_store
+from seamline.sessions.sqlite_store import open_store
 from seamline.tools.workspace import Workspace, workspace_tools
 
 __all__ = ["add_parser", "continue_session", "run"]
@@ -129,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
                     f"run {record.id[:12]} has an open worktree: `seamline merge` or `seamline discard` it first"
                 )
             store.delete_session(record.id)
-            from seamline.providers.envelope_launch import remove_envelope_homes
+            from seamline.providers.programs.envelope_launch import remove_envelope_homes
 
             remove_envelope_homes(record.id)  # what an enveloped agent CLI kept of it
             _out(args, {"removed": record.id}, f"removed {record.id}")

@@ -14,7 +14,8 @@ from typing import Any, Final
 from seamline.cli.main import SeamlineUsage
 from seamline.errors import InvalidRequest
 from seamline.pipeline.redrive import redrive
-from seamline.sessions.store import SessionStore, default_store_path, open_store
+from seamline.sessions.portable_store import SessionStore
+from seamline.sessions.sqlite_store import default_store_path, open_store
 from seamline.sessions.trace_heads import anchored_head
 from seamline.trace.listing import header_run_id, list_traces, resolve_prefix, trace_ids
 from seamline.trace.replay import replay

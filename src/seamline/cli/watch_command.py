@@ -18,7 +18,7 @@ from typing import Any, Final
 from seamline.cli.main import SeamlineUsage
 from seamline.cli.watch_rows import elapsed_text, fleet
 from seamline.extras import install_hint
-from seamline.sessions.store import open_store
+from seamline.sessions.sqlite_store import open_store
 
 __all__ = ["add_parser", "run"]
 

@@ -11,8 +11,8 @@ from typing import Any, cast
 import msgspec
 
 from seamline.events import Complete, Event, PermissionDecision, PermissionRequest, ToolCall, ToolResult, decode_event
+from seamline.sessions.portable_store import SessionStore
 from seamline.sessions.records import SessionRecord, session_title
-from seamline.sessions.store import SessionStore
 
 __all__ = ["activity", "elapsed_text", "fleet", "stored_events", "worktree_fields"]
 

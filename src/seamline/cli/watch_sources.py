@@ -41,7 +41,7 @@ from seamline.events import (
     decode_event,
 )
 from seamline.sessions.changes import StoreChanges, open_changes
-from seamline.sessions.store import SessionStore
+from seamline.sessions.portable_store import SessionStore
 
 if TYPE_CHECKING:
     import httpx2

@@ -147,7 +147,7 @@ def run_on_temporal(args: argparse.Namespace, prompt: str) -> int:
     from seamline.pipeline.builtin import resolve_pipeline
     from seamline.providers.registry import create_provider
     from seamline.runner import make_provider
-    from seamline.sessions.store import default_store_path
+    from seamline.sessions.sqlite_store import default_store_path
 
     definition = resolve_pipeline(args.pipeline or "single")
     # The same options as a local run; an agent CLI with --sandbox runs in the envelope on

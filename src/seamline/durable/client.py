@@ -26,7 +26,7 @@ from seamline.durable.wakeup import StoreWakeup, open_wakeup
 from seamline.durable.workflow import WORKFLOW
 from seamline.errors import InvalidRequest, ProviderFailure, SeamlineError, StorageFailure, TransportFailure
 from seamline.events import Complete, Event, decode_event
-from seamline.sessions.store import open_store
+from seamline.sessions.sqlite_store import open_store
 
 __all__ = ["DEFAULT_TARGET", "DEFAULT_TASK_QUEUE", "connect", "run_report", "stream_run", "workflow_id"]
 

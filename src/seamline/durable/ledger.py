@@ -26,7 +26,7 @@ import msgspec
 
 from seamline.durable.wakeup import notify_sql
 from seamline.events import Event, encode_event
-from seamline.sessions.store import SessionStore
+from seamline.sessions.portable_store import SessionStore
 
 __all__ = ["RUN_EVENTS", "RunLedger", "turn_key"]
 
@@ -41,7 +41,7 @@ def turn_key(phase: str, role: str, round_no: int, attempt: int) -> str:
 class RunLedger:
     """Durable-run rows in an open store.
 
-    >>> from seamline.sessions.store import SQLiteStore
+    >>> from seamline.sessions.sqlite_store import SQLiteStore
     >>> ledger = RunLedger(SQLiteStore(":memory:"))
     >>> ledger.register("r1", {"task": "hi"})
     >>> ledger.spec("r1")["task"]

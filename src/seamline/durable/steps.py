@@ -38,8 +38,9 @@ from seamline.pipeline.controller import PipelineController, exit_code_for
 from seamline.providers.base import Provider, ProviderSession
 from seamline.providers.registry import create_provider
 from seamline.runner import RunOptions, make_provider, public_options
+from seamline.sessions.portable_store import SessionStore
 from seamline.sessions.rules import permission_service
-from seamline.sessions.store import SessionStore, open_store
+from seamline.sessions.sqlite_store import open_store
 from seamline.sessions.trace_heads import anchor_head
 from seamline.tools.base import Toolset
 from seamline.tools.workspace import Workspace, workspace_tools

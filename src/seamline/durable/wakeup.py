@@ -13,7 +13,7 @@ import asyncio
 from typing import Any, Final
 
 from seamline.sessions.changes import listen, notified
-from seamline.sessions.store import SessionStore
+from seamline.sessions.portable_store import SessionStore
 
 __all__ = ["CHANNEL", "StoreWakeup", "notify_sql", "open_wakeup"]
 

@@ -11,8 +11,8 @@ from typing import Any
 from seamline.events import Event
 from seamline.pipeline.agents import AgentKey
 from seamline.providers.base import Provider, ProviderSession
+from seamline.sessions.portable_store import SessionStore
 from seamline.sessions.rules import permission_service
-from seamline.sessions.store import SessionStore
 from seamline.tools.base import Toolset
 from seamline.tools.permissions import PermissionService
 

@@ -27,8 +27,8 @@ from seamline.pipeline.controller import PipelineController
 from seamline.pipeline.race import CHECK_PREFIX, REVIEW_PREFIX, CheckResult, race_definition, racer_of
 from seamline.providers.base import Provider, ProviderSession
 from seamline.sandbox.runtime import Sandbox
+from seamline.sessions.portable_store import SessionStore
 from seamline.sessions.rules import permission_service
-from seamline.sessions.store import SessionStore
 from seamline.sessions.trace_heads import anchor_head
 from seamline.tools.base import Toolset
 from seamline.tools.shell_output import run_unsandboxed

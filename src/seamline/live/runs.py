@@ -13,7 +13,7 @@ from seamline.live.agents import LiveAgents
 from seamline.pipeline.controller import PipelineController
 from seamline.providers.base import Provider
 from seamline.providers.registry import create_provider
-from seamline.sessions.store import SessionStore
+from seamline.sessions.portable_store import SessionStore
 from seamline.sessions.trace_heads import anchor_head
 from seamline.tools.base import Toolset
 from seamline.tools.workspace import Workspace, workspace_tools

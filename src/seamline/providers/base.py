@@ -42,8 +42,8 @@ from seamline.loop.observers import Observer
 from seamline.providers.option_kinds import OptionKind, option_problem
 from seamline.providers.settle import TurnSettler
 from seamline.sessions.handoffs import handoff_entry
+from seamline.sessions.portable_store import SessionStore
 from seamline.sessions.records import SessionRecord, TranscriptEntry
-from seamline.sessions.store import SessionStore
 from seamline.stages.chain import StageChain
 from seamline.tools.approval import Approval
 from seamline.tools.base import Toolset

@@ -19,15 +19,15 @@ __all__ = ["ENTRY_POINT_GROUP", "create_provider", "provider_class", "provider_n
 ENTRY_POINT_GROUP: Final = "seamline.providers"
 
 _BUILTIN: Final[dict[str, str]] = {
-    "offline": "seamline.providers.offline:OfflineProvider",
-    "scripted": "seamline.providers.scripted:ScriptedProvider",
-    "claude-code": "seamline.providers.claude_code:ClaudeCodeProvider",
-    "codex": "seamline.providers.codex:CodexProvider",
-    "gemini-cli": "seamline.providers.gemini_cli:GeminiCliProvider",
-    "openai": "seamline.providers.openai_api:OpenAIProvider",
-    "anthropic": "seamline.providers.anthropic_api:AnthropicProvider",
-    "acp": "seamline.providers.acp:AcpProvider",
-    "opencode": "seamline.providers.opencode:OpenCodeProvider",
+    "offline": "seamline.providers.local.offline:OfflineProvider",
+    "scripted": "seamline.providers.local.scripted:ScriptedProvider",
+    "claude-code": "seamline.providers.agent_clis.claude_code:ClaudeCodeProvider",
+    "codex": "seamline.providers.agent_clis.codex:CodexProvider",
+    "gemini-cli": "seamline.providers.agent_clis.gemini_cli:GeminiCliProvider",
+    "openai": "seamline.providers.model_apis.openai_api:OpenAIProvider",
+    "anthropic": "seamline.providers.model_apis.anthropic_api:AnthropicProvider",
+    "acp": "seamline.providers.acp.provider:AcpProvider",
+    "opencode": "seamline.providers.opencode.provider:OpenCodeProvider",
 }
 _extra: dict[str, type[Provider]] = {}
 

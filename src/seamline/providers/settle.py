@@ -9,20 +9,51 @@ before ``complete`` is emitted.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Final, Literal
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Final, Literal, Protocol
 
 import msgspec
 
 from seamline.errors import SeamlineError
 from seamline.events import Complete, Error, Event, Raw, ReasoningDelta, Session, TextDelta, Usage, encode_event
-from seamline.sessions.store import SessionStore
-from seamline.usage import UsageTotals, priced_usage
+from seamline.sessions.portable_store import SessionStore
+from seamline.usage import Rates, UsageTotals, priced_usage
 
-if TYPE_CHECKING:
-    from seamline.providers.base import ProviderSession
+__all__ = ["RawLog", "SettledBackend", "SettledSession", "TurnSettler", "set_status_quietly"]
 
-__all__ = ["RawLog", "TurnSettler", "set_status_quietly"]
+
+class SettledBackend(Protocol):
+    """What the settler reads of a provider: its name, model and prices."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def model(self) -> str | None: ...
+    def rates(self, model: str | None) -> Rates | None: ...
+
+
+class SettledSession(Protocol):
+    """What the settler reads and marks of a session
+    (:class:`~seamline.providers.base.ProviderSession` is one; the settler needs no more,
+    so this module does not import the base and the two stay out of a circle)."""
+
+    totals: UsageTotals
+    aborted: bool
+
+    @property
+    def provider(self) -> SettledBackend: ...
+    @property
+    def session_id(self) -> str: ...
+    @property
+    def store(self) -> SessionStore | None: ...
+    @property
+    def turn(self) -> int: ...
+    @property
+    def provider_session_id(self) -> str | None: ...
+    @property
+    def turn_hooks(self) -> Sequence[Callable[[int, Complete], Awaitable[None]]]: ...
+    def capture_provider_session_id(self, provider_session_id: str) -> bool: ...
+
 
 _SEEN_AS_LIST: Final = 16
 """A turn's usage ids seen so far are a list up to this many, then a set: most turns have a
@@ -117,7 +148,7 @@ class TurnSettler:
 
     __slots__ = ("budget_usd", "final", "log", "seen_usage", "session", "totals")
 
-    def __init__(self, session: ProviderSession, budget_usd: float | None) -> None:
+    def __init__(self, session: SettledSession, budget_usd: float | None) -> None:
         self.session = session
         self.budget_usd = budget_usd
         self.log = RawLog(session.store, session.session_id, session.turn)
@@ -250,7 +281,7 @@ class TurnSettler:
 
 
 def set_status_quietly(
-    session: ProviderSession, status: Literal["open", "completed", "failed", "aborted", "budget"]
+    session: SettledSession, status: Literal["open", "completed", "failed", "aborted", "budget"]
 ) -> None:
     """Mark the session; a store that cannot be written now must not hide the turn's end."""
     if session.store is not None:

@@ -5,7 +5,7 @@ The sandbox cannot write the workspace's own ``.git/config`` or ``.git/hooks`` (
 mounts), but it can make a repository of its own anywhere below: ``git init sub`` with a
 ``core.fsmonitor`` in ``sub/.git/config``, added to the outer index as a gitlink, and the
 user's next plain ``git status`` recurses into ``sub`` and runs the command on the host. So
-after every sandboxed turn of an agent program (:mod:`seamline.providers.cli_journal`) and
+after every sandboxed turn of an agent program (:mod:`seamline.providers.programs.journal`) and
 every sandboxed ``shell`` call (:mod:`seamline.tools.workspace`), :class:`GitWatch` looks
 at what the turn changed and *quarantines* (renames to ``NAME.seamline-quarantine-<id>``,
 so git no longer finds it under its name):

@@ -31,7 +31,7 @@ from seamline.server.routes import ROUTES
 from seamline.server.routes_worktrees import Refused
 from seamline.server.runs import Busy, NotFound, RunHub
 from seamline.server.state import ServeSettings, state_value, store_in
-from seamline.sessions.store import SessionStore
+from seamline.sessions.portable_store import SessionStore
 
 __all__ = ["MAX_BODY", "create_app"]
 
@@ -69,10 +69,10 @@ def create_app(
     :mod:`seamline.server.agents_file`); clients get the safe defaults besides them.
     ``allow_origins``: exact origins (``scheme://host[:port]``) whose pages may call the API.
 
-    >>> from seamline.sessions.store import SQLiteStore
+    >>> from seamline.sessions.sqlite_store import SQLiteStore
     >>> app = create_app(SQLiteStore(":memory:"))
     """
-    from seamline.providers.envelope_launch import operator_envelope
+    from seamline.providers.programs.envelope_launch import operator_envelope
 
     def backend(name: str, model: str | None, options: Mapping[str, str]) -> Provider:
         # A backend that runs programs runs in the envelope unless the operator said none.

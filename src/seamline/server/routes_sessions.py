@@ -25,8 +25,8 @@ from seamline.server.inputs import read_body, whole_number
 from seamline.server.operations import Reply, operation
 from seamline.server.runs import LiveSession, RunHub
 from seamline.server.state import run_hub, session_store
+from seamline.sessions.portable_store import SessionStore
 from seamline.sessions.records import SessionRecord, session_title
-from seamline.sessions.store import SessionStore
 
 __all__ = [
     "create_session",

@@ -26,9 +26,10 @@ from seamline.providers.base import Provider, ProviderSession
 from seamline.providers.registry import create_provider
 from seamline.runner import RunOptions
 from seamline.server.agents_file import AGENT_KEY, ServePolicy
+from seamline.sessions.portable_store import SessionStore
 from seamline.sessions.records import SessionRecord, metadata_problem
 from seamline.sessions.rules import PermissionRules
-from seamline.sessions.store import SessionStore, SQLiteStore
+from seamline.sessions.sqlite_store import SQLiteStore
 from seamline.tools.base import Toolset
 from seamline.tools.permissions import PermissionAnswer, PermissionService
 from seamline.tools.workspace import Workspace, workspace_tools
@@ -364,7 +365,7 @@ class RunHub:
             await live.provider.close(live.session)
             self.sessions.pop(record.id, None)
         self.store.delete_session(record.id)
-        from seamline.providers.envelope_launch import remove_envelope_homes
+        from seamline.providers.programs.envelope_launch import remove_envelope_homes
 
         remove_envelope_homes(record.id)  # what an enveloped agent CLI kept of it
         return str(record.id)

@@ -15,7 +15,7 @@ from starlette.requests import HTTPConnection
 
 from seamline.server.agents_file import ServePolicy
 from seamline.server.runs import RunHub
-from seamline.sessions.store import SessionStore
+from seamline.sessions.portable_store import SessionStore
 
 __all__ = ["ServeSettings", "run_hub", "serve_policy", "serve_settings", "session_store", "state_value", "store_in"]
 

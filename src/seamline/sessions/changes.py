@@ -17,8 +17,9 @@ import contextlib
 from collections.abc import Callable
 from typing import Any, Final
 
+from seamline.sessions.portable_store import SessionStore
 from seamline.sessions.postgres import CHANNEL
-from seamline.sessions.store import SessionStore, SQLiteStore
+from seamline.sessions.sqlite_store import SQLiteStore
 
 __all__ = ["CHANNEL", "StoreChanges", "listen", "notified", "open_changes"]
 

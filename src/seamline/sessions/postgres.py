@@ -16,7 +16,7 @@ from typing import Any, Final
 from seamline.errors import InvalidRequest, StorageFailure
 from seamline.extras import install_hint
 from seamline.redact import redact_url
-from seamline.sessions.core import SessionStore
+from seamline.sessions.portable_store import SessionStore
 from seamline.sessions.schema import SCHEMA_VERSION, migration_sql
 
 __all__ = ["PostgresStore"]

@@ -16,7 +16,8 @@ import os
 from pathlib import Path
 
 from seamline.errors import InvalidRequest
-from seamline.sessions.store import SessionStore, open_store
+from seamline.sessions.portable_store import SessionStore
+from seamline.sessions.sqlite_store import open_store
 from seamline.tools.permissions import (
     EFFECTS,
     TOOL_CLASSES,

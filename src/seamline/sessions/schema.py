@@ -211,7 +211,7 @@ CREATE UNIQUE INDEX IF NOT EXISTS usage_journal_id ON usage_ledger(journal_id)
 # creation time in microseconds (14 hex digits) then its id, no longer by the id alone. Ids
 # are random (users read and type their heads), so each run's rows went to a random page of
 # every B-tree; by storage key, new sessions' rows go to the end. ``sessions.skey`` is
-# written when a session is created (seamline.sessions.core.storage_key); rows of a session
+# written when a session is created (seamline.sessions.portable_store.storage_key); rows of a session
 # that is not in the store keep an all-zero time.
 _STORAGE_KEYS: Final = """
 ALTER TABLE sessions ADD COLUMN skey TEXT;

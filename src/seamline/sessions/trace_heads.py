@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from typing import NamedTuple
 
-from seamline.sessions.store import SessionStore
+from seamline.sessions.portable_store import SessionStore
 
 __all__ = ["TraceHead", "anchor_head", "anchored_head"]
 

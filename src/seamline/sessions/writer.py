@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from seamline.errors import StorageFailure
-from seamline.sessions.core import ORPHAN_TIME, SKEY_SELECT, USAGE_INSERT, keyed_rows
+from seamline.sessions.portable_store import ORPHAN_TIME, SKEY_SELECT, USAGE_INSERT, keyed_rows
 from seamline.sessions.raw_packs import RAW_INSERT, packed_rows
 from seamline.sessions.sqlite_file import connect
 

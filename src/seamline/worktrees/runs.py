@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from seamline.errors import WorktreeFailure, WorktreeRefused
+from seamline.sessions.portable_store import SessionStore
 from seamline.sessions.records import SessionRecord
-from seamline.sessions.store import SessionStore, open_store
+from seamline.sessions.sqlite_store import open_store
 from seamline.worktrees.git import first_line, git, identity_config
 from seamline.worktrees.worktree import Worktree, delete_branch, remove_checkout
 

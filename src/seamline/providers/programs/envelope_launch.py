@@ -24,7 +24,7 @@ from typing import Any, Final
 from seamline.errors import InvalidRequest, SandboxViolation
 from seamline.events import Raw
 from seamline.providers.base import OptionSpec, Provider
-from seamline.providers.runtime_dir import ensure_expose_dir, ensure_runtime_dir
+from seamline.providers.programs.runtime_dir import ensure_expose_dir, ensure_runtime_dir
 from seamline.sandbox.bwrap import SANDBOX_UID, find_prlimit
 from seamline.sandbox.egress import AllowList, EgressGate, Refusal, endpoint_of, is_loopback, loopback_to_unix
 from seamline.sandbox.envelope import (

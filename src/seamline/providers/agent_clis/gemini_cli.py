@@ -25,14 +25,14 @@ from typing import Any, ClassVar, Final
 
 from seamline.errors import InvalidRequest
 from seamline.events import Event, Raw
-from seamline.providers.agent_cli import COMMON_OPTIONS, AgentCliProvider, Invocation, SessionMode, uuid_for
+from seamline.providers.agent_clis.approvals import GEMINI_HOOK_NAME, ApprovalSocket, gemini_hook_settings, merge_events
+from seamline.providers.agent_clis.base import COMMON_OPTIONS, AgentCliProvider, Invocation, SessionMode, uuid_for
+from seamline.providers.agent_clis.parsers.base import StreamParser
+from seamline.providers.agent_clis.parsers.gemini_cli import GeminiStreamJsonParser
 from seamline.providers.base import OptionSpec, PreflightCheck, ProviderSession
-from seamline.providers.cli_approvals import GEMINI_HOOK_NAME, ApprovalSocket, gemini_hook_settings, merge_events
-from seamline.providers.cli_journal import journaled_turn
-from seamline.providers.cli_parsers.base import StreamParser
-from seamline.providers.cli_parsers.gemini_cli import GeminiStreamJsonParser
-from seamline.providers.envelope_launch import envelope_home
-from seamline.providers.runtime_dir import ensure_runtime_dir
+from seamline.providers.programs.envelope_launch import envelope_home
+from seamline.providers.programs.journal import journaled_turn
+from seamline.providers.programs.runtime_dir import ensure_runtime_dir
 from seamline.sandbox.private_files import PrivatePathRefused, read_file_beneath, write_private_file
 from seamline.tools.permission_bridge import GEMINI_TOOL_CLASSES
 

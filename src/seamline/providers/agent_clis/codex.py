@@ -1,7 +1,7 @@
 """``codex``: OpenAI's Codex CLI driven headless.
 
 By default a session keeps one warm ``codex app-server`` (JSON-RPC on stdio, see
-:mod:`seamline.providers.codex_warm`): the thread is opened once, each turn is a
+:mod:`seamline.providers.agent_clis.codex_warm`): the thread is opened once, each turn is a
 ``turn/start`` on it, an abort a ``turn/interrupt``. With ``warm=false`` each turn is one
 ``codex exec --json`` process. Codex mints the thread id; a later process resumes it
 (``thread/resume``, or ``codex exec resume ID``), a fork copies it natively (``thread/fork``,
@@ -23,23 +23,23 @@ from typing import ClassVar
 
 from seamline.errors import InvalidRequest
 from seamline.events import Event
-from seamline.providers.agent_cli import COMMON_OPTIONS, AgentCliProvider, Invocation, SessionMode
-from seamline.providers.base import OptionSpec, PreflightCheck, ProviderSession
-from seamline.providers.cli_approvals import ApprovalSocket, hook_command, merge_events
-from seamline.providers.cli_parsers.base import StreamParser
-from seamline.providers.cli_parsers.codex import CodexJsonParser
-from seamline.providers.cli_parsers.codex_app_server import CodexAppServerParser
-from seamline.providers.codex_hooks import (
+from seamline.providers.agent_clis.approvals import ApprovalSocket, hook_command, merge_events
+from seamline.providers.agent_clis.base import COMMON_OPTIONS, AgentCliProvider, Invocation, SessionMode
+from seamline.providers.agent_clis.codex_hooks import (
     CODEX_TOOL_CLASSES,
     codex_arguments,
     codex_denied_events,
     hook_overrides,
     verify_hook_trust,
 )
-from seamline.providers.codex_warm import interrupt_message, is_turn_end, open_thread, turn_message
-from seamline.providers.envelope_launch import Enveloped
-from seamline.providers.runtime_dir import ensure_runtime_dir
-from seamline.providers.warm_process import WARM_OPTIONS, WarmProcess
+from seamline.providers.agent_clis.codex_warm import interrupt_message, is_turn_end, open_thread, turn_message
+from seamline.providers.agent_clis.parsers.base import StreamParser
+from seamline.providers.agent_clis.parsers.codex import CodexJsonParser
+from seamline.providers.agent_clis.parsers.codex_app_server import CodexAppServerParser
+from seamline.providers.base import OptionSpec, PreflightCheck, ProviderSession
+from seamline.providers.programs.envelope_launch import Enveloped
+from seamline.providers.programs.runtime_dir import ensure_runtime_dir
+from seamline.providers.programs.warm_process import WARM_OPTIONS, WarmProcess
 from seamline.sandbox.private_files import open_folder
 from seamline.transport.env import program_env
 

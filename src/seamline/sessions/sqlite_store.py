@@ -32,7 +32,8 @@ from typing import Any, Final
 from seamline.errors import InvalidRequest, StorageFailure
 from seamline.events import Usage
 from seamline.locations import STORE_ENV, default_store_path
-from seamline.sessions.core import (
+from seamline.sessions.journal import JournalRecord, UsageJournal, journal_dir, journal_tail, unreplayed_journals
+from seamline.sessions.portable_store import (
     FINISH_UPDATE,
     SESSION_INSERT,
     USAGE_INSERT,
@@ -40,7 +41,6 @@ from seamline.sessions.core import (
     SessionStore,
     storage_key,
 )
-from seamline.sessions.journal import JournalRecord, UsageJournal, journal_dir, journal_tail, unreplayed_journals
 from seamline.sessions.raw_packs import RAW_INSERT, covered_seqs, packed_rows
 from seamline.sessions.records import (
     Direction,

@@ -9,7 +9,7 @@ group: the timeout reports ``timeout``, the retry bound the kind of the failure 
 are read from there while the turn runs. Abort ends the group too (SIGINT, SIGTERM, then
 SIGKILL) and the turn's outcome is ``aborted``.
 
-A CLI that takes its turns on stdin can be kept warm (:mod:`seamline.providers.warm_process`):
+A CLI that takes its turns on stdin can be kept warm (:mod:`seamline.providers.programs.warm_process`):
 one process per session, started on the first turn and sent each later one; abort then
 interrupts only the turn (the process is ended if it does not stop within ``grace``), and a
 process that died is replaced by a fresh one that resumes the CLI's session.
@@ -36,20 +36,26 @@ from typing import Any, ClassVar, Final, Literal
 
 from seamline.errors import AuthFailure, InvalidRequest, SeamlineError
 from seamline.events import Event, Raw
+from seamline.providers.agent_clis.parsers.base import StreamParser
+from seamline.providers.agent_clis.turn import (
+    STDERR_LINES,
+    TurnBounds,
+    TurnReading,
+    ending_diagnostic,
+    read_turn_output,
+)
 from seamline.providers.base import OptionSpec, PreflightCheck, Provider, ProviderSession
-from seamline.providers.cli_journal import journaled_turn
-from seamline.providers.cli_parsers.base import StreamParser
-from seamline.providers.cli_turn import STDERR_LINES, TurnBounds, TurnReading, ending_diagnostic, read_turn_output
-from seamline.providers.envelope_launch import (
+from seamline.providers.programs.envelope_launch import (
     ENVELOPE_OPTIONS,
     Enveloped,
     enter_envelope,
     envelope_home,
     sandbox_mode,
 )
-from seamline.providers.program_lookup import FoundProgram, find_program, searched_places
-from seamline.providers.runtime_dir import remove_runtime_dir
-from seamline.providers.warm_process import WarmProcess
+from seamline.providers.programs.journal import journaled_turn
+from seamline.providers.programs.lookup import FoundProgram, find_program, searched_places
+from seamline.providers.programs.runtime_dir import remove_runtime_dir
+from seamline.providers.programs.warm_process import WarmProcess
 from seamline.sandbox.egress import endpoint_of
 from seamline.transport.env import compose_env, program_env
 from seamline.transport.subprocess import LineProcess
@@ -125,7 +131,7 @@ class AgentCliProvider(Provider):
 
     def executable(self) -> str | None:
         """The program to run: ``executable=`` when given, else the first on PATH, else the
-        one the project's set-up installed (see :mod:`seamline.providers.program_lookup`)."""
+        one the project's set-up installed (see :mod:`seamline.providers.programs.lookup`)."""
         found = self.locate_executable()
         return found.path if found is not None else None
 

@@ -29,14 +29,14 @@ from typing import ClassVar, Final
 
 from seamline.errors import InvalidRequest
 from seamline.events import Event, PermissionDecision, ToolCall
-from seamline.providers._acp_settings import parse_setting_sources, project_memory
-from seamline.providers.agent_cli import COMMON_OPTIONS, AgentCliProvider, Invocation, SessionMode, uuid_for
+from seamline.providers.agent_clis.approvals import ApprovalSocket, claude_hook_settings, merge_events
+from seamline.providers.agent_clis.base import COMMON_OPTIONS, AgentCliProvider, Invocation, SessionMode, uuid_for
+from seamline.providers.agent_clis.parsers.base import StreamParser
+from seamline.providers.agent_clis.parsers.claude_code import ClaudeStreamJsonParser
 from seamline.providers.base import OptionSpec, PreflightCheck, ProviderSession
-from seamline.providers.cli_approvals import ApprovalSocket, claude_hook_settings, merge_events
-from seamline.providers.cli_parsers.base import StreamParser
-from seamline.providers.cli_parsers.claude_code import ClaudeStreamJsonParser
-from seamline.providers.runtime_dir import ensure_runtime_dir, remove_runtime_dir
-from seamline.providers.warm_process import WARM_OPTIONS, WarmProcess
+from seamline.providers.programs.agent_settings import parse_setting_sources, project_memory
+from seamline.providers.programs.runtime_dir import ensure_runtime_dir, remove_runtime_dir
+from seamline.providers.programs.warm_process import WARM_OPTIONS, WarmProcess
 from seamline.sandbox.private_files import write_private_file
 
 __all__ = ["ClaudeCodeProvider"]

@@ -30,7 +30,7 @@ from seamline.events import (
     ToolResult,
     Usage,
 )
-from seamline.providers.cli_parsers.base import StreamParser, as_int, classify_message
+from seamline.providers.agent_clis.parsers.base import StreamParser, as_int, classify_message
 
 __all__ = ["CodexJsonParser", "mcp_output_text"]
 

@@ -45,7 +45,7 @@ from seamline.events import (
     PermissionRequest,
     ToolCall,
 )
-from seamline.providers._acp_agent import (
+from seamline.providers.acp.agent_process import (
     AcpAgent,
     AcpChannel,
     acquire_agent,
@@ -54,19 +54,24 @@ from seamline.providers._acp_agent import (
     tool_arguments,
     tool_name,
 )
-from seamline.providers._acp_settings import is_claude_agent, mode_to_reset, parse_setting_sources, session_meta
-from seamline.providers._acp_translator import PERMISSION_ANNOUNCE, AcpTranslator
+from seamline.providers.acp.translator import PERMISSION_ANNOUNCE, AcpTranslator
 from seamline.providers.base import OptionSpec, PreflightCheck, Provider, ProviderSession
-from seamline.providers.cli_journal import journaled_turn
-from seamline.providers.envelope_launch import (
+from seamline.providers.programs.agent_settings import (
+    is_claude_agent,
+    mode_to_reset,
+    parse_setting_sources,
+    session_meta,
+)
+from seamline.providers.programs.envelope_launch import (
     ENVELOPE_OPTIONS,
     Enveloped,
     endpoints_from_env,
     enter_envelope,
     sandbox_mode,
 )
-from seamline.providers.program_lookup import find_program
-from seamline.providers.runtime_dir import remove_runtime_dir
+from seamline.providers.programs.journal import journaled_turn
+from seamline.providers.programs.lookup import find_program
+from seamline.providers.programs.runtime_dir import remove_runtime_dir
 from seamline.tools.approval import ApprovalDecision
 from seamline.tools.base import Tool, ToolClass
 from seamline.transport.env import compose_env, program_env
@@ -292,7 +297,7 @@ class AcpProvider(Provider):
 
     def _session_params(self, session: ProviderSession, agent: AcpAgent, params: dict[str, Any]) -> dict[str, Any]:
         """``session/new``/``load``/``resume`` parameters; claude-agent-acp is told to load no
-        settings layer but those the operator names (see :mod:`._acp_settings`)."""
+        settings layer but those the operator names (see :mod:`seamline.providers.programs.agent_settings`)."""
         params = {**params, "mcpServers": []}
         if is_claude_agent(agent.agent_info):
             try:

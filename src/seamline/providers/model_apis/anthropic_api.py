@@ -21,8 +21,8 @@ from urllib.parse import urlsplit
 from seamline.errors import InvalidRequest
 from seamline.events import Event, ReasoningDelta, TextDelta, ToolCall, Usage
 from seamline.loop.messages import Message, ModelRequest
-from seamline.providers._model_api import COMMON_OPTIONS, ModelAPIProvider, StepState, parse_arguments
 from seamline.providers.base import OptionSpec
+from seamline.providers.model_apis.base import COMMON_OPTIONS, ModelAPIProvider, StepState, parse_arguments
 from seamline.tools.base import ToolSpec
 
 __all__ = ["AnthropicProvider", "anthropic_messages"]

@@ -1,7 +1,7 @@
 """Codex kept warm: one ``codex app-server`` per session, its thread opened once.
 
 ``codex app-server`` speaks JSON-RPC 2.0 on stdio, one message a line (the same framing
-:mod:`seamline.providers.codex_hooks` uses to ask it for ``hooks/list``). A new process is
+:mod:`seamline.providers.agent_clis.codex_hooks` uses to ask it for ``hooks/list``). A new process is
 sent ``initialize``, ``initialized`` and the thread request at once: ``thread/start`` for a
 new session, ``thread/resume`` (by the stored thread id) when the session has one, or
 ``thread/fork`` of the parent's; the lines read until the thread's answer are put back for
@@ -21,8 +21,8 @@ import uuid
 from typing import Any, Final
 
 from seamline.errors import ProviderFailure, TimeoutFailure, error_for_kind
-from seamline.providers.cli_parsers.codex_app_server import TURN_REQUEST_PREFIX, rpc_error
-from seamline.providers.warm_process import WarmProcess
+from seamline.providers.agent_clis.parsers.codex_app_server import TURN_REQUEST_PREFIX, rpc_error
+from seamline.providers.programs.warm_process import WarmProcess
 
 __all__ = ["interrupt_message", "is_turn_end", "open_thread", "turn_message", "watch_turn"]
 

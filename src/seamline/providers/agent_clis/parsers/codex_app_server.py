@@ -16,8 +16,8 @@ from __future__ import annotations
 from typing import Any, ClassVar, Final
 
 from seamline.events import ErrorKind, Event, FileChange, FileChangeKind, Raw, Reasoning, Session, Text, TextDelta
-from seamline.providers.cli_parsers.base import classify_message
-from seamline.providers.cli_parsers.codex import CodexJsonParser, mcp_output_text
+from seamline.providers.agent_clis.parsers.base import classify_message
+from seamline.providers.agent_clis.parsers.codex import CodexJsonParser, mcp_output_text
 
 __all__ = ["TURN_REQUEST_PREFIX", "CodexAppServerParser", "rpc_error"]
 

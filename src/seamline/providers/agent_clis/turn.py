@@ -1,5 +1,5 @@
 """Reading one turn of an agent CLI's output, whether the process was started for the turn
-or is kept warm between turns (:mod:`seamline.providers.warm_process`).
+or is kept warm between turns (:mod:`seamline.providers.programs.warm_process`).
 
 Each line goes to the raw log and to the turn's stream parser. The turn is bounded here:
 its timeout, and the retries the CLI reports (on stdout, or on stderr read once a tick)
@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from seamline.events import Event, Raw
+from seamline.providers.agent_clis.parsers.base import StreamParser
 from seamline.providers.base import ProviderSession
-from seamline.providers.cli_parsers.base import StreamParser
-from seamline.providers.envelope_launch import Enveloped
+from seamline.providers.programs.envelope_launch import Enveloped
 from seamline.transport.subprocess import LineProcess
 
 __all__ = ["TurnBounds", "TurnReading", "ending_diagnostic", "read_turn_output"]

@@ -18,8 +18,8 @@ from typing import Final, NamedTuple
 __all__ = ["FoundProgram", "PROGRAMS_ENV", "find_program", "searched_places"]
 
 PROGRAMS_ENV: Final = "SEAMLINE_AGENT_CLIS"
-# src/seamline/providers/program_lookup.py -> the checkout (an editable install)
-_CHECKOUT: Final = Path(__file__).resolve().parents[3]
+# src/seamline/providers/programs/lookup.py -> the checkout (an editable install)
+_CHECKOUT: Final = Path(__file__).resolve().parents[4]
 _TOOL_SETS: Final = ("agent-clis", "acp-opencode")
 
 

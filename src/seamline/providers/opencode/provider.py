@@ -1,7 +1,7 @@
 """``opencode``: the OpenCode agent through its HTTP server and event stream.
 
 ``opencode serve`` runs as a shared, reference-counted subprocess on a free port of
-127.0.0.1 (see :mod:`seamline.providers._opencode_server`). A session is ``POST
+127.0.0.1 (see :mod:`seamline.providers.opencode.server`). A session is ``POST
 /session`` (OpenCode mints the id); a turn is ``POST /session/{id}/prompt_async`` and
 the server's events (``GET /event``) for that session, translated into seamline events,
 until the session goes idle; abort is ``POST /session/{id}/abort``; fork is ``POST
@@ -61,7 +61,8 @@ from seamline.events import (
     ToolResult,
     Usage,
 )
-from seamline.providers._opencode_server import (
+from seamline.providers.base import OptionSpec, PreflightCheck, Provider, ProviderSession
+from seamline.providers.opencode.server import (
     OpenCodeServer,
     ServerChannel,
     acquire_server,
@@ -69,17 +70,16 @@ from seamline.providers._opencode_server import (
     project_instructions,
     release_server,
 )
-from seamline.providers.base import OptionSpec, PreflightCheck, Provider, ProviderSession
-from seamline.providers.cli_journal import journaled_turn
-from seamline.providers.envelope_launch import (
+from seamline.providers.programs.envelope_launch import (
     ENVELOPE_OPTIONS,
     Enveloped,
     endpoints_from_env,
     enter_envelope,
     sandbox_mode,
 )
-from seamline.providers.program_lookup import find_program
-from seamline.providers.runtime_dir import remove_runtime_dir
+from seamline.providers.programs.journal import journaled_turn
+from seamline.providers.programs.lookup import find_program
+from seamline.providers.programs.runtime_dir import remove_runtime_dir
 from seamline.redact import redact_url
 from seamline.sandbox.egress import endpoint_of
 from seamline.sessions.records import SessionRecord

@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
 from seamline.providers.base import OptionSpec
-from seamline.providers.envelope_launch import Enveloped
+from seamline.providers.programs.envelope_launch import Enveloped
 from seamline.transport.subprocess import LineProcess, kill_group
 
 __all__ = ["WARM_OPTIONS", "WarmProcess"]

@@ -1,6 +1,6 @@
 """The store's engine, whatever the database: sessions, raw log, usage, transcript.
 
-:class:`SessionStore` holds every query in portable SQL; :class:`~seamline.sessions.store.SQLiteStore`
+:class:`SessionStore` holds every query in portable SQL; :class:`~seamline.sessions.sqlite_store.SQLiteStore`
 (SQLite) and :class:`~seamline.sessions.postgres.PostgresStore` add their connection. It lives
 apart from both so that neither imports the other.
 """
@@ -61,7 +61,7 @@ class _SharedCommit(asyncio.Future[None]):
 
 class SessionStore(abc.ABC):
     """The session store: its logic over five SQL primitives, which an implementation
-    brings with its database (:class:`~seamline.sessions.store.SQLiteStore`,
+    brings with its database (:class:`~seamline.sessions.sqlite_store.SQLiteStore`,
     :class:`~seamline.sessions.postgres.PostgresStore`): ``_execute``, ``_executemany``,
     ``_query``, ``_transaction`` and ``close``, in the ``dialect`` it names."""
 

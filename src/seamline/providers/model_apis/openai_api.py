@@ -22,9 +22,9 @@ from urllib.parse import urlsplit
 
 from seamline.events import Event, ReasoningDelta, TextDelta, ToolCall, Usage
 from seamline.loop.messages import Message, ModelRequest
-from seamline.providers._model_api import COMMON_OPTIONS, ModelAPIProvider, StepState, parse_arguments
-from seamline.providers._retry import stream_failure
 from seamline.providers.base import OptionSpec
+from seamline.providers.model_apis.base import COMMON_OPTIONS, ModelAPIProvider, StepState, parse_arguments
+from seamline.providers.model_apis.retry import stream_failure
 from seamline.tools.base import ToolSpec
 
 __all__ = ["OpenAIProvider", "chat_messages", "responses_input"]

@@ -34,7 +34,13 @@ from seamline.events import (
     ToolResult,
     Usage,
 )
-from seamline.providers.cli_parsers.base import StreamParser, as_int, classify_http_status, classify_message, text_of
+from seamline.providers.agent_clis.parsers.base import (
+    StreamParser,
+    as_int,
+    classify_http_status,
+    classify_message,
+    text_of,
+)
 
 __all__ = ["ClaudeStreamJsonParser"]
 

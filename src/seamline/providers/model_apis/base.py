@@ -24,8 +24,8 @@ from seamline.errors import AuthFailure, InvalidRequest, SeamlineError, Transpor
 from seamline.events import Error, Event, Raw, ReasoningDelta, TextDelta, ToolCall, Usage
 from seamline.extras import install_hint
 from seamline.loop.messages import ModelRequest
-from seamline.providers._retry import RetryPolicy, classify_failure, scrub
 from seamline.providers.base import BLOCK_ENV, OptionSpec, PreflightCheck, Provider, ProviderSession
+from seamline.providers.model_apis.retry import RetryPolicy, classify_failure, scrub
 from seamline.redact import url_host
 
 __all__ = ["COMMON_OPTIONS", "ModelAPIProvider", "StepState", "parse_arguments", "sha256_json"]

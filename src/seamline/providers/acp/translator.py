@@ -20,7 +20,7 @@ from seamline.events import (
     ToolResult,
     Usage,
 )
-from seamline.providers._acp_agent import merge_tool_call, tool_arguments, tool_name
+from seamline.providers.acp.agent_process import merge_tool_call, tool_arguments, tool_name
 from seamline.providers.base import ProviderSession
 
 __all__ = ["PERMISSION_ANNOUNCE", "AcpTranslator"]
