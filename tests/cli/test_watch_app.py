@@ -202,3 +202,32 @@ def test_over_url_the_pilot_shows_the_diff_and_discards_a_worktree_run(git_env: 
         asyncio.run(drive())
         assert branch not in git(served_repo, "branch", "--list")
         assert not (served_repo / "draft.txt").exists()
+
+
+def test_ctrl_c_quits_as_the_help_says(tmp_path: Path) -> None:
+    store = open_store(tmp_path / "store.db")
+    app = FleetApp(StoreSource(store, location=str(tmp_path / "store.db"), interval=0.2), interval=0.2)
+    exits: list[str] = []  # when each exit was asked for: by a key, or by the pilot's end
+    asked = app.exit
+
+    def exit_noted(*args: Any, **kwargs: Any) -> None:
+        exits.append(stage)
+        asked(*args, **kwargs)
+
+    app.exit = exit_noted  # type: ignore[method-assign]
+    stage = "key"
+
+    async def drive() -> None:
+        nonlocal stage
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: "no runs yet" in app.status_text, "the empty table")
+            await pilot.press("ctrl+c")
+            await pilot.pause()
+            stage = "pilot"
+
+    try:
+        asyncio.run(drive())
+    finally:
+        store.close()
+    assert exits[:1] == ["key"], f"ctrl+c did not quit the view: {exits}"
+    assert app.return_code == 0

@@ -1,7 +1,7 @@
 """`seamline watch` in a real terminal: tmux runs it on a 200x50 pane over a store with one
 recorded run; the screen shows the table with the run's id and status and the keys in the
-footer, and `q` ends it. The tmux server has its own socket and is killed by it (and its
-processes by their ids) before the test returns."""
+footer, and `q` ends it, as Ctrl-C does. The tmux server has its own socket and is killed
+by it (and its processes by their ids) before the test returns."""
 
 from __future__ import annotations
 
@@ -88,8 +88,9 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def test_the_table_shows_the_run_in_a_real_terminal_and_q_quits(
-    seamline_cmd: list[str], cli_env: dict[str, str], tmp_path: Path
+@pytest.mark.parametrize("key", ["q", "C-c"])
+def test_the_table_shows_the_run_in_a_real_terminal_and_q_or_ctrl_c_quits(
+    seamline_cmd: list[str], cli_env: dict[str, str], tmp_path: Path, key: str
 ) -> None:
     store = tmp_path / "store.db"
     done = subprocess.run(
@@ -107,8 +108,8 @@ def test_the_table_shows_the_run_in_a_real_terminal_and_q_quits(
         assert "RUN" in shown and "STATUS" in shown and "offline" in shown
         assert "what is here?" in shown
         assert "a approve" in shown and "m merge" in shown and "x discard" in shown
-        tmux("send-keys", "q")
-        assert tmux.pane_gone(), f"q did not end seamline watch; the screen:\n{tmux.screen()}"
+        tmux("send-keys", key)
+        assert tmux.pane_gone(), f"{key} did not end seamline watch; the screen:\n{tmux.screen()}"
     finally:
         tmux.kill()
     assert not any(_alive(pid) for pid in tmux.pids)

@@ -104,6 +104,8 @@ class FleetApp(App[None]):
         Binding("m", "merge", "merge"),
         Binding("x", "discard", "discard"),
         Binding("q", "quit", "quit"),
+        # The help says Ctrl-C ends the view; Textual binds it to copy (and only hints at ctrl+q).
+        Binding("ctrl+c", "quit", "quit", show=False, priority=True),
     ]
 
     def __init__(self, source: FleetSource, *, limit: int = 20, interval: float = 1.0) -> None:
