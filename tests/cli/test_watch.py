@@ -63,7 +63,7 @@ def test_two_runs_are_listed_with_status_branch_and_cost_while_they_run_and_afte
         end = time.monotonic() + 60
         during: dict[str, dict[str, Any]] = {}
         while time.monotonic() < end:
-            during = {k: v for k, v in _snapshot(seamline_cmd, env, store).items() if v["status"] == "open"}
+            during = {k: v for k, v in _snapshot(seamline_cmd, env, store).items() if v["status"] == "running"}
             if len(during) == 2:
                 break
             time.sleep(0.2)

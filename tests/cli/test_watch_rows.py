@@ -4,7 +4,7 @@ and the permission requests it waits on, and one line (or none) for every event 
 from __future__ import annotations
 
 from seamline.cli.watch_rows import activity, fleet
-from seamline.cli.watch_sources import event_line
+from seamline.cli.watch_sources import _server_row, event_line
 from seamline.events import (
     EVENT_TYPES,
     Complete,
@@ -79,7 +79,8 @@ def test_a_live_stored_runs_tool_and_waiting_requests() -> None:
         _record(store, "a" * 32, call, asked)
         assert activity(store, "a" * 32) == ("write_file", 1)
         [row] = fleet(store)
-        assert (row["status"], row["current_tool"], row["pending_approvals"]) == ("open", "write_file", 1)
+        # A live run reads "running" (as a server's runs do), not "open", the word of a worktree's state.
+        assert (row["status"], row["current_tool"], row["pending_approvals"]) == ("running", "write_file", 1)
         _record(store, "a" * 32, PermissionDecision(request_id="r1", decision="allow"))
         assert activity(store, "a" * 32) == ("write_file", 0)
         _record(store, "a" * 32, ToolResult(call_id="c1", output="ok"))
@@ -91,3 +92,11 @@ def test_a_live_stored_runs_tool_and_waiting_requests() -> None:
         assert (row["current_tool"], row["pending_approvals"]) == (None, 0)  # only live runs are read
     finally:
         store.close()
+
+
+def test_a_servers_session_live_in_another_process_reads_running() -> None:
+    session = {"id": "b" * 32, "provider": "scripted", "model": None, "status": "open", "created_at": 100.0,
+               "updated_at": 100.0, "input_tokens": 0, "output_tokens": 0, "cost_usd": None, "title": "go",
+               "run_options": {"worktree": {"branch": "seamline/bbbbbbbb", "state": "open"}}}  # fmt: skip
+    row = _server_row(session, None, 130.0)  # no run of it in this server: its process writes the store
+    assert (row["status"], row["worktree_state"], row["elapsed_s"]) == ("running", "open", 30.0)

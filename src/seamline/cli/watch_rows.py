@@ -14,13 +14,20 @@ from seamline.events import Complete, Event, PermissionDecision, PermissionReque
 from seamline.sessions.portable_store import SessionStore
 from seamline.sessions.records import SessionRecord, session_title
 
-__all__ = ["activity", "elapsed_text", "fleet", "stored_events", "worktree_fields"]
+__all__ = ["activity", "elapsed_text", "fleet", "run_status", "stored_events", "worktree_fields"]
 
 
 def worktree_fields(run_options: dict[str, Any]) -> dict[str, Any]:
     """What a session's run options keep of its worktree (empty for a run without one)."""
     kept: object = run_options.get("worktree")
     return cast("dict[str, Any]", kept) if isinstance(kept, dict) else {}
+
+
+def run_status(session_status: str) -> str:
+    """What the view calls a session's status: a session whose turn is running is ``open``
+    in the store, the word a worktree's state uses too; the view says ``running``, as a
+    server's runs do."""
+    return "running" if session_status == "open" else session_status
 
 
 def fleet(store: SessionStore, *, limit: int = 20, now: float | None = None) -> list[dict[str, Any]]:
@@ -41,7 +48,7 @@ def _row(store: SessionStore, record: SessionRecord, now: float) -> dict[str, An
         "session_id": record.id,
         "provider": record.provider,
         "model": record.model,
-        "status": record.status,
+        "status": run_status(record.status),
         "current_tool": tool,
         "pending_approvals": waiting,
         "branch": tree.get("branch"),

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar, assert_never
 import msgspec
 
 from seamline.cli.display import one_line
-from seamline.cli.watch_rows import fleet, stored_events, worktree_fields
+from seamline.cli.watch_rows import fleet, run_status, stored_events, worktree_fields
 from seamline.errors import SeamlineError
 from seamline.events import (
     Complete,
@@ -313,7 +313,7 @@ class ServerSource(FleetSource):
 
 def _server_row(session: Row, run: Row | None, now: float) -> Row:
     tree = worktree_fields(session["run_options"])
-    status = run["status"] if run is not None else session["status"]
+    status = run["status"] if run is not None else run_status(session["status"])
     live = status in _LIVE
     ended = now if live else (run["finished_at"] if run is not None and run["finished_at"] else session["updated_at"])
     cost = session["cost_usd"]
