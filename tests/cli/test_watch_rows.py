@@ -3,6 +3,11 @@ and the permission requests it waits on, and one line (or none) for every event 
 
 from __future__ import annotations
 
+import time
+from pathlib import Path
+
+import pytest
+
 from seamline.cli.watch_rows import activity, fleet
 from seamline.cli.watch_sources import _server_row, event_line
 from seamline.events import (
@@ -26,7 +31,8 @@ from seamline.events import (
     Usage,
     encode_event,
 )
-from seamline.sessions.sqlite_store import SQLiteStore
+from seamline.sessions.sqlite_store import SQLiteStore, open_store
+from tests.worktrees.git_repo import git_home, make_repo, worktree_run
 
 ONE_OF_EACH: tuple[Event, ...] = (
     Session(session_id="s" * 32, provider="scripted", model="m1"),
@@ -100,3 +106,29 @@ def test_a_servers_session_live_in_another_process_reads_running() -> None:
                "run_options": {"worktree": {"branch": "seamline/bbbbbbbb", "state": "open"}}}  # fmt: skip
     row = _server_row(session, None, 130.0)  # no run of it in this server: its process writes the store
     assert (row["status"], row["worktree_state"], row["elapsed_s"]) == ("running", "open", 30.0)
+
+
+@pytest.mark.parametrize("ending", ["merge", "discard"])
+def test_a_worktree_runs_elapsed_time_ends_with_its_turn_not_its_merge_or_discard(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ending: str
+) -> None:
+    from seamline import worktrees
+
+    for key, value in git_home(tmp_path / "home").items():
+        monkeypatch.setenv(key, value)
+    store_path = tmp_path / "store.db"
+    run_id = worktree_run(make_repo(tmp_path / "repo"), store_path, "notes.txt", "from the run\n")
+    with monkeypatch.context() as later:  # merged or discarded an hour after the run ended
+        clock = time.time
+        later.setattr(time, "time", lambda: clock() + 3600.0)
+        getattr(worktrees, ending)(run_id, store=store_path)
+    store = open_store(store_path, read_only=True)
+    try:
+        record = store.get(run_id)
+        assert record is not None and record.updated_at - record.created_at > 3600.0
+        ended = max(row.created_at for row in store.raw_rows(run_id))  # the run's last event
+        [row] = fleet(store, now=record.updated_at + 60.0)
+    finally:
+        store.close()
+    assert row["worktree_state"] == ("merged" if ending == "merge" else "discarded")
+    assert row["elapsed_s"] == round(ended - record.created_at, 1)

@@ -42,7 +42,7 @@ def _row(store: SessionStore, record: SessionRecord, now: float) -> dict[str, An
     totals = store.totals(record.id, include_descendants=False)
     tree = worktree_fields(record.run_options)
     live = record.status == "open"
-    ended = now if live else record.updated_at
+    ended = now if live else _ended_at(store, record, tree)
     tool, waiting = activity(store, record.id) if live else (None, 0)
     return {
         "session_id": record.id,
@@ -61,6 +61,23 @@ def _row(store: SessionStore, record: SessionRecord, now: float) -> dict[str, An
         "title": session_title(store.first_prompt(record.id)),
         "workspace": record.workspace,
     }
+
+
+_ENDS: dict[tuple[str, float], float] = {}  # (session, updated_at): when its last turn ended
+
+
+def _ended_at(store: SessionStore, record: SessionRecord, tree: dict[str, Any]) -> float:
+    """When an ended run's last turn ended. That is the record's ``updated_at``, unless a
+    merge or discard of its worktree wrote the record since: then its last raw row's time
+    (read once per record, the run cannot go on)."""
+    if tree.get("state") in (None, "open"):
+        return record.updated_at
+    key = (record.id, record.updated_at)
+    if key not in _ENDS:
+        if len(_ENDS) > 512:
+            _ENDS.clear()
+        _ENDS[key] = max((row.created_at for row in store.raw_rows(record.id)), default=record.updated_at)
+    return _ENDS[key]
 
 
 def stored_events(store: SessionStore, session_id: str) -> Iterable[Event]:
