@@ -113,3 +113,29 @@ def test_the_table_shows_the_run_in_a_real_terminal_and_q_or_ctrl_c_quits(
     finally:
         tmux.kill()
     assert not any(_alive(pid) for pid in tmux.pids)
+
+
+def test_without_textual_the_install_hint_stays_on_the_plain_table(cli_env: dict[str, str], tmp_path: Path) -> None:
+    program = (
+        "import sys; sys.modules['textual'] = None\n"  # as if the watch extra were not installed
+        "from seamline.cli.main import main\n"
+        f"sys.exit(main(['watch', '--interval', '0.2', '--store', {str(tmp_path / 'store.db')!r}]))\n"
+    )
+    tmux = Tmux({**cli_env, "TERM": "xterm-256color"})
+    seen: set[str] = set()
+
+    def refreshed(shown: str) -> bool:
+        # The header's clock changed (the screen was cleared and drawn again), and this frame
+        # is drawn down to its table.
+        seen.update(line for line in shown.splitlines() if line.startswith("seamline watch"))
+        return len(seen) >= 2 and "no runs in this store yet" in shown
+
+    try:
+        tmux.start(shlex.join([sys.executable, "-c", program]))
+        shown = tmux.wait_for(refreshed, "the plain table to refresh")
+        assert "needs the watch extra" in shown and "[watch]" in shown, shown
+        tmux("send-keys", "C-c")
+        assert tmux.pane_gone(), f"Ctrl-C did not end the plain table; the screen:\n{tmux.screen()}"
+    finally:
+        tmux.kill()
+    assert not any(_alive(pid) for pid in tmux.pids)

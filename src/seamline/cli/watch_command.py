@@ -99,13 +99,18 @@ def run(args: argparse.Namespace, *, sleep: Callable[[float], None] = time.sleep
         return _watch_server(args)
     store = open_store(args.store, read_only=True)
     try:
-        if not args.snapshot and not args.plain and sys.stdout.isatty() and _textual_here():
-            from seamline.cli.watch_app import FleetApp
-            from seamline.cli.watch_sources import StoreSource
+        note = ""  # a line under each refresh's header: a line on stderr would be cleared at once
+        if not args.snapshot and not args.plain and sys.stdout.isatty():
+            from importlib.util import find_spec
 
-            source = StoreSource(store, location=args.store, interval=args.interval)
-            FleetApp(source, limit=args.limit, interval=args.interval).run()
-            return 0
+            if find_spec("textual") is not None:
+                from seamline.cli.watch_app import FleetApp
+                from seamline.cli.watch_sources import StoreSource
+
+                source = StoreSource(store, location=args.store, interval=args.interval)
+                FleetApp(source, limit=args.limit, interval=args.interval).run()
+                return 0
+            note = f"the live view needs the watch extra ({install_hint('watch')}); this is the plain table\n"
         if args.snapshot:
             rows = fleet(store, limit=args.limit)
             if args.json:
@@ -117,7 +122,7 @@ def run(args: argparse.Namespace, *, sleep: Callable[[float], None] = time.sleep
         clear = "\x1b[H\x1b[2J" if sys.stdout.isatty() else ""
         try:
             while True:
-                sys.stdout.write(clear + time.strftime("seamline watch  %H:%M:%S  (Ctrl-C ends)\n\n"))
+                sys.stdout.write(clear + time.strftime("seamline watch  %H:%M:%S  (Ctrl-C ends)\n") + note + "\n")
                 sys.stdout.write(_table(fleet(store, limit=args.limit)))
                 sys.stdout.flush()
                 sleep(args.interval)
@@ -125,16 +130,6 @@ def run(args: argparse.Namespace, *, sleep: Callable[[float], None] = time.sleep
             return 0
     finally:
         store.close()
-
-
-def _textual_here() -> bool:
-    from importlib.util import find_spec
-
-    if find_spec("textual") is None:
-        sys.stderr.write(f"seamline watch: the live view needs the watch extra ({install_hint('watch')}); "
-                         "showing the plain table\n")  # fmt: skip
-        return False
-    return True
 
 
 def _watch_server(args: argparse.Namespace) -> int:
