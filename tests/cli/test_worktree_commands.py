@@ -196,3 +196,29 @@ def test_the_sandboxs_workspace_is_the_worktree(seamline_cmd: list[str], world: 
     assert git(world["repo"], "show", f"{branch}:boxed.txt") == "boxed"
     assert git(world["repo"], "show", f"{branch}:where.txt") == "/workspace"  # bubblewrap's view of the worktree
     assert snapshot(world["repo"])[1] == "" and not (world["repo"] / "boxed.txt").exists()
+
+
+def _kept_and_dropped(cmd: list[str], world: dict[str, Any], *, shown_before: list[str]) -> tuple[str, str, Path]:
+    """Two worktree runs: ``kept`` merged, ``dropped`` discarded; ``sessions show`` of the
+    first, before, goes to ``shown_before``. Their ids and the first one's removed worktree."""
+    store = str(world["store"])
+    kept, dropped = (_run(cmd, world, _script(world, n, f"{n}.txt", f"{n}\n")) for n in ("kept", "dropped"))
+    shown_before.append(_seamline(cmd, world, "sessions", "show", kept, "--store", store).stdout)
+    assert _seamline(cmd, world, "merge", kept, "--store", store).returncode == 0
+    assert _seamline(cmd, world, "discard", dropped, "--store", store).returncode == 0
+    path = world["tmp"].resolve() / "worktrees" / kept  # beside the store
+    assert not path.exists()
+    return kept, dropped, path
+
+
+def test_sessions_show_names_a_worktree_runs_branch_state_and_worktree(
+    seamline_cmd: list[str], world: dict[str, Any]
+) -> None:
+    before: list[str] = []
+    kept, dropped, path = _kept_and_dropped(seamline_cmd, world, shown_before=before)
+    assert f"worktree  seamline/{kept[:8]} (open) at {path}\n" in before[0], before[0]
+    store, merge_commit = str(world["store"]), git(world["repo"], "rev-parse", "HEAD")
+    shown = _seamline(seamline_cmd, world, "sessions", "show", kept, "--store", store).stdout
+    assert f"worktree  seamline/{kept[:8]} (merged into main as {merge_commit[:12]}; worktree removed)\n" in shown
+    shown = _seamline(seamline_cmd, world, "sessions", "show", dropped, "--store", store).stdout
+    assert f"worktree  seamline/{dropped[:8]} (discarded; worktree and branch removed)\n" in shown, shown

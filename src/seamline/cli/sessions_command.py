@@ -14,6 +14,7 @@ from typing import Any
 from seamline.cli.display import JsonDisplay, TextDisplay, spin_while, turn_ended
 from seamline.cli.extension_flags import cli_approval
 from seamline.cli.main import EXIT_CODES, SeamlineUsage, install_abort_handler, parse_options
+from seamline.cli.watch_rows import worktree_fields
 from seamline.events import Complete
 from seamline.loop.messages import Message
 from seamline.providers.base import ProviderSession
@@ -218,6 +219,8 @@ def _show(store: SessionStore, args: argparse.Namespace) -> int:
         f"provider  {record.provider} ({record.model or 'default model'}); provider id {record.provider_session_id or '-'}"
     )
     print(f"status    {record.status}; parent {record.parent_id or '-'}; workspace {record.workspace or '-'}")
+    if worktree_fields(record.run_options).get("branch"):
+        print(f"worktree  {_worktree_line(worktree_fields(record.run_options))}")
     print(f"tokens    {own.input_tokens} in / {own.output_tokens} out; cost {own.describe_cost()}")
     for span in spans:  # a session continued on other backends: each one's turns and figures
         first, last = span.turns
@@ -238,6 +241,19 @@ def _show(store: SessionStore, args: argparse.Namespace) -> int:
         )
         print(f"[{entry.index}] {entry.kind:<11} {text[:200].replace(chr(10), ' ')}")
     return 0
+
+
+def _worktree_line(tree: dict[str, Any]) -> str:
+    """A worktree run's branch and state, and its worktree while it is there."""
+    state, path = tree.get("state"), tree.get("path")
+    if state == "merged":
+        commit = tree.get("merge_commit")
+        into = f" into {tree['base_branch']}" if tree.get("base_branch") else ""
+        return f"{tree['branch']} (merged{into}{f' as {commit[:12]}' if commit else ''}; worktree removed)"
+    if state == "discarded":
+        return f"{tree['branch']} (discarded; worktree and branch removed)"
+    where = f"at {path}" if path and os.path.isdir(path) else "(its worktree is gone)"
+    return f"{tree['branch']} ({state}) {where}"
 
 
 def _export(store: SessionStore, args: argparse.Namespace) -> int:
