@@ -222,3 +222,22 @@ def test_sessions_show_names_a_worktree_runs_branch_state_and_worktree(
     assert f"worktree  seamline/{kept[:8]} (merged into main as {merge_commit[:12]}; worktree removed)\n" in shown
     shown = _seamline(seamline_cmd, world, "sessions", "show", dropped, "--store", store).stdout
     assert f"worktree  seamline/{dropped[:8]} (discarded; worktree and branch removed)\n" in shown, shown
+
+
+def test_a_merged_or_discarded_run_shows_the_main_repository_as_its_workspace(
+    seamline_cmd: list[str], world: dict[str, Any]
+) -> None:
+    before: list[str] = []
+    kept, dropped, path = _kept_and_dropped(seamline_cmd, world, shown_before=before)
+    store, repo = str(world["store"]), world["repo"].resolve()
+    assert f"workspace {path}\n" in before[0]  # while it is there, the run's worktree
+    for run_id in (kept, dropped):
+        shown = _seamline(seamline_cmd, world, "sessions", "show", run_id, "--store", store).stdout
+        assert f"workspace {repo}\n" in shown and str(world["tmp"].resolve() / "worktrees") not in shown, shown
+    listed = _seamline(seamline_cmd, world, "sessions", "list", "--store", store).stdout.splitlines()
+    assert len(listed) == 2 and all(line.endswith(f"· {repo}") for line in listed), listed
+    rows = [json.loads(line) for line in _seamline(seamline_cmd, world, "sessions", "list", "--json",
+                                                   "--store", store).stdout.splitlines()]  # fmt: skip
+    assert [row["workspace"] for row in rows] == [str(repo), str(repo)]
+    watched = _seamline(seamline_cmd, world, "watch", "--snapshot", "--json", "--store", store).stdout
+    assert [json.loads(line)["workspace"] for line in watched.splitlines()] == [str(repo), str(repo)]

@@ -14,7 +14,7 @@ from typing import Any
 from seamline.cli.display import JsonDisplay, TextDisplay, spin_while, turn_ended
 from seamline.cli.extension_flags import cli_approval
 from seamline.cli.main import EXIT_CODES, SeamlineUsage, install_abort_handler, parse_options
-from seamline.cli.watch_rows import worktree_fields
+from seamline.cli.watch_rows import shown_workspace, worktree_fields
 from seamline.events import Complete
 from seamline.loop.messages import Message
 from seamline.providers.base import ProviderSession
@@ -147,6 +147,7 @@ def _row(record: SessionRecord, store: SessionStore) -> dict[str, Any]:
     tree = tree if isinstance(tree, dict) else {}
     return {
         **asdict(record),
+        "workspace": shown_workspace(record),  # a removed worktree's: the main repository's
         "cost_usd": totals.cost_usd if totals.cost_known else None,
         "cost": totals.describe_cost(),
         "title": session_title(store.first_prompt(record.id)),
@@ -173,7 +174,7 @@ def _list(store: SessionStore, args: argparse.Namespace) -> int:
             when = time.strftime("%Y-%m-%d %H:%M", time.localtime(record.created_at))
             parent = f" ← {record.parent_id[:8]}" if record.parent_id else ""
             title = row["title"] or ("(fork)" if record.parent_id else "(no prompt)")
-            where = f"  · {_short_path(record.workspace)}" if record.workspace else ""
+            where = f"  · {_short_path(row['workspace'])}" if row["workspace"] else ""
             branch = f"  ⎇ {row['branch']} ({row['worktree_state']})" if row["branch"] else ""
             print(
                 f"{record.id[:12]}  {when}  {record.status:<11} {record.provider:<12} {row['cost']:<8}  "
@@ -218,7 +219,7 @@ def _show(store: SessionStore, args: argparse.Namespace) -> int:
     print(
         f"provider  {record.provider} ({record.model or 'default model'}); provider id {record.provider_session_id or '-'}"
     )
-    print(f"status    {record.status}; parent {record.parent_id or '-'}; workspace {record.workspace or '-'}")
+    print(f"status    {record.status}; parent {record.parent_id or '-'}; workspace {shown_workspace(record) or '-'}")
     if worktree_fields(record.run_options).get("branch"):
         print(f"worktree  {_worktree_line(worktree_fields(record.run_options))}")
     print(f"tokens    {own.input_tokens} in / {own.output_tokens} out; cost {own.describe_cost()}")

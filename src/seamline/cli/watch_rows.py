@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
+from pathlib import PurePath
 from typing import Any, cast
 
 import msgspec
@@ -14,13 +15,27 @@ from seamline.events import Complete, Event, PermissionDecision, PermissionReque
 from seamline.sessions.portable_store import SessionStore
 from seamline.sessions.records import SessionRecord, session_title
 
-__all__ = ["activity", "elapsed_text", "fleet", "run_status", "stored_events", "worktree_fields"]
+__all__ = ["activity", "elapsed_text", "fleet", "run_status", "shown_workspace", "stored_events", "worktree_fields"]
 
 
 def worktree_fields(run_options: dict[str, Any]) -> dict[str, Any]:
     """What a session's run options keep of its worktree (empty for a run without one)."""
     kept: object = run_options.get("worktree")
     return cast("dict[str, Any]", kept) if isinstance(kept, dict) else {}
+
+
+def shown_workspace(record: SessionRecord) -> str | None:
+    """Where a run's work is: its workspace; for a merged or discarded worktree run, whose
+    worktree is removed, the same folder in the main repository."""
+    tree = worktree_fields(record.run_options)
+    path, repo = tree.get("path"), tree.get("repo")
+    if tree.get("state") in (None, "open") or not record.workspace or not path or not repo:
+        return record.workspace
+    try:
+        inside = PurePath(record.workspace).relative_to(path)
+    except ValueError:
+        return record.workspace  # not in the worktree (a record from before worktrees)
+    return str(PurePath(repo) / inside)
 
 
 def run_status(session_status: str) -> str:
@@ -59,7 +74,7 @@ def _row(store: SessionStore, record: SessionRecord, now: float) -> dict[str, An
         "cost": totals.describe_cost(),
         "elapsed_s": round(max(ended - record.created_at, 0.0), 1),
         "title": session_title(store.first_prompt(record.id)),
-        "workspace": record.workspace,
+        "workspace": shown_workspace(record),
     }
 
 
