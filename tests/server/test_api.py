@@ -343,3 +343,19 @@ def test_a_store_that_fails_is_a_500_of_kind_storage(tmp_path: Path, monkeypatch
         reply = client.get("/v1/sessions")
     assert reply.status_code == 500, reply.text
     assert reply.json()["error"]["kind"] == "storage" and "disk I/O error" in reply.json()["error"]["message"]
+
+
+def test_a_run_titles_its_session_as_soon_as_it_is_started(tmp_path: Path) -> None:
+    # The model takes 30 s to answer: nothing of the turn is committed yet when the POST returns.
+    with serve(tmp_path) as served, served.client() as client:
+        session_id = _session(served, client, [{"delay": 30, "text": "slow"}])
+        assert client.get(f"/v1/sessions/{session_id}").json()["title"] == ""
+        run_id = _run(client, session_id, "Tidy the tests, please\nand then the docs")
+        listed = client.get("/v1/sessions").json()["sessions"]
+        assert [s["title"] for s in listed if s["id"] == session_id] == ["Tidy the tests, please"]
+        assert client.get(f"/v1/sessions/{session_id}").json()["title"] == "Tidy the tests, please"
+        assert client.get(f"/v1/runs/{run_id}").json()["status"] in ("queued", "running")
+        assert client.post(f"/v1/runs/{run_id}/cancel").status_code == 202
+        assert _wait_done(client, run_id)["status"] == "aborted"
+        # Once the turn is in the store, its first prompt still titles it.
+        assert client.get(f"/v1/sessions/{session_id}").json()["title"] == "Tidy the tests, please"

@@ -53,8 +53,19 @@ def session_row(store: SessionStore, hub: RunHub, record: SessionRecord) -> dict
         "live": live is not None,
         "busy": live.busy if live is not None else False,
         "runs": list(live.runs) if live is not None else [],
-        "title": session_title(store.first_prompt(record.id)),
+        "title": session_title(_first_prompt(store, hub, record.id)),
     }
+
+
+def _first_prompt(store: SessionStore, hub: RunHub, session_id: str) -> str | None:
+    """The stored first prompt; before the first turn's rows are committed (the provider's
+    first answer, seconds later), the prompt of the first run this server started on it."""
+    stored = store.first_prompt(session_id)
+    if stored is not None:
+        return stored
+    live = hub.sessions.get(session_id)
+    first = hub.runs.get(live.runs[0]) if live is not None and live.runs else None
+    return first.prompt if first is not None else None
 
 
 def _live_row(request: Request, slot: LiveSession) -> dict[str, Any]:
