@@ -15,7 +15,7 @@ pytest.importorskip("ag_ui")
 pytest.importorskip("uvicorn")
 pytest.importorskip("playwright.sync_api")
 
-from tests.server.harness import TOOL_TURN, serve
+from tests.server.harness import TOOL_TURN, Served, serve
 from tests.server.test_page import CHROMIUM, agent, expect, opened
 from tests.worktrees.git_repo import git, git_home, make_repo, snapshot, worktree_run
 
@@ -59,6 +59,8 @@ def test_fleet_diffs_merges_refuses_and_discards_worktree_runs(tmp_path: Path, h
             expect(shown).to_contain_text("+" + CONTENT.strip())
             expect(page.locator("#fleet-diff-title")).to_contain_text(f"seamline/{first[:8]}")
             assert page.locator("#injected").count() == 0
+            page.click("#fleet-diff-close")  # a dialog over the page
+            expect(shown).to_be_hidden()
 
             # Merge asks first: cancelled, nothing happens.
             row.locator("button.merge").click()
@@ -154,3 +156,63 @@ def test_fleet_row_cancels_a_live_run(tmp_path: Path) -> None:
         with served.client() as client:
             assert client.get(f"/v1/runs/{run_id}").json()["status"] == "aborted"
         assert not (served.workspace / "hello.txt").exists()
+
+
+# Whether the element's top edge is inside the window as it is scrolled now.
+IN_VIEW = "e => { const r = e.getBoundingClientRect(); return r.height > 0 && r.top >= 0 && r.top < innerHeight; }"
+
+
+def many_runs(served: Served, count: int) -> list[str]:
+    """``count`` finished sessions in the store the server serves (rows of the fleet table)."""
+    made = [f"bulk{n:02d}" + "0" * 26 for n in range(count)]
+    for session_id in made:
+        served.store.create_session(session_id, provider="scripted", model=None)
+        served.store.set_status(session_id, "completed")
+    return made
+
+
+def test_fleet_results_and_forms_show_where_the_user_looks(tmp_path: Path, home: None) -> None:
+    # Forty runs make the fleet table taller than the window (800 px): what is drawn below
+    # it is out of sight.
+    with serve(tmp_path) as served:
+        bulk = many_runs(served, 40)
+        repo = make_repo(served.workspace / "repo")
+        newest = worktree_run(repo, tmp_path / "store.db", "notes.txt", CONTENT)
+        with opened(served) as (page, problems):
+            expect(page.locator("#fleet tbody tr")).to_have_count(41)
+            assert page.evaluate("document.documentElement.scrollHeight") > 2 * 800
+            # The New session form comes before the fleet table, in the first screen.
+            form, table = page.locator("#new-session"), page.locator("#fleet")
+            assert form.evaluate(IN_VIEW)
+            assert form.bounding_box()["y"] < table.bounding_box()["y"]
+
+            # Diff on the top row: its result is in the window, not below the forty rows.
+            row = page.locator(f'#fleet tbody tr[data-id="{newest}"]')
+            row.locator("button.diff").click()
+            shown = page.locator("#fleet-diff-text")
+            expect(shown).to_contain_text("+" + CONTENT.strip())
+            assert shown.evaluate(IN_VIEW)
+            page.click("#fleet-diff-close")
+            expect(shown).to_be_hidden()
+
+            # Merge's outcome too.
+            row.locator("button.merge").click()
+            page.click("#fleet-confirm-go")
+            message = page.locator("#fleet-message")
+            expect(message).to_contain_text(f"seamline/{newest[:8]} merged into main")
+            assert message.evaluate(IN_VIEW)
+
+            # A run picked in the fleet opens its session in sight.
+            middle = page.locator(f'#fleet tbody tr[data-id="{bulk[30]}"] td.col-run')
+            middle.click()
+            pane = page.locator("#session-pane")
+            expect(pane).to_be_visible()
+            expect(page.locator("#session-meta")).to_contain_text(bulk[30][:12])
+            assert page.locator("#session-title").evaluate(IN_VIEW)
+
+            # So does a session opened with the form.
+            page.evaluate("window.scrollTo(0, 0)")
+            page.click("#create-session")
+            expect(page.locator("#session-meta")).to_contain_text("offline")
+            assert page.locator("#session-title").evaluate(IN_VIEW)
+            assert problems == []

@@ -152,11 +152,11 @@ async function fleetCall(method, path, body) {
   }
 }
 
+// Shown fixed in the window (the row clicked may be far down a long table) until closed.
 function fleetMessage(text, refused) {
-  const box = $("fleet-message");
-  box.textContent = text;
-  box.className = refused ? "warning" : "muted";
-  box.hidden = false;
+  $("fleet-message").textContent = text;
+  $("fleet-note").className = refused ? "warning" : "";
+  $("fleet-note").hidden = false;
 }
 
 async function cancelRun(row) {
@@ -168,7 +168,7 @@ async function showDiff(row) {
   const shown = await fleetCall("GET", `/v1/sessions/${row.id}/diff`);
   $("fleet-diff-title").textContent = `${shown.branch} against ${String(shown.base).slice(0, 12)} (${shown.state})`;
   $("fleet-diff-text").textContent = shown.diff || "(no changes)";
-  $("fleet-diff").hidden = false;
+  if (!$("fleet-diff").open) $("fleet-diff").showModal();  // over the page, in the window
 }
 
 function askFirst(row, action) {
@@ -198,7 +198,7 @@ async function confirmed() {
     const gone = await fleetCall("POST", `/v1/sessions/${row.id}/discard`);
     fleetMessage(`${gone.branch} discarded: its worktree ${gone.path} and branch removed`, false);
   }
-  $("fleet-diff").hidden = true;
+  if ($("fleet-diff").open) $("fleet-diff").close();
   await refreshFleet();
 }
 
@@ -207,7 +207,8 @@ $("fleet-confirm-cancel").addEventListener("click", () => {
   fleet.pending = null;
   $("fleet-confirm").close();
 });
-$("fleet-diff-close").addEventListener("click", () => { $("fleet-diff").hidden = true; });
+$("fleet-diff-close").addEventListener("click", () => $("fleet-diff").close());
+$("fleet-note-close").addEventListener("click", () => { $("fleet-note").hidden = true; });
 
 refreshFleet();
 setInterval(() => { if (!document.hidden) refreshFleet(); }, FLEET_EVERY_MS);

@@ -140,6 +140,7 @@ function showTitle(s) {
 async function selectSession(id) {
   const s = await showMeta(id);
   $("session-pane").hidden = false;
+  reveal($("session-pane"));
   const latest = s.runs.length ? await api("GET", `/v1/runs/${s.runs[s.runs.length - 1]}`) : null;
   if (latest && (latest.status === "running" || latest.status === "queued")) {
     if (!state.run || state.run.id !== latest.id) follow(latest);
@@ -147,6 +148,13 @@ async function selectSession(id) {
     await showHistory(s);
   }
   await loadSessions();
+}
+
+// The pane scrolled to the top of the window unless its head is in sight already: it sits
+// below the fleet table, which can be screens long.
+function reveal(pane) {
+  const top = pane.getBoundingClientRect().top;
+  if (top < 0 || top > window.innerHeight * 0.75) pane.scrollIntoView({ block: "start" });
 }
 
 // Transcript entries as the events a live run shows.
