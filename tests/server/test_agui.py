@@ -111,8 +111,8 @@ def test_any_run_translates_to_a_valid_agui_stream(
         if kind == "TEXT_MESSAGE_START":
             owner[event["messageId"]] = event.get("subagentRunId")
         if kind == "TOOL_CALL_START":
-            if event.get("parentMessageId") is not None:  # a call belongs to its own agent's text
-                assert owner[event["parentMessageId"]] == event.get("subagentRunId")
+            # A call belongs to its own agent's message (text, or one that said nothing).
+            assert owner.setdefault(event["parentMessageId"], event.get("subagentRunId")) == event.get("subagentRunId")
             calls_of.setdefault(event.get("subagentRunId"), set()).add(event["toolCallId"])
         if kind == "RUN_STARTED":
             assert not running
@@ -228,7 +228,29 @@ def test_a_later_steps_tool_call_is_not_filed_under_the_first_steps_message() ->
     )
     parents = {e["toolCallId"]: e.get("parentMessageId") for e in out if e["type"] == "TOOL_CALL_START"}
     first_message = next(e for e in out if e["type"] == "TEXT_MESSAGE_START")["messageId"]
-    assert parents == {"c1": first_message, "c2": None}
+    assert parents["c1"] == first_message
+    assert parents["c2"] is not None and parents["c2"] != first_message  # step 2's own message
+
+
+def test_the_tool_calls_of_one_step_share_its_message_even_without_text() -> None:
+    out = translate(
+        [
+            START,
+            ToolCall(call_id="c1", name="ls", arguments={}),  # step 1: two calls, no text
+            ToolCall(call_id="c2", name="read_file", arguments={"path": "a"}),
+            ToolResult(call_id="c1", output="a"),
+            ToolResult(call_id="c2", output="x"),
+            ToolCall(call_id="c3", name="read_file", arguments={"path": "b"}),  # step 2
+            ToolResult(call_id="c3", output="y"),
+            Text(text="Done."),
+            Complete(outcome="completed", stop_reason="end_turn", text="Done."),
+        ]
+    )
+    parents = {e["toolCallId"]: e.get("parentMessageId") for e in out if e["type"] == "TOOL_CALL_START"}
+    assert parents["c1"] is not None and parents["c1"] == parents["c2"]
+    assert parents["c3"] is not None and parents["c3"] != parents["c1"]
+    texts = [e["messageId"] for e in out if e["type"] == "TEXT_MESSAGE_START"]
+    assert len(set(texts) | set(parents.values())) == 3  # no id names two messages
 
 
 def test_pipeline_subagents_own_their_tool_calls() -> None:
@@ -250,7 +272,7 @@ def test_pipeline_subagents_own_their_tool_calls() -> None:
     assert [e["toolCallId"] for e in starts] == ["role0.c1", "role1.c1", "role2.c1"]
     assert [e["metadata"]["seamline.call_id"] for e in starts] == ["c1"] * 3
     owner = {e["messageId"]: e["subagentRunId"] for e in out if e["type"] == "TEXT_MESSAGE_START"}
-    assert starts[1].get("parentMessageId") is None  # not role 0's text
+    assert starts[1]["parentMessageId"] not in owner  # not role 0's text: role 1's own message
     assert owner[starts[2]["parentMessageId"]] == starts[2]["subagentRunId"] == "role2"
     results = [(e["toolCallId"], e["subagentRunId"]) for e in out if e["type"] == "TOOL_CALL_RESULT"]
     assert results == [("role0.c1", "role0"), ("role1.c1", "role1"), ("role2.c1", "role2")]

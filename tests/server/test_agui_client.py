@@ -134,6 +134,31 @@ def test_http_agent_files_each_steps_tool_call_under_its_own_message(tmp_path: P
         assert first["content"] == "Let me look."
 
 
+def test_http_agent_files_one_steps_tool_calls_under_one_message(tmp_path: Path) -> None:
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / "a.txt").write_text("alpha\n")
+    both = [
+        {"id": "c1", "name": "list_files", "arguments": {}},
+        {"id": "c2", "name": "read_file", "arguments": {"path": "a.txt"}},
+    ]
+    script = [{"tool_calls": both}, {"text": "It says alpha."}]  # two calls in one step, no text before them
+    with serve(tmp_path) as served:
+        answer = drive(
+            {
+                "mode": "run",
+                "url": f"{served.base}/v1/agui",
+                "threadId": "thread-6",
+                "steps": [{"message": "what is in a.txt?", "forwardedProps": seamline(served, "one", script)}],
+            }
+        )
+        (step,) = answer["steps"]
+        assert step["error"] is None and step["verified"]["ok"], step
+        assert step["result"] == "It says alpha."
+        holding = [m for m in answer["messages"] if m.get("toolCalls")]
+        assert [[c["id"] for c in m["toolCalls"]] for m in holding] == [["c1", "c2"]]
+        assert [m["role"] for m in answer["messages"]] == ["user", "assistant", "tool", "tool", "assistant"]
+
+
 def test_verify_events_accepts_a_pipeline_with_several_subagents(tmp_path: Path) -> None:
     (tmp_path / "ws").mkdir()
     (tmp_path / "ws" / "a.txt").write_text("alpha\n")

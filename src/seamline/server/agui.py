@@ -127,7 +127,7 @@ class AgUiTranslator:
         self.streamed = False
         self.reasoning_streamed = False
         self.reasoning_id: str | None = None
-        self.last_message_id: str | None = None  # the text a tool call of this step belongs to
+        self.last_message_id: str | None = None  # the message the tool calls of this step belong to
         self.messages = 0
         self.usage: dict[tuple[str | None, str | None], dict[str, int]] = {}
         self.cost: float | None = 0.0
@@ -254,6 +254,10 @@ class AgUiTranslator:
             yield from self._close_text()
             yield from self._close_reasoning()
             call_id = self._call_id(event.call_id)
+            if self.last_message_id is None:
+                # The step said nothing before its calls: they still share one assistant
+                # message (a client makes it from this id), not one message per call.
+                self.last_message_id = self._id("m")
             yield ToolCallStartEvent(
                 tool_call_id=call_id,
                 tool_call_name=event.name,
@@ -264,7 +268,7 @@ class AgUiTranslator:
             yield ToolCallEndEvent(tool_call_id=call_id)
         elif isinstance(event, ToolResult):
             # The model's next step starts after a result: its tool calls belong to its own
-            # text, or (none) to a message of their own, never to this step's.
+            # message (its text, or a new id), never to this step's.
             self.last_message_id = None
             call_id = self._call_id(event.call_id)
             yield ToolCallResultEvent(
