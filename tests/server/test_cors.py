@@ -37,6 +37,8 @@ def test_an_allowed_origin_gets_cors_and_others_get_403(tmp_path: Path) -> None:
         created = client.post("/v1/sessions", json={}, headers=auth)
         assert created.status_code == 201 and created.headers["access-control-allow-origin"] == allowed
         assert created.headers["vary"] == "Origin"
+        exposed = {name.strip().lower() for name in created.headers["access-control-expose-headers"].split(",")}
+        assert exposed == {"location", "x-seamline-run-id", "x-seamline-session-id"}
         assert client.post("/v1/sessions", json={}, headers={"origin": allowed}).status_code == 401
         for other in ("http://localhost:4001", "https://localhost:4000", "http://127.0.0.1:4000", "null"):
             for method, extra in (("OPTIONS", PREFLIGHT), ("POST", {"authorization": "Bearer s3cret"})):
@@ -116,6 +118,18 @@ async function call(api) {
     return "status " + reply.status;
   } catch (error) { return "refused: " + error; }
 }
+// A stock AG-UI client's POST: the run and session it started, as the page can read them.
+async function agui(api) {
+  const input = {threadId: "t1", runId: "r1", messages: [{id: "u1", role: "user", content: "hello"}],
+    tools: [], context: [], state: {}, forwardedProps: {}};
+  const reply = await fetch(api + "/v1/agui", {
+    method: "POST", headers: {"content-type": "application/json"}, body: JSON.stringify(input),
+  });
+  const names = ["x-seamline-run-id", "x-seamline-session-id"];
+  const read = Object.fromEntries(names.map((name) => [name, reply.headers.get(name)]));
+  await reply.text();  // the stream, to its end
+  return read;
+}
 </script>"""
 
 
@@ -137,8 +151,15 @@ def test_a_page_on_another_origin_calls_the_api_only_when_allowed(tmp_path: Path
                     page = browser.new_page()
                     page.goto(origin + "/index.html")
                     result = page.evaluate("api => call(api)", served.base)
-                    page.close()
                     assert result.startswith(expected), result
                     assert len(served.store.list_sessions()) == (1 if allowed else 0)
+                    if allowed:  # the AG-UI response's headers are readable from the other origin
+                        read = page.evaluate("api => agui(api)", served.base)
+                        (session,) = [s for s in served.store.list_sessions() if s.metadata.get("agui_thread_id")]
+                        assert read["x-seamline-session-id"] == session.id
+                        with served.client() as client:
+                            (run,) = [r for r in client.get("/v1/runs").json()["runs"] if r["session_id"] == session.id]
+                        assert read["x-seamline-run-id"] == run["id"]
+                    page.close()
         finally:
             browser.close()

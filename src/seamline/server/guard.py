@@ -26,6 +26,9 @@ LOOPBACK_HOSTS: Final = frozenset({"127.0.0.1", "localhost", "::1"})
 COOKIE: Final = "seamline_token"
 CORS_METHODS: Final = "GET, POST, DELETE"
 CORS_HEADERS: Final = "Authorization, Content-Type, Last-Event-ID"
+# Response headers a page on an allowed origin may read: a new run's Location, and the run
+# and session an AG-UI POST started (its body is the stream).
+CORS_EXPOSED: Final = "Location, x-seamline-run-id, x-seamline-session-id"
 
 
 def is_loopback(host: str) -> bool:
@@ -265,7 +268,7 @@ def _with_cors(send: Send, origin: str) -> Send:
             headers = [(k, v) for k, v in message.get("headers", []) if k.lower() != b"vary"]
             headers += [
                 (b"access-control-allow-origin", origin.encode("latin-1")),
-                (b"access-control-expose-headers", b"Location"),
+                (b"access-control-expose-headers", CORS_EXPOSED.encode()),
                 (b"vary", b"Origin"),
             ]
             message = {**message, "headers": headers}
