@@ -185,6 +185,69 @@ def test_verify_events_accepts_a_pipeline_with_several_subagents(tmp_path: Path)
     assert len(calls) == 3 and len({c["toolCallId"] for c in calls}) == 3
 
 
+def test_http_agent_runs_a_pipeline(tmp_path: Path) -> None:
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / "a.txt").write_text("alpha\n")
+    read = {"text": "Reading.", "tool_calls": [{"id": "c1", "name": "read_file", "arguments": {"path": "a.txt"}}]}
+    script = [read, {"text": "It says alpha.\nSources: a.txt:1-1"}]  # the citation reviewer approves it
+    with serve(tmp_path) as served:
+        props = seamline(served, "p", script, pipeline="answer-review")
+        answer = drive(
+            {
+                "mode": "run",
+                "url": f"{served.base}/v1/agui",
+                "threadId": "thread-p",
+                "steps": [{"message": "what is in a.txt?", "runId": "run-p", "forwardedProps": props}],
+            }
+        )
+        (step,) = answer["steps"]
+        assert step["error"] is None and step["verified"] == {"ok": True, "error": None}, step
+        events = step["events"]
+        assert events[0]["type"] == "RUN_STARTED" and events[0]["metadata"]["seamline.pipeline"] == "answer-review"
+        assert events[0]["threadId"] == "thread-p" and events[0]["runId"] == "run-p"
+        started = [e for e in events if e["type"] == "SUBAGENT_STARTED"]
+        assert [e["name"] for e in started] == ["write"]  # the writer's agent; the reviewer is no agent
+        calls = [e for e in events if e["type"] == "TOOL_CALL_START"]
+        assert [(c["toolCallName"], c["subagentRunId"]) for c in calls] == [("read_file", started[0]["subagentRunId"])]
+        assert events[-1]["type"] == "RUN_FINISHED" and events[-1]["outcome"]["type"] == "success"
+        assert events[-1]["runId"] == "run-p" and step["result"] == "It says alpha.\nSources: a.txt:1-1"
+        with served.client() as client:
+            (run,) = client.get("/v1/runs").json()["runs"]
+            assert run["pipeline"] == "answer-review" and run["status"] == "completed"
+            assert run["prompt"] == "what is in a.txt?"
+            assert client.get(f"/v1/traces/{run['id']}/verify").json()["ok"] is True
+        assert not [s for s in served.store.list_sessions() if s.metadata.get("agui_thread_id")]  # no thread session
+
+
+def test_a_declared_agent_runs_a_pipeline_over_agui_and_bad_ones_are_refused(tmp_path: Path) -> None:
+    script = tmp_path / "helper.json"
+    script.write_text(json.dumps([{"text": "The answer is 42."}]))
+    agents = {"helper": AgentSpec(name="helper", provider="scripted", options={"script": str(script)})}
+    body = {
+        "threadId": "thread-q",
+        "runId": "run-q",
+        "messages": [{"id": "u", "role": "user", "content": "six times seven?"}],
+        "forwardedProps": {"seamline": {"pipeline": "single"}},
+    }
+    with serve(tmp_path, agents=agents) as served, served.client() as client:
+        with client.stream("POST", "/v1/agents/helper/agui", json=body) as response:
+            assert response.status_code == 200, response.read()
+            run_id = response.headers["x-seamline-run-id"]
+            assert response.headers["x-seamline-session-id"] == ""  # a pipeline run has no one session
+            events = [json.loads(f["data"]) for f in sse_frames(response.iter_lines())]
+        assert [e["name"] for e in events if e["type"] == "SUBAGENT_STARTED"] == ["answer"]
+        assert events[-1]["type"] == "RUN_FINISHED" and events[-1]["result"] == "The answer is 42."
+        assert client.get(f"/v1/runs/{run_id}").json()["pipeline"] == "single"
+        # Read on with Last-Event-ID, as any AG-UI POST.
+        again = client.post("/v1/agents/helper/agui", json=body, headers={"Last-Event-ID": "0"})
+        assert [json.loads(f["data"]) for f in sse_frames(again.text.splitlines())] == events
+        unknown = {**body, "runId": "r2", "forwardedProps": {"seamline": {"pipeline": "nope"}}}
+        missing = client.post("/v1/agents/helper/agui", json=unknown)
+        assert missing.status_code == 404 and "nope" in missing.json()["error"]["message"]
+        more = {**body, "runId": "r3", "forwardedProps": {"seamline": {"pipeline": "single", "provider": "offline"}}}
+        assert client.post("/v1/agents/helper/agui", json=more).status_code == 400  # the operator's choice
+
+
 def _post(
     client: Any, body: dict[str, Any], *, last: str | None = None, stop: int | None = None
 ) -> list[dict[str, str]]:

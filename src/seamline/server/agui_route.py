@@ -14,6 +14,11 @@ with ``Last-Event-ID`` reads that run's stream on from there.
 How the session is opened comes from ``forwardedProps.seamline`` (provider, model,
 options, workspace, yes, max_steps, budget_usd), or, on ``/v1/agents/NAME/agui``, from the
 declared agent NAME of `--agents FILE` (:func:`resolve_agent`).
+
+``forwardedProps.seamline.pipeline`` (the only key taken on ``/v1/agents/NAME/agui``) runs
+that built-in pipeline on the prompt instead, as ``POST /v1/pipelines/NAME/runs`` does: its
+roles stream as AG-UI subagents under the client's ``threadId`` and ``runId``; a pipeline
+run has no session of the thread and keeps none of its history.
 """
 
 from __future__ import annotations
@@ -144,9 +149,15 @@ def _choice(hub: RunHub, body: RunAgentInput, agent: str | None) -> AgentChoice:
     props = body.forwarded_props if isinstance(body.forwarded_props, dict) else {}
     given = props.get("seamline")
     if agent is not None:
-        if given is not None:
-            raise InvalidRequest(f"agent {agent!r} is declared on the server; forwardedProps.seamline is not taken")
-        return resolve_agent(hub, agent)
+        declared = resolve_agent(hub, agent)
+        if given is None:
+            return declared
+        pipeline = given.get("pipeline") if isinstance(given, dict) and set(given) == {"pipeline"} else None
+        if not isinstance(pipeline, str):
+            raise InvalidRequest(
+                f"agent {agent!r} is declared on the server; forwardedProps.seamline takes only a pipeline to run"
+            )
+        return msgspec.structs.replace(declared, pipeline=pipeline)
     if given is None:
         return AgentChoice()
     try:
@@ -209,6 +220,37 @@ async def _session_for(
     return slot.session.session_id
 
 
+async def _start(
+    hub: RunHub, threads: AgUiThreads, key: str, thread_id: str, agent: str | None, choice: AgentChoice, prompt: str
+) -> Run:
+    """A turn on the thread's session, or a run of the pipeline the client named."""
+    if choice.pipeline is not None:
+        if agent is not None:  # the operator's agent plays every role
+            return await hub.start_pipeline(
+                choice.pipeline, prompt, agent=agent, workspace=choice.workspace, yes=choice.yes
+            )
+        return await hub.start_pipeline(
+            choice.pipeline,
+            prompt,
+            provider=choice.provider,
+            model=choice.model,
+            options=choice.options,
+            workspace=choice.workspace,
+            yes=choice.yes,
+            max_steps=choice.max_steps,
+            budget_usd=choice.budget_usd,
+        )
+    session_id = await _session_for(hub, threads, key, thread_id, agent, choice)
+    return await hub.start_run(
+        session_id,
+        prompt,
+        max_steps=choice.max_steps,
+        budget_usd=choice.budget_usd,
+        options=choice.options,
+        yes=choice.yes,
+    )
+
+
 def _answer(entry: Any) -> PermissionAnswer:
     if entry.status == "cancelled":
         return PermissionAnswer("deny", "once")
@@ -259,15 +301,7 @@ async def _serve(hub: RunHub, threads: AgUiThreads, request: Request, *, agent: 
             raise Busy(
                 f"thread {body.thread_id!r} is running {waiting.run_ids[-1]!r}; answer its interrupt with resume"
             )
-        session_id = await _session_for(hub, threads, key, body.thread_id, agent, choice)
-        run = await hub.start_run(
-            session_id,
-            prompt,
-            max_steps=choice.max_steps,
-            budget_usd=choice.budget_usd,
-            options=choice.options,
-            yes=choice.yes,
-        )
+        run = await _start(hub, threads, key, body.thread_id, agent, choice, prompt)
         streamed = ThreadRun(thread_id=body.thread_id, run=run, run_ids=[body.run_id])
         threads.forget(hub)
         threads.current[key] = streamed
@@ -296,6 +330,8 @@ async def _frames(streamed: ThreadRun, segment: int, *, base: str, after: tuple[
         run.id,
         base_url=base,
         interrupts=True,
+        pipeline=run.pipeline,
+        first_phase=run.first_phase,
         thread_id=streamed.thread_id,
         run_ids=streamed.run_ids,
         asked=streamed.asked,

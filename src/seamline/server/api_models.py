@@ -158,6 +158,10 @@ class AgentChoice(msgspec.Struct, forbid_unknown_fields=True):
     yes: bool = False
     max_steps: Steps = 50
     budget_usd: float | None = None
+    pipeline: Annotated[
+        str | None,
+        Meta(description="a built-in pipeline to run on the prompt instead of a turn on the thread's session"),
+    ] = None
 
 
 class _AgUiMessage(msgspec.Struct):
@@ -174,7 +178,7 @@ class _AgUiResume(msgspec.Struct, rename="camel"):
 class _ForwardedProps(msgspec.Struct):
     seamline: Annotated[
         AgentChoice | UnsetType,
-        Meta(description="how the thread's session is opened (not taken on a declared agent)"),
+        Meta(description="how the thread's session is opened, or the pipeline to run (only that on a declared agent)"),
     ] = UNSET
 
 
