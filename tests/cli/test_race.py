@@ -174,13 +174,9 @@ def test_the_table_names_the_winner(seamline_cmd: list[str], world: dict[str, An
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0].split() == ["rank", "racer", "variant", "passed", "review", "cost", "time", "diff", "run"]
-    assert lines[1].split()[:4] == ["1*", "r2", "scripted", "yes"] and lines[2].split()[:4] == [
-        "2",
-        "r1",
-        "scripted",
-        "no",
-    ]
-    assert "winner r2 (scripted); merge it with: seamline merge" in done.stderr
+    assert lines[1].split()[:4] == ["1*", "r2", "scripted#2", "yes"]
+    assert lines[2].split()[:4] == ["2", "r1", "scripted#1", "no"]
+    assert "winner r2 (scripted#2); merge it with: seamline merge" in done.stderr
 
 
 @pytest.mark.real
@@ -258,3 +254,37 @@ def test_a_race_whose_every_run_the_reviewer_rejected_says_so(seamline_cmd: list
     assert [(e["passed"], e["review"]) for e in result["ranking"]] == [(True, "reject"), (True, "reject")]
     assert "no run passed the check" not in done.stderr
     assert "the reviewer rejected every run that passed" in done.stderr, done.stderr
+
+
+def test_racers_of_one_backend_are_labelled_apart(seamline_cmd: list[str], world: dict[str, Any]) -> None:
+    scripts = [_script(world, f"w{n}", f"w{n}.txt", cost=0.001 * (3 - n)) for n in range(3)]
+    done = _race(seamline_cmd, world, scripts)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    labels = {e["racer"]: e["label"] for e in result["ranking"]}
+    assert labels == {"r1": "scripted#1", "r2": "scripted#2", "r3": "scripted#3"}
+    # The cheapest, r3, wins, and the last line names it by its own label.
+    assert result["winner"]["racer"] == "r3" and "winner r3 (scripted#3)" in done.stderr
+
+
+def test_labels_number_only_the_variants_that_repeat() -> None:
+    from seamline.cli.race_command import _labels, _Variant
+
+    variants = [_Variant("scripted", "a"), _Variant("scripted", "b"), _Variant("x", "a"), _Variant("x", "a")]
+    assert _labels(variants) == ["scripted/a", "scripted/b", "x/a#1", "x/a#2"]
+    # --samples numbers each variant's samples, as it always did.
+    twice = [_Variant("codex"), _Variant("codex"), _Variant("claude-code"), _Variant("claude-code")]
+    assert _labels(twice) == ["codex#1", "codex#2", "claude-code#1", "claude-code#2"]
+    # Two variants of one backend sampled twice still get a label each.
+    same = [_Variant("scripted")] * 4
+    assert _labels(same) == ["scripted#1", "scripted#2", "scripted#3", "scripted#4"]
+
+
+def test_a_race_that_no_run_passes_reports_it_failed_not_aborted(
+    seamline_cmd: list[str], world: dict[str, Any]
+) -> None:
+    scripts = [_script(world, f"bad{n}", f"bad{n}.txt") for n in range(2)]
+    done = _race(seamline_cmd, world, scripts, "--check", "test -f good.txt")
+    assert done.returncode == 6, done.stderr
+    result = json.loads(done.stdout)
+    assert (result["outcome"], result["stop_reason"]) == ("failed", "vetoed")

@@ -149,11 +149,15 @@ def _variants(args: argparse.Namespace) -> list[_Variant]:
     return racers
 
 
-def _labels(variants: Sequence[_Variant], samples: int) -> list[str]:
+def _labels(variants: Sequence[_Variant]) -> list[str]:
+    """A label per racer, ``NAME[/MODEL]``; a name that repeats (``--samples``, or the same
+    backend given twice) is numbered ``#1``, ``#2``… so the table tells the racers apart."""
+    names = [v.provider + (f"/{v.model}" if v.model else "") for v in variants]
+    seen: dict[str, int] = {}
     labels = []
-    for n, v in enumerate(variants):
-        name = v.provider + (f"/{v.model}" if v.model else "")
-        labels.append(f"{name}#{n % samples + 1}" if samples > 1 else name)
+    for name in names:
+        seen[name] = seen.get(name, 0) + 1
+        labels.append(f"{name}#{seen[name]}" if names.count(name) > 1 else name)
     return labels
 
 
@@ -174,7 +178,7 @@ def run(args: argparse.Namespace) -> int:
     if args.max_steps < 1:
         raise SeamlineUsage("--max-steps must be at least 1")
     variants = _variants(args)
-    labels = _labels(variants, args.samples)
+    labels = _labels(variants)
     providers = []
     for v in variants:
         options = {**parse_options(v.options), **(envelope_options(args, provider_class(v.provider)) or {})}

@@ -57,6 +57,12 @@ def table(ranking: list[dict[str, Any]], winner: str | None) -> str:
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows)
 
 
+def _outcome(outcome: str, stop_reason: str) -> str:
+    # The controller calls a vetoed pipeline aborted; a race is vetoed when no run passed
+    # (or none was approved), which is a failure, not an interruption (that one is cancelled).
+    return "failed" if stop_reason == "vetoed" else outcome
+
+
 def finish(
     controller: PipelineController,
     agents: RaceAgents,
@@ -75,7 +81,7 @@ def finish(
     runs = {role: racer.tree.run_id for role, racer in agents.racers.items() if role in agents.opened}
     result: dict[str, Any] = {
         "race": report.run_id,
-        "outcome": report.outcome,
+        "outcome": _outcome(report.outcome, report.stop_reason),
         "stop_reason": report.stop_reason,
         "trace": str(trace) if trace is not None else None,
         "winner": next((e for e in ranking if e.get("racer") == winner), None),
