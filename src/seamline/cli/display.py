@@ -245,9 +245,10 @@ def _brief(arguments: dict[str, object]) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def turn_ended(final: Complete, *, max_steps: int) -> None:
+def turn_ended(final: Complete, *, max_steps: int, display: JsonDisplay | TextDisplay) -> None:
     """The line on stderr for a turn that did not complete; running out of steps names the
-    limit and the flag that raises it."""
+    limit and the flag that raises it. On a terminal the display's summary line already said
+    how the turn ended, so only the steps hint is added."""
     if final.outcome == "completed":
         return
     if final.stop_reason == "max_turns":
@@ -256,5 +257,7 @@ def turn_ended(final: Complete, *, max_steps: int) -> None:
             " raise the limit with --max-steps N",
             file=sys.stderr,
         )
+        return
+    if isinstance(display, TextDisplay) and display.progress:
         return
     print(f"seamline: turn {final.outcome} ({final.stop_reason})", file=sys.stderr)

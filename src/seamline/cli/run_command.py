@@ -272,9 +272,10 @@ async def _drive(
     except asyncio.CancelledError:
         if interruption.reason is None:
             raise
-        # Everything the run started was ended on the way out; say how the turn ended.
-        display.show(Complete(outcome="aborted", stop_reason=interruption.reason))
-        print(f"seamline: turn aborted ({interruption.reason})", file=sys.stderr)
+        # Everything the run started was ended on the way out; say how the turn ended (once).
+        ended = Complete(outcome="aborted", stop_reason=interruption.reason)
+        display.show(ended)
+        turn_ended(ended, max_steps=args.max_steps, display=display)
         return interruption.exit_code
     if cannot_write is not None:
         print(
@@ -286,7 +287,7 @@ async def _drive(
         return EXIT_CODES["stdout_closed"]
     if final is None:  # pragma: no cover - the seam guarantees a complete
         return EXIT_CODES["failed"]
-    turn_ended(final, max_steps=args.max_steps)
+    turn_ended(final, max_steps=args.max_steps, display=display)
     if tree is not None and sys.stderr.isatty():
         short = tree.run_id[:12]
         print(

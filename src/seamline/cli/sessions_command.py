@@ -384,5 +384,5 @@ async def _turn(
     if final is None:
         print("seamline: turn no result", file=sys.stderr)
     else:
-        turn_ended(final, max_steps=args.max_steps)
+        turn_ended(final, max_steps=args.max_steps, display=display)
     return EXIT_CODES.get(final.outcome if final else "failed", EXIT_CODES["failed"])
