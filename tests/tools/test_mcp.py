@@ -6,12 +6,13 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -315,6 +316,8 @@ def test_cli_run_calls_a_tool_of_the_reference_server(
     assert next(e for e in events if e["type"] == "tool_call")["source"] == "mcp:everything"
     final = {k: v for k, v in events[-1].items() if k != "totals"}  # the line also carries the run's totals
     assert final == {"type": "complete", "outcome": "completed", "stop_reason": "end_turn", "text": "summed"}
+    # The server's start-up line ("Starting default (STDIO) server...") is not the user's.
+    assert "Starting" not in proc.stderr and proc.stderr == ""
 
 
 @pytest.mark.real
@@ -348,3 +351,59 @@ def test_each_session_is_opened_and_closed_by_one_task_once_per_run(
     assert sorted(entered, key=lambda e: e[0]) == sorted(exited, key=lambda e: e[0])  # same session, same task
     tasks = {task for _, task in entered}
     assert len(tasks) == 2 and all(t is not None and t.get_name().startswith("seamline-mcp-") for t in tasks)
+
+
+def _cli_run_with(
+    server: Mapping[str, object],
+    tmp_path: Path,
+    seamline_cmd: list[str],
+    cli_env: dict[str, str],
+    *,
+    debug: bool = False,
+) -> subprocess.CompletedProcess[str]:
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([{"tool_calls": [{"name": "add", "arguments": {"a": 2, "b": 3}}]}, {"text": "ok"}]))
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {"py": server}}))
+    workspace = tmp_path / "ws"
+    workspace.mkdir(exist_ok=True)
+    env = {**cli_env, "XDG_CONFIG_HOME": str(tmp_path / "config")}
+    if debug:
+        env["SEAMLINE_DEBUG"] = "1"
+    return subprocess.run(
+        [*seamline_cmd, "run", "-p", "scripted", "-o", f"script={script}", "--mcp-config", str(config),
+         "-w", str(workspace), "add them"],
+        capture_output=True, text=True, env=env, timeout=60,
+    )  # fmt: skip
+
+
+def test_a_stdio_servers_stderr_stays_off_the_terminal(
+    tmp_path: Path, seamline_cmd: list[str], cli_env: dict[str, str]
+) -> None:
+    server = {"type": "stdio", "command": sys.executable, "args": [str(PY_SERVER), "stdio"]}
+    done = _cli_run_with(server, tmp_path, seamline_cmd, cli_env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "ok\n"
+    assert "Starting seamline-test" not in done.stderr and done.stderr == ""
+    # SEAMLINE_DEBUG=1 lets it through, for whoever is debugging the server.
+    shown = _cli_run_with(server, tmp_path, seamline_cmd, cli_env, debug=True)
+    assert shown.returncode == 0 and "Starting seamline-test (STDIO) server..." in shown.stderr
+
+
+def test_a_server_that_fails_to_start_shows_the_end_of_its_stderr(
+    tmp_path: Path, seamline_cmd: list[str], cli_env: dict[str, str]
+) -> None:
+    crash = (
+        "import sys; print('starting', file=sys.stderr); print('no API key in FOO_TOKEN', file=sys.stderr); sys.exit(3)"
+    )
+    server = {"type": "stdio", "command": sys.executable, "args": ["-c", crash]}
+    done = _cli_run_with(server, tmp_path, seamline_cmd, cli_env)
+    assert done.returncode == 0, done.stderr  # a server not required is left out; the run goes on
+    (line,) = [line for line in done.stderr.splitlines() if "MCP server py" in line]
+    assert "exited before it answered" in line and "its stderr ended: starting | no API key in FOO_TOKEN" in line
+    # A required server's failure stops the run, and says the same.
+    crash_cfg = McpServerConfig(
+        name="crash", transport="stdio", command=sys.executable, args=("-c", crash), required=True
+    )
+    with pytest.raises(TransportFailure, match=re.escape("its stderr ended: starting | no API key in FOO_TOKEN")):
+        _run([{"text": "never"}], [crash_cfg], tmp_path)

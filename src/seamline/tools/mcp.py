@@ -7,7 +7,9 @@ which must be left by the task that entered them); tool calls go through the ses
 from the loop's tasks.
 
 A server that cannot start (crashes, hangs past ``startup_timeout``, answers garbage)
-gives a classified error: ``transport``, ``timeout`` or ``provider``. When the server is
+gives a classified error: ``transport``, ``timeout`` or ``provider``, with the last lines
+of the server's stderr. A stdio server's stderr is kept in a temporary file, not shown
+(servers announce themselves there); ``SEAMLINE_DEBUG=1`` passes it through to seamline's. When the server is
 not ``required`` the failure is reported and the run goes on without its tools; a call
 to a server that died mid-run fails that call with a classified error, and the loop
 goes on.
@@ -26,13 +28,15 @@ import logging
 import os
 import signal
 import sys
+import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import IO, TYPE_CHECKING, Any, Final
 
 from seamline.errors import InvalidRequest, ProviderFailure, SeamlineError, TimeoutFailure, TransportFailure
 from seamline.extras import install_hint
+from seamline.redact import redact_urls
 from seamline.tools.base import Tool, ToolClass
 from seamline.tools.mcp_config import McpServerConfig, load_mcp_config
 from seamline.tools.sources import ToolSourceContext
@@ -49,6 +53,7 @@ _SERVER_MARKER: Final = "SEAMLINE_MCP_SERVER"
 # JSON-RPC codes the SDK uses for a closed connection and a request timeout.
 _CONNECTION_CLOSED: Final = -32000
 _REQUEST_TIMEOUT: Final = -32001
+_STDERR_TAIL: Final = 300  # characters of a failed server's stderr in its error
 
 # The SDK logs a server's bad lines with tracebacks; we classify them ourselves, so its
 # records go nowhere unless the application configures logging for "mcp".
@@ -76,6 +81,7 @@ class McpServerLink:
         # it), so close() can end what outlived the server: the SDK ends the server's process
         # group only when the server itself does not exit on end of input.
         self._marker = uuid.uuid4().hex
+        self._errlog: IO[str] | None = None  # the stdio server's stderr, kept off the terminal
 
     @property
     def name(self) -> str:
@@ -92,11 +98,15 @@ class McpServerLink:
             return await asyncio.wait_for(asyncio.shield(ready), timeout=self.config.startup_timeout)
         except TimeoutError:
             self.failure = TimeoutFailure(
-                f"MCP server {self.name} did not answer within {self.config.startup_timeout:g}s"
+                f"MCP server {self.name} did not answer within {self.config.startup_timeout:g}s" + self._stderr_tail()
             )
             await self.close(graceful=False)
             raise self.failure from None
         except SeamlineError as exc:
+            tail = self._stderr_tail()
+            if tail:  # why it failed is often only there
+                exc.message += tail
+                exc.args = (exc.message,)
             self.failure = exc
             await self.close(graceful=False)
             raise
@@ -145,8 +155,27 @@ class McpServerLink:
             cwd = cfg.cwd or (str(self.workspace) if self.workspace is not None else None)
             env = {**cfg.env, _SERVER_MARKER: self._marker}
             params = StdioServerParameters(command=cfg.command, args=list(cfg.args), env=env, cwd=cwd)
-            return stdio_client(params, errlog=sys.stderr)
+            if os.environ.get("SEAMLINE_DEBUG"):
+                return stdio_client(params, errlog=sys.stderr)
+            self._errlog = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # closed in close()
+            return stdio_client(params, errlog=self._errlog)
         return self._http()
+
+    def _stderr_tail(self) -> str:
+        """``; its stderr ended: …`` (its last lines, passwords out of URLs), or ``""``."""
+        errlog = self._errlog
+        if errlog is None or errlog.closed:
+            return ""
+        try:
+            fd = errlog.fileno()
+            size = os.fstat(fd).st_size
+            start = max(0, size - 4 * _STDERR_TAIL)
+            text = os.pread(fd, size - start, start).decode("utf-8", errors="replace")
+        except OSError:
+            return ""
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        tail = " | ".join(lines)[-_STDERR_TAIL:]
+        return f"; its stderr ended: {redact_urls(tail)}" if tail else ""
 
     @contextlib.asynccontextmanager
     async def _http(self) -> AsyncIterator[Any]:
@@ -191,6 +220,8 @@ class McpServerLink:
         finally:
             if self.config.transport == "stdio":
                 await asyncio.shield(asyncio.to_thread(end_marked_processes, _SERVER_MARKER, self._marker))
+            if self._errlog is not None:
+                self._errlog.close()
 
     async def _close_task(self, task: asyncio.Task[None], *, graceful: bool) -> None:
         self._stop.set()

@@ -55,6 +55,8 @@ def wipe(target: str) -> str:
 
 if __name__ == "__main__":
     if sys.argv[1] == "stdio":
+        # As the reference server does: a start-up line on stderr, which is not the user's.
+        print("Starting seamline-test (STDIO) server...", file=sys.stderr, flush=True)
         server.run("stdio")
     else:
         server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
