@@ -63,3 +63,32 @@ def test_permissions_console_example_runs(tmp_path: Path, cli_env: dict[str, str
         "#3 ask tool=write_file pattern=path=*.env",
     ]
     assert outputs[4].strip() == "removed rule #2"
+
+
+def test_the_mcp_command_example_calls_the_servers_tool(tmp_path: Path, cli_env: dict[str, str]) -> None:
+    """docs/mcp.md's command really calls the reference server's tool (on the offline
+    provider it called none): its config and script saved as the page says, its
+    `$ seamline` line run, the tool lines it shows are the ones the run gives."""
+    import json
+
+    if not EVERYTHING.is_file():
+        pytest.fail(f"{EVERYTHING} is missing; run `bash scripts/setup --dev` (scripts/system/30-mcp-servers.sh)")
+    text = (DOCS / "mcp.md").read_text()
+    config, script = re.findall(r"```json\n(.*?)```", text, re.S)[:2]
+    (tmp_path / "mcp.json").write_text(config)  # "at the root of a seamline clone": its .tools/ beside it
+    (tmp_path / ".tools").symlink_to(ROOT / ".tools")
+    (tmp_path / "echo.json").write_text(script)
+    (console,) = CONSOLE.findall(text)
+    lines = console.splitlines()
+    (command,) = [line[2:] for line in lines if line.startswith("$ ")]
+    argv = shlex.split(command)
+    assert argv[0] == "seamline" and "--mcp-config" in argv
+    env = {**cli_env, "XDG_CONFIG_HOME": str(tmp_path / "empty-config")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "seamline", *argv[1:]], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    events = [json.loads(line) for line in proc.stdout.splitlines()]
+    shown = [json.loads(line) for line in lines if line.startswith('{"type":"tool_')]
+    assert [e for e in events if e["type"].startswith("tool_")] == shown
+    assert shown[0]["source"] == "mcp:everything" and shown[1]["is_error"] is False
