@@ -120,7 +120,7 @@ def test_revert_refuses_when_the_workspace_changed_since(
     forced = _seamline(seamline_cmd, cli_env, "revert", run_id, "--force")
     assert forced.returncode == 0 and not (ws / "a.txt").exists()
     unknown = _seamline(seamline_cmd, cli_env, "revert", "no-such-run")
-    assert unknown.returncode == 2 and "no journal for run" in unknown.stderr
+    assert unknown.returncode == 2 and "no run 'no-such-run' in the store or its edit journal" in unknown.stderr
 
 
 def test_revert_restores_a_folder_that_the_run_swapped_for_a_symlink(

@@ -10,6 +10,7 @@ import argparse
 import json
 from typing import Any, Final
 
+from seamline.cli.main import SeamlineUsage
 from seamline.cli.sandbox_command import _store_file
 from seamline.sandbox.journal import EditJournal, journal_path_for
 from seamline.trace.listing import resolve_prefix
@@ -53,13 +54,14 @@ def run(args: argparse.Namespace) -> int:
     assert store_file is not None
     path = journal_path_for(store_file)
     if not path.exists():
-        from seamline.errors import InvalidRequest
-
-        raise InvalidRequest(f"no edit journal at {path}; runs are journaled with `seamline run --sandbox …`")
+        raise SeamlineUsage(_not_journaled(args.run_id, args.store))
     journal = EditJournal(path)
     try:
         # The short ids `seamline sessions list` prints name a run too (a unique prefix).
-        args.run_id = resolve_prefix(args.run_id, journal.run_ids(), what="run") or args.run_id
+        found = resolve_prefix(args.run_id, journal.run_ids(), what="run")
+        if found is None:
+            raise SeamlineUsage(_not_journaled(args.run_id, args.store))
+        args.run_id = found
         if args.list:
             journal.workspace_of(args.run_id)
             steps = journal.steps(args.run_id)
@@ -94,3 +96,43 @@ def run(args: argparse.Namespace) -> int:
             f"{len(report.restored)} path(s) restored"
         )
     return 0
+
+
+def _not_journaled(run_id: str, store: str | None) -> str:
+    """Why RUN has nothing to revert, from what the store knows of it, and what to do instead."""
+    from seamline.errors import SeamlineError
+    from seamline.providers.registry import provider_class
+    from seamline.sessions.store import open_store
+    from seamline.worktrees import worktree_of
+
+    try:
+        opened = open_store(store, read_only=True)
+    except SeamlineError:
+        opened = None
+    try:
+        record = opened.require(run_id) if opened is not None else None
+    except SeamlineError:
+        record = None
+    finally:
+        if opened is not None:
+            opened.close()
+    if record is None:
+        return f"no run {run_id!r} in the store or its edit journal; `seamline sessions list` shows the runs"
+    short = record.id[:12]
+    tree = worktree_of(record)
+    if tree is not None:
+        return (
+            f"run {short} is a worktree run: its edits are commits on branch {tree.branch}, not journaled; "
+            f"see them with `seamline diff {short}`, drop them with `seamline discard {short}`"
+        )
+    try:
+        own_tools = provider_class(record.provider).runs_own_tools
+    except SeamlineError:
+        own_tools = False
+    if own_tools or record.run_options.get("sandbox"):
+        return f"run {short} ({record.provider}) has no edit journal: it changed nothing in its workspace"
+    return (
+        f"run {short} has no edit journal: a {record.provider} run's edits are journaled only with "
+        "`seamline run --sandbox …` (agent CLI and ACP runs always are); undo them with git in "
+        f"{record.workspace or 'its workspace'}, or next time use `seamline run --worktree` and `seamline discard`"
+    )
