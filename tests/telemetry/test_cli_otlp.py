@@ -163,8 +163,10 @@ def test_without_the_extra_otel_is_a_one_line_error(cli_env: dict[str, str]) -> 
         [sys.executable, "-c", code, str(DOCS)], env=cli_env, capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 2
+    from seamline.extras import install_hint  # the hint for this install (a clone here), as every hint
+
     assert done.stderr.strip().splitlines() == [
-        "seamline: invalid_request error: OpenTelemetry export needs the otel extra: pip install 'seamline[otel]'"
+        f"seamline: invalid_request error: OpenTelemetry export needs the otel extra: {install_hint('otel')}"
     ]
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from seamline.errors import InvalidRequest, TransportFailure
+from seamline.extras import install_hint
 
 if TYPE_CHECKING:
     from seamline.events import Event
@@ -44,7 +45,7 @@ def otel_sink(*, quiet: bool = False) -> OtelSink:
     try:
         from seamline.telemetry.otel import OtelSink
     except ImportError:
-        raise InvalidRequest("OpenTelemetry export needs the otel extra: pip install 'seamline[otel]'") from None
+        raise InvalidRequest(f"OpenTelemetry export needs the otel extra: {install_hint('otel')}") from None
     if quiet:
         return OtelSink.otlp()
     endpoint = _endpoint()

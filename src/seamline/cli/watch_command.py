@@ -46,7 +46,7 @@ keys:
 Approving, denying and cancelling need --url: a run in another `seamline run` process
 cannot be asked. Diff, merge and discard work on the store (its recorded git worktree) and
 over --url (the server's routes), with the same refusals as `seamline merge`. The live
-view needs the watch extra (pip install 'seamline[watch]'); without it, or when stdout is
+view needs the watch extra (WATCH_HINT); without it, or when stdout is
 not a terminal, the plain table is refreshed every --interval seconds until Ctrl-C.
 
 exit codes: 0 shown (or stopped with q or Ctrl-C), 2 usage error (an unusable store or URL)
@@ -59,7 +59,7 @@ def add_parser(commands: Any) -> str:
         help="every live and recent run at a glance: status, branch, tokens, cost",
         description="Show the live and recent runs of the store, refreshed until Ctrl-C.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog=_EPILOG,
+        epilog=_EPILOG.replace("WATCH_HINT", install_hint("watch")),
     )
     parser.add_argument("--snapshot", action="store_true", help="print the table once and exit")
     parser.add_argument("--json", action="store_true", help="with --snapshot: one JSON object per run")

@@ -20,6 +20,7 @@ from typing import Any, Final
 from seamline.cli.main import EXIT_CODES, SeamlineUsage
 from seamline.errors import SeamlineError
 from seamline.events import Complete, Event, Raw, encode_event
+from seamline.extras import install_hint
 
 __all__ = ["add_durable_flags", "add_parser", "run", "run_on_temporal"]
 
@@ -79,7 +80,7 @@ def _need_temporal() -> None:
     try:
         import temporalio  # noqa: F401
     except ImportError:
-        raise SeamlineUsage("Temporal needs the extra: pip install 'seamline[temporal]'") from None
+        raise SeamlineUsage(f"Temporal needs the extra: {install_hint('temporal')}") from None
 
 
 def run(args: argparse.Namespace) -> int:

@@ -23,6 +23,7 @@ from typing import Any, Final
 
 from seamline.errors import InvalidRequest, TransportFailure
 from seamline.events import Event, ToolCall
+from seamline.extras import install_hint
 from seamline.tools.approval import Approval
 from seamline.tools.base import Tool, ToolClass
 
@@ -129,7 +130,7 @@ class PermissionBridge:
             import uvicorn
             from mcp.server.mcpserver import MCPServer
         except ImportError:
-            raise InvalidRequest("the permission bridge needs the mcp package: pip install 'seamline[mcp]'") from None
+            raise InvalidRequest(f"the permission bridge needs the mcp package: {install_hint('mcp')}") from None
         server = MCPServer(SERVER_NAME)
 
         async def approve(tool_name: str, input: dict[str, Any], tool_use_id: str | None = None) -> str:
