@@ -1,10 +1,12 @@
 """README.md's examples run as written: its Python block gives a real answer, and every line
-of the tour that can run offline exits 0 (a placeholder ID is the id the tour made before)."""
+of the tour that can run offline exits 0 (a placeholder ID is the id the tour made before;
+the fleet's scratch files under /tmp/ go to the test's own folder)."""
 
 from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 import re
 import shlex
@@ -67,36 +69,86 @@ def _tour_lines() -> list[str]:
     return lines
 
 
+# The fleet's set-up lines (a scratch repository, a script file): shell, not seamline.
+SHELL_LINES = ("git init ", "echo ")
+PLACEHOLDERS = {"ID", "RUN_ID", "SESSION_ID", "RUN", "WINNER", "LOSER"}
+
+
 def test_every_offline_tour_line_runs(tmp_path: Path) -> None:
     env = {**os.environ, "SEAMLINE_STORE": str(tmp_path / "store.db"), "NO_COLOR": "1"}
     env.pop("SEAMLINE_TRACES", None)
+    env.update({f"GIT_{who}_{what}": value for who in ("AUTHOR", "COMMITTER")
+                for what, value in (("NAME", "Tour"), ("EMAIL", "tour@example.com"))})  # fmt: skip
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
     ran: list[str] = []
     ids: dict[str, str] = {}
     for line in _tour_lines():
         if any(marker in line for marker in NOT_OFFLINE):
             continue
+        line = line.replace("/tmp/", f"{scratch}/")
+        if line.startswith(SHELL_LINES):
+            done = subprocess.run(["bash", "-c", line], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+            assert done.returncode == 0, f"{line}\n{done.stderr}"
+            continue
         argv = shlex.split(line)
         assert argv[0] == ".venv/bin/seamline", f"a tour line that is not a seamline command: {line}"
         argv = [ids.get(arg, arg) for arg in argv]
-        assert not {"ID", "RUN_ID", "SESSION_ID"} & set(argv), f"no id yet for {line}"
+        assert not PLACEHOLDERS & set(argv), f"no id yet for {line}"
         done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False)
         allowed = next((codes for part, codes in EXIT_CODES.items() if part in line), (0,))
         assert done.returncode in allowed, f"{line}\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
         assert "Traceback" not in done.stderr, line
         ran.append(line)
-        session = re.search(r'"session_id": ?"([0-9a-f]+)"', done.stdout)
-        if session:
-            ids["ID"] = ids["SESSION_ID"] = session.group(1)
-        run = re.search(r"· run ([0-9a-f]+)", done.stderr)
-        if run:
-            ids["RUN_ID"] = run.group(1)
+        ids.update(_ids_from(line, done, env))
     assert len(ran) >= 8, ran  # the tour's offline half: run, --json, providers, sessions, pipeline, trace
+    fleet = [line for line in ran if " --worktree " in line or " race " in line or " discard " in line]
+    assert len(fleet) == 4, ran  # the fleet ran too: a worktree run, a race, two discards
+    assert (scratch / "fleet" / "notes.txt").read_text() == "hi"  # the winner was merged
+
+
+def _ids_from(line: str, done: subprocess.CompletedProcess[str], env: dict[str, str]) -> dict[str, str]:
+    """The ids a tour line made, for the placeholders of the lines after it."""
+    ids: dict[str, str] = {}
+    session = re.search(r'"session_id": ?"([0-9a-f]+)"', done.stdout)
+    if session:
+        ids["ID"] = ids["SESSION_ID"] = session.group(1)
+    run = re.search(r"· run ([0-9a-f]+)", done.stderr)
+    if run:
+        ids["RUN_ID"] = run.group(1)
+    if " --worktree " in line:  # the id a person reads off `sessions list` or `watch`
+        listed = subprocess.run(
+            [".venv/bin/seamline", "sessions", "list", "--json", "--limit", "1"],
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=60, check=True,
+        )  # fmt: skip
+        ids["RUN"] = json.loads(listed.stdout.splitlines()[0])["id"]
+    winner = re.search(r"merge it with: seamline merge ([0-9a-f]+)", done.stderr)
+    left = re.search(r"left for seamline diff\|merge\|discard: ([0-9a-f ]+)", done.stderr)
+    if winner and left:
+        ids["WINNER"] = winner.group(1)
+        (ids["LOSER"],) = [r for r in left.group(1).split() if r != winner.group(1)]
+    return ids
 
 
 def _extras() -> set[str]:
     import tomllib
 
     return set(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"])
+
+
+def test_the_readme_says_once_which_setup_installs_which_extras() -> None:
+    (para,) = [p for p in README.split("\n\n") if p.startswith("**Extras.**")]
+    (dev,) = [s for s in re.split(r"(?<=\.) ", " ".join(para.split())) if "`bash scripts/setup --dev`" in s]
+    # The --dev sentence names every extra of pyproject.toml, and only those...
+    assert set(re.findall(r"`([\w-]+)`", dev)) == _extras(), dev
+    # ...which is what `scripts/setup --dev` installs.
+    (target,) = re.findall(r"target='\.\[([\w,-]+)\]'", (ROOT / "scripts" / "setup").read_text())
+    assert set(target.split(",")) == _extras()
+    # One form of hint, the one seamline itself prints from a clone, naming a real extra.
+    hints = re.findall(r"pip install[^`]*", README)
+    assert hints and all(re.fullmatch(r"pip install -e '\.\[[\w-]+\]'", h) for h in hints), hints
+    assert {re.findall(r"\[([\w-]+)\]", h)[0] for h in hints} <= _extras()
+    assert "pip install 'seamline[" not in README
 
 
 def _code_strings(path: Path) -> list[str]:
