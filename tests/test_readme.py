@@ -171,16 +171,12 @@ def _code_strings(path: Path) -> list[str]:
     ]
 
 
-# providers/ is being moved into sub-packages by another change; its one hint follows then.
-_HINT_PENDING = {"src/seamline/providers/_opencode_server.py"}
-
-
 def test_every_install_hint_in_the_code_is_install_hint_of_a_real_extra() -> None:
     written_out = []
     named = set()
     for path in sorted((ROOT / "src" / "seamline").rglob("*.py")):
         rel = str(path.relative_to(ROOT))
-        if rel == "src/seamline/extras.py" or rel in _HINT_PENDING:
+        if rel == "src/seamline/extras.py":
             continue
         written_out += [f"{rel}: {s}" for s in _code_strings(path) if re.search(r"pip install .*seamline\[", s)]
         named |= set(re.findall(r"install_hint\(['\"]([\w-]+)['\"]\)", path.read_text()))

@@ -102,7 +102,7 @@ def _not_journaled(run_id: str, store: str | None) -> str:
     """Why RUN has nothing to revert, from what the store knows of it, and what to do instead."""
     from seamline.errors import SeamlineError
     from seamline.providers.registry import provider_class
-    from seamline.sessions.store import open_store
+    from seamline.sessions.sqlite_store import open_store
     from seamline.worktrees import worktree_of
 
     try:

@@ -37,10 +37,12 @@ from typing import Any, Final
 
 import msgspec
 
+from seamline.extras import install_hint
+
 try:
     import httpx2
 except ImportError as exc:  # pragma: no cover - the extra is missing
-    raise ImportError(f"{exc}; install it with: pip install 'seamline[opencode]'") from None
+    raise ImportError(f"{exc}; install it with: {install_hint('opencode')}") from None
 
 from seamline.errors import ProviderFailure, SeamlineError, TimeoutFailure, TransportFailure
 from seamline.sandbox.private_files import PrivatePathRefused, read_file_beneath
