@@ -213,6 +213,51 @@ def test_abort_before_the_cli_has_the_turn_sends_it_nothing(tmp_path: Path) -> N
     asyncio.run(go())
 
 
+def test_a_turn_whose_message_no_process_takes_fails_and_leaves_no_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every write of the turn's message fails (the program stopped reading its stdin): the
+    turn is tried on the session's process and on one fresh process, then fails with a
+    transport error, and no third process is started and read without being sent the turn
+    (which waited out turn_timeout)."""
+    from seamline.providers.programs.warm_process import WarmProcess
+    from seamline.transport.subprocess import LineProcess
+
+    # A short turn_timeout: the unfixed code read a third process, never sent the turn, up to it.
+    claude = stand_in(tmp_path, turn_timeout="2", grace="0.5")
+    started: list[WarmProcess] = []
+    writes: list[bytes] = []
+    real_start = WarmProcess.start.__func__  # type: ignore[attr-defined]
+
+    async def start(cls: type[WarmProcess], *args: Any, **kwargs: Any) -> WarmProcess:
+        warm: WarmProcess = await real_start(cls, *args, **kwargs)
+        started.append(warm)
+        return warm
+
+    async def refused(self: LineProcess, data: bytes) -> bool:
+        writes.append(data)
+        return False
+
+    monkeypatch.setattr(WarmProcess, "start", classmethod(start))
+    monkeypatch.setattr(LineProcess, "write", refused)
+
+    async def go() -> list[Event]:
+        session = await claude.open(workspace=tmp_path)
+        try:
+            return await turn(session, "never taken")
+        finally:
+            await claude.close(session)
+            for warm in started:
+                await warm.close(grace=0.5, because="test")
+
+    events = asyncio.run(go())
+    errors = [e for e in events if isinstance(e, Error)]
+    assert final(events).outcome == "failed"
+    assert [e.kind for e in errors] == ["transport"] and "did not take the turn" in errors[0].message
+    assert len(started) == 2 and len(writes) == 2  # the session's process, then one fresh one
+    assert all(group_members(warm.proc.pgid) == [] for warm in started)
+
+
 def test_usage_of_each_turn_is_its_own(tmp_path: Path) -> None:
     claude = stand_in(tmp_path)
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Final, Literal
 
-from seamline.errors import AuthFailure, InvalidRequest, SeamlineError
+from seamline.errors import AuthFailure, InvalidRequest, SeamlineError, TransportFailure
 from seamline.events import Event, Raw
 from seamline.providers.agent_clis.parsers.base import StreamParser
 from seamline.providers.agent_clis.turn import (
@@ -301,7 +301,9 @@ class AgentCliProvider(Provider):
         warm = await self._warm_process(session, exe)
         mode, target = self._mode(session)
         parser = self._new_parser(session=session, mode=mode, target=target)
-        for _ in range(2):
+        # The session's process, then at most one fresh one: a process that stops reading
+        # its stdin right after it started will not take the turn on a third try either.
+        for attempt in range(2):
             if (notice := session.state.pop("cli_warm_notice", None)) is not None and isinstance(notice, Raw):
                 yield notice
             session.state["cli_process"] = warm.proc
@@ -315,6 +317,8 @@ class AgentCliProvider(Provider):
                 break
             # It died between the check and the message: the CLI never saw this turn.
             await self._end_warm(session, warm, because="exited")
+            if attempt == 1:
+                raise TransportFailure(self._not_taken(warm, parser))
             warm = await self._warm_process(session, exe)
         parser.continue_from(warm.carry)
         reading = TurnReading()
@@ -346,6 +350,15 @@ class AgentCliProvider(Provider):
         returncode = None if kept else await warm.proc.wait()
         for event in self._turn_end(session, parser, warm.proc, warm.envelope, reading, returncode):
             yield event
+
+    def _not_taken(self, warm: WarmProcess, parser: StreamParser) -> str:
+        """Why a turn failed that neither the session's process nor a fresh one took."""
+        cause = parser._stderr_cause(warm.proc.stderr_tail(STDERR_LINES))
+        said = f"; its stderr: {cause}" if cause else ""
+        return (
+            f"{self.name} did not take the turn: a fresh process stopped reading its input too,"
+            f" so the turn was never sent{said}"
+        )
 
     async def _warm_process(self, session: ProviderSession, exe: str) -> WarmProcess:
         """The session's live warm process, or a new one (with a notice when it replaces one)."""
