@@ -25,9 +25,11 @@ from seamline.events import (
     Usage,
     encode_event,
 )
+from seamline.providers.base import ProviderSession
+from seamline.providers.programs.journal import show_scans
 from seamline.tools.terminal_line import TERMINAL_LINE
 
-__all__ = ["JsonDisplay", "TextDisplay", "one_line", "spin_while", "turn_ended"]
+__all__ = ["JsonDisplay", "TextDisplay", "one_line", "show_journal_scans", "spin_while", "turn_ended"]
 
 _SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 _QUIET_BEFORE_SPIN = 0.5  # seconds without output before the spinner shows
@@ -138,6 +140,31 @@ class TextDisplay:
         finally:
             TERMINAL_LINE.lock.release()
 
+    def scanning(self, count: int | None) -> None:
+        """The edit journal's long scan of the workspace on the last line (a terminal only):
+        the count of files so far, redrawn as it grows; ``None`` clears it. Called from the
+        scan itself, which holds the event loop: the spinner cannot turn meanwhile."""
+        if not self.progress or self._streamed:
+            return
+        if not TERMINAL_LINE.lock.acquire(blocking=False):
+            return
+        try:
+            if not TERMINAL_LINE.free():
+                return
+            if count is None:
+                if self._spinning:
+                    self.err.write("\r\033[K")
+                    self._spinning = False
+            else:
+                self._frame = (self._frame + 1) % len(_SPINNER)
+                self.err.write(
+                    f"\r\033[K{_SPINNER[self._frame]} scanning the workspace for the edit journal… {count:,} files"
+                )
+                self._spinning = True  # the next event or spinner frame clears it
+            self.err.flush()
+        finally:
+            TERMINAL_LINE.lock.release()
+
     def _unspin(self) -> None:
         if self._spinning:
             self.err.write("\r\033[K")
@@ -237,6 +264,13 @@ async def spin_while(display: JsonDisplay | TextDisplay, events: AsyncIterator[E
         ticker.cancel()
         display.close()
         await aclose_events(events)
+
+
+def show_journal_scans(display: JsonDisplay | TextDisplay, session: ProviderSession) -> None:
+    """A text display on a terminal shows the edit journal's long scans of ``session``'s
+    workspace (an agent CLI's or ACP agent's turn), which otherwise leave it silent."""
+    if isinstance(display, TextDisplay) and display.progress:
+        show_scans(session, display.scanning)
 
 
 def _brief(arguments: dict[str, object]) -> str:

@@ -9,7 +9,15 @@ import uuid
 from pathlib import Path
 from typing import Any, Final
 
-from seamline.cli.display import JsonDisplay, TextDisplay, aclose_events, spin_while, stdout_gone, turn_ended
+from seamline.cli.display import (
+    JsonDisplay,
+    TextDisplay,
+    aclose_events,
+    show_journal_scans,
+    spin_while,
+    stdout_gone,
+    turn_ended,
+)
 from seamline.cli.extension_flags import add_extension_flags, run_extensions
 from seamline.cli.main import EXIT_CODES, SeamlineUsage, install_abort_handler
 from seamline.cli.otel_command import add_otel_flag, otel_events
@@ -242,8 +250,13 @@ async def _drive(
     interruption = install_abort_handler(asyncio.get_running_loop(), abort)
     final: Complete | None = None
     store = given.store if isinstance(given.store, SessionStore) else None
+
+    def on_open(session: ProviderSession) -> None:
+        opened.append(session)
+        show_journal_scans(display, session)
+
     options = given.replace(**run_extensions(args, Workspace(given.workspace), yes=given.yes, store=store)).replace(
-        on_open=opened.append, worktree=tree or False
+        on_open=on_open, worktree=tree or False
     )
     events = stream(prompt, options)
     reader_gone = False

@@ -11,7 +11,7 @@ import time
 from dataclasses import asdict
 from typing import Any
 
-from seamline.cli.display import JsonDisplay, TextDisplay, spin_while, turn_ended
+from seamline.cli.display import JsonDisplay, TextDisplay, show_journal_scans, spin_while, turn_ended
 from seamline.cli.extension_flags import cli_approval
 from seamline.cli.main import EXIT_CODES, SeamlineUsage, install_abort_handler, parse_options
 from seamline.cli.watch_rows import shown_workspace, worktree_fields
@@ -341,6 +341,7 @@ def continue_session(store: SessionStore, args: argparse.Namespace, *, fork: boo
             # The system prompt is not part of the transcript: put it back in front.
             session.messages.insert(0, Message(role="system", content=system_prompt))
         store.set_run_options(session.session_id, effective)
+        show_journal_scans(display, session)
         if fork and not args.prompt:
             await provider.close(session)
             _out(

@@ -25,12 +25,15 @@ from typing import Final, Literal
 
 from seamline.store_files import is_store_entry
 
-__all__ = ["ABSENT", "UNHASHED_PREFIX", "FileIndex", "PathState", "ScanNotes", "StateKind"]
+__all__ = ["ABSENT", "UNHASHED_PREFIX", "FileIndex", "PathState", "ScanNotes", "ScanProgress", "StateKind"]
 
 StateKind = Literal["absent", "file", "link", "dir"]
 UNHASHED_PREFIX: Final = "unhashed:"
 #: How close to its change time a file may be read before its key is not trusted.
 RACY_WINDOW_NS: Final = 20_000_000
+
+#: How many paths a whole-tree scan walks between two looks at the clock (its progress).
+PROGRESS_EVERY: Final = 256
 
 INDEX_SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS file_index (
@@ -63,6 +66,49 @@ class ScanNotes:
     on_read: Callable[[str, bytes], None] | None = None
 
 
+class ScanProgress:
+    """How far a long whole-tree scan has come, told to ``show``: nothing for a scan that
+    ends within ``after`` seconds; past that, the count of paths walked so far, at most every
+    ``every`` seconds, and ``show(None)`` once a scan it showed is over. The scan looks at
+    the clock once every :data:`PROGRESS_EVERY` paths, so a fast scan costs nothing more.
+
+    A big repository's first scan (every file hashed) takes seconds to minutes, and it
+    blocks the event loop, so ``show`` is called there and then, on the scanning thread."""
+
+    def __init__(
+        self,
+        show: Callable[[int | None], None],
+        *,
+        after: float = 1.0,
+        every: float = 0.1,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.show = show
+        self.after = after
+        self.every = every
+        self._clock = clock
+        self._started = 0.0
+        self._shown_at: float | None = None
+
+    def begin(self) -> None:
+        self._started = self._clock()
+        self._shown_at = None
+
+    def seen(self, count: int) -> None:
+        now = self._clock()
+        if now - self._started < self.after:
+            return
+        if self._shown_at is not None and now - self._shown_at < self.every:
+            return
+        self._shown_at = now
+        self.show(count)
+
+    def end(self) -> None:
+        if self._shown_at is not None:
+            self._shown_at = None
+            self.show(None)
+
+
 _Key = tuple[int, int, int, int, int]  # size, mtime_ns, ctime_ns, ino, mode
 
 
@@ -88,10 +134,12 @@ class FileIndex:
         max_bytes: int,
         skip_dirs: frozenset[str] = frozenset(),
         notes: ScanNotes | None = None,
+        progress: ScanProgress | None = None,
     ) -> dict[str, PathState]:
         """The state of ``rels`` (None: every path under ``root``). Content read is stored
         in the ``blobs`` table; the caller holds one transaction for the whole scan.
-        ``notes`` hears what the scan left out and read."""
+        ``notes`` hears what the scan left out and read; ``progress``, how far a long
+        whole-tree scan has come."""
         known = self._load(root)
         states: dict[str, PathState] = {}
         on_read = notes.on_read if notes is not None else None
@@ -105,8 +153,16 @@ class FileIndex:
                 states[rel] = self._state(root, rel, st, known, max_bytes, on_read)
             return states
         skipped = notes.skipped if notes is not None else None
-        for rel, st in walk_tree(root, skip, skip_dirs, skipped):
-            states[rel] = self._state(root, rel, st, known, max_bytes, on_read)
+        if progress is not None:
+            progress.begin()
+        try:
+            for rel, st in walk_tree(root, skip, skip_dirs, skipped):
+                states[rel] = self._state(root, rel, st, known, max_bytes, on_read)
+                if progress is not None and not len(states) % PROGRESS_EVERY:
+                    progress.seen(len(states))
+        finally:
+            if progress is not None:
+                progress.end()
         gone = [rel for rel in known if rel not in states]
         for rel in gone:
             del known[rel]

@@ -28,7 +28,7 @@ from typing import Final
 
 from seamline.errors import InvalidRequest, PermissionDenied, SandboxViolation
 from seamline.events import FileChangeKind
-from seamline.sandbox.file_index import ABSENT, FileIndex, PathState, ScanNotes
+from seamline.sandbox.file_index import ABSENT, FileIndex, PathState, ScanNotes, ScanProgress
 from seamline.sandbox.revert_plan import apply_plan, check_plan, plan_restore, real_folders, safe_rel
 
 __all__ = ["EditJournal", "JournalStep", "PathState", "RevertReport", "journal_path_for"]
@@ -112,6 +112,7 @@ class EditJournal:
         number_at_end: bool = False,
         before_notes: ScanNotes | None = None,
         after_notes: ScanNotes | None = None,
+        progress: ScanProgress | None = None,
     ) -> Iterator[None]:
         """Journal one tool call: ``paths`` (inside ``workspace``) or, with None, the whole tree
         (less the folders named in ``skip_dirs``, such as ``.git``).
@@ -124,18 +125,29 @@ class EditJournal:
         callers whose steps never overlap (a session's turns). ``before_notes`` and
         ``after_notes`` hear what the scans before and after the call left out and read
         (the git check of :mod:`seamline.sandbox.git_quarantine` needs no walk of its own).
+        ``progress`` hears how far each of the two scans has come, when one runs long.
         """
         root = workspace.resolve()
         self._ensure_run(run_id, root)
         step = None if number_at_end else self._reserve_step(run_id, tool, call_id)
         # A single path brings its folders: write_file may create them, and revert removes them.
         rels = None if paths is None else list(dict.fromkeys(a for p in paths for a in _with_ancestors(_rel(root, p))))
-        before = self._scan(root, rels, skip_dirs, before_notes)
+        before = self._scan(root, rels, skip_dirs, before_notes, progress)
         try:
             yield
         finally:
             self._record(
-                run_id, step, root, rels, skip_dirs, before, on_change, tool=tool, call_id=call_id, notes=after_notes
+                run_id,
+                step,
+                root,
+                rels,
+                skip_dirs,
+                before,
+                on_change,
+                tool=tool,
+                call_id=call_id,
+                notes=after_notes,
+                progress=progress,
             )
 
     def _ensure_run(self, run_id: str, root: Path) -> None:
@@ -157,12 +169,19 @@ class EditJournal:
         rels: list[str] | None,
         skip_dirs: frozenset[str] = frozenset(),
         notes: ScanNotes | None = None,
+        progress: ScanProgress | None = None,
     ) -> dict[str, PathState]:
         # One transaction for every blob a scan stores, not one per file.
         with self._db:
             self._db.execute("BEGIN")
             return self.index.scan(
-                str(root), rels, skip=self.path.name, max_bytes=MAX_JOURNALED_BYTES, skip_dirs=skip_dirs, notes=notes
+                str(root),
+                rels,
+                skip=self.path.name,
+                max_bytes=MAX_JOURNALED_BYTES,
+                skip_dirs=skip_dirs,
+                notes=notes,
+                progress=progress,
             )
 
     def _reserve_step(self, run_id: str, tool: str, call_id: str) -> int:
@@ -189,13 +208,20 @@ class EditJournal:
         tool: str,
         call_id: str,
         notes: ScanNotes | None = None,
+        progress: ScanProgress | None = None,
     ) -> None:
         """The scan after the call and the step's entries (and, ``step`` None, the step
         itself): one write transaction."""
         with self._db:
             self._db.execute("BEGIN IMMEDIATE")
             after = self.index.scan(
-                str(root), rels, skip=self.path.name, max_bytes=MAX_JOURNALED_BYTES, skip_dirs=skip_dirs, notes=notes
+                str(root),
+                rels,
+                skip=self.path.name,
+                max_bytes=MAX_JOURNALED_BYTES,
+                skip_dirs=skip_dirs,
+                notes=notes,
+                progress=progress,
             )
             if step is None:
                 step = self._new_step(run_id, tool, call_id)

@@ -9,7 +9,10 @@ file (no store, ``:memory:``, PostgreSQL) is not journaled. The
 scan reads only files whose stat changed since the last scan (the persistent stat index of
 :mod:`seamline.sandbox.file_index`), leaves ``.git`` out, and keeps no content over the
 journal's size bound. Changes the agent's own events did not report become
-``file_change`` events before the turn's ``complete``.
+``file_change`` events before the turn's ``complete``. A scan that runs longer than
+:data:`SCAN_SHOWN_AFTER` is shown to whoever asked with :func:`show_scans` (the CLI's
+terminal line): a big repository's first scan takes seconds to minutes before the program
+even starts.
 
 A sandboxed turn (the program in the envelope) is also checked for git repositories and
 configuration it left in the workspace (:mod:`seamline.sandbox.git_quarantine`), from what
@@ -23,22 +26,35 @@ repositories (``nested_repositories = true``).
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from pathlib import Path
 from typing import Final
 
 from seamline.errors import SeamlineError
 from seamline.events import Complete, Event, FileChange, FileChangeKind
 from seamline.providers.base import ProviderSession
+from seamline.sandbox.file_index import ScanProgress
 from seamline.sandbox.git_quarantine import GitRules, GitWatch, QuarantineReport
 from seamline.sandbox.journal import EditJournal, journal_path_for
 from seamline.sandbox.policy import load_policy
 
-__all__ = ["git_rules_for_session", "journal_for_session", "journaled_turn"]
+__all__ = ["SCAN_SHOWN_AFTER", "git_rules_for_session", "journal_for_session", "journaled_turn", "show_scans"]
 
 SKIP_DIRS: Final = frozenset({".git"})
 _JOURNAL_KEY: Final = "edit_journal"
 _GIT_RULES_KEY: Final = "git_rules"
+_SCANS_SHOWN_KEY: Final = "journal_scans_shown"
+#: Seconds a scan of the workspace runs before :func:`show_scans`'s ``show`` hears of it.
+SCAN_SHOWN_AFTER = 1.0
+
+
+def show_scans(session: ProviderSession, show: Callable[[int | None], None]) -> None:
+    """Have ``show`` hear of the session's journal scans that run longer than
+    :data:`SCAN_SHOWN_AFTER` seconds: the count of paths walked so far, a few times a
+    second, then ``None`` once the scan is over. The scans run before and after each turn
+    and block the event loop while they run (no spinner turns), so ``show`` draws there and
+    then; it must be quick and must not raise."""
+    session.state[_SCANS_SHOWN_KEY] = show
 
 
 def journal_for_session(session: ProviderSession) -> EditJournal | None:
@@ -107,6 +123,8 @@ async def _journaled(session: ProviderSession, tool: str, inner: AsyncIterator[E
         if watch is not None:
             watch.on_change(rel, kind)
 
+    shown = session.state.get(_SCANS_SHOWN_KEY)
+    progress = ScanProgress(shown, after=SCAN_SHOWN_AFTER) if callable(shown) else None
     try:
         with journal.track(
             run_id=session.session_id,
@@ -118,6 +136,7 @@ async def _journaled(session: ProviderSession, tool: str, inner: AsyncIterator[E
             number_at_end=True,  # one turn of a session at a time: no overlapping steps to order
             before_notes=watch.before_notes if watch is not None else None,
             after_notes=watch.after_notes if watch is not None else None,
+            progress=progress,
         ):
             if watch is not None:
                 watch.begin()
