@@ -53,3 +53,37 @@ def test_a_model_without_its_provider_is_a_usage_error(model: str, hint: str, cl
     done = subprocess.run(argv, env=cli_env, capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 2 and done.stdout == ""  # it used to answer offline and exit 0
     assert f"not {model!r}" in done.stderr and hint in done.stderr
+
+
+def test_forking_gemini_without_a_key_says_it_cannot_fork_first(cli_env: dict[str, str], tmp_path: Path) -> None:
+    # The Gemini CLI cannot fork: a user without a key heard about the key first, set it, and
+    # only then learned that the fork could never work.
+    from seamline.sessions.sqlite_store import open_store
+
+    marker = tmp_path / "started"
+    program = tmp_path / "gemini"
+    program.write_text(f"#!{sys.executable}\nopen({str(marker)!r}, 'w').write('ran')\n")
+    program.chmod(0o755)
+    empty_home = tmp_path / "home"  # no stored login there
+    empty_home.mkdir()
+    store = tmp_path / "store.db"
+    opened = open_store(store)
+    try:
+        opened.create_session("5e551011ab", provider="gemini-cli", model="gemini-2.5-flash", workspace=str(tmp_path))
+    finally:
+        opened.close()
+    env = {k: v for k, v in cli_env.items() if k not in ("GEMINI_API_KEY", "GOOGLE_API_KEY")}
+    env.pop("SEAMLINE_BLOCK_REAL_PROVIDERS", None)
+    env["GEMINI_CLI_HOME"] = str(empty_home)
+    argv = [
+        sys.executable, "-m", "seamline", "sessions", "fork", "5e551011ab", "--store", str(store),
+        "-o", f"executable={program}", "--prompt", "hi",
+    ]  # fmt: skip
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2, done.stderr
+    assert "gemini-cli cannot fork" in done.stderr and "GEMINI_API_KEY" not in done.stderr
+    # and what to do instead: continue it, or fork it on a provider that can
+    assert "seamline run --session 5e551011ab" in done.stderr and "sessions fork 5e551011ab --provider" in done.stderr
+    assert not marker.exists()
+    with sqlite3.connect(store) as conn:
+        assert conn.execute("SELECT count(*) FROM sessions").fetchone() == (1,)  # no fork recorded

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import ClassVar
 
 import pytest
 
-from seamline.errors import InvalidRequest
+from seamline.errors import AuthFailure, InvalidRequest
 from seamline.events import Complete, Event, Session, Text, ToolCall, Usage
 from seamline.loop.messages import Message, ModelRequest
 from seamline.providers.base import Provider, ProviderSession
@@ -392,3 +393,34 @@ def test_concurrent_sessions_share_commits(make_store: StoreFactory) -> None:
     # 40 session records, 40 usage figures and 40 turn ends: far fewer commits than writes
     assert commits <= 12, commits
     assert len(store.list_sessions(limit=100)) == 40
+
+
+def test_every_provider_that_cannot_fork_says_so_before_asking_for_a_key(
+    make_store: StoreFactory, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from seamline.providers.base import BLOCK_ENV
+    from seamline.providers.registry import provider_class, provider_names
+
+    for key in ("GEMINI_API_KEY", "GOOGLE_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", BLOCK_ENV):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("GEMINI_CLI_HOME", str(tmp_path))  # no stored login either
+    store = make_store()
+
+    class KeyedStatelessAgent(StatelessAgent):
+        name: ClassVar[str] = "keyed-stateless-agent"
+
+        def _ready(self) -> None:
+            raise AuthFailure("keyed-stateless-agent: no KEYED_API_KEY")
+
+    classes: list[type[Provider]] = [KeyedStatelessAgent]
+    for name in provider_names():
+        try:
+            classes.append(provider_class(name))
+        except InvalidRequest:
+            continue  # an extra that is not installed
+    unforkable = [cls for cls in classes if cls.forking == "none"]
+    assert {cls.name for cls in unforkable} >= {"gemini-cli", "keyed-stateless-agent"}
+    for cls in unforkable:
+        store.create_session(f"sid-{cls.name}", provider=cls.name, model=None)
+        with pytest.raises(InvalidRequest, match=f"{cls.name} cannot fork"):
+            asyncio.run(cls().fork(f"sid-{cls.name}", store=store))

@@ -309,14 +309,15 @@ class Provider:
         ``handoff=True`` forks another provider's session onto this one (emulated; the
         fork's ``metadata["handoffs"]`` names the provider it came from).
         """
+        if self.forking == "none":
+            # Before the key check: a missing key is worth fixing only for what can work.
+            raise _cannot_fork(self.name, session_id)
         self._check_allowed()
         self._ready()
         record = store.require(session_id)
         handing = handoff and record.provider != self.name
         if record.provider != self.name and not handing:
             raise InvalidRequest(f"session {record.id} belongs to provider {record.provider}, not {self.name}")
-        if self.forking == "none":
-            raise InvalidRequest(f"provider {self.name} cannot fork a session (capability forking=none)")
         entries = store.transcript(record.id)
         if at is not None and not 0 <= at < len(entries):
             raise InvalidRequest(f"--at {at} is outside the session's {len(entries)} messages (0..{len(entries) - 1})")
@@ -477,6 +478,14 @@ class Provider:
             raise PermissionDenied(
                 f"provider {self.name} would call a real backend, and {BLOCK_ENV} forbids that (tests)"
             )
+
+
+def _cannot_fork(provider: str, session_id: str) -> InvalidRequest:
+    return InvalidRequest(
+        f"provider {provider} cannot fork a session (capability forking=none); continue it instead "
+        f"(seamline run --session {session_id} --provider {provider} PROMPT), or fork it on a provider "
+        f"that can (seamline sessions fork {session_id} --provider NAME; see seamline providers list)"
+    )
 
 
 @dataclass(eq=False)
