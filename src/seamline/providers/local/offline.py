@@ -1,8 +1,10 @@
 """The embedded ``offline`` provider: no network, no weights, deterministic.
 
 It answers a question extractively from the workspace. Over three model calls it lists
-the workspace, reads the files whose names fit the question, and answers with the
-passages that match it best, citing file and lines. It reads only through the loop's
+the workspace, reads the files the question names (``calc.py``) and then those whose names
+fit its words, and answers with the passages that match it best, citing file and lines. A
+file the question names is answered with its outline (docstring, definitions, sections;
+see ``_outline``), as is every file read when no passage matches. It reads only through the loop's
 tools, so a run shows real ``tool_call`` and ``tool_result`` events, and the same
 question over the same files gives the same answer, byte for byte.
 """
@@ -19,6 +21,7 @@ from seamline.errors import InvalidRequest
 from seamline.events import Event, TextDelta, ToolCall, Usage
 from seamline.loop.messages import Message, ModelRequest
 from seamline.providers.base import OptionSpec, PreflightCheck, Provider
+from seamline.providers.local._outline import FileOutline, file_outline, numbered_rows
 
 __all__ = ["OfflineProvider"]
 
@@ -28,7 +31,12 @@ _STOP: Final = frozenset(
     "that the their them then there these this to was we what when where which who why will with you your "
     "about into use used using want need get make".split()
 )
-_TEXT_SUFFIXES: Final = (".md", ".rst", ".txt", ".py", ".toml", ".yaml", ".yml", ".json", ".cfg", ".ini", ".sh", "")
+_TEXT_SUFFIXES: Final = (
+    *(".md", ".rst", ".txt", ".py", ".toml", ".yaml", ".yml", ".json", ".cfg", ".ini", ".sh", ""),
+    *(".js", ".ts", ".tsx", ".jsx", ".go", ".rs", ".java", ".c", ".h", ".cpp", ".rb", ".sql"),
+)
+# A word of the question that names a file: it has a dot or a slash (`calc.py`, `src/app`).
+_FILE_REF: Final = re.compile(r"[\w.\-/]*[\w\-][.\/][\w.\-/]*\w")
 _DOC_SUFFIXES: Final = (".md", ".rst", ".txt")
 _MAX_FILES: Final = 6
 _MAX_PASSAGES: Final = 3
@@ -149,19 +157,60 @@ def _last_question(messages: list[Message]) -> tuple[str, list[Message]]:
     return "", list(messages)
 
 
+def _named_in(question: str) -> list[str]:
+    """The file references in ``question``, in order: ``calc.py``, ``src/app.js``."""
+    refs: list[str] = []
+    for ref in _FILE_REF.findall(question):
+        ref = ref.removeprefix("./")
+        if ref and not ref.startswith("/") and ".." not in ref.split("/") and ref not in refs:
+            refs.append(ref)
+    return refs
+
+
+def _names(ref: str, path: str) -> int | None:
+    """How closely ``ref`` names ``path``: 0 the path itself, 1 its tail, 2 its name; None not at all."""
+    if path == ref:
+        return 0
+    low, low_ref = path.lower(), ref.lower()
+    if low == low_ref or low.endswith("/" + low_ref):
+        return 1
+    if "/" not in ref and low.rsplit("/", 1)[-1] == low_ref:
+        return 2
+    return None
+
+
+def _path_terms(path: str) -> tuple[set[str], set[str]]:
+    """The words of a file's name (its suffix aside) and of its folders, whole and split at ``_``."""
+    folders, _, name = path.rpartition("/")
+    stem = name.rsplit(".", 1)[0] if "." in name.lstrip(".") else name
+
+    def words(text: str) -> set[str]:
+        pieces = re.split(r"[^a-z0-9_]+", text.lower())
+        return set(_terms(" ".join(pieces + [p for piece in pieces for p in piece.split("_")])))
+
+    return words(stem), words(folders)
+
+
 def _choose_files(question: str, listing: str, limit: int) -> list[str]:
+    """The files to read: those the question names, in its order, then the best by their names."""
+    lines = (line.strip() for line in listing.splitlines())
+    paths = sorted({p for p in lines if p and not p.endswith("/") and not p.startswith("[")})
+    named: list[str] = []
+    for ref in _named_in(question):
+        hits = sorted((rank, p.count("/"), p) for p in paths if (rank := _names(ref, p)) is not None)
+        if not hits and "/" in ref and "." in ref.rsplit("/", 1)[-1]:
+            named.append(ref)  # a path deeper than the listing reaches: read_file answers for it
+        # The closest match, and every other file of that name when the ref is only a name.
+        named.extend(p for rank, _, p in hits if rank == hits[0][0] and p not in named)
     terms = set(_terms(question))
     scored: list[tuple[float, str]] = []
-    for line in listing.splitlines():
-        path = line.strip()
-        if not path or path.endswith("/") or path.startswith("["):
-            continue
+    for path in paths:
         name = path.rsplit("/", 1)[-1]
         suffix = "." + name.rsplit(".", 1)[-1].lower() if "." in name else ""
-        if suffix not in _TEXT_SUFFIXES:
+        if suffix not in _TEXT_SUFFIXES or path in named:
             continue
-        path_terms = set(_terms(path.replace("/", " ").replace(".", " ").replace("-", " ")))
-        score = 3.0 * len(terms & path_terms)
+        stem_terms, folder_terms = _path_terms(path)
+        score = 4.0 * len(terms & stem_terms) + 2.0 * len(terms & (folder_terms - stem_terms))
         if suffix in _DOC_SUFFIXES:
             score += 1.0
         if name.lower().startswith("readme"):
@@ -170,15 +219,11 @@ def _choose_files(question: str, listing: str, limit: int) -> list[str]:
             score += 0.25
         scored.append((score, path))
     scored.sort(key=lambda item: (-item[0], item[1]))
-    return [p for s, p in scored[:limit] if s > 0]
+    return (named + [p for s, p in scored if s > 0])[:limit]
 
 
 def _passages(path: str, numbered: str) -> list[_Passage]:
-    rows: list[tuple[int, str]] = []
-    for raw in numbered.splitlines():
-        head, tab, text = raw.partition("\t")
-        if tab and head.strip().isdigit():
-            rows.append((int(head), text))
+    rows = numbered_rows(numbered)
     out: list[_Passage] = []
     block: list[tuple[int, str]] = []
 
@@ -210,11 +255,42 @@ def _passages(path: str, numbered: str) -> list[_Passage]:
 
 
 def _compose(question: str, sources: list[tuple[str, str]], limit: int) -> str:
+    asked = question.strip()
+    if not sources:
+        return f'I found nothing in the workspace that answers "{asked}". I read: nothing.\n'
+    refs = _named_in(question)
+    named = [(path, content) for path, content in sources if any(_names(ref, path) is not None for ref in refs)]
+    outlines = [o for path, content in named if (o := file_outline(path, content)) is not None][:limit]
+    if outlines:
+        # The question is about these files: say what they hold, then where others mention them.
+        others = [(path, content) for path, content in sources if (path, content) not in named]
+        chosen = _best_passages(question, others, limit)
+        one = len(outlines) == 1
+        parts = [f"From the workspace, what {', '.join(o.path for o in outlines)} {'holds' if one else 'hold'}:\n"]
+        parts.extend(_outline_lines(o) for o in outlines)
+        if chosen:
+            parts.append(f"\nWhere the workspace mentions {'it' if one else 'them'}:\n")
+            parts.append(_passage_lines(chosen))
+        return "".join(parts) + _sources([f"{o.path}:{o.first}-{o.last}" for o in outlines], chosen)
+    chosen = _best_passages(question, sources, limit)
+    if chosen:
+        parts = [f'From the workspace, the passages that best answer "{asked}":\n', _passage_lines(chosen)]
+        return "".join(parts) + _sources([], chosen)
+    outlines = [o for path, content in sources if (o := file_outline(path, content)) is not None][:limit]
+    read = ", ".join(path for path, _ in sources)
+    if not outlines:
+        return f'I found nothing in the workspace that answers "{asked}". I read: {read}.\n'
+    holds = "what it holds" if len(sources) == 1 else "what they hold"
+    parts = [f'No passage I read answers "{asked}" in its words. I read {read}; {holds}:\n']
+    parts.extend(_outline_lines(o) for o in outlines)
+    return "".join(parts) + _sources([f"{o.path}:{o.first}-{o.last}" for o in outlines], [])
+
+
+def _best_passages(question: str, sources: list[tuple[str, str]], limit: int) -> list[_Passage]:
     terms = _terms(question)
     passages = [p for path, content in sources for p in _passages(path, content)]
     if not terms or not passages:
-        read = ", ".join(path for path, _ in sources) or "nothing"
-        return f'I found nothing in the workspace that answers "{question.strip()}". I read: {read}.\n'
+        return []
     bags = [_terms(" ".join(p.lines)) for p in passages]
     df: dict[str, int] = {}
     for bag in bags:
@@ -239,16 +315,30 @@ def _compose(question: str, sources: list[tuple[str, str]], limit: int) -> str:
             score *= 1.5  # the section is about the question
         scored.append((score, i))
     scored.sort(key=lambda item: (-round(item[0], 9), passages[item[1]].path, passages[item[1]].start))
-    chosen = [passages[i] for _, i in scored[:limit]]
-    if not chosen:
-        read = ", ".join(path for path, _ in sources)
-        return f'I found nothing in the workspace that answers "{question.strip()}". I read: {read}.\n'
-    parts = [f'From the workspace, the passages that best answer "{question.strip()}":\n']
+    return [passages[i] for _, i in scored[:limit]]
+
+
+def _passage_lines(chosen: list[_Passage]) -> str:
+    parts: list[str] = []
     for k, p in enumerate(chosen, 1):
         parts.append(f"\n{k}. {p.path}:{p.start}-{p.end}\n")
         parts.extend(f"   > {line}\n" for line in p.lines)
-    parts.append("\nSources: " + ", ".join(f"{p.path}:{p.start}-{p.end}" for p in chosen) + "\n")
     return "".join(parts)
+
+
+def _outline_lines(outline: FileOutline) -> str:
+    head = f"\n{outline.path}:{outline.first}-{outline.last}"
+    parts = [f"{head}: {outline.summary}\n" if outline.summary else f"{head}\n"]
+    if outline.parts:
+        parts.append(f"   {outline.label}:\n")
+        parts.extend(f"   - {outline.path}:{line} {text}\n" for line, text in outline.parts)
+        if outline.more:
+            parts.append(f"   - and {outline.more} more\n")
+    return "".join(parts)
+
+
+def _sources(files: list[str], chosen: list[_Passage]) -> str:
+    return "\nSources: " + ", ".join([*files, *(f"{p.path}:{p.start}-{p.end}" for p in chosen)]) + "\n"
 
 
 def _chunks(text: str) -> list[str]:
