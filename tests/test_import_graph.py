@@ -46,7 +46,7 @@ RANKS: dict[str, int] = {
     # reusable wire code
     "transport": 3,
     # the engine
-    "sandbox": 4, "trace": 4,
+    "sandbox": 4, "trace": 4, "gateway": 4,
     "tools": 5,
     "loop": 6,
     "stages": 7,

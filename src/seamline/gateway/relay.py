@@ -1,0 +1,307 @@
+"""The model gateway: a local HTTP endpoint every model request of a session goes through.
+
+seamline runs it outside the envelope, on 127.0.0.1; a program inside reaches it through
+the envelope's loopback forward like any loopback model endpoint. A program is given the
+gateway's URL as its base URL and a *placeholder* credential (one per binding, random); the
+gateway relays a request only when it carries a placeholder it issued, puts the real
+credential in its place, and sends it to the upstream that binding names (over TLS for an
+``https`` upstream). So the real key is in no variable, file or process the envelope can
+read, and a request without the placeholder goes nowhere (it is answered ``401`` and
+reported in :attr:`ModelGateway.refusals`).
+
+Each response is carried back as it arrives (SSE and chunked bodies piece by piece) and
+read on the way for its usage (:mod:`seamline.gateway.meter`), which the binding's
+``on_usage`` receives once the response has ended: one figure per model request, from the
+vendor's own answer. Before a request goes out, the binding's ``admit`` may refuse it (a
+budget reached): the program gets an error in its vendor's format and nothing is spent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import secrets
+import ssl
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Final
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit
+
+from seamline.events import Usage
+from seamline.gateway.http1 import HEAD_LIMIT, BadMessage, Head, carry_body, read_head
+from seamline.gateway.meter import UsageMeter, Vendor
+
+__all__ = ["Binding", "GatewayRefusal", "ModelGateway", "Upstream", "vendor_error"]
+
+PLACEHOLDER_PREFIX: Final = "sl-gw-"
+_CONNECT_TIMEOUT_S: Final = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class Upstream:
+    """Where a binding's requests go and the credential they carry there (never logged)."""
+
+    vendor: Vendor
+    base_url: str
+    secret: str | None = field(default=None, repr=False)
+
+    @property
+    def target(self) -> tuple[str, str, int]:
+        """The scheme, host and port requests go to."""
+        parts = urlsplit(self.base_url)
+        scheme = parts.scheme or "https"
+        host = parts.hostname or ""
+        return scheme, host, parts.port or (443 if scheme == "https" else 80)
+
+    @property
+    def netloc(self) -> str:
+        return urlsplit(self.base_url).netloc
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayRefusal:
+    """A request the gateway did not relay, and why (no credential in it)."""
+
+    reason: str
+    method: str
+    path: str
+
+
+@dataclass(eq=False)
+class Binding:
+    """One program's way through the gateway: its placeholder, its upstream, its callbacks."""
+
+    upstream: Upstream
+    on_usage: Callable[[Usage], None] | None = None
+    admit: Callable[[], str | None] | None = None
+    placeholder: str = field(default_factory=lambda: PLACEHOLDER_PREFIX + secrets.token_urlsafe(24), repr=False)
+    requests: int = 0
+    usages: list[Usage] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+    """Why requests could not reach the upstream (no secret in them), newest last."""
+
+
+def vendor_error(vendor: Vendor, status: int, message: str, *, kind: str = "invalid_request_error") -> bytes:
+    """An error body as ``vendor`` writes one, so the program shows ``message`` as its own."""
+    if vendor == "anthropic":
+        body: object = {"type": "error", "error": {"type": kind, "message": message}}
+    elif vendor == "openai":
+        body = {"error": {"message": message, "type": kind, "code": kind, "param": None}}
+    else:
+        body = {"error": {"code": status, "message": message, "status": "INVALID_ARGUMENT"}}
+    return json.dumps(body).encode()
+
+
+class ModelGateway:
+    """The gateway of one session (or process): start it, bind programs, close it."""
+
+    def __init__(self) -> None:
+        self._bindings: dict[str, Binding] = {}
+        self._server: asyncio.Server | None = None
+        self._port = 0
+        self._connections: set[asyncio.Task[None]] = set()
+        self._in_flight = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self.refusals: list[GatewayRefusal] = []
+
+    @property
+    def running(self) -> bool:
+        return self._server is not None
+
+    @property
+    def port(self) -> int:
+        return self._port
+
+    async def idle(self) -> None:
+        """Until no request is being relayed (its usage, if any, has been handed over)."""
+        await self._idle.wait()
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0, limit=HEAD_LIMIT)
+        self._port = self._server.sockets[0].getsockname()[1]
+
+    async def close(self) -> None:
+        server, self._server = self._server, None
+        if server is None:
+            return
+        server.close()
+        for task in list(self._connections):
+            task.cancel()
+        for task in list(self._connections):
+            with contextlib.suppress(BaseException):
+                await task
+        await server.wait_closed()
+
+    def bind(
+        self,
+        upstream: Upstream,
+        *,
+        on_usage: Callable[[Usage], None] | None = None,
+        admit: Callable[[], str | None] | None = None,
+    ) -> Binding:
+        binding = Binding(upstream=upstream, on_usage=on_usage, admit=admit)
+        self._bindings[binding.placeholder] = binding
+        return binding
+
+    def unbind(self, binding: Binding) -> None:
+        self._bindings.pop(binding.placeholder, None)
+
+    def base_url(self, binding: Binding) -> str:
+        """The URL a program is given in place of the upstream's (same path)."""
+        path = urlsplit(binding.upstream.base_url).path.rstrip("/")
+        return f"http://127.0.0.1:{self._port}{path}"
+
+    # -- one client connection: requests in turn, each relayed to its upstream --------
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.add(task)
+        try:
+            while await self._one_request(reader, writer):
+                pass
+        except (BadMessage, ConnectionError, asyncio.IncompleteReadError):
+            pass
+        except asyncio.CancelledError:
+            pass  # the gateway is closing: the connection ends here, quietly
+        finally:
+            self._connections.discard(task)
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+    async def _one_request(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+        """Relay one request; whether the client connection may carry another."""
+        head = await read_head(reader)
+        if head is None:
+            return False
+        method, _, rest = head.start.partition(" ")
+        target = rest.rpartition(" ")[0] or rest
+        binding, head = self._swap_credential(head, target)
+        if binding is None:
+            await carry_body(head, reader, _Sink(), until_close=False)
+            self.refusals.append(GatewayRefusal("no credential this gateway issued", method, target.split("?")[0]))
+            await _answer(writer, 401, b'{"error": "seamline gateway: this request carries no credential it issued"}')
+            return False
+        vendor = binding.upstream.vendor
+        refusal = binding.admit() if binding.admit is not None else None
+        if refusal is not None:
+            await carry_body(head, reader, _Sink(), until_close=False)
+            await _answer(writer, 400, vendor_error(vendor, 400, refusal))
+            return False
+        binding.requests += 1
+        self._in_flight += 1
+        self._idle.clear()
+        try:
+            return await self._relay(binding, head, reader, writer)
+        finally:
+            self._in_flight -= 1
+            if self._in_flight == 0:
+                self._idle.set()
+
+    def _swap_credential(self, head: Head, target: str) -> tuple[Binding | None, Head]:
+        """The binding whose placeholder the request carries, and the head with the real
+        credential in the placeholder's place."""
+        for name in ("x-api-key", "authorization", "x-goog-api-key"):
+            value = head.get(name)
+            if value is None:
+                continue
+            token = value.removeprefix("Bearer ").removeprefix("bearer ").strip()
+            binding = self._bindings.get(token)
+            if binding is not None:
+                secret = binding.upstream.secret
+                real = None if secret is None else value.replace(token, secret)
+                return binding, head.replaced({name: real})
+        path, question, query = target.partition("?")
+        if question:
+            pairs = parse_qsl(query, keep_blank_values=True)
+            for key, value in pairs:
+                binding = self._bindings.get(value) if key == "key" else None
+                if binding is not None:
+                    secret = binding.upstream.secret or ""
+                    swapped = urlencode([(k, secret if k == "key" else v) for k, v in pairs], quote_via=quote)
+                    method, _, rest = head.start.partition(" ")
+                    version = rest.rpartition(" ")[2]
+                    return binding, head.with_start(f"{method} {path}?{swapped} {version}")
+        return None, head
+
+    async def _relay(
+        self, binding: Binding, head: Head, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> bool:
+        upstream = binding.upstream
+        scheme, host, port = upstream.target
+        try:
+            up_reader, up_writer = await asyncio.wait_for(
+                asyncio.open_connection(
+                    host,
+                    port,
+                    ssl=ssl.create_default_context() if scheme == "https" else None,
+                    server_hostname=host if scheme == "https" else None,
+                    limit=HEAD_LIMIT,
+                ),
+                _CONNECT_TIMEOUT_S,
+            )
+        except (OSError, TimeoutError) as exc:
+            # The program sees what it would have seen calling the upstream itself: a
+            # connection that fails (reset, no answer), so its own retries and its own words
+            # for an unreachable API apply.
+            binding.failures.append(f"seamline gateway: {upstream.netloc} is unreachable ({type(exc).__name__})")
+            writer.transport.abort()
+            return False
+        try:
+            # One request per upstream connection: the body is plain (no compression) so the
+            # meter can read it, and the connection's end never has to be guessed.
+            out = head.replaced({"host": upstream.netloc, "accept-encoding": "identity", "connection": "close"})
+            up_writer.write(out.encode())
+            await carry_body(head, reader, up_writer, until_close=False)
+            answer = await read_head(up_reader)
+            if answer is None:
+                raise BadMessage("the upstream closed without answering")
+            framed = answer.chunked or answer.length() is not None
+            keep = framed and (head.get("connection") or "").lower() != "close"
+            writer.write(answer.replaced({"connection": "keep-alive" if keep else "close"}).encode())
+            meter = UsageMeter(upstream.vendor, answer.get("content-type"))
+            status = answer.start.split(" ", 2)[1] if answer.start.count(" ") else ""
+            try:
+                await carry_body(answer, up_reader, writer, until_close=True, tap=meter.feed)
+            finally:
+                # Counted even when the program hangs up once it has what it wanted (Codex
+                # closes the connection at `response.completed`, before the body's end):
+                # what the upstream said it spent was spent.
+                usage_id = answer.get("request-id") or answer.get("x-request-id")
+                self._metered(binding, meter, usage_id, ok=status.startswith("2"))
+            return keep
+        finally:
+            up_writer.close()
+            with contextlib.suppress(Exception):
+                await up_writer.wait_closed()
+
+    def _metered(self, binding: Binding, meter: UsageMeter, usage_id: str | None, *, ok: bool) -> None:
+        usage = meter.usage(usage_id or f"gateway-{secrets.token_hex(8)}")
+        if usage is None or not ok:
+            return
+        binding.usages.append(usage)
+        if binding.on_usage is not None:
+            binding.on_usage(usage)
+
+
+class _Sink:
+    """A writer that drops what it is given: a refused request's body is read, not sent."""
+
+    def write(self, data: bytes) -> None:
+        pass
+
+    async def drain(self) -> None:
+        pass
+
+
+async def _answer(writer: asyncio.StreamWriter, status: int, body: bytes) -> None:
+    reason = {400: "Bad Request", 401: "Unauthorized"}.get(status, "Error")
+    head = (
+        f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\n"
+        f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
+    )
+    writer.write(head.encode() + body)
+    with contextlib.suppress(ConnectionError):
+        await writer.drain()
