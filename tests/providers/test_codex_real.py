@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from seamline.events import Error, FileChange, Reasoning, Session, ToolCall, ToolResult, Usage
+from seamline.events import Error, FileChange, Raw, Reasoning, Session, ToolCall, ToolResult, Usage
 from seamline.providers.agent_clis.codex import CodexProvider
 from tests.fakes.openai_api import FakeOpenAI
 from tests.providers.agent_cli_support import (
@@ -75,9 +75,9 @@ def test_seamline_run_json_end_to_end_with_tools_usage_and_cost(world: CliWorld)
     assert [r["call_id"] for r in results] == [calls[0]["call_id"]]
     assert "pelican" in results[0]["output"] and not results[0]["is_error"]
     usage = [e for e in events if e["type"] == "usage"]
-    # Codex sums the turn's two model calls; seamline prices the tokens.
-    assert len(usage) == 1 and usage[0]["input_tokens"] == 210 and usage[0]["cache_read_tokens"] == 50
-    assert usage[0]["priced"] is True and usage[0]["cost_usd"] > 0
+    # Through seamline's gateway: one figure per model call, from the API's own answer.
+    assert [(u["input_tokens"], u["cache_read_tokens"]) for u in usage] == [(10, 0), (200, 50)]
+    assert all(u["priced"] is True and u["cost_usd"] > 0 for u in usage)
     assert events[-1]["outcome"] == "completed" and events[-1]["text"] == "The word is pelican."
     assert len(seen) == 2 and "pelican" in seen[1]
 
@@ -142,8 +142,9 @@ async def test_unreachable_endpoint_hits_our_retry_bound_as_transport(world: Cli
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    # Codex reconnects for ever here, whatever its own retry settings say.
-    codex = provider(f"http://127.0.0.1:{port}/v1", max_retries="1", grace="1")
+    # Calling its API itself, Codex reconnects for ever here, whatever its own retry
+    # settings say (through the gateway it sees a reset instead: the test below).
+    codex = provider(f"http://127.0.0.1:{port}/v1", max_retries="1", grace="1", gateway="off")
     session = await codex.open(workspace=world.workspace)
     events = await collect(session, "hi")
     final = one_complete(events)
@@ -152,6 +153,24 @@ async def test_unreachable_endpoint_hits_our_retry_bound_as_transport(world: Cli
     errors = [e for e in events if isinstance(e, Error)]
     assert errors[-1].kind == "transport" and errors[-1].retryable and "retried" in errors[-1].message
     assert [e.attempt for e in errors if e.attempt is not None][:2] == [1, 2]
+    assert_group_gone(session)
+
+
+@run_async
+async def test_unreachable_endpoint_through_the_gateway_is_transport(world: CliWorld) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    codex = provider(f"http://127.0.0.1:{port}/v1", max_retries="1", grace="1")
+    session = await codex.open(workspace=world.workspace)
+    events = await collect(session, "hi")
+    await codex.close(session)
+    final = one_complete(events)
+    assert final.outcome == "failed" and final.stop_reason == "transport"
+    errors = [e for e in events if isinstance(e, Error)]
+    assert errors[-1].kind == "transport" and errors[-1].retryable
+    notes = [e.payload for e in events if isinstance(e, Raw) and "gateway_upstream_unreachable" in e.payload]
+    assert notes and f"127.0.0.1:{port}" in str(notes[0])
     assert_group_gone(session)
 
 

@@ -90,7 +90,8 @@ async def test_turns_of_a_session_share_one_process_and_one_thread(world: CliWor
     assert sessions and sessions[-1].provider_session_id == session.provider_session_id
     # Each turn gets its own share of the thread's running totals (the first: two model calls).
     usage = [[(u.input_tokens, u.output_tokens) for u in events if isinstance(u, Usage)] for events in (first, *later)]
-    assert usage == [[(210, 12)], [(200, 2)], [(300, 3)]]
+    # Through seamline's gateway: one figure per model call (turn 1 made two).
+    assert usage == [[(10, 5), (200, 7)], [(200, 2)], [(300, 3)]]
     for n, events in zip((2, 3), later, strict=True):
         assert one_complete(events).text == f"Answer {n}." and not seamline_notices(events)
     assert "marker-1" in seen[-1] and "pelican" in seen[-1] and "marker-2" in seen[-1]  # one conversation

@@ -510,6 +510,9 @@ class ProviderSession:
     forked_from: SessionRecord | None = None
     history: list[TranscriptEntry] = field(default_factory=list)
     step_interrupt: StepInterrupt | None = None
+    turn_budget_usd: float | None = None
+    """The budget of the turn under way (``send``'s ``budget_usd``), for a backend that
+    can stop a turn's spending from inside (the model gateway)."""
 
     def history_as_context(self) -> str:
         """The earlier conversation as plain text, for providers that resume by emulation."""
@@ -603,6 +606,7 @@ class ProviderSession:
         self.provider._check_allowed()
         self.turn += 1
         self.aborted = False
+        self.turn_budget_usd = budget_usd
         settler = TurnSettler(self, budget_usd)
         if self.store is not None and (self.turn > 1 or self.resumed or self.forked_from):
             self.store.set_status(self.session_id, "open")  # claim it again; a new record starts open

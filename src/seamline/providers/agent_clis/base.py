@@ -54,6 +54,7 @@ from seamline.providers.programs.envelope_launch import (
 )
 from seamline.providers.programs.journal import journaled_turn
 from seamline.providers.programs.lookup import FoundProgram, find_program, searched_places
+from seamline.providers.programs.model_gateway import GatewayRoute, SessionGateway, gateway_upstream, metered_turn
 from seamline.providers.programs.runtime_dir import remove_runtime_dir
 from seamline.providers.programs.warm_process import WarmProcess
 from seamline.sandbox.egress import endpoint_of
@@ -121,6 +122,8 @@ class AgentCliProvider(Provider):
     default_endpoint: ClassVar[tuple[str, int] | None] = None
     #: variables (exact names, or prefixes ending in ``_``) the CLI keeps inside the envelope
     envelope_env: ClassVar[tuple[str, ...]] = ()
+    #: how the program is pointed at its model API, for seamline's gateway (None: it is not)
+    gateway_route: ClassVar[GatewayRoute | None] = None
     #: the uid the CLI runs as inside the envelope (None: the envelope's default)
     envelope_uid: ClassVar[int | None] = None
 
@@ -168,7 +171,62 @@ class AgentCliProvider(Provider):
     # -- the turn ----------------------------------------------------------------------
     def _turn(self, session: ProviderSession, prompt: str) -> AsyncIterator[Event]:
         # The CLI edits the workspace itself: the turn is one step of the edit journal.
-        return journaled_turn(session, self.name, self._run_turn(session, prompt))
+        return journaled_turn(session, self.name, self._gated_turn(session, prompt))
+
+    async def _gated_turn(self, session: ProviderSession, prompt: str) -> AsyncIterator[Event]:
+        """The turn, its model requests through the session's gateway when there is one."""
+        gateway = await self._session_gateway(session)
+        turn = self._run_turn(session, prompt)
+        if gateway is None:
+            async for event in turn:
+                yield event
+            return
+        gateway.begin_turn(session.turn_budget_usd)
+        metered = metered_turn(turn, gateway)
+        try:
+            async for event in metered:
+                yield event
+        finally:
+            await metered.aclose()  # type: ignore[attr-defined]
+            await turn.aclose()  # type: ignore[attr-defined]
+
+    async def _session_gateway(self, session: ProviderSession) -> SessionGateway | None:
+        """The session's gateway, started on its first turn; None where the program calls its
+        API itself (no route, ``gateway=off``, or no key in seamline's environment to keep out)."""
+        found = session.state.get("model_gateway")
+        if isinstance(found, SessionGateway):
+            return found
+        route = self._gateway_route()
+        if route is None or self.option_values.get("gateway", "on") == "off":
+            return None
+        secret = route.secret(os.environ)
+        if secret is None:
+            return None
+        gateway = SessionGateway(
+            route,
+            upstream_url=gateway_upstream(route, self.option_values.get("base_url"), os.environ),
+            key_var=secret[0],
+            secret=secret[1],
+            rates=self.rates,
+            model=self.model,
+        )
+        await gateway.start()
+        session.state["model_gateway"] = gateway
+        return gateway
+
+    def _gateway_route(self) -> GatewayRoute | None:
+        """How this program is pointed at its model API (:attr:`gateway_route`, or what
+        the options make of it)."""
+        return self.gateway_route
+
+    def _gateway_url(self, session: ProviderSession) -> str | None:
+        """The base URL the program is given when its session has a gateway."""
+        gateway = session.state.get("model_gateway")
+        return gateway.base_url if isinstance(gateway, SessionGateway) else None
+
+    def _gateway_env(self, session: ProviderSession) -> dict[str, str | None]:
+        gateway = session.state.get("model_gateway")
+        return gateway.env() if isinstance(gateway, SessionGateway) else {}
 
     def _mode(self, session: ProviderSession) -> tuple[SessionMode, str | None]:
         if session.provider_session_id:
@@ -210,7 +268,7 @@ class AgentCliProvider(Provider):
         """One process for the turn: started with the prompt, read to its end, ended."""
         mode, target = self._mode(session)
         invocation = self._invocation(session=session, prompt=prompt, executable=exe, mode=mode, target=target)
-        env = program_env(self._common_env(), invocation.env)
+        env = program_env(self._common_env(), invocation.env, self._gateway_env(session))
         parser = self._new_parser(session=session, mode=mode, target=target)
         bounds = self._bounds()
         cwd = session.workspace or Path.cwd()
@@ -368,7 +426,7 @@ class AgentCliProvider(Provider):
             return warm
         mode, target = self._mode(session)
         invocation = self._warm_invocation(session=session, executable=exe, mode=mode, target=target)
-        env = program_env(self._common_env(), invocation.env)
+        env = program_env(self._common_env(), invocation.env, self._gateway_env(session))
         cwd = session.workspace or Path.cwd()
         argv = invocation.argv
         envelope: Enveloped | None = None
@@ -470,9 +528,14 @@ class AgentCliProvider(Provider):
             state=session.state,
             workspace=cwd,
             argv=invocation.argv,
-            env={**env, **{k: v for k, v in invocation.env.items() if v is not None}},
+            # The gateway's URL and placeholder win over what the invocation names.
+            env={
+                **env,
+                **{k: v for k, v in invocation.env.items() if v is not None},
+                **{k: v for k, v in self._gateway_env(session).items() if v is not None},
+            },
             keep_env=lambda name: name in invocation.env or self._keeps_env(name),
-            endpoints=self._endpoints(),
+            endpoints=self._session_endpoints(session),
             allow_hosts=self.option_values.get("allow_hosts"),
             seed=lambda home: self._seed(home, None),
             inner_env=self._envelope_inner_env,
@@ -494,6 +557,14 @@ class AgentCliProvider(Provider):
 
     def _keeps_env(self, name: str) -> bool:
         return any(name == k or (k.endswith("_") and name.startswith(k)) for k in self.envelope_env)
+
+    def _session_endpoints(self, session: ProviderSession) -> list[tuple[str, int]]:
+        """The model endpoints of ``session``'s program: the gateway alone when it has one
+        (the vendor's host is then not on the envelope's list at all)."""
+        gateway = session.state.get("model_gateway")
+        if isinstance(gateway, SessionGateway):
+            return [("127.0.0.1", gateway.port)]
+        return self._endpoints()
 
     def _endpoints(self) -> list[tuple[str, int]]:
         """The model endpoints the envelope lets the CLI reach: ``base_url`` or the vendor's."""
@@ -542,6 +613,9 @@ class AgentCliProvider(Provider):
         proc = session.state.get("cli_process")
         if isinstance(proc, LineProcess) and proc.group_alive():
             await proc.end(grace=grace)
+        gateway = session.state.pop("model_gateway", None)
+        if isinstance(gateway, SessionGateway):
+            await gateway.close()
         remove_runtime_dir(session.state)  # the envelope's sockets (made on first use)
 
     # -- preflight ---------------------------------------------------------------------

@@ -35,6 +35,7 @@ from seamline.providers.agent_clis.parsers.base import StreamParser
 from seamline.providers.agent_clis.parsers.claude_code import ClaudeStreamJsonParser
 from seamline.providers.base import OptionSpec, PreflightCheck, ProviderSession
 from seamline.providers.programs.agent_settings import parse_setting_sources, project_memory
+from seamline.providers.programs.model_gateway import GATEWAY_OPTIONS, GatewayRoute
 from seamline.providers.programs.runtime_dir import ensure_runtime_dir, remove_runtime_dir
 from seamline.providers.programs.warm_process import WARM_OPTIONS, WarmProcess
 from seamline.sandbox.private_files import write_private_file
@@ -58,6 +59,7 @@ class ClaudeCodeProvider(AgentCliProvider):
     default_model: ClassVar[str | None] = None
     options: ClassVar[dict[str, OptionSpec]] = {
         **COMMON_OPTIONS,
+        **GATEWAY_OPTIONS,
         "base_url": OptionSpec("Anthropic API base URL (sets ANTHROPIC_BASE_URL)", kind="url", operator_only=True),
         "allowed_tools": OptionSpec("tools Claude Code may run without asking, comma-separated", default="Bash,Read"),
         "permission_mode": OptionSpec(
@@ -86,6 +88,12 @@ class ClaudeCodeProvider(AgentCliProvider):
     max_version: ClassVar[tuple[int, int, int]] = (3, 0, 0)
     config_dir_name: ClassVar[str] = ".claude"
     default_endpoint: ClassVar[tuple[str, int] | None] = ("api.anthropic.com", 443)
+    gateway_route: ClassVar[GatewayRoute | None] = GatewayRoute(
+        vendor="anthropic",
+        key_vars=("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"),
+        base_url_var="ANTHROPIC_BASE_URL",
+        default_base_url="https://api.anthropic.com",
+    )
     # Claude Code honours HTTPS_PROXY/NO_PROXY itself (its docs: corporate proxy settings).
     envelope_env: ClassVar[tuple[str, ...]] = (
         "ANTHROPIC_",

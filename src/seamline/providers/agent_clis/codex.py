@@ -38,6 +38,7 @@ from seamline.providers.agent_clis.parsers.codex import CodexJsonParser
 from seamline.providers.agent_clis.parsers.codex_app_server import CodexAppServerParser
 from seamline.providers.base import OptionSpec, PreflightCheck, ProviderSession
 from seamline.providers.programs.envelope_launch import Enveloped
+from seamline.providers.programs.model_gateway import GATEWAY_OPTIONS, GatewayRoute
 from seamline.providers.programs.runtime_dir import ensure_runtime_dir
 from seamline.providers.programs.warm_process import WARM_OPTIONS, WarmProcess
 from seamline.sandbox.private_files import open_folder
@@ -58,6 +59,7 @@ class CodexProvider(AgentCliProvider):
     default_model: ClassVar[str | None] = None
     options: ClassVar[dict[str, OptionSpec]] = {
         **COMMON_OPTIONS,
+        **GATEWAY_OPTIONS,
         "base_url": OptionSpec(
             "Responses API base URL (an inline model provider of Codex's config)", kind="url", operator_only=True
         ),
@@ -132,7 +134,7 @@ class CodexProvider(AgentCliProvider):
             config.append(f"model_reasoning_effort={json.dumps(effort)}")
         env: dict[str, str | None] = {}
         retries = self._int_option("max_retries", 2)
-        if base_url := self.option_values.get("base_url"):
+        if base_url := self._gateway_url(session) or self.option_values.get("base_url"):
             key_env = self.option_values.get("api_key_env", "OPENAI_API_KEY")
             table = (
                 f'{{name="seamline",base_url={json.dumps(base_url)},env_key={json.dumps(key_env)},'
@@ -255,9 +257,10 @@ class CodexProvider(AgentCliProvider):
         """Ask this Codex, configured as the run will be (its flags, its environment and
         ``CODEX_HOME``, its workspace; in the envelope, inside it, with the private home),
         whether it would run seamline's hook; a classified error, nothing started, if not."""
+        await self._session_gateway(session)  # the check sees what the run will: no real key
         flags, given = self._config(session)
         invocation = Invocation(argv=[exe, "app-server", *flags], env=given)
-        env = program_env(self._common_env(), invocation.env)
+        env = program_env(self._common_env(), invocation.env, self._gateway_env(session))
         cwd = Path(session.workspace or Path.cwd())
         argv = invocation.argv
         envelope: Enveloped | None = None
@@ -292,6 +295,15 @@ class CodexProvider(AgentCliProvider):
 
     def _keeps_env(self, name: str) -> bool:
         return name == self.option_values.get("api_key_env", "OPENAI_API_KEY") or super()._keeps_env(name)
+
+    def _gateway_route(self) -> GatewayRoute | None:
+        # Codex reads its key from the variable api_key_env names, its API at base_url.
+        return GatewayRoute(
+            vendor="openai",
+            key_vars=(self.option_values.get("api_key_env", "OPENAI_API_KEY"),),
+            base_url_var="OPENAI_BASE_URL",
+            default_base_url="https://api.openai.com/v1",
+        )
 
     def _envelope_inner_env(self, home: Path) -> dict[str, str]:
         # Codex refuses a CODEX_HOME that does not exist: a user without ~/.codex seeds nothing.

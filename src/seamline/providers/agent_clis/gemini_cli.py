@@ -32,6 +32,7 @@ from seamline.providers.agent_clis.parsers.gemini_cli import GeminiStreamJsonPar
 from seamline.providers.base import OptionSpec, PreflightCheck, ProviderSession
 from seamline.providers.programs.envelope_launch import envelope_home
 from seamline.providers.programs.journal import journaled_turn
+from seamline.providers.programs.model_gateway import GATEWAY_OPTIONS, GatewayRoute
 from seamline.providers.programs.runtime_dir import ensure_runtime_dir
 from seamline.sandbox.private_files import PrivatePathRefused, read_file_beneath, write_private_file
 from seamline.tools.permission_bridge import GEMINI_TOOL_CLASSES
@@ -57,6 +58,7 @@ class GeminiCliProvider(AgentCliProvider):
     default_model: ClassVar[str | None] = "gemini-2.5-flash"
     options: ClassVar[dict[str, OptionSpec]] = {
         **COMMON_OPTIONS,
+        **GATEWAY_OPTIONS,
         "base_url": OptionSpec("Gemini API base URL (sets GOOGLE_GEMINI_BASE_URL)", kind="url", operator_only=True),
         "approval_mode": OptionSpec(
             "the CLI's --approval-mode (default: yolo when seamline's approval hook decides every call, "
@@ -84,6 +86,12 @@ class GeminiCliProvider(AgentCliProvider):
     max_version: ClassVar[tuple[int, int, int]] = (1, 0, 0)
     config_dir_name: ClassVar[str] = ".gemini"
     default_endpoint: ClassVar[tuple[str, int] | None] = ("generativelanguage.googleapis.com", 443)
+    gateway_route: ClassVar[GatewayRoute | None] = GatewayRoute(
+        vendor="gemini",
+        key_vars=("GEMINI_API_KEY", "GOOGLE_API_KEY"),
+        base_url_var="GOOGLE_GEMINI_BASE_URL",
+        default_base_url="https://generativelanguage.googleapis.com",
+    )
     envelope_env: ClassVar[tuple[str, ...]] = ("GEMINI_", "GOOGLE_")
 
     def _invocation(
@@ -157,7 +165,7 @@ class GeminiCliProvider(AgentCliProvider):
                 made.append(_settings_file(folder, "gemini-defaults-", defaults))
                 mine["gemini_defaults"] = session.state["gemini_defaults"] = str(made[-1])
             if not hooked or folder is None or session.approval is None:
-                async for event in self._run_turn(session, prompt):
+                async for event in self._gated_turn(session, prompt):
                     yield event
                 return
             bridge = ApprovalSocket(
@@ -175,7 +183,7 @@ class GeminiCliProvider(AgentCliProvider):
             await bridge.start()
             made.append(_settings_file(folder, "gemini-system-", settings))
             mine["gemini_system"] = session.state["gemini_system"] = str(made[-1])
-            async for event in merge_events(self._run_turn(session, prompt), bridge.events):
+            async for event in merge_events(self._gated_turn(session, prompt), bridge.events):
                 yield event
         finally:
             for key, value in mine.items():

@@ -1,0 +1,222 @@
+"""A program's model traffic through seamline's gateway, for the length of a session.
+
+A backend that runs a program (an agent CLI) declares how the program is pointed at a model
+API (:class:`GatewayRoute`: the vendor, the variables holding the key and the base URL, the
+vendor's default URL). When the key is in seamline's environment, the session gets a
+:class:`SessionGateway`: the program is started with the gateway's URL and a placeholder
+key, so the real key never enters its environment or the envelope; every response is
+metered from the wire and reaches the turn as a ``usage`` event while the turn runs; and
+once the turn's budget is spent the next model request is refused before it is sent.
+
+:func:`metered_turn` wraps a turn's events: the program's own usage figures are set aside
+(the wire's are the ledger's; a difference is reported as a ``raw`` event, never counted
+twice), the wire's are merged in as they come, and a turn the gateway stopped for its
+budget ends ``budget``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass
+from typing import Final
+
+from seamline.events import Complete, Error, Event, Raw, Usage
+from seamline.gateway import ModelGateway, Upstream
+from seamline.gateway.meter import Vendor
+from seamline.providers.base import OptionSpec
+from seamline.usage import Rates, priced_usage
+
+__all__ = ["GATEWAY_OPTIONS", "GatewayRoute", "SessionGateway", "gateway_upstream", "metered_turn"]
+
+GATEWAY_OPTIONS: Final[dict[str, OptionSpec]] = {
+    "gateway": OptionSpec(
+        "send the program's model requests through seamline's gateway: the real key stays out of "
+        "its environment and envelope, usage is read from the wire, a budget stops the turn "
+        "mid-way (off: the program calls its API itself)",
+        default="on",
+        choices=("on", "off"),
+    ),
+}
+
+_IDLE_WAIT_S: Final = 5.0
+"""How long the end of a turn waits for a response still passing through the gateway."""
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayRoute:
+    """How a program is pointed at its model API."""
+
+    vendor: Vendor
+    key_vars: tuple[str, ...]
+    """The variables the program reads its key from, the preferred first."""
+    base_url_var: str
+    default_base_url: str
+
+    def secret(self, environ: Mapping[str, str]) -> tuple[str, str] | None:
+        """The first key variable set, and its value."""
+        for name in self.key_vars:
+            if environ.get(name):
+                return name, environ[name]
+        return None
+
+
+class SessionGateway:
+    """The gateway of one session: started on the session's first turn, closed with it."""
+
+    def __init__(
+        self,
+        route: GatewayRoute,
+        *,
+        upstream_url: str,
+        key_var: str,
+        secret: str,
+        rates: Callable[[str | None], Rates | None],
+        model: str | None,
+    ) -> None:
+        self.route = route
+        self.key_var = key_var
+        self._gateway = ModelGateway()
+        self._upstream = Upstream(route.vendor, upstream_url, secret)
+        self._rates = rates
+        self._model = model
+        self.usages: asyncio.Queue[Event] = asyncio.Queue()
+        self.budget_usd: float | None = None
+        self.spent_usd = 0.0
+        self.budget_refusal: str | None = None
+        self.wire_tokens = 0
+        self._binding = self._gateway.bind(self._upstream, on_usage=self._on_usage, admit=self._admit)
+        self._failures_before = 0
+
+    @property
+    def running(self) -> bool:
+        return self._gateway.running
+
+    @property
+    def port(self) -> int:
+        return self._gateway.port
+
+    @property
+    def base_url(self) -> str:
+        """The URL the program is given in place of its API's."""
+        return self._gateway.base_url(self._binding)
+
+    @property
+    def refusals(self) -> int:
+        return len(self._gateway.refusals)
+
+    async def start(self) -> None:
+        await self._gateway.start()
+
+    async def close(self) -> None:
+        await self._gateway.close()
+
+    def env(self) -> dict[str, str | None]:
+        """The program's variables: the gateway's URL and the placeholder, no real key."""
+        layer: dict[str, str | None] = dict.fromkeys(self.route.key_vars)
+        layer[self.key_var] = self._binding.placeholder
+        layer[self.route.base_url_var] = self.base_url
+        return layer
+
+    def begin_turn(self, budget_usd: float | None) -> None:
+        self.budget_usd = budget_usd
+        self.spent_usd = 0.0
+        self.wire_tokens = 0
+        self.budget_refusal = None
+        self._failures_before = len(self._binding.failures)
+
+    def upstream_failure(self) -> str | None:
+        """Why the upstream could not be reached during this turn, if it could not."""
+        failures = self._binding.failures[self._failures_before :]
+        return failures[-1] if failures else None
+
+    def _on_usage(self, usage: Usage) -> None:
+        model = usage.model or self._model
+        priced = priced_usage(usage, model=model, rates=self._rates(model))
+        if priced.cost_usd is not None:
+            self.spent_usd += priced.cost_usd
+        self.wire_tokens += usage.input_tokens + usage.output_tokens
+        self.usages.put_nowait(priced)
+
+    def _admit(self) -> str | None:
+        budget = self.budget_usd
+        if budget is None or self.spent_usd < budget:
+            return None
+        self.budget_refusal = (
+            f"seamline: the turn's budget of {budget:.6f} USD is spent ({self.spent_usd:.6f} USD); "
+            "no more model requests are sent"
+        )
+        return self.budget_refusal
+
+    async def settled(self) -> None:
+        """Until no response is passing through (bounded): its usage is then queued."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._gateway.idle(), _IDLE_WAIT_S)
+
+
+def gateway_upstream(route: GatewayRoute, base_url_option: str | None, environ: Mapping[str, str]) -> str:
+    """Where the program's requests would have gone: the ``base_url`` option, else the
+    base URL variable the program would read, else the vendor's own."""
+    return base_url_option or environ.get(route.base_url_var) or route.default_base_url
+
+
+async def metered_turn(inner: AsyncIterator[Event], gateway: SessionGateway) -> AsyncIterator[Event]:
+    """``inner``'s events with usage from the wire in place of the program's own report."""
+    reported: list[Usage] = []
+    pending: asyncio.Future[Event] | None = None
+    getter: asyncio.Future[Event] | None = None
+    try:
+        while True:
+            if pending is None:
+                pending = asyncio.ensure_future(inner.__anext__())
+            if getter is None:
+                getter = asyncio.ensure_future(gateway.usages.get())
+            await asyncio.wait({pending, getter}, return_when=asyncio.FIRST_COMPLETED)
+            if getter.done():
+                usage = getter.result()
+                getter = None
+                yield usage
+                continue
+            try:
+                event = pending.result()
+            except StopAsyncIteration:
+                break
+            finally:
+                pending = None
+            if isinstance(event, Usage):
+                reported.append(event)
+                continue
+            if isinstance(event, Complete):
+                await gateway.settled()
+                if getter is not None and getter.done():
+                    yield getter.result()
+                    getter = None
+                while not gateway.usages.empty():
+                    yield gateway.usages.get_nowait()
+                if (note := _reconciled(reported, gateway)) is not None:
+                    yield note
+                if (unreachable := gateway.upstream_failure()) is not None:
+                    yield Raw(source="seamline", payload={"gateway_upstream_unreachable": unreachable})
+                if gateway.budget_refusal is not None and event.outcome != "budget":
+                    yield Error(kind="budget", message=gateway.budget_refusal)
+                    event = Complete(outcome="budget", stop_reason="budget", text=event.text)
+
+            yield event
+    finally:
+        for future in (getter, pending):
+            if future is not None and not future.done():
+                future.cancel()
+        if getter is not None and getter.done() and not getter.cancelled():
+            gateway.usages.put_nowait(getter.result())  # not lost: the next turn has it
+
+
+def _reconciled(reported: list[Usage], gateway: SessionGateway) -> Raw | None:
+    """A note when the program's own usage report differs from the wire's (never counted)."""
+    if not reported:
+        return None
+    said = sum(u.input_tokens + u.output_tokens for u in reported)
+    wire = gateway.wire_tokens
+    if said == wire:
+        return None
+    return Raw(source="seamline", payload={"gateway_usage": {"program_reported_tokens": said, "wire_tokens": wire}})

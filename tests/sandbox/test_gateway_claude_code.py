@@ -1,0 +1,121 @@
+"""Claude Code's model traffic through seamline's gateway (the real program from npm, the fake
+Anthropic API on 127.0.0.1, real bubblewrap where the envelope is asked for):
+
+- the model's own shell reads ``env``, every ``/proc/*/environ`` it can and the private home,
+  and finds no trace of the real key; the fake API received the real key;
+- the ledger is what the fake API said each request cost, request by request;
+- a budget worth two requests stops the turn after at most three, outcome ``budget``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from seamline import Agent
+from seamline.events import Error, Usage
+from seamline.runner import RunResult
+from seamline.sessions import open_store
+from seamline.usage import price_usage
+from tests.providers.agent_cli_support import AgentAnthropic, CliWorld, cli_path, make_world
+
+pytestmark = pytest.mark.real
+MODEL = "claude-sonnet-4-5"
+CANARY = "sk-ant-canary-Q7w2e9R4t6"
+ONE = {"input_tokens": 2000, "output_tokens": 300, "cache_read_tokens": 500, "cache_write_tokens": 100}
+
+
+@pytest.fixture
+def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CliWorld:
+    made = make_world(tmp_path, monkeypatch)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", CANARY)
+    return made
+
+
+def shell(command: str, usage: dict[str, int] = ONE) -> dict[str, Any]:
+    return {"tool_calls": [{"name": "Bash", "arguments": {"command": command}}], "usage": usage}
+
+
+def run(
+    world: CliWorld, fake: AgentAnthropic, store: Path, *, sandbox: str | None, budget_usd: float | None = None
+) -> RunResult:
+    options = {"executable": cli_path("claude"), "base_url": fake.root_url, "max_retries": "0", "warm": "false"}
+    agent = Agent(
+        provider="claude-code",
+        model=MODEL,
+        options=options,
+        workspace=world.workspace,
+        sandbox=sandbox,
+        store=store,
+        yes=True,
+        budget_usd=budget_usd,
+    )
+    return asyncio.run(agent.run("Look around."))
+
+
+LOOK = (
+    "env > seen_env.txt; "
+    "for f in /proc/[0-9]*/environ; do tr '\\0' '\\n' < $f; done > seen_proc.txt 2>/dev/null; "
+    'grep -rIa "sk-ant" "$HOME" > seen_home.txt 2>/dev/null; echo looked'
+)
+
+
+@pytest.mark.parametrize("sandbox", ["bwrap", None], ids=["in-the-envelope", "no-sandbox"])
+def test_the_programs_shell_finds_no_real_key_and_the_api_gets_it(
+    world: CliWorld, tmp_path: Path, sandbox: str | None, request: pytest.FixtureRequest
+) -> None:
+    if sandbox == "bwrap":
+        request.getfixturevalue("bwrap_ready")
+    script = [shell(LOOK), {"text": "Looked.", "usage": ONE}]
+    with AgentAnthropic(script, fallback={"text": "side"}) as fake:
+        result = run(world, fake, tmp_path / "store.db", sandbox=sandbox)
+        keys = {r.headers.get("x-api-key") or r.headers.get("authorization", "") for r in fake.model_requests()}
+    assert result.outcome == "completed", result.events
+    seen = {name: (world.workspace / name).read_text() for name in ("seen_env.txt", "seen_proc.txt", "seen_home.txt")}
+    for name, text in seen.items():
+        assert CANARY not in text, name  # never the key …
+    assert "ANTHROPIC_API_KEY=sl-gw-" in seen["seen_proc.txt"]  # … the program has a placeholder
+    assert CANARY not in str(result.events)
+    assert keys and all(CANARY in k for k in keys), keys  # every request reached the API with it
+
+
+def test_the_ledger_is_what_the_api_said_each_request_cost(world: CliWorld, tmp_path: Path) -> None:
+    second = {"input_tokens": 3100, "output_tokens": 41, "cache_read_tokens": 0, "cache_write_tokens": 0}
+    script = [shell("echo one"), shell("echo two", second), {"text": "Done.", "usage": ONE}]
+    store = tmp_path / "store.db"
+    with AgentAnthropic(script, fallback={"text": "side", "usage": ONE}) as fake:
+        result = run(world, fake, store, sandbox=None)
+        answered = len(fake.model_requests())
+    assert result.outcome == "completed", result.events
+    usages = [e for e in result.events if isinstance(e, Usage)]
+    # One figure per model request (the side requests included), from the API's own answer.
+    assert len(usages) == answered
+    # The fake's script counts cached tokens inside input_tokens, as seamline does.
+    assert sorted((u.input_tokens, u.output_tokens) for u in usages) == sorted(
+        [(3100, 41)] + [(2000, 300)] * (answered - 1)
+    )
+    opened = open_store(store)
+    try:
+        totals = opened.totals(result.session_id)
+    finally:
+        opened.close()
+    assert totals.input_tokens == sum(u.input_tokens for u in usages)
+    assert totals.output_tokens == sum(u.output_tokens for u in usages)
+    assert totals.cache_read_tokens == 500 * (answered - 1)
+
+
+def test_a_budget_worth_two_requests_stops_the_turn_after_at_most_three(world: CliWorld, tmp_path: Path) -> None:
+    one_request = price_usage(
+        Usage(input_tokens=2000, output_tokens=300, cache_read_tokens=500, cache_write_tokens=100), model=MODEL
+    )
+    assert one_request is not None and one_request > 0
+    script = [shell(f"echo step{i}") for i in range(8)] + [{"text": "Done.", "usage": ONE}]
+    with AgentAnthropic(script, fallback={"text": "side", "usage": ONE}) as fake:
+        result = run(world, fake, tmp_path / "store.db", sandbox=None, budget_usd=2 * one_request)
+        sent = len(fake.model_requests())
+    assert result.outcome == "budget", result.events
+    assert any(isinstance(e, Error) and e.kind == "budget" for e in result.events)
+    assert sent <= 3, sent
