@@ -4,12 +4,14 @@ Anthropic API on 127.0.0.1, real bubblewrap where the envelope is asked for):
 - the model's own shell reads ``env``, every ``/proc/*/environ`` it can and the private home,
   and finds no trace of the real key; the fake API received the real key;
 - the ledger is what the fake API said each request cost, request by request;
-- a budget worth two requests stops the turn after at most three, outcome ``budget``.
+- a budget worth two requests stops the turn after at most three, outcome ``budget``;
+- three sessions at once with ``max_concurrent_requests=1`` reach the API one at a time.
 """
 
 from __future__ import annotations
 
 import asyncio
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,7 @@ from seamline.events import Error, Usage
 from seamline.runner import RunResult
 from seamline.sessions import open_store
 from seamline.usage import price_usage
+from tests.fakes import _http as fake_http
 from tests.providers.agent_cli_support import AgentAnthropic, CliWorld, cli_path, make_world
 
 pytestmark = pytest.mark.real
@@ -119,3 +122,51 @@ def test_a_budget_worth_two_requests_stops_the_turn_after_at_most_three(world: C
     assert result.outcome == "budget", result.events
     assert any(isinstance(e, Error) and e.kind == "budget" for e in result.events)
     assert sent <= 3, sent
+
+
+def test_three_sessions_at_once_with_a_limit_of_one_take_turns_at_the_api(
+    world: CliWorld, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Counted where the fake API handles each request (every route, its threads).
+    lock, now, most = threading.Lock(), [0], [0]
+    dispatch = fake_http._Handler._dispatch
+
+    def counted(handler: Any) -> None:
+        with lock:
+            now[0] += 1
+            most[0] = max(most[0], now[0])
+        try:
+            dispatch(handler)
+        finally:
+            with lock:
+                now[0] -= 1
+
+    monkeypatch.setattr(fake_http._Handler, "_dispatch", counted)
+    slow = {"text": "Done.", "usage": ONE, "delay": 0.2}
+    options = {
+        "executable": cli_path("claude"),
+        "max_retries": "0",
+        "warm": "false",
+        "max_concurrent_requests": "1",
+    }
+    with AgentAnthropic([slow] * 3, fallback={**slow, "text": '{"title": "side"}'}) as fake:
+
+        async def three() -> list[RunResult]:
+            agents = [
+                Agent(
+                    provider="claude-code",
+                    model=MODEL,
+                    options={**options, "base_url": fake.root_url},
+                    workspace=world.workspace,
+                    store=tmp_path / f"store{i}.db",
+                    yes=True,
+                )
+                for i in range(3)
+            ]
+            return list(await asyncio.gather(*(agent.run("Say done.") for agent in agents)))
+
+        results = asyncio.run(three())
+        sent = len(fake.model_requests())
+    assert [r.outcome for r in results] == ["completed"] * 3, [r.events for r in results]
+    assert sent >= 3
+    assert most[0] == 1  # the three programs' requests reached the API one at a time

@@ -14,6 +14,10 @@ read on the way for its usage (:mod:`seamline.gateway.meter`), which the binding
 ``on_usage`` receives once the response has ended: one figure per model request, from the
 vendor's own answer. Before a request goes out, the binding's ``admit`` may refuse it (a
 budget reached): the program gets an error in its vendor's format and nothing is spent.
+
+Requests take turns at their upstream (:mod:`seamline.gateway.upstream_slots`): at most the
+upstream's ``max_concurrent`` at once across every gateway of the process, the rest waiting,
+and none sent while an upstream's ``retry-after`` holds.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 from seamline.events import Usage
 from seamline.gateway.http1 import HEAD_LIMIT, BadMessage, Head, carry_body, read_head
 from seamline.gateway.meter import UsageMeter, Vendor
+from seamline.gateway.upstream_slots import retry_after_s, upstream_slots
 
 __all__ = ["Binding", "GatewayRefusal", "ModelGateway", "Upstream", "vendor_error"]
 
@@ -45,6 +50,13 @@ class Upstream:
     vendor: Vendor
     base_url: str
     secret: str | None = field(default=None, repr=False)
+    max_concurrent: int | None = None
+    """The most requests in flight at once to this scheme, host and port, counting every
+    gateway of the process (``None`` or 0: no limit; the smallest named holds)."""
+
+    @property
+    def limit(self) -> int | None:
+        return self.max_concurrent if self.max_concurrent and self.max_concurrent > 0 else None
 
     @property
     def target(self) -> tuple[str, str, int]:
@@ -184,21 +196,36 @@ class ModelGateway:
             self.refusals.append(GatewayRefusal("no credential this gateway issued", method, target.split("?")[0]))
             await _answer(writer, 401, b'{"error": "seamline gateway: this request carries no credential it issued"}')
             return False
-        vendor = binding.upstream.vendor
-        refusal = binding.admit() if binding.admit is not None else None
-        if refusal is not None:
-            await carry_body(head, reader, _Sink(), until_close=False)
-            await _answer(writer, 400, vendor_error(vendor, 400, refusal))
+        if await self._refused(binding, head, reader, writer):
             return False
-        binding.requests += 1
-        self._in_flight += 1
-        self._idle.clear()
+        slots, limit = upstream_slots(binding.upstream.target), binding.upstream.limit
+        await slots.acquire(limit)
         try:
-            return await self._relay(binding, head, reader, writer)
+            # Asked again: while this request waited its turn, others may have spent the budget.
+            if await self._refused(binding, head, reader, writer):
+                return False
+            binding.requests += 1
+            self._in_flight += 1
+            self._idle.clear()
+            try:
+                return await self._relay(binding, head, reader, writer)
+            finally:
+                self._in_flight -= 1
+                if self._in_flight == 0:
+                    self._idle.set()
         finally:
-            self._in_flight -= 1
-            if self._in_flight == 0:
-                self._idle.set()
+            slots.release(limit)
+
+    async def _refused(
+        self, binding: Binding, head: Head, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> bool:
+        """Whether the binding's ``admit`` refused the request (then it has been answered)."""
+        refusal = binding.admit() if binding.admit is not None else None
+        if refusal is None:
+            return False
+        await carry_body(head, reader, _Sink(), until_close=False)
+        await _answer(writer, 400, vendor_error(binding.upstream.vendor, 400, refusal))
+        return True
 
     def _swap_credential(self, head: Head, target: str) -> tuple[Binding | None, Head]:
         """The binding whose placeholder the request carries, and the head with the real
@@ -258,6 +285,11 @@ class ModelGateway:
             answer = await read_head(up_reader)
             if answer is None:
                 raise BadMessage("the upstream closed without answering")
+            wait_s = retry_after_s(answer)
+            if wait_s is not None:
+                # The answer itself goes to the program unchanged (its own retries follow);
+                # the requests after it wait here instead of meeting the same refusal.
+                upstream_slots(upstream.target).hold(wait_s)
             framed = answer.chunked or answer.length() is not None
             keep = framed and (head.get("connection") or "").lower() != "close"
             writer.write(answer.replaced({"connection": "keep-alive" if keep else "close"}).encode())

@@ -54,7 +54,13 @@ from seamline.providers.programs.envelope_launch import (
 )
 from seamline.providers.programs.journal import journaled_turn
 from seamline.providers.programs.lookup import FoundProgram, find_program, searched_places
-from seamline.providers.programs.model_gateway import GatewayRoute, SessionGateway, gateway_upstream, metered_turn
+from seamline.providers.programs.model_gateway import (
+    GatewayRoute,
+    SessionGateway,
+    gateway_max_concurrent,
+    gateway_upstream,
+    metered_turn,
+)
 from seamline.providers.programs.runtime_dir import remove_runtime_dir
 from seamline.providers.programs.warm_process import WarmProcess
 from seamline.sandbox.egress import endpoint_of
@@ -209,6 +215,7 @@ class AgentCliProvider(Provider):
             secret=secret[1],
             rates=self.rates,
             model=self.model,
+            max_concurrent=gateway_max_concurrent(self.option_values.get("max_concurrent_requests"), os.environ),
         )
         await gateway.start()
         session.state["model_gateway"] = gateway

@@ -12,6 +12,10 @@ once the turn's budget is spent the next model request is refused before it is s
 (the wire's are the ledger's; a difference is reported as a ``raw`` event, never counted
 twice), the wire's are merged in as they come, and a turn the gateway stopped for its
 budget ends ``budget``.
+
+Requests take turns at their upstream across every session of the process: at most
+``max_concurrent_requests`` (else ``SEAMLINE_GATEWAY_MAX_CONCURRENT``) at once, the rest
+waiting their turn (:mod:`seamline.gateway.upstream_slots`).
 """
 
 from __future__ import annotations
@@ -22,13 +26,24 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
+from seamline.errors import InvalidRequest
 from seamline.events import Complete, Error, Event, Raw, Usage
 from seamline.gateway import ModelGateway, Upstream
 from seamline.gateway.meter import Vendor
 from seamline.providers.base import OptionSpec
 from seamline.usage import Rates, priced_usage
 
-__all__ = ["GATEWAY_OPTIONS", "GatewayRoute", "SessionGateway", "gateway_upstream", "metered_turn"]
+__all__ = [
+    "GATEWAY_OPTIONS",
+    "MAX_CONCURRENT_VAR",
+    "GatewayRoute",
+    "SessionGateway",
+    "gateway_max_concurrent",
+    "gateway_upstream",
+    "metered_turn",
+]
+
+MAX_CONCURRENT_VAR: Final = "SEAMLINE_GATEWAY_MAX_CONCURRENT"
 
 GATEWAY_OPTIONS: Final[dict[str, OptionSpec]] = {
     "gateway": OptionSpec(
@@ -37,6 +52,14 @@ GATEWAY_OPTIONS: Final[dict[str, OptionSpec]] = {
         "mid-way (off: the program calls its API itself)",
         default="on",
         choices=("on", "off"),
+    ),
+    "max_concurrent_requests": OptionSpec(
+        "the most model requests in flight at once to the upstream, counting every run of the "
+        "process; the rest wait their turn (0: no limit; default: $SEAMLINE_GATEWAY_MAX_CONCURRENT, "
+        "else none; where runs name different limits for one upstream, the smallest holds)",
+        kind="count",
+        # One client's small limit would slow every run of a server sharing that upstream.
+        operator_only=True,
     ),
 }
 
@@ -74,11 +97,12 @@ class SessionGateway:
         secret: str,
         rates: Callable[[str | None], Rates | None],
         model: str | None,
+        max_concurrent: int | None = None,
     ) -> None:
         self.route = route
         self.key_var = key_var
         self._gateway = ModelGateway()
-        self._upstream = Upstream(route.vendor, upstream_url, secret)
+        self._upstream = Upstream(route.vendor, upstream_url, secret, max_concurrent=max_concurrent)
         self._rates = rates
         self._model = model
         self.usages: asyncio.Queue[Event] = asyncio.Queue()
@@ -159,6 +183,23 @@ def gateway_upstream(route: GatewayRoute, base_url_option: str | None, environ: 
     """Where the program's requests would have gone: the ``base_url`` option, else the
     base URL variable the program would read, else the vendor's own."""
     return base_url_option or environ.get(route.base_url_var) or route.default_base_url
+
+
+def gateway_max_concurrent(option: str | None, environ: Mapping[str, str]) -> int | None:
+    """The limit of requests at once per upstream: the ``max_concurrent_requests`` option,
+    else ``SEAMLINE_GATEWAY_MAX_CONCURRENT``; ``None`` for none (unset or 0)."""
+    value, source = option, "max_concurrent_requests"
+    if value is None or not value.strip():
+        value, source = environ.get(MAX_CONCURRENT_VAR), MAX_CONCURRENT_VAR
+    if value is None or not value.strip():
+        return None
+    try:
+        limit = int(value.strip())
+    except ValueError:
+        raise InvalidRequest(f"{source} must be a whole number, not {value!r}") from None
+    if limit < 0:
+        raise InvalidRequest(f"{source} must not be negative, not {value!r}")
+    return limit or None
 
 
 async def metered_turn(inner: AsyncIterator[Event], gateway: SessionGateway) -> AsyncIterator[Event]:
