@@ -105,6 +105,10 @@ class _AgentCLISettings(ProviderSettings):
     grace: float | None = None
     effort: str | None = None
     base_url: str | None = None
+    #: the program's model requests through seamline's gateway (``on``, the default) or not
+    gateway: Literal["on", "off"] | None = None
+    #: model requests at once to the upstream, shared by every session of the process
+    max_concurrent_requests: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

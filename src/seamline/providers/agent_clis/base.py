@@ -194,7 +194,7 @@ class AgentCliProvider(Provider):
                 yield event
         finally:
             await metered.aclose()  # type: ignore[attr-defined]
-            await turn.aclose()  # type: ignore[attr-defined]
+            await turn.aclose()  # type: ignore[attr-defined]  # the program's turn ends here too
 
     async def _session_gateway(self, session: ProviderSession) -> SessionGateway | None:
         """The session's gateway, started on its first turn; None where the program calls its

@@ -112,6 +112,7 @@ class SessionGateway:
         self.wire_tokens = 0
         self._binding = self._gateway.bind(self._upstream, on_usage=self._on_usage, admit=self._admit)
         self._failures_before = 0
+        self._requests_before = 0
 
     @property
     def running(self) -> bool:
@@ -149,6 +150,11 @@ class SessionGateway:
         self.wire_tokens = 0
         self.budget_refusal = None
         self._failures_before = len(self._binding.failures)
+        self._requests_before = self._binding.requests
+
+    def requests_this_turn(self) -> int:
+        """Model requests the gateway relayed since the turn began."""
+        return self._binding.requests - self._requests_before
 
     def upstream_failure(self) -> str | None:
         """Why the upstream could not be reached during this turn, if it could not."""
@@ -203,53 +209,34 @@ def gateway_max_concurrent(option: str | None, environ: Mapping[str, str]) -> in
 
 
 async def metered_turn(inner: AsyncIterator[Event], gateway: SessionGateway) -> AsyncIterator[Event]:
-    """``inner``'s events with usage from the wire in place of the program's own report."""
-    reported: list[Usage] = []
-    pending: asyncio.Future[Event] | None = None
-    getter: asyncio.Future[Event] | None = None
-    try:
-        while True:
-            if pending is None:
-                pending = asyncio.ensure_future(inner.__anext__())
-            if getter is None:
-                getter = asyncio.ensure_future(gateway.usages.get())
-            await asyncio.wait({pending, getter}, return_when=asyncio.FIRST_COMPLETED)
-            if getter.done():
-                usage = getter.result()
-                getter = None
-                yield usage
-                continue
-            try:
-                event = pending.result()
-            except StopAsyncIteration:
-                break
-            finally:
-                pending = None
-            if isinstance(event, Usage):
-                reported.append(event)
-                continue
-            if isinstance(event, Complete):
-                await gateway.settled()
-                if getter is not None and getter.done():
-                    yield getter.result()
-                    getter = None
-                while not gateway.usages.empty():
-                    yield gateway.usages.get_nowait()
-                if (note := _reconciled(reported, gateway)) is not None:
-                    yield note
-                if (unreachable := gateway.upstream_failure()) is not None:
-                    yield Raw(source="seamline", payload={"gateway_upstream_unreachable": unreachable})
-                if gateway.budget_refusal is not None and event.outcome != "budget":
-                    yield Error(kind="budget", message=gateway.budget_refusal)
-                    event = Complete(outcome="budget", stop_reason="budget", text=event.text)
+    """``inner``'s events with usage from the wire in place of the program's own report.
 
-            yield event
-    finally:
-        for future in (getter, pending):
-            if future is not None and not future.done():
-                future.cancel()
-        if getter is not None and getter.done() and not getter.cancelled():
-            gateway.usages.put_nowait(getter.result())  # not lost: the next turn has it
+    The wire's figures are handed over in band, before the program's next event (a program
+    prints something after each model response: text, a tool call), and all of them before
+    the turn's end; no second task reads the program, so an abort reaches it as before."""
+    reported: list[Usage] = []
+    usages = gateway.usages
+    async for event in inner:
+        while not usages.empty():
+            yield usages.get_nowait()
+        if isinstance(event, Usage):
+            reported.append(event)
+            continue
+        if isinstance(event, Complete):
+            await gateway.settled()
+            while not usages.empty():
+                yield usages.get_nowait()
+            if gateway.wire_tokens == 0 and gateway.requests_this_turn() == 0:
+                for usage in reported:  # no request passed the gateway: the report stands
+                    yield usage
+            elif (note := _reconciled(reported, gateway)) is not None:
+                yield note
+            if (unreachable := gateway.upstream_failure()) is not None:
+                yield Raw(source="seamline", payload={"gateway_upstream_unreachable": unreachable})
+            if gateway.budget_refusal is not None and event.outcome != "budget":
+                yield Error(kind="budget", message=gateway.budget_refusal)
+                event = Complete(outcome="budget", stop_reason="budget", text=event.text)
+        yield event
 
 
 def _reconciled(reported: list[Usage], gateway: SessionGateway) -> Raw | None:
