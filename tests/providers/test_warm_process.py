@@ -338,3 +338,35 @@ def test_a_warm_process_left_open_is_ended_when_python_exits(tmp_path: Path) -> 
     assert done.returncode == 0, done.stderr
     pgid = int(done.stdout.split()[-1])
     assert pids_gone([pgid], timeout=5) == [] and group_members(pgid) == []
+
+
+def test_a_session_without_a_key_to_keep_out_says_once_that_there_is_no_gateway(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY")
+    monkeypatch.delenv("ANTHROPIC_AUTH_TOKEN", raising=False)
+    login = tmp_path / "config"  # a subscription login, as `claude` keeps it
+    login.mkdir()
+    (login / ".credentials.json").write_text("{}")
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(login))
+    claude = stand_in(tmp_path)
+
+    def said(events: list[Event]) -> list[object]:
+        return [e.payload for e in events if isinstance(e, Raw) and e.payload.get("gateway") == "off"]
+
+    async def go() -> None:
+        session = await claude.open(workspace=tmp_path)
+        first, second = await turn(session, "one"), await turn(session, "two")
+        await claude.close(session)
+        notes = said(first)
+        assert len(notes) == 1 and "ANTHROPIC_API_KEY" in str(notes[0]) and said(second) == []
+        assert "model_gateway" not in session.state
+        (tmp_path / "keyed").mkdir()
+        keyed = stand_in(tmp_path / "keyed")
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+        other = await keyed.open(workspace=tmp_path)
+        events = await turn(other, "one")
+        await keyed.close(other)
+        assert said(events) == []
+
+    asyncio.run(go())

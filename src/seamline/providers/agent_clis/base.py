@@ -184,6 +184,8 @@ class AgentCliProvider(Provider):
         gateway = await self._session_gateway(session)
         turn = self._run_turn(session, prompt)
         if gateway is None:
+            if (why := self._no_gateway_because(session)) is not None:
+                yield Raw(source="seamline", payload={"gateway": "off", "because": why})
             async for event in turn:
                 yield event
             return
@@ -195,6 +197,17 @@ class AgentCliProvider(Provider):
         finally:
             await metered.aclose()  # type: ignore[attr-defined]
             await turn.aclose()  # type: ignore[attr-defined]  # the program's turn ends here too
+
+    def _no_gateway_because(self, session: ProviderSession) -> str | None:
+        """Why the program calls its API itself, said once a session (never silently)."""
+        route = self._gateway_route()
+        if route is None or session.state.get("gateway_off_said"):
+            return None
+        session.state["gateway_off_said"] = True
+        if self.option_values.get("gateway", "on") == "off":
+            return "gateway=off: the program calls its API with the key in its environment"
+        keys = " or ".join(route.key_vars)
+        return f"no {keys} in seamline's environment: the program calls its API with its own login"
 
     async def _session_gateway(self, session: ProviderSession) -> SessionGateway | None:
         """The session's gateway, started on its first turn; None where the program calls its
