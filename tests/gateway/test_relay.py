@@ -266,3 +266,12 @@ async def test_a_program_that_hangs_up_at_the_last_event_is_still_metered(gatewa
     server.close()
     await server.wait_closed()
     assert [(u.input_tokens, u.output_tokens) for u in binding.usages] == [(120, 17)]
+
+
+@with_gateway
+async def test_a_keyless_connectivity_check_is_answered_here_and_goes_nowhere(gateway: ModelGateway) -> None:
+    with FakeAnthropic() as fake:
+        gateway.bind(Upstream("anthropic", fake.root_url, REAL_KEY))
+        answer = await _raw(gateway.port, b"HEAD / HTTP/1.1\r\nhost: x\r\n\r\n")
+        assert fake.requests == []
+    assert answer.startswith(b"HTTP/1.1 200") and gateway.refusals == []

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from seamline import Agent
-from seamline.events import Error, Usage
+from seamline.events import Error, Raw, ToolResult, Usage
 from seamline.runner import RunResult
 from seamline.sessions import open_store
 from seamline.usage import price_usage
@@ -170,3 +170,32 @@ def test_three_sessions_at_once_with_a_limit_of_one_take_turns_at_the_api(
     assert [r.outcome for r in results] == ["completed"] * 3, [r.events for r in results]
     assert sent >= 3
     assert most[0] == 1  # the three programs' requests reached the API one at a time
+
+
+# The model's shell sends its own request to the gateway with a key it made up.
+TRY_GATEWAY = (
+    'python3 -c "import os, urllib.request as u; '
+    "r = u.Request(os.environ['ANTHROPIC_BASE_URL'] + '/v1/messages', data=b'{}', "
+    "headers={'x-api-key': 'sk-ant-made-up', 'content-type': 'application/json'}); "
+    'print(u.urlopen(r).status)" 2>&1 | tail -1'
+)
+
+
+@pytest.mark.parametrize("sandbox", ["bwrap", None], ids=["in-the-envelope", "no-sandbox"])
+def test_a_key_tried_at_the_gateway_from_inside_is_refused_and_reported(
+    world: CliWorld, tmp_path: Path, sandbox: str | None, request: pytest.FixtureRequest
+) -> None:
+    if sandbox == "bwrap":
+        request.getfixturevalue("bwrap_ready")
+    script = [shell(TRY_GATEWAY), {"text": "Tried.", "usage": ONE}]
+    with AgentAnthropic(script, fallback={"text": "side"}) as fake:
+        result = run(world, fake, tmp_path / "store.db", sandbox=sandbox)
+        keys = [r.headers.get("x-api-key") or r.headers.get("authorization", "") for r in fake.requests]
+    assert result.outcome == "completed", result.events
+    outputs = " ".join(str(e.output) for e in result.events if isinstance(e, ToolResult))
+    assert "401" in outputs  # the shell's request was answered 401 …
+    assert not any("made-up" in k for k in keys)  # … and never reached the API
+    refused = [
+        e.payload["gateway_refused"] for e in result.events if isinstance(e, Raw) and "gateway_refused" in e.payload
+    ]
+    assert refused == [{"reason": "no credential this gateway issued", "method": "POST", "path": "/v1/messages"}]

@@ -191,6 +191,12 @@ class ModelGateway:
         method, _, rest = head.start.partition(" ")
         target = rest.rpartition(" ")[0] or rest
         binding, head = self._swap_credential(head, target)
+        if binding is None and method == "HEAD":
+            # A connectivity check (Claude Code sends `HEAD /` without a key): answered here,
+            # relayed nowhere; it can neither spend nor carry anything out.
+            writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+            await writer.drain()
+            return False
         if binding is None:
             await carry_body(head, reader, _Sink(), until_close=False)
             self.refusals.append(GatewayRefusal("no credential this gateway issued", method, target.split("?")[0]))

@@ -113,6 +113,7 @@ class SessionGateway:
         self._binding = self._gateway.bind(self._upstream, on_usage=self._on_usage, admit=self._admit)
         self._failures_before = 0
         self._requests_before = 0
+        self._refusals_seen = 0
 
     @property
     def running(self) -> bool:
@@ -127,9 +128,17 @@ class SessionGateway:
         """The URL the program is given in place of its API's."""
         return self._gateway.base_url(self._binding)
 
-    @property
-    def refusals(self) -> int:
-        return len(self._gateway.refusals)
+    def new_refusals(self) -> list[Raw]:
+        """The requests refused since last asked (no placeholder this gateway issued: a key
+        tried from inside, another program), as the events that report them."""
+        refused = self._gateway.refusals[self._refusals_seen :]
+        self._refusals_seen += len(refused)
+        return [
+            Raw(
+                source="seamline", payload={"gateway_refused": {"reason": r.reason, "method": r.method, "path": r.path}}
+            )
+            for r in refused
+        ]
 
     async def start(self) -> None:
         await self._gateway.start()
@@ -219,6 +228,8 @@ async def metered_turn(inner: AsyncIterator[Event], gateway: SessionGateway) -> 
     async for event in inner:
         while not usages.empty():
             yield usages.get_nowait()
+        for refusal in gateway.new_refusals():
+            yield refusal
         if isinstance(event, Usage):
             reported.append(event)
             continue
@@ -226,6 +237,8 @@ async def metered_turn(inner: AsyncIterator[Event], gateway: SessionGateway) -> 
             await gateway.settled()
             while not usages.empty():
                 yield usages.get_nowait()
+            for refusal in gateway.new_refusals():
+                yield refusal
             if gateway.wire_tokens == 0 and gateway.requests_this_turn() == 0:
                 for usage in reported:  # no request passed the gateway: the report stands
                     yield usage
