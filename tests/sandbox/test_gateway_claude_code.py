@@ -199,3 +199,34 @@ def test_a_key_tried_at_the_gateway_from_inside_is_refused_and_reported(
         e.payload["gateway_refused"] for e in result.events if isinstance(e, Raw) and "gateway_refused" in e.payload
     ]
     assert refused == [{"reason": "no credential this gateway issued", "method": "POST", "path": "/v1/messages"}]
+
+
+@pytest.mark.parametrize("gateway", ["on", "off"])
+def test_every_model_request_is_a_chat_span_under_the_turn(world: CliWorld, tmp_path: Path, gateway: str) -> None:
+    pytest.importorskip("opentelemetry.sdk")
+    from seamline.events import Event
+    from seamline.telemetry.live import tap_turn
+    from tests.telemetry.support import MemorySink, by_name
+
+    script = [shell("echo one"), shell("echo two"), {"text": "Done.", "usage": ONE}]
+    sink = MemorySink()
+    with AgentAnthropic(script, fallback={"text": "side", "usage": ONE}) as fake:
+        options = {"executable": cli_path("claude"), "base_url": fake.root_url, "max_retries": "0", "gateway": gateway}
+        agent = Agent(provider="claude-code", model=MODEL, options=options, workspace=world.workspace, yes=True)
+
+        async def drive() -> list[Event]:
+            return [e async for e in tap_turn(agent.stream("Go."), sink, prompt="Go.")]
+
+        events = asyncio.run(drive())
+        answered = len(fake.model_requests())
+    assert any(isinstance(e, Usage) for e in events)
+    spans = sink.spans()
+    chats = by_name(spans, "chat")
+    turn = by_name(spans, "invoke_agent")[0]
+    assert turn.context is not None and all(c.parent and c.parent.span_id == turn.context.span_id for c in chats)
+    if gateway == "on":
+        # One span per request, each with the tokens the API reported for it.
+        assert len(chats) == answered >= 3
+        assert [c.attributes["gen_ai.usage.input_tokens"] for c in chats] == [2000] * answered  # type: ignore[index]
+    else:
+        assert len(chats) == 1  # the program's one report for the turn
