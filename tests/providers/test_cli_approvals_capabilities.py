@@ -24,3 +24,32 @@ def test_providers_list_names_the_approval_path_of_each_backend() -> None:
     assert approval["claude-code"] == "every_call" and approval["openai"] == "every_call"
     assert approval["acp"] == "asked" and approval["opencode"] == "asked"
     assert approval["codex"] == "every_call" and approval["gemini-cli"] == "every_call"
+
+
+def test_providers_list_says_where_each_backends_key_is() -> None:
+    # What issue 43 has done and what remains: only the gateway keeps the key out of a program.
+    listed = subprocess.run(
+        [sys.executable, "-m", "seamline", "providers", "list", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+        check=False,
+    )
+    assert listed.returncode == 0, listed.stderr
+    keys = {row["name"]: row["capabilities"]["keys"] for row in map(json.loads, listed.stdout.splitlines())}
+    assert keys == {
+        "offline": "none",
+        "scripted": "none",
+        "claude-code": "gateway",
+        "codex": "gateway",
+        "gemini-cli": "gateway",
+        "openai": "in_process",
+        "anthropic": "in_process",
+        "acp": "environment",
+        "opencode": "environment",
+    }
+    text = subprocess.run(
+        [sys.executable, "-m", "seamline", "providers", "list"], capture_output=True, text=True, timeout=120, cwd=ROOT
+    )
+    assert "keys=gateway" in text.stdout and "keys=environment" in text.stdout

@@ -87,7 +87,7 @@ def _list(args: argparse.Namespace) -> int:
         print(
             f"{'':<14} fork={caps['forking']} resume={caps['resume']} ids={caps['session_ids']} "
             f"cost={caps['cost_source']} own_tools={'yes' if caps['runs_own_tools'] else 'no'} "
-            f"routes={','.join(caps['routes'])} approval={caps['tool_approval']}"
+            f"routes={','.join(caps['routes'])} approval={caps['tool_approval']} keys={caps['keys']}"
         )
         if args.options:
             options = row["options"]

@@ -57,6 +57,7 @@ __all__ = [
     "Provider",
     "ProviderSession",
     "TurnHook",
+    "KeyPath",
     "TurnTotals",
 ]
 
@@ -71,6 +72,10 @@ ResultCadence = Literal["stream", "turn"]
 # Which of an agent's own tool calls seamline's permission service decides: every one, the
 # ones the agent asks about, or none (only the sandbox bounds the agent).
 ToolApproval = Literal["every_call", "asked", "sandbox"]
+# Where the backend's API key is: behind seamline's model gateway (the program has a
+# placeholder), in the program's environment (its shell can read it), in seamline's own
+# process (a model API seamline calls itself), or nowhere (no model).
+KeyPath = Literal["gateway", "environment", "in_process", "none"]
 # Awaited at the end of each turn with its number and its `complete` (ProviderSession.turn_hooks).
 TurnHook = Callable[[int, Complete], Awaitable[None]]
 
@@ -111,6 +116,7 @@ class Capabilities(msgspec.Struct, frozen=True, kw_only=True):
     routes: tuple[str, ...]
     runs_own_tools: bool
     tool_approval: ToolApproval
+    keys: KeyPath
     resume: Literal["native", "emulated", "none"]
     mcp_transports: tuple[str, ...]
     attachments: tuple[str, ...]
@@ -142,6 +148,7 @@ class Provider:
     routes: ClassVar[tuple[str, ...]] = ("default",)
     runs_own_tools: ClassVar[bool] = False
     tool_approval: ClassVar[ToolApproval] = "every_call"
+    keys: ClassVar[KeyPath] = "in_process"
     resume_support: ClassVar[Literal["native", "emulated", "none"]] = "emulated"
     mcp_transports: ClassVar[tuple[str, ...]] = ()
     attachments: ClassVar[tuple[str, ...]] = ()
@@ -177,6 +184,7 @@ class Provider:
             routes=cls.routes,
             runs_own_tools=cls.runs_own_tools,
             tool_approval=cls.tool_approval,
+            keys=cls.keys,
             resume=cls.resume_support,
             mcp_transports=cls.mcp_transports,
             attachments=cls.attachments,

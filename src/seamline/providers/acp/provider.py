@@ -55,7 +55,7 @@ from seamline.providers.acp.agent_process import (
     tool_name,
 )
 from seamline.providers.acp.translator import PERMISSION_ANNOUNCE, AcpTranslator
-from seamline.providers.base import OptionSpec, PreflightCheck, Provider, ProviderSession
+from seamline.providers.base import KeyPath, OptionSpec, PreflightCheck, Provider, ProviderSession
 from seamline.providers.programs.agent_settings import (
     is_claude_agent,
     mode_to_reset,
@@ -112,6 +112,7 @@ class AcpProvider(Provider):
     """An Agent Client Protocol agent as a seamline provider."""
 
     name = "acp"
+    keys: ClassVar[KeyPath] = "environment"
     description = "any Agent Client Protocol agent (JSON-RPC on stdio), e.g. claude-agent-acp"
     options: ClassVar[Mapping[str, OptionSpec]] = {
         "command": OptionSpec("the agent's command line, e.g. 'claude-agent-acp' (required)", operator_only=True),

@@ -44,7 +44,7 @@ from seamline.providers.agent_clis.turn import (
     ending_diagnostic,
     read_turn_output,
 )
-from seamline.providers.base import OptionSpec, PreflightCheck, Provider, ProviderSession
+from seamline.providers.base import KeyPath, OptionSpec, PreflightCheck, Provider, ProviderSession
 from seamline.providers.programs.envelope_launch import (
     ENVELOPE_OPTIONS,
     Enveloped,
@@ -111,6 +111,7 @@ class AgentCliProvider(Provider):
     """Base of the providers that drive an agent CLI as a subprocess."""
 
     runs_own_tools = True
+    keys: ClassVar[KeyPath] = "environment"
     result_cadence = "turn"
     cost_scope = "turn"
     resume_support = "native"

@@ -33,7 +33,7 @@ from seamline.providers.agent_clis.approvals import ApprovalSocket, claude_hook_
 from seamline.providers.agent_clis.base import COMMON_OPTIONS, AgentCliProvider, Invocation, SessionMode, uuid_for
 from seamline.providers.agent_clis.parsers.base import StreamParser
 from seamline.providers.agent_clis.parsers.claude_code import ClaudeStreamJsonParser
-from seamline.providers.base import OptionSpec, PreflightCheck, ProviderSession
+from seamline.providers.base import KeyPath, OptionSpec, PreflightCheck, ProviderSession
 from seamline.providers.programs.agent_settings import parse_setting_sources, project_memory
 from seamline.providers.programs.model_gateway import GATEWAY_OPTIONS, GatewayRoute
 from seamline.providers.programs.runtime_dir import ensure_runtime_dir, remove_runtime_dir
@@ -55,6 +55,7 @@ class ClaudeCodeProvider(AgentCliProvider):
     """Claude Code as an agent: its own tools, sessions and cost report."""
 
     name: ClassVar[str] = "claude-code"
+    keys: ClassVar[KeyPath] = "gateway"
     description: ClassVar[str] = "Anthropic's Claude Code CLI (claude -p), running its own tools"
     default_model: ClassVar[str | None] = None
     options: ClassVar[dict[str, OptionSpec]] = {

@@ -36,7 +36,7 @@ from seamline.providers.agent_clis.codex_warm import interrupt_message, is_turn_
 from seamline.providers.agent_clis.parsers.base import StreamParser
 from seamline.providers.agent_clis.parsers.codex import CodexJsonParser
 from seamline.providers.agent_clis.parsers.codex_app_server import CodexAppServerParser
-from seamline.providers.base import OptionSpec, PreflightCheck, ProviderSession
+from seamline.providers.base import KeyPath, OptionSpec, PreflightCheck, ProviderSession
 from seamline.providers.programs.envelope_launch import Enveloped
 from seamline.providers.programs.model_gateway import GATEWAY_OPTIONS, GatewayRoute
 from seamline.providers.programs.runtime_dir import ensure_runtime_dir
@@ -55,6 +55,7 @@ class CodexProvider(AgentCliProvider):
     """Codex as an agent: its own tools and threads; tokens priced by seamline."""
 
     name: ClassVar[str] = "codex"
+    keys: ClassVar[KeyPath] = "gateway"
     description: ClassVar[str] = "OpenAI's Codex CLI (codex exec --json), running its own tools"
     default_model: ClassVar[str | None] = None
     options: ClassVar[dict[str, OptionSpec]] = {

@@ -29,7 +29,7 @@ from seamline.providers.agent_clis.approvals import GEMINI_HOOK_NAME, ApprovalSo
 from seamline.providers.agent_clis.base import COMMON_OPTIONS, AgentCliProvider, Invocation, SessionMode, uuid_for
 from seamline.providers.agent_clis.parsers.base import StreamParser
 from seamline.providers.agent_clis.parsers.gemini_cli import GeminiStreamJsonParser
-from seamline.providers.base import OptionSpec, PreflightCheck, ProviderSession
+from seamline.providers.base import KeyPath, OptionSpec, PreflightCheck, ProviderSession
 from seamline.providers.programs.envelope_launch import envelope_home
 from seamline.providers.programs.journal import journaled_turn
 from seamline.providers.programs.model_gateway import GATEWAY_OPTIONS, GatewayRoute
@@ -54,6 +54,7 @@ class GeminiCliProvider(AgentCliProvider):
     """The Gemini CLI as an agent: its own tools and sessions; tokens priced by seamline."""
 
     name: ClassVar[str] = "gemini-cli"
+    keys: ClassVar[KeyPath] = "gateway"
     description: ClassVar[str] = "Google's Gemini CLI (gemini -p -o stream-json), running its own tools"
     default_model: ClassVar[str | None] = "gemini-2.5-flash"
     options: ClassVar[dict[str, OptionSpec]] = {

@@ -20,7 +20,7 @@ from typing import ClassVar, Final
 from seamline.errors import InvalidRequest
 from seamline.events import Event, TextDelta, ToolCall, Usage
 from seamline.loop.messages import Message, ModelRequest
-from seamline.providers.base import OptionSpec, PreflightCheck, Provider
+from seamline.providers.base import KeyPath, OptionSpec, PreflightCheck, Provider
 from seamline.providers.local._outline import FileOutline, file_outline, numbered_rows
 
 __all__ = ["OfflineProvider"]
@@ -68,6 +68,7 @@ class OfflineProvider(Provider):
     """Extractive answers from the workspace; the default provider."""
 
     name: ClassVar[str] = "offline"
+    keys: ClassVar[KeyPath] = "none"
     description: ClassVar[str] = "embedded, deterministic, extractive answers from the workspace (no network)"
     default_model: ClassVar[str | None] = "extractive"
     options: ClassVar[dict[str, OptionSpec]] = {

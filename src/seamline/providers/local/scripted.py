@@ -28,7 +28,7 @@ import msgspec
 from seamline.errors import ERROR_KINDS, InvalidRequest, ProviderFailure, error_for_kind
 from seamline.events import ErrorKind, Event, Reasoning, Text, TextDelta, ToolCall, Usage
 from seamline.loop.messages import ModelRequest
-from seamline.providers.base import OptionSpec, PreflightCheck, Provider, ProviderSession
+from seamline.providers.base import KeyPath, OptionSpec, PreflightCheck, Provider, ProviderSession
 
 __all__ = ["ScriptedProvider", "load_script"]
 
@@ -272,6 +272,7 @@ class ScriptedProvider(Provider):
     """Plays a script of responses; see the module docstring for the format."""
 
     name: ClassVar[str] = "scripted"
+    keys: ClassVar[KeyPath] = "none"
     description: ClassVar[str] = "plays a script of responses (tests and demos)"
     default_model: ClassVar[str | None] = "scripted"
     options: ClassVar[dict[str, OptionSpec]] = {

@@ -61,7 +61,7 @@ from seamline.events import (
     ToolResult,
     Usage,
 )
-from seamline.providers.base import OptionSpec, PreflightCheck, Provider, ProviderSession
+from seamline.providers.base import KeyPath, OptionSpec, PreflightCheck, Provider, ProviderSession
 from seamline.providers.opencode.server import (
     OpenCodeServer,
     ServerChannel,
@@ -127,6 +127,7 @@ class OpenCodeProvider(Provider):
     """OpenCode (``opencode serve``) as a seamline provider."""
 
     name = "opencode"
+    keys: ClassVar[KeyPath] = "environment"
     description = "the OpenCode agent through `opencode serve` (HTTP + server-sent events)"
     options: ClassVar[Mapping[str, OptionSpec]] = {
         "executable": OptionSpec("path of the opencode program (default: found on PATH)", operator_only=True),
