@@ -57,9 +57,11 @@ from seamline.providers.programs.lookup import FoundProgram, find_program, searc
 from seamline.providers.programs.model_gateway import (
     GatewayRoute,
     SessionGateway,
-    gateway_max_concurrent,
-    gateway_upstream,
-    metered_turn,
+    close_session_gateway,
+    gated_turn,
+    gateway_env,
+    gateway_of,
+    open_session_gateway,
 )
 from seamline.providers.programs.runtime_dir import remove_runtime_dir
 from seamline.providers.programs.warm_process import WarmProcess
@@ -182,72 +184,22 @@ class AgentCliProvider(Provider):
 
     async def _gated_turn(self, session: ProviderSession, prompt: str) -> AsyncIterator[Event]:
         """The turn, its model requests through the session's gateway when there is one."""
-        gateway = await self._session_gateway(session)
-        turn = self._run_turn(session, prompt)
-        if gateway is None:
-            if (why := self._no_gateway_because(session)) is not None:
-                yield Raw(source="seamline", payload={"gateway": "off", "because": why})
-            async for event in turn:
-                yield event
-            return
-        gateway.begin_turn(session.turn_budget_usd)
-        metered = metered_turn(turn, gateway)
-        try:
-            async for event in metered:
-                yield event
-        finally:
-            await metered.aclose()  # type: ignore[attr-defined]
-            await turn.aclose()  # type: ignore[attr-defined]  # the program's turn ends here too
-
-    def _no_gateway_because(self, session: ProviderSession) -> str | None:
-        """Why the program calls its API itself, said once a session (never silently)."""
-        route = self._gateway_route()
-        if route is None or session.state.get("gateway_off_said"):
-            return None
-        session.state["gateway_off_said"] = True
-        if self.option_values.get("gateway", "on") == "off":
-            return "gateway=off: the program calls its API with the key in its environment"
-        keys = " or ".join(route.key_vars)
-        return f"no {keys} in seamline's environment: the program calls its API with its own login"
+        await self._session_gateway(session)
+        async for event in gated_turn(
+            session, self._run_turn(session, prompt), self._gateway_route(), self.option_values
+        ):
+            yield event
 
     async def _session_gateway(self, session: ProviderSession) -> SessionGateway | None:
-        """The session's gateway, started on its first turn; None where the program calls its
-        API itself (no route, ``gateway=off``, or no key in seamline's environment to keep out)."""
-        found = session.state.get("model_gateway")
-        if isinstance(found, SessionGateway):
-            return found
-        route = self._gateway_route()
-        if route is None or self.option_values.get("gateway", "on") == "off":
-            return None
-        secret = route.secret(os.environ)
-        if secret is None:
-            return None
-        gateway = SessionGateway(
-            route,
-            upstream_url=gateway_upstream(route, self.option_values.get("base_url"), os.environ),
-            key_var=secret[0],
-            secret=secret[1],
-            rates=self.rates,
-            model=self.model,
-            max_concurrent=gateway_max_concurrent(self.option_values.get("max_concurrent_requests"), os.environ),
+        """The session's gateway, started on its first turn (see :func:`open_session_gateway`)."""
+        return await open_session_gateway(
+            session, self._gateway_route(), self.option_values, rates=self.rates, model=self.model
         )
-        await gateway.start()
-        session.state["model_gateway"] = gateway
-        return gateway
 
     def _gateway_route(self) -> GatewayRoute | None:
         """How this program is pointed at its model API (:attr:`gateway_route`, or what
         the options make of it)."""
         return self.gateway_route
-
-    def _gateway_url(self, session: ProviderSession) -> str | None:
-        """The base URL the program is given when its session has a gateway."""
-        gateway = session.state.get("model_gateway")
-        return gateway.base_url if isinstance(gateway, SessionGateway) else None
-
-    def _gateway_env(self, session: ProviderSession) -> dict[str, str | None]:
-        gateway = session.state.get("model_gateway")
-        return gateway.env() if isinstance(gateway, SessionGateway) else {}
 
     def _mode(self, session: ProviderSession) -> tuple[SessionMode, str | None]:
         if session.provider_session_id:
@@ -289,15 +241,9 @@ class AgentCliProvider(Provider):
         """One process for the turn: started with the prompt, read to its end, ended."""
         mode, target = self._mode(session)
         invocation = self._invocation(session=session, prompt=prompt, executable=exe, mode=mode, target=target)
-        env = program_env(self._common_env(), invocation.env, self._gateway_env(session))
         parser = self._new_parser(session=session, mode=mode, target=target)
         bounds = self._bounds()
-        cwd = session.workspace or Path.cwd()
-        argv = invocation.argv
-        envelope: Enveloped | None = None
-        if self._sandbox_mode() != "none":
-            envelope = await self._enter_envelope(session, invocation, env, Path(cwd), mode, target)
-            argv, env = envelope.argv, dict(envelope.env)
+        argv, env, cwd, envelope = await self._placed(session, invocation, mode, target)
         try:
             proc = await LineProcess.spawn(argv, env=env, cwd=cwd, stdin=invocation.stdin)
         except BaseException:
@@ -447,13 +393,7 @@ class AgentCliProvider(Provider):
             return warm
         mode, target = self._mode(session)
         invocation = self._warm_invocation(session=session, executable=exe, mode=mode, target=target)
-        env = program_env(self._common_env(), invocation.env, self._gateway_env(session))
-        cwd = session.workspace or Path.cwd()
-        argv = invocation.argv
-        envelope: Enveloped | None = None
-        if self._sandbox_mode() != "none":
-            envelope = await self._enter_envelope(session, invocation, env, Path(cwd), mode, target)
-            argv, env = envelope.argv, dict(envelope.env)
+        argv, env, cwd, envelope = await self._placed(session, invocation, mode, target)
         try:
             warm = await WarmProcess.start(argv, env=env, cwd=cwd, is_terminal=self._warm_terminal)
         except BaseException:
@@ -533,6 +473,19 @@ class AgentCliProvider(Provider):
         """What must live as long as the warm process (an approval socket), with its closer."""
         return []
 
+    async def _placed(
+        self, session: ProviderSession, invocation: Invocation, mode: SessionMode, target: str | None
+    ) -> tuple[list[str], dict[str, str], Path, Enveloped | None]:
+        """Where and how ``invocation`` starts: its command line and environment (the
+        session's gateway URL and placeholder over what the invocation names), its folder,
+        and its envelope when it runs in one (the caller closes it if the start fails)."""
+        env = program_env(self._common_env(), invocation.env, gateway_env(session))
+        cwd = Path(session.workspace or Path.cwd())
+        if self._sandbox_mode() == "none":
+            return list(invocation.argv), env, cwd, None
+        envelope = await self._enter_envelope(session, invocation, env, cwd, mode, target)
+        return list(envelope.argv), dict(envelope.env), cwd, envelope
+
     async def _enter_envelope(
         self,
         session: ProviderSession,
@@ -549,12 +502,7 @@ class AgentCliProvider(Provider):
             state=session.state,
             workspace=cwd,
             argv=invocation.argv,
-            # The gateway's URL and placeholder win over what the invocation names.
-            env={
-                **env,
-                **{k: v for k, v in invocation.env.items() if v is not None},
-                **{k: v for k, v in self._gateway_env(session).items() if v is not None},
-            },
+            env=env,  # the invocation's and the gateway's variables are in it already
             keep_env=lambda name: name in invocation.env or self._keeps_env(name),
             endpoints=self._session_endpoints(session),
             allow_hosts=self.option_values.get("allow_hosts"),
@@ -582,10 +530,8 @@ class AgentCliProvider(Provider):
     def _session_endpoints(self, session: ProviderSession) -> list[tuple[str, int]]:
         """The model endpoints of ``session``'s program: the gateway alone when it has one
         (the vendor's host is then not on the envelope's list at all)."""
-        gateway = session.state.get("model_gateway")
-        if isinstance(gateway, SessionGateway):
-            return [("127.0.0.1", gateway.port)]
-        return self._endpoints()
+        gateway = gateway_of(session)
+        return [("127.0.0.1", gateway.port)] if gateway is not None else self._endpoints()
 
     def _endpoints(self) -> list[tuple[str, int]]:
         """The model endpoints the envelope lets the CLI reach: ``base_url`` or the vendor's."""
@@ -634,9 +580,7 @@ class AgentCliProvider(Provider):
         proc = session.state.get("cli_process")
         if isinstance(proc, LineProcess) and proc.group_alive():
             await proc.end(grace=grace)
-        gateway = session.state.pop("model_gateway", None)
-        if isinstance(gateway, SessionGateway):
-            await gateway.close()
+        await close_session_gateway(session)
         remove_runtime_dir(session.state)  # the envelope's sockets (made on first use)
 
     # -- preflight ---------------------------------------------------------------------

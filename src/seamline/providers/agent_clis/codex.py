@@ -37,12 +37,10 @@ from seamline.providers.agent_clis.parsers.base import StreamParser
 from seamline.providers.agent_clis.parsers.codex import CodexJsonParser
 from seamline.providers.agent_clis.parsers.codex_app_server import CodexAppServerParser
 from seamline.providers.base import KeyPath, OptionSpec, PreflightCheck, ProviderSession
-from seamline.providers.programs.envelope_launch import Enveloped
-from seamline.providers.programs.model_gateway import GATEWAY_OPTIONS, GatewayRoute
+from seamline.providers.programs.model_gateway import GATEWAY_OPTIONS, GatewayRoute, gateway_of
 from seamline.providers.programs.runtime_dir import ensure_runtime_dir
 from seamline.providers.programs.warm_process import WARM_OPTIONS, WarmProcess
 from seamline.sandbox.private_files import open_folder
-from seamline.transport.env import program_env
 
 __all__ = ["CodexProvider"]
 
@@ -135,7 +133,8 @@ class CodexProvider(AgentCliProvider):
             config.append(f"model_reasoning_effort={json.dumps(effort)}")
         env: dict[str, str | None] = {}
         retries = self._int_option("max_retries", 2)
-        if base_url := self._gateway_url(session) or self.option_values.get("base_url"):
+        gateway = gateway_of(session)
+        if base_url := (gateway.base_url if gateway is not None else None) or self.option_values.get("base_url"):
             key_env = self.option_values.get("api_key_env", "OPENAI_API_KEY")
             table = (
                 f'{{name="seamline",base_url={json.dumps(base_url)},env_key={json.dumps(key_env)},'
@@ -261,14 +260,8 @@ class CodexProvider(AgentCliProvider):
         await self._session_gateway(session)  # the check sees what the run will: no real key
         flags, given = self._config(session)
         invocation = Invocation(argv=[exe, "app-server", *flags], env=given)
-        env = program_env(self._common_env(), invocation.env, self._gateway_env(session))
-        cwd = Path(session.workspace or Path.cwd())
-        argv = invocation.argv
-        envelope: Enveloped | None = None
-        if self._sandbox_mode() != "none":
-            mode, target = self._mode(session)
-            envelope = await self._enter_envelope(session, invocation, env, cwd, mode, target)
-            argv, env = envelope.argv, dict(envelope.env)
+        mode, target = self._mode(session)
+        argv, env, cwd, envelope = await self._placed(session, invocation, mode, target)
         hint = (
             "Codex reads hooks settings from $CODEX_HOME/config.toml (inside the envelope, the private "
             f"home's); the tested version is {self.tested_version} (npm install -g @openai/codex@{self.tested_version})"

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Final
@@ -30,7 +31,7 @@ from seamline.errors import InvalidRequest
 from seamline.events import Complete, Error, Event, Raw, Usage
 from seamline.gateway import ModelGateway, Upstream
 from seamline.gateway.meter import Vendor
-from seamline.providers.base import OptionSpec
+from seamline.providers.base import OptionSpec, ProviderSession
 from seamline.usage import Rates, priced_usage
 
 __all__ = [
@@ -38,9 +39,14 @@ __all__ = [
     "MAX_CONCURRENT_VAR",
     "GatewayRoute",
     "SessionGateway",
+    "close_session_gateway",
+    "gated_turn",
+    "gateway_env",
     "gateway_max_concurrent",
+    "gateway_of",
     "gateway_upstream",
     "metered_turn",
+    "open_session_gateway",
 ]
 
 MAX_CONCURRENT_VAR: Final = "SEAMLINE_GATEWAY_MAX_CONCURRENT"
@@ -114,10 +120,6 @@ class SessionGateway:
         self._failures_before = 0
         self._requests_before = 0
         self._refusals_seen = 0
-
-    @property
-    def running(self) -> bool:
-        return self._gateway.running
 
     @property
     def port(self) -> int:
@@ -250,6 +252,89 @@ async def metered_turn(inner: AsyncIterator[Event], gateway: SessionGateway) -> 
                 yield Error(kind="budget", message=gateway.budget_refusal)
                 event = Complete(outcome="budget", stop_reason="budget", text=event.text)
         yield event
+
+
+_STATE_KEY: Final = "model_gateway"
+
+
+def gateway_of(session: ProviderSession) -> SessionGateway | None:
+    """The session's gateway, if it has one."""
+    found = session.state.get(_STATE_KEY)
+    return found if isinstance(found, SessionGateway) else None
+
+
+def gateway_env(session: ProviderSession) -> dict[str, str | None]:
+    """The variables the session's program gets from its gateway (none without one)."""
+    gateway = gateway_of(session)
+    return gateway.env() if gateway is not None else {}
+
+
+async def open_session_gateway(
+    session: ProviderSession,
+    route: GatewayRoute | None,
+    options: Mapping[str, str],
+    *,
+    rates: Callable[[str | None], Rates | None],
+    model: str | None,
+) -> SessionGateway | None:
+    """The session's gateway, started on its first turn; None where the program calls its
+    API itself (no route, ``gateway=off``, or no key in seamline's environment to keep out)."""
+    if (found := gateway_of(session)) is not None:
+        return found
+    if route is None or options.get("gateway", "on") == "off" or (secret := route.secret(os.environ)) is None:
+        return None
+    gateway = SessionGateway(
+        route,
+        upstream_url=gateway_upstream(route, options.get("base_url"), os.environ),
+        key_var=secret[0],
+        secret=secret[1],
+        rates=rates,
+        model=model,
+        max_concurrent=gateway_max_concurrent(options.get("max_concurrent_requests"), os.environ),
+    )
+    await gateway.start()
+    session.state[_STATE_KEY] = gateway
+    return gateway
+
+
+async def close_session_gateway(session: ProviderSession) -> None:
+    gateway = session.state.pop(_STATE_KEY, None)
+    if isinstance(gateway, SessionGateway):
+        await gateway.close()
+
+
+def _off_because(session: ProviderSession, route: GatewayRoute | None, options: Mapping[str, str]) -> str | None:
+    """Why the program calls its API itself, said once a session (never silently)."""
+    if route is None or session.state.get("gateway_off_said"):
+        return None
+    session.state["gateway_off_said"] = True
+    if options.get("gateway", "on") == "off":
+        return "gateway=off: the program calls its API with the key in its environment"
+    return f"no {' or '.join(route.key_vars)} in seamline's environment: the program calls its API with its own login"
+
+
+async def gated_turn(
+    session: ProviderSession, turn: AsyncIterator[Event], route: GatewayRoute | None, options: Mapping[str, str]
+) -> AsyncIterator[Event]:
+    """``turn`` metered through the session's gateway (opened before), or, without one, as
+    it is, with a note the first time saying why."""
+    gateway = gateway_of(session)
+    try:
+        if gateway is None:
+            if (why := _off_because(session, route, options)) is not None:
+                yield Raw(source="seamline", payload={"gateway": "off", "because": why})
+            async for event in turn:
+                yield event
+            return
+        gateway.begin_turn(session.turn_budget_usd)
+        metered = metered_turn(turn, gateway)
+        try:
+            async for event in metered:
+                yield event
+        finally:
+            await metered.aclose()  # type: ignore[attr-defined]
+    finally:
+        await turn.aclose()  # type: ignore[attr-defined]  # the program's turn ends here too
 
 
 def _reconciled(reported: list[Usage], gateway: SessionGateway) -> Raw | None:
