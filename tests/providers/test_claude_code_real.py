@@ -188,6 +188,23 @@ async def test_resume_of_an_unknown_session_is_invalid_request(world: CliWorld) 
 
 
 @run_async
+async def test_a_failed_resume_ends_the_warm_process_even_while_it_is_still_exiting(world: CliWorld) -> None:
+    # The real Claude Code behind a wrapper that lingers after it exited: the error result is
+    # printed, the process is not gone yet. A process that holds no conversation is no warm
+    # process to keep (kept, it is left running after the failed turn).
+    wrapper = world.home / "slow-exit-claude"
+    wrapper.write_text(f'#!/bin/sh\n"{cli_path("claude")}" "$@"\ncode=$?\nsleep 5\nexit $code\n')
+    wrapper.chmod(0o755)
+    with AgentAnthropic([{"text": "never asked", "times": -1}], fallback={"text": "side"}) as fake:
+        claude = provider(fake, executable=str(wrapper), grace="1")
+        session = await claude.open_resumed("0b5e5e5e-dead-4bad-8bad-00000000beef", workspace=world.workspace)
+        events = await collect(session, "hi")
+    final = one_complete(events)
+    assert final.outcome == "failed" and final.stop_reason == "invalid_request"
+    assert_group_gone(session)
+
+
+@run_async
 async def test_denied_tool_is_a_permission_decision_by_the_agent(world: CliWorld) -> None:
     # Issue 14, item 11: Write has no allow rule here; Claude Code refuses it itself.
     target = world.workspace / "made.txt"

@@ -366,7 +366,7 @@ class AgentCliProvider(Provider):
         finally:
             await reader.aclose()
             await _await_ending(session)
-            kept = parser.terminal_seen and not reading.cut_short and warm.alive
+            kept = parser.terminal_seen and not reading.cut_short and not parser.process_ends and warm.alive
             if kept:
                 warm.carry = parser.carry_over()
                 warm.end_turn(idle=self._float_option("warm_idle", 300.0), grace=bounds.grace)

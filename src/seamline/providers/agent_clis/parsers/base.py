@@ -104,6 +104,9 @@ class StreamParser:
         self.errors: list[Error] = []
         self.terminal_seen = False
         self.lines = 0
+        #: the program said it ends after this turn (it had no conversation to resume): a warm
+        #: process is not kept, even while it is still on its way out
+        self.process_ends = False
         #: set by the driver once it has asked the program to stop: a failure that follows is the abort
         self.aborting = False
         #: the kind of the failure behind the last counted retry (what a give-up reports)

@@ -246,6 +246,7 @@ class ClaudeStreamJsonParser(StreamParser):
         kind, retryable = classify_message(detail)
         if "No conversation found" in detail:
             kind, retryable = "invalid_request", False
+            self.process_ends = True
         events.append(self._error(kind, f"Claude Code: {detail}", retryable=retryable))
         # The stop reason is the classified cause, as for every other failure, not the subtype.
         self.outcome, self.stop_reason = "failed", kind
