@@ -7,6 +7,7 @@ import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Final
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -30,6 +31,51 @@ ROOT = Path(__file__).resolve().parents[1]
 # SIGINT on purpose set it themselves (tests/transport/conftest.py).
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+MACHINE_FACT: Final = "not on this machine:"
+"""How a skip reason begins when the machine itself lacks what the test needs (a memory
+cgroup, ``/dev/full``, an unprivileged user), which no set-up script can install."""
+
+
+def strict_skips() -> bool:
+    """Whether a skip fails the test: in CI (``CI=true``), where everything the set-up
+    installs must be there, a test skipped for want of it would leave its check undone."""
+    return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    report: pytest.TestReport = outcome.get_result()
+    if not (report.skipped and strict_skips()) or hasattr(report, "wasxfail"):
+        return
+    reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+    if reason.removeprefix("Skipped: ").startswith(MACHINE_FACT):
+        return
+    report.outcome = "failed"
+    report.longrepr = _strict_refusal(reason)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Iterator[None]:
+    # A module skipped as a whole (``importorskip``, ``allow_module_level``) is skipped here.
+    outcome = yield
+    report: pytest.CollectReport = outcome.get_result()
+    if not (report.skipped and strict_skips()):
+        return
+    reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+    if reason.removeprefix("Skipped: ").startswith(MACHINE_FACT):
+        return
+    report.outcome = "failed"
+    report.longrepr = _strict_refusal(reason)
+
+
+def _strict_refusal(reason: str) -> str:
+    return (
+        f"skipped in CI (CI=true), where the set-up installs everything the tests need: {reason}; "
+        f"a skip for what no set-up can give begins with {MACHINE_FACT!r}"
+    )
 
 
 @pytest.fixture(autouse=True)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 DEV_FULL = Path("/dev/full")
-pytestmark = pytest.mark.skipif(not DEV_FULL.exists(), reason="no /dev/full on this system")
+pytestmark = pytest.mark.skipif(not DEV_FULL.exists(), reason="not on this machine: no /dev/full")
 
 
 def _to_full_disk(cmd: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
