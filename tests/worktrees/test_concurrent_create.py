@@ -5,6 +5,8 @@ repository's own, across threads and processes."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
 import uuid
@@ -19,11 +21,46 @@ from tests.worktrees.git_repo import git, git_home, make_repo
 _MANY = 12
 
 
+# A `git` ahead of the real one on PATH that notes when two `worktree add` overlap: each
+# takes a folder on entry (mkdir is atomic) and holds it a moment; one that finds it taken
+# writes `overlap`. git itself often survives an overlap, so the lock is checked directly.
+_SHIM = """#!/bin/sh
+case " $* " in
+*" worktree add "*)
+    if mkdir "$SHIM_STATE/inside" 2>/dev/null; then mine=1; else : >"$SHIM_STATE/overlap"; mine=0; fi
+    sleep 0.1
+    "$REAL_GIT" "$@"
+    code=$?
+    if [ "$mine" = 1 ]; then rmdir "$SHIM_STATE/inside"; fi
+    exit "$code"
+    ;;
+esac
+exec "$REAL_GIT" "$@"
+"""
+
+
 @pytest.fixture
 def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     for key, value in git_home(tmp_path / "home").items():
         monkeypatch.setenv(key, value)
-    return make_repo(tmp_path / "repo")
+    made = make_repo(tmp_path / "repo")
+    real = shutil.which("git")
+    assert real is not None
+    shim, state = tmp_path / "shim", tmp_path / "shim-state"
+    shim.mkdir()
+    state.mkdir()
+    (shim / "git").write_text(_SHIM)
+    (shim / "git").chmod(0o755)
+    monkeypatch.setenv("REAL_GIT", real)
+    monkeypatch.setenv("SHIM_STATE", str(state))
+    monkeypatch.setenv("PATH", f"{shim}{os.pathsep}{os.environ['PATH']}")
+    return made
+
+
+def assert_one_at_a_time(tmp_path: Path) -> None:
+    state = tmp_path / "shim-state"
+    assert not (state / "overlap").exists(), "two `git worktree add` ran at once"
+    assert not (state / "inside").exists()
 
 
 def test_many_worktrees_made_at_once_in_threads_all_succeed(repo: Path, tmp_path: Path) -> None:
@@ -34,6 +71,7 @@ def test_many_worktrees_made_at_once_in_threads_all_succeed(repo: Path, tmp_path
     assert sorted(t.run_id for t in made) == sorted(ids)
     listed = git(repo, "worktree", "list", "--porcelain")
     assert all(t.path in listed for t in made) and all(Path(t.path, "README").is_file() for t in made)
+    assert_one_at_a_time(tmp_path)
 
 
 def test_many_worktrees_made_at_once_by_processes_all_succeed(repo: Path, tmp_path: Path) -> None:
@@ -62,3 +100,4 @@ def test_many_worktrees_made_at_once_by_processes_all_succeed(repo: Path, tmp_pa
     assert [code for code, _, _ in results] == [0] * _MANY, [err for _, _, err in results if err]
     listed = git(repo, "worktree", "list", "--porcelain")
     assert all(path in listed for _, path, _ in results)
+    assert_one_at_a_time(tmp_path)
