@@ -110,6 +110,28 @@ def test_the_pilot_approves_a_waiting_permission_request(tmp_path: Path) -> None
         assert (served.workspace / "hello.txt").read_text() == "hi\n"
 
 
+def test_the_pilot_denies_a_waiting_permission_request(tmp_path: Path) -> None:
+    with serve(tmp_path) as served, served.client() as client:
+        session_id = _open(served, client, TOOL_TURN, "writes")
+        run_id = _start(client, session_id, "write hello.txt")
+        _wait_run(client, run_id, lambda r: bool(r["pending_permissions"]))
+
+        async def drive() -> None:
+            app = FleetApp(ServerSource(served.base), interval=0.2)
+            async with app.run_test(size=SIZE) as pilot:
+                await select(pilot, app, session_id)
+                await until(pilot, lambda: "? permission asked: write_file" in _events(app), "the request in the pane")
+                await pilot.press("d")
+                await until(pilot, lambda: app.rows[session_id]["pending_approvals"] == 0, "the answer")
+                assert app.status_text == f"denied write_file for run {session_id[:12]}"
+                await until(pilot, lambda: "permission deny" in _events(app), "the decision in the pane")
+                await pilot.press("q")
+
+        asyncio.run(drive())
+        _wait_run(client, run_id, lambda r: r["status"] != "running")
+        assert not (served.workspace / "hello.txt").exists()  # denied: the tool never ran
+
+
 def test_the_pilot_cancels_a_live_run(tmp_path: Path) -> None:
     with serve(tmp_path) as served, served.client() as client:
         session_id = _open(served, client, [{"delay": 120, "text": "too late"}], "slow")
