@@ -39,6 +39,11 @@ pytestmark = [
 ]
 
 expect = sync_api.expect
+# Every wait on the page is for a condition, bounded generously: Playwright's own bound for
+# `expect` (5 s) is a wall-clock assertion that a loaded machine fails (Chromium, the server
+# and the run share two cores with a second test worker).
+_WAIT_MS = 60_000
+expect.set_options(timeout=_WAIT_MS)
 
 
 @contextmanager
@@ -48,7 +53,7 @@ def opened(served: Served) -> Iterator[tuple[Any, list[str]]]:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
         try:
             page = browser.new_page(viewport={"width": 1200, "height": 800})
-            page.set_default_timeout(15_000)
+            page.set_default_timeout(_WAIT_MS)
             problems: list[str] = []
             page.on("pageerror", lambda exc: problems.append(str(exc)))
             page.goto(served.base + "/")
