@@ -98,7 +98,7 @@ def test_parallel_tool_calls_run_concurrently() -> None:
     async def meet(me: str, other: str) -> str:
         """Wait for the other call."""
         started.setdefault(me, asyncio.Event()).set()
-        await asyncio.wait_for(started.setdefault(other, asyncio.Event()).wait(), timeout=5)
+        await asyncio.wait_for(started.setdefault(other, asyncio.Event()).wait(), timeout=60)
         return f"{me} met {other}"
 
     provider = scripted(
