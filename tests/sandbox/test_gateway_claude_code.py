@@ -230,3 +230,33 @@ def test_every_model_request_is_a_chat_span_under_the_turn(world: CliWorld, tmp_
         assert [c.attributes["gen_ai.usage.input_tokens"] for c in chats] == [2000] * answered  # type: ignore[index]
     else:
         assert len(chats) == 1  # the program's one report for the turn
+
+
+OAUTH_CANARY = "sk-ant-oat01-canary-Zx81Vb"
+
+
+@pytest.mark.parametrize("sandbox", ["bwrap", None], ids=["in-the-envelope", "no-sandbox"])
+def test_a_subscription_token_stays_out_too_and_the_api_gets_it(
+    world: CliWorld,
+    tmp_path: Path,
+    sandbox: str | None,
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A subscription's token (`claude setup-token` gives CLAUDE_CODE_OAUTH_TOKEN) is a
+    # credential like a key: the program gets a placeholder in its place and the gateway
+    # puts the token back, as the bearer, only on the way to the API.
+    if sandbox == "bwrap":
+        request.getfixturevalue("bwrap_ready")
+    monkeypatch.delenv("ANTHROPIC_API_KEY")
+    monkeypatch.setenv("CLAUDE_CODE_OAUTH_TOKEN", OAUTH_CANARY)
+    script = [shell(LOOK.replace("sk-ant", "sk-ant-oat")), {"text": "Looked.", "usage": ONE}]
+    with AgentAnthropic(script, fallback={"text": "side"}) as fake:
+        result = run(world, fake, tmp_path / "store.db", sandbox=sandbox)
+        bearers = {r.headers.get("authorization", "") for r in fake.model_requests()}
+    assert result.outcome == "completed", result.events
+    for name in ("seen_env.txt", "seen_proc.txt", "seen_home.txt"):
+        assert OAUTH_CANARY not in (world.workspace / name).read_text(), name
+    assert "CLAUDE_CODE_OAUTH_TOKEN=sl-gw-" in (world.workspace / "seen_proc.txt").read_text()
+    assert bearers == {f"Bearer {OAUTH_CANARY}"}, bearers
+    assert not any(isinstance(e, Raw) and e.payload.get("gateway") == "off" for e in result.events)

@@ -91,7 +91,7 @@ class ClaudeCodeProvider(AgentCliProvider):
     default_endpoint: ClassVar[tuple[str, int] | None] = ("api.anthropic.com", 443)
     gateway_route: ClassVar[GatewayRoute | None] = GatewayRoute(
         vendor="anthropic",
-        key_vars=("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"),
+        key_vars=("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"),
         base_url_var="ANTHROPIC_BASE_URL",
         default_base_url="https://api.anthropic.com",
     )
@@ -283,7 +283,7 @@ class ClaudeCodeProvider(AgentCliProvider):
         remove_runtime_dir(session.state)
 
     def _credentials_check(self, environ: Mapping[str, str]) -> PreflightCheck:
-        for key in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"):
+        for key in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"):
             if environ.get(key):
                 return PreflightCheck(name="credentials", ok=True, detail=f"{key} is set")
         stored = self.config_dir() / ".credentials.json"
@@ -292,8 +292,8 @@ class ClaudeCodeProvider(AgentCliProvider):
         return PreflightCheck(
             name="credentials",
             ok=False,
-            detail="no ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN or stored login",
-            fix="export ANTHROPIC_API_KEY=... (or run `claude` once and log in)",
+            detail="no ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN, CLAUDE_CODE_OAUTH_TOKEN or stored login",
+            fix="export ANTHROPIC_API_KEY=... (or CLAUDE_CODE_OAUTH_TOKEN from `claude setup-token`)",
         )
 
     def config_dir(self) -> Path:
