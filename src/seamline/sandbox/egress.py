@@ -10,7 +10,10 @@ session's runtime folder to the :class:`EgressGate` that seamline runs outside:
   whatever the program sends; the target is fixed outside, the inside cannot choose it;
 - the *proxy* socket, an HTTP proxy (``CONNECT host:port`` and absolute-URI plain HTTP)
   that lets through only the hosts of the :class:`AllowList` and answers anything else
-  ``403`` and reports it (:attr:`EgressGate.refused`).
+  ``403`` and reports it (:attr:`EgressGate.refused`). A plain-HTTP request that carries
+  one of :attr:`EgressGate.refuse_carrying` (the model gateway's placeholder credentials),
+  in its head or anywhere after it on the connection, is refused or cut before that piece
+  goes out, whatever its host, and reported too.
 
 >>> allow = AllowList.parse(["api.anthropic.com", "example.org:8443"])
 >>> allow.permits("API.anthropic.com", 443), allow.permits("example.org", 443)
@@ -28,7 +31,7 @@ import stat
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import Final, Literal
 from urllib.parse import urlsplit
 
 from seamline.errors import InvalidRequest
@@ -186,6 +189,9 @@ class Refusal:
     host: str
     port: int
     method: str
+    reason: Literal["not_allowed", "placeholder"] = "not_allowed"
+    """``placeholder``: the request carried a credential that is worth something only at
+    seamline's model gateway (see :attr:`EgressGate.refuse_carrying`)."""
 
 
 @dataclass
@@ -195,6 +201,11 @@ class EgressGate:
     folder: Path
     allow: AllowList
     forwards: tuple[tuple[str, int], ...] = ()
+    refuse_carrying: tuple[bytes, ...] = ()
+    """What a plain-HTTP request's head may not carry (the model gateway's placeholder
+    credentials): such a request is refused whatever its host, and reported. A ``CONNECT``
+    tunnel carries TLS, which the proxy cannot read; a placeholder sent there is worth
+    nothing at any host but the gateway."""
     on_refusal: Callable[[Refusal], None] | None = None
     refused: list[Refusal] = field(default_factory=list)
     _servers: list[asyncio.Server] = field(default_factory=list)
@@ -286,23 +297,43 @@ class EgressGate:
         except InvalidRequest:
             await _answer(writer, 400, "bad proxy target")
             return
-        if not self.allow.permits(host, port):
-            refusal = Refusal(host=host, port=port, method=method.upper())
+        carried = bool(tail) and any(marker in head for marker in self.refuse_carrying)
+        if carried or not self.allow.permits(host, port):
+            refusal = Refusal(
+                host=host, port=port, method=method.upper(), reason="placeholder" if carried else "not_allowed"
+            )
             self.refused.append(refusal)
             if self.on_refusal is not None:
                 self.on_refusal(refusal)
-            await _answer(writer, 403, f"seamline egress: {host}:{port} is not on the sandbox's allowlist")
+            why = (
+                "the request carries a credential that only seamline's model gateway takes"
+                if carried
+                else f"{host}:{port} is not on the sandbox's allowlist"
+            )
+            await _answer(writer, 403, f"seamline egress: {why}")
             return
         try:
             up_reader, up_writer = await asyncio.open_connection(host, port)
         except OSError as exc:
             await _answer(writer, 502, f"seamline egress: cannot reach {host}:{port}: {exc.strerror or exc}")
             return
+        watch: _Markers | None = None
         if tail:
             up_writer.write(tail)
+            if self.refuse_carrying:
+                # What follows the head (a body, a second request on the connection) is
+                # plain too: it is read on the way, and the connection cut where it carries
+                # a marker, before that piece goes out.
+                watch = _Markers(self.refuse_carrying, lambda: self._carried(host, port, method))
         else:
             writer.write(b"HTTP/1.1 200 Connection Established\r\n\r\n")
-        await _splice(reader, writer, up_reader, up_writer)
+        await _splice(reader, writer, up_reader, up_writer, watch=watch)
+
+    def _carried(self, host: str, port: int, method: str) -> None:
+        refusal = Refusal(host=host, port=port, method=method.upper(), reason="placeholder")
+        self.refused.append(refusal)
+        if self.on_refusal is not None:
+            self.on_refusal(refusal)
 
 
 async def loopback_to_unix(path: Path) -> tuple[asyncio.Server, int]:
@@ -358,15 +389,40 @@ async def _answer(writer: asyncio.StreamWriter, status: int, text: str) -> None:
     writer.close()
 
 
+class _Markers:
+    """Finds any of ``markers`` in a stream read piece by piece (one split between two
+    pieces too), and says so once."""
+
+    def __init__(self, markers: tuple[bytes, ...], on_found: Callable[[], None]) -> None:
+        self._markers = markers
+        self._keep = max(len(m) for m in markers) - 1
+        self._tail = b""
+        self._on_found = on_found
+
+    def found_in(self, data: bytes) -> bool:
+        seen = self._tail + data
+        self._tail = seen[-self._keep :] if self._keep else b""
+        if any(m in seen for m in self._markers):
+            self._on_found()
+            return True
+        return False
+
+
 async def _splice(
     reader: asyncio.StreamReader,
     writer: asyncio.StreamWriter,
     up_reader: asyncio.StreamReader,
     up_writer: asyncio.StreamWriter,
+    *,
+    watch: _Markers | None = None,
 ) -> None:
-    async def copy(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+    async def copy(src: asyncio.StreamReader, dst: asyncio.StreamWriter, outbound: bool = False) -> None:
         try:
             while data := await src.read(_CHUNK):
+                if outbound and watch is not None and watch.found_in(data):
+                    for w in (writer, up_writer):
+                        w.transport.abort()
+                    return
                 dst.write(data)
                 await dst.drain()
         except OSError:
@@ -377,7 +433,7 @@ async def _splice(
                     dst.write_eof()
 
     try:
-        await asyncio.gather(copy(reader, up_writer), copy(up_reader, writer))
+        await asyncio.gather(copy(reader, up_writer, outbound=True), copy(up_reader, writer))
     finally:
         for w in (writer, up_writer):
             w.close()

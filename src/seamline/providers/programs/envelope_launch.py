@@ -23,6 +23,7 @@ from typing import Any, Final
 
 from seamline.errors import InvalidRequest, SandboxViolation
 from seamline.events import Raw
+from seamline.gateway.relay import PLACEHOLDER_PREFIX
 from seamline.providers.base import OptionSpec, Provider
 from seamline.providers.programs.runtime_dir import ensure_expose_dir, ensure_runtime_dir
 from seamline.sandbox.bwrap import SANDBOX_UID, find_prlimit
@@ -225,10 +226,15 @@ class Enveloped:
 
 
 def _refusal_event(refusal: Refusal) -> Raw:
-    return Raw(
-        source="seamline",
-        payload={"egress": "refused", "host": refusal.host, "port": refusal.port, "method": refusal.method},
-    )
+    payload: dict[str, Any] = {
+        "egress": "refused",
+        "host": refusal.host,
+        "port": refusal.port,
+        "method": refusal.method,
+    }
+    if refusal.reason == "placeholder":
+        payload["reason"] = "gateway placeholder"
+    return Raw(source="seamline", payload=payload)
 
 
 async def enter_envelope(
@@ -281,7 +287,9 @@ async def enter_envelope(
     # list too, for a program whose HTTP client sends everything to the proxy.
     allow = AllowList(tuple((h.lower(), p) for h, p in wanted))
     allow = allow.plus(AllowList.parse((allow_hosts or "").split(",")))
-    gate = EgressGate(folder=runtime, allow=allow, forwards=forwards)
+    # The model gateway's placeholder credentials go to the gateway (a forward), never
+    # through the proxy to another host.
+    gate = EgressGate(folder=runtime, allow=allow, forwards=forwards, refuse_carrying=(PLACEHOLDER_PREFIX.encode(),))
     await gate.start()
     proxy_port = free_inner_port([p for _, p in forwards])
     listen = [(p, str(gate.forward_socket(i))) for i, (_, p) in enumerate(forwards)]
