@@ -29,9 +29,10 @@ from seamline.errors import InvalidRequest, SandboxViolation
 from seamline.events import Event
 from seamline.loop.observers import Observer
 from seamline.providers.base import Provider, ProviderSession
+from seamline.providers.failover import Failover, FallbackChoice, fallback_backends
 from seamline.providers.registry import create_provider
 from seamline.providers.settings import ProviderSettings
-from seamline.runner import RunOptions, RunResult, collect, make_provider, open_session
+from seamline.runner import RunOptions, RunResult, collect, make_provider, open_failover
 from seamline.runner import stream as stream_turn
 from seamline.sandbox.probe import SandboxMode, open_sandbox
 from seamline.sandbox.runtime import Sandbox
@@ -49,7 +50,7 @@ class AgentSession:
     """One open session of an :class:`Agent`, for several turns; made by
     :meth:`Agent.session`. Each turn sees the turns before it."""
 
-    def __init__(self, session: ProviderSession, *, max_steps: int, budget_usd: float | None) -> None:
+    def __init__(self, session: ProviderSession | Failover, *, max_steps: int, budget_usd: float | None) -> None:
         self._session = session
         self._max_steps = max_steps
         self._budget_usd = budget_usd
@@ -87,7 +88,10 @@ class Agent:
     ``workspace``, on its own branch (``branch``, default ``seamline/<run id[:8]>``), with
     one commit per turn, and all the workspace tools there (unless ``workspace_tools=False``;
     write and shell calls still need ``yes`` or an approval); it needs a store (see
-    :mod:`seamline.worktrees`).
+    :mod:`seamline.worktrees`). ``fallback`` names backends (``"PROVIDER[:MODEL]"``,
+    :class:`~seamline.providers.failover.Fallback`, settings or provider objects) that take
+    the session over, in order, when a turn fails for want of capacity (quota, overloaded;
+    see :mod:`seamline.providers.failover`); it needs a store, and a sandbox encloses them too.
     """
 
     def __init__(
@@ -113,6 +117,7 @@ class Agent:
         on_notice: Callable[[str], None] | None = None,
         worktree: bool = False,
         branch: str | None = None,
+        fallback: Sequence[FallbackChoice] = (),
     ) -> None:
         if max_steps < 1:
             raise InvalidRequest("max_steps must be at least 1")
@@ -120,6 +125,8 @@ class Agent:
             raise InvalidRequest("worktree=True needs a store (store=...): the store records the run's worktree")
         if branch is not None and not worktree:
             raise InvalidRequest("branch= names a worktree run's branch: give worktree=True too")
+        if fallback and store is None:
+            raise InvalidRequest("fallback= needs a store (store=...): the next backend continues from its transcript")
         self.provider = provider
         self.model = model
         self.options = dict(options or {})
@@ -143,15 +150,26 @@ class Agent:
         self.on_notice = on_notice
         self.worktree = worktree
         self.branch = branch
+        self.fallback = tuple(fallback)
         self._backend().check_budget(budget_usd)  # a bad name, option or budget fails here
+        for backup in self._fallbacks():
+            backup.check_budget(budget_usd)  # and so does a bad fallback
 
     def _backend(self) -> Provider:
         """The provider for one session: made anew from a name or settings, so its clients
         belong to the event loop that runs the session (and close with it)."""
-        backend = make_provider(self.provider, model=self.model, options=self.options)
+        return self._enclosed(make_provider(self.provider, model=self.model, options=self.options), self.provider)
+
+    def _fallbacks(self) -> list[Provider]:
+        """The fallbacks for one session, made anew (as :meth:`_backend`) and enclosed alike."""
+        made = fallback_backends(self.fallback)
+        return [self._enclosed(backend, choice) for backend, choice in zip(made, self.fallback, strict=True)]
+
+    def _enclosed(self, backend: Provider, choice: object) -> Provider:
+        """``backend`` as this agent's sandbox wants it: one that runs its own programs runs
+        them in the envelope, or is refused."""
         if self.sandbox is None or not backend.runs_own_tools:
             return backend
-        # A backend that runs its own programs runs them in the envelope, or is refused.
         mode = self.sandbox if isinstance(self.sandbox, str) else None
         if mode not in ("bwrap", "auto") or "sandbox" not in type(backend).options:
             raise SandboxViolation(
@@ -160,7 +178,7 @@ class Agent:
             )
         if backend.option_values.get("sandbox") == mode:
             return backend
-        if isinstance(self.provider, Provider):
+        if isinstance(choice, Provider):
             raise InvalidRequest(f"sandbox={mode!r} with a provider object: give it the option sandbox={mode}")
         options = {**backend.option_values, "sandbox": mode}
         return create_provider(backend.name, model=backend.model, options=options)
@@ -205,6 +223,7 @@ class Agent:
             on_notice=self.on_notice,
             stored={"sandbox": sandbox} if sandbox else None,
             worktree=tree or False,
+            fallback=self._fallbacks(),
         )
 
     @asynccontextmanager
@@ -250,5 +269,5 @@ class Agent:
             raise InvalidRequest(
                 "a resumed or forked session goes on in its own workspace; use an agent without worktree=True"
             )
-        async with self._options() as options, open_session(options, resume=resume, fork=fork) as opened:
+        async with self._options() as options, open_failover(options, resume=resume, fork=fork) as opened:
             yield AgentSession(opened, max_steps=self.max_steps, budget_usd=self.budget_usd)

@@ -30,6 +30,7 @@ from seamline.events import Session as SessionEvent
 from seamline.loop.messages import Message
 from seamline.loop.observers import Observer
 from seamline.providers.base import Provider, ProviderSession
+from seamline.providers.failover import Failover, FallbackChoice, fallback_backends
 from seamline.providers.registry import create_provider
 from seamline.providers.settings import ProviderSettings
 from seamline.redact import redact_url
@@ -48,6 +49,7 @@ __all__ = [
     "RunResult",
     "collect",
     "make_provider",
+    "open_failover",
     "open_session",
     "public_options",
     "run",
@@ -80,6 +82,9 @@ class RunOptions:
     commit per turn that changed something (see :mod:`seamline.worktrees`); it needs a
     store, and tools built by the run (with ``tools=``, pass a
     :class:`~seamline.worktrees.Worktree` made by :func:`seamline.worktrees.create` instead).
+    ``fallback`` names backends (``"PROVIDER[:MODEL]"``, a :class:`~seamline.providers.failover.Fallback`,
+    settings or a provider object) that take the session over, in order, when a turn fails
+    for want of capacity (see :mod:`seamline.providers.failover`); it needs a store.
     """
 
     provider: ProviderChoice = "offline"
@@ -102,6 +107,7 @@ class RunOptions:
     stored: Mapping[str, object] | None = None
     worktree: bool | Worktree = False
     branch: str | None = None
+    fallback: Sequence[FallbackChoice] = ()
 
     def replace(self, **fields: Unpack[RunFields]) -> RunOptions:
         """A copy with ``fields`` changed."""
@@ -131,6 +137,7 @@ class RunFields(TypedDict, total=False):
     stored: Mapping[str, object] | None
     worktree: bool | Worktree
     branch: str | None
+    fallback: Sequence[FallbackChoice]
 
 
 def _given(options: RunOptions | None, fields: RunFields) -> RunOptions:
@@ -166,8 +173,62 @@ async def open_session(
     A resumed or forked session gets the instructions it was started with (kept in the
     store's run options) unless ``instructions`` gives others. A worktree run (new, or
     resumed) commits each turn's changes on its branch before the turn's ``complete``.
+    A session with fallbacks is opened by :func:`open_failover`.
     """
     given = _given(options, fields)
+    if given.fallback:
+        raise InvalidRequest("a session with fallback= is opened by open_failover(), which hands it over")
+    async with _opened(given, resume=resume, fork=fork) as session:
+        yield session
+
+
+@asynccontextmanager
+async def open_failover(
+    options: RunOptions | None = None,
+    /,
+    *,
+    resume: str | None = None,
+    fork: str | None = None,
+    **fields: Unpack[RunFields],
+) -> AsyncIterator[ProviderSession | Failover]:
+    """:func:`open_session` for a run that may have fallbacks: without them, the session;
+    with them, a :class:`~seamline.providers.failover.Failover` over it (``send`` and
+    ``session_id`` as the session's), which hands the session over to the next fallback
+    when a turn fails for want of capacity. The fallbacks are checked before anything opens."""
+    given = _given(options, fields)
+    backups = fallback_backends(given.fallback, budget_usd=given.budget_usd)
+    if backups and given.store is None:
+        raise InvalidRequest("fallback= needs a store (store=...): the next backend continues from its transcript")
+    async with _opened(given, resume=resume, fork=fork) as session:
+        if not backups:
+            yield session
+            return
+        failover = Failover(session, backups, on_open=_reopened(session, given.on_open))
+        try:
+            yield failover
+        finally:
+            await failover.aclose()
+
+
+def _reopened(
+    first: ProviderSession, on_open: Callable[[ProviderSession], None] | None
+) -> Callable[[ProviderSession], None]:
+    """What a session a failover opened is met with: the store keeps its backend's options
+    (``run --session`` goes on with them), and the run's ``on_open`` hears of it."""
+
+    def met(session: ProviderSession) -> None:
+        if first.store is not None:
+            first.store.set_run_options(
+                session.session_id, {"provider_options": public_options(session.provider) or None}
+            )
+        if on_open is not None:
+            on_open(session)
+
+    return met
+
+
+@asynccontextmanager
+async def _opened(given: RunOptions, *, resume: str | None, fork: str | None) -> AsyncIterator[ProviderSession]:
     backend = make_provider(given.provider, model=given.model, options=given.options)
     backend.check_budget(given.budget_usd)  # before a session opens: an unenforceable budget is refused
     store = given.store
@@ -313,7 +374,7 @@ async def stream(
     reuse them.
     """
     given = _given(options, fields)
-    async with open_session(given) as session:
+    async with open_failover(given) as session:
         async for event in session.send(prompt, max_steps=given.max_steps, budget_usd=given.budget_usd):
             yield event
 

@@ -8,6 +8,10 @@ when a parser's version changes, a session is derived again the next time it is 
 The ``events`` parser covers every provider, because the base verbs log every event a
 provider emits. A provider with a native wire may register a parser for its own source
 that ``replaces_events`` in the turns where that source appears.
+
+A turn sent again (a failover: the backend had no capacity, the next one took the session
+and answered the same prompt) has several ``prompt`` rows; only its rows from the last one
+on make the transcript, so the prompt is there once. The raw log keeps the failed attempt.
 """
 
 from __future__ import annotations
@@ -129,9 +133,23 @@ def parser_versions() -> dict[str, int]:
 _STANDS_FOR: Final = {"final_text": "assistant", "reasoning_delta": "reasoning"}
 
 
+def _last_attempts(rows: Iterable[RawRow]) -> list[RawRow]:
+    """The rows without those of a turn's attempts before its last prompt (a failover)."""
+    rows = list(rows)
+    last: dict[int, int] = {}
+    prompts = 0
+    for row in rows:
+        if row.source == "prompt":
+            prompts += 1
+            last[row.turn] = row.seq
+    if prompts == len(last):  # one prompt a turn: the common case, nothing to leave out
+        return rows
+    return [r for r in rows if r.seq >= last.get(r.turn, 0)]
+
+
 def derive_transcript(rows: Iterable[RawRow]) -> list[TranscriptEntry]:
     """Derive the transcript of one session from its raw rows (in log order)."""
-    rows = list(rows)
+    rows = _last_attempts(rows)
     native_turns = {r.turn for r in rows if (p := _PARSERS.get(r.source)) is not None and p.replaces_events}
     drafts: list[tuple[Draft, TranscriptParser]] = []
     for row in rows:
