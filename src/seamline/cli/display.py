@@ -17,6 +17,7 @@ from seamline.events import (
     Event,
     FileChange,
     PermissionDecision,
+    Raw,
     Session,
     Text,
     TextDelta,
@@ -212,6 +213,10 @@ class TextDisplay:
             retry = " (retrying)" if event.retryable and event.attempt else ""
             self._end_partial_line()
             self.err.write(f"seamline: {event.kind} error: {one_line(event.message)}{retry}\n")
+        elif isinstance(event, Raw) and event.source == "handoff" and isinstance(event.payload, dict):
+            self._end_partial_line()  # a failover (seamline.providers.failover): say who answers now
+            to, model = event.payload.get("to"), event.payload.get("to_model")
+            self.err.write(f"seamline: handed over to {to}{f' ({model})' if model else ''}, sending the turn again\n")
         elif isinstance(event, Complete):
             self._end_partial_line()
             cost = "cost unknown" if self.cost is None else f"${self.cost:.4f}"

@@ -21,7 +21,7 @@ from seamline.cli.display import (
 from seamline.cli.extension_flags import add_extension_flags, run_extensions
 from seamline.cli.main import EXIT_CODES, SeamlineUsage, install_abort_handler
 from seamline.cli.otel_command import add_otel_flag, otel_events
-from seamline.cli.run_flags import flag_options
+from seamline.cli.run_flags import add_fallback_flags, flag_options
 from seamline.events import Complete
 from seamline.providers.base import Provider, ProviderSession
 from seamline.runner import RunOptions, make_provider, stream
@@ -39,6 +39,7 @@ examples:
   seamline run --json "What does the store keep?"
   seamline run --provider scripted --provider-option script=demo.yaml --yes "Fix the typo"
   seamline run --worktree --workspace ~/src/app --yes "Add a test for the parser"
+  seamline run -p anthropic --fallback openai:gpt-4o-mini --fallback offline "Summarise the log"
 
 Without --json the answer goes to stdout and, on a terminal, progress (tools, tokens,
 cost) to stderr. With --json every stdout line is one event: the first is `session`,
@@ -90,6 +91,7 @@ def add_parser(commands: Any) -> str:
     )
     run.add_argument("--budget-usd", type=float, metavar="USD", help="stop the turn once its cost passes this")
     run.add_argument("--allow", action="append", metavar="TOOL", help="offer only these tools; repeatable")
+    add_fallback_flags(run)
     add_extension_flags(run)
     add_otel_flag(run)
     run.add_argument(
@@ -139,6 +141,7 @@ def run(args: argparse.Namespace) -> int:
     if args.max_steps < 1:
         raise SeamlineUsage("--max-steps must be at least 1")
     _check_worktree_flags(args)
+    _check_fallback_flags(args)
     args.handoff = args.session is not None and args.provider is not None  # --session ID --provider P
     args.provider = args.provider or "offline"
     if args.on == "temporal":
@@ -165,7 +168,7 @@ def run(args: argparse.Namespace) -> int:
             tree = create_worktree(args.workspace, run_id=uuid.uuid4().hex, store=store.location, branch=args.branch)
             workspace = Workspace(tree.workspace)
             _say_what_the_worktree_leaves_out(tree)
-        if not provider.runs_own_tools or not args.sandbox:
+        if not provider.runs_own_tools or not args.sandbox or _tools_for_a_fallback(given):
             sandbox, journal = sandbox_for_run(args, workspace)  # (None, None) without --sandbox
         else:
             sandbox, journal = None, None  # the program runs its own tools, inside the envelope
@@ -215,6 +218,28 @@ def _check_worktree_flags(args: argparse.Namespace) -> None:
             raise SeamlineUsage(f"--worktree does not go with {flag} (see docs/worktrees.md)")
 
 
+def _check_fallback_flags(args: argparse.Namespace) -> None:
+    if not args.fallback:
+        return
+    for flag, given in (
+        ("--session", args.session),
+        ("--pipeline", args.pipeline),
+        ("--no-store", args.no_store),
+        ("--on temporal", args.on == "temporal"),
+    ):
+        if given:
+            raise SeamlineUsage(f"--fallback does not go with {flag} (see docs/cli.md, Failover)")
+
+
+def _tools_for_a_fallback(given: RunOptions) -> bool:
+    """Whether a fallback would call seamline's tools (a model API after an agent CLI):
+    with --sandbox they are then isolated as for any such backend."""
+    from seamline.providers.failover import Fallback
+    from seamline.providers.registry import provider_class
+
+    return any(isinstance(f, Fallback) and not provider_class(f.provider).runs_own_tools for f in given.fallback)
+
+
 def _continue(args: argparse.Namespace, prompt: str) -> int:
     """``run --session ID``: resume the stored session with this prompt."""
     from seamline.cli.sessions_command import continue_session
@@ -244,7 +269,7 @@ async def _drive(
     async def abort() -> bool:
         if not opened:
             return False  # nothing to abort yet (MCP servers starting): the run is cancelled
-        await provider.abort(opened[0])
+        await opened[-1].provider.abort(opened[-1])  # the latest: a fallback may hold the session now
         return True
 
     interruption = install_abort_handler(asyncio.get_running_loop(), abort)
@@ -279,7 +304,7 @@ async def _drive(
                     cannot_write = None if isinstance(exc, BrokenPipeError) else exc
                     stdout_gone()
                     if opened and final is None:
-                        await provider.abort(opened[0])
+                        await opened[-1].provider.abort(opened[-1])
         finally:
             await aclose_events(flow)
     except asyncio.CancelledError:

@@ -5,6 +5,11 @@ its metadata under ``handoffs``, oldest first: which provider and model it left,
 took it, after which turn and at which transcript message. The ledger's rows carry their
 turn, so :func:`backend_spans` splits the session's figures by the backend that spent them.
 
+A failover's switch (:mod:`seamline.providers.failover`) also has ``reason`` (the failed
+turn's error kind), ``message`` and ``failover: true``; its ``after_turn`` is the turn before
+the failed one, because the new backend answers that turn: the turn's ledger rows, the
+failed attempt's included, count under it.
+
 >>> from seamline.sessions.records import UsageRow
 >>> row = lambda turn, cost: UsageRow("s", turn, 10, 5, 0, 0, cost, True, None)
 >>> handoffs = [{"from": "claude-code", "from_model": None, "to": "codex", "to_model": None, "after_turn": 1}]
@@ -72,6 +77,8 @@ def backend_spans(
     bounds.append((provider, model, first, None))
     spans = []
     for name, used_model, lo, hi in bounds:
+        if hi is not None and hi < lo:
+            continue  # a backend that answered no turn (it failed over on its first; see failover)
         rows = [u for u in usage if u.turn >= lo and (hi is None or u.turn <= hi)]
         spans.append(BackendSpan(name, used_model, (lo, hi), _totals(rows)))
     return spans
