@@ -24,7 +24,8 @@ from seamline.testing import scripted
 from seamline.tools import Toolset
 from tests.fakes.anthropic_api import FakeAnthropic
 from tests.fakes.openai_api import FakeOpenAI
-from tests.providers.model_api_support import lookup, model_api_env  # noqa: F401 - a fixture
+from tests.providers.model_api_support import lookup
+from tests.providers.model_api_support import model_api_env as model_api_env  # a fixture
 
 OVERLOADED = {"error": {"kind": "provider", "message": "overloaded", "retryable": True}}
 

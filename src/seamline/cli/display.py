@@ -213,9 +213,9 @@ class TextDisplay:
             retry = " (retrying)" if event.retryable and event.attempt else ""
             self._end_partial_line()
             self.err.write(f"seamline: {event.kind} error: {one_line(event.message)}{retry}\n")
-        elif isinstance(event, Raw) and event.source == "handoff" and isinstance(event.payload, dict):
+        elif isinstance(event, Raw) and event.source == "handoff":
             self._end_partial_line()  # a failover (seamline.providers.failover): say who answers now
-            to, model = event.payload.get("to"), event.payload.get("to_model")
+            to, model = _field(event.payload, "to"), _field(event.payload, "to_model")
             self.err.write(f"seamline: handed over to {to}{f' ({model})' if model else ''}, sending the turn again\n")
         elif isinstance(event, Complete):
             self._end_partial_line()
@@ -300,3 +300,11 @@ def turn_ended(final: Complete, *, max_steps: int, display: JsonDisplay | TextDi
     if isinstance(display, TextDisplay) and display.progress:
         return
     print(f"seamline: turn {final.outcome} ({final.stop_reason})", file=sys.stderr)
+
+
+def _field(payload: Any, key: str) -> object:
+    """``payload[key]`` of a provider-native payload that may not be a mapping at all."""
+    try:
+        return payload.get(key)
+    except AttributeError:
+        return None

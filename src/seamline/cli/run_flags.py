@@ -37,6 +37,7 @@ class _FallbackOptionFlag(argparse.Action):
         found = getattr(namespace, "fallback", None)
         if not found:
             parser.error("--fallback-option KEY=VALUE goes after the --fallback it is for")
+            return
         found[-1][1].append(str(values))
 
 

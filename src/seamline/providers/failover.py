@@ -28,8 +28,7 @@ Fallback(provider='offline', model=None, options=None)
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from contextlib import aclosing
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -137,7 +136,8 @@ class Failover:
             left = None if budget_usd is None else max(budget_usd - spent, 0.0)
             final: Complete | None = None
             last_error: Error | None = None
-            async with aclosing(session.send(prompt, max_steps=max_steps, budget_usd=left, params=params)) as events:
+            events = session.send(prompt, max_steps=max_steps, budget_usd=left, params=params)
+            try:
                 async for event in events:
                     if isinstance(event, Complete):
                         final = event
@@ -145,6 +145,9 @@ class Failover:
                     if isinstance(event, Error):
                         last_error = event
                     yield event
+            finally:
+                if isinstance(events, AsyncGenerator):
+                    await events.aclose()  # a reader that stopped early ends the attempt now
             assert final is not None  # the seam ends every turn with one
             spent += session.totals.cost_usd
             handed: Raw | None = None
@@ -210,9 +213,10 @@ class Failover:
 
 
 def _can_take(backend: Provider) -> None:
-    """The checks :meth:`Provider.resume` makes first (real calls allowed, a key present…)."""
-    backend._check_allowed()
-    backend._ready()
+    """The checks :meth:`Provider.resume` makes first (real calls allowed, a key present…);
+    made here, in the seam's room, because the record is switched before the resume."""
+    backend._check_allowed()  # pyright: ignore[reportPrivateUsage]
+    backend._ready()  # pyright: ignore[reportPrivateUsage]
     if backend.resume_support == "none":
         raise InvalidRequest(f"provider {backend.name} cannot resume a session, so it cannot take one over")
 
