@@ -13,6 +13,7 @@ named agents::
     workspaces = ["~/src", "/srv/repos"]
     yes = false                  # may clients ask to run tools without asking?
     client_options = ["temperature"]   # options a client may set (none by default)
+    fallback = ["openai:gpt-4o-mini", { provider = "anthropic", model = "claude-haiku-4-5", options = {} }]
 
 Clients pick an agent by name and a workspace under one of its roots. Without naming an
 agent they get the safe defaults: any provider, but one that runs a program (an agent CLI,
@@ -20,6 +21,11 @@ an ACP agent, OpenCode) runs inside the envelope (serve's ``--sandbox``, ``auto`
 default: refused where it cannot be isolated); options that name no program, path or
 endpoint (see ``OptionSpec.operator_only``), no ``yes``, and a workspace inside the
 server's ``--workspace``.
+
+``fallback`` lists the backends that take a session over, in order, when a turn fails for
+want of capacity (quota, overloaded; see :mod:`seamline.providers.failover`): each
+``"PROVIDER[:MODEL]"`` or a table ``{provider, model, options}``. A fallback gets only its own
+options (none of the agent's), and one that runs a program runs in the agent's ``sandbox``.
 """
 
 from __future__ import annotations
@@ -27,13 +33,14 @@ from __future__ import annotations
 import math
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from seamline.errors import InvalidRequest, PermissionDenied, SeamlineError
 from seamline.providers.base import Provider
+from seamline.providers.failover import Fallback, parse_fallback
 from seamline.providers.option_kinds import option_problem
 from seamline.providers.registry import provider_class
 from seamline.runner import RunOptions
@@ -52,7 +59,18 @@ __all__ = [
 AGENT_KEY: Final = "agent"  # the session metadata key that names a session's declared agent
 SANDBOXES: Final = ("bwrap", "auto", "none")
 _KEYS: Final = frozenset(
-    {"provider", "model", "options", "sandbox", "budget_usd", "workspaces", "yes", "client_options", "description"}
+    {
+        "provider",
+        "model",
+        "options",
+        "sandbox",
+        "budget_usd",
+        "workspaces",
+        "yes",
+        "client_options",
+        "description",
+        "fallback",
+    }
 )
 
 
@@ -78,6 +96,7 @@ class AgentSpec:
     yes: bool = False
     client_options: tuple[str, ...] = ()
     description: str = ""
+    fallback: tuple[Fallback, ...] = ()
 
     def public(self) -> dict[str, Any]:
         """What a client may see: never option values (they may hold secrets)."""
@@ -105,6 +124,7 @@ class Plan:
     yes: bool
     agent: str | None = None
     budget_usd: float | None = None
+    fallback: tuple[Fallback, ...] = ()
 
     def run_options(self, *, max_steps: int = 50) -> RunOptions:
         """The options the server runs this plan with (the same type every face builds)."""
@@ -116,6 +136,7 @@ class Plan:
             yes=self.yes,
             max_steps=max_steps,
             budget_usd=self.budget_usd,
+            fallback=self.fallback,
         )
 
 
@@ -157,20 +178,7 @@ def _agent(where: str, name: str, body: Any, default_workspace: Path) -> AgentSp
     model = body.get("model")
     if model is not None and not isinstance(model, str):
         raise bad("model", "must be a string")
-    options = body.get("options", {})
-    if not isinstance(options, dict):
-        raise bad("options", "must be a table of strings")
-    for key, value in options.items():
-        if not isinstance(value, str):
-            raise bad(f"options.{key}", "must be a string")
-        spec = cls.options.get(key)
-        if spec is None:
-            raise bad(f"options.{key}", f"provider {provider} has no such option")
-        problem = option_problem(spec.kind, value)
-        if problem is None and spec.choices and value not in spec.choices:
-            problem = f"one of {', '.join(spec.choices)}"
-        if problem is not None:
-            raise bad(f"options.{key}", problem)
+    options = _options(body.get("options", {}), cls, "options", bad)
     sandbox = body.get("sandbox", "bwrap")
     if sandbox not in SANDBOXES:
         raise bad("sandbox", f"one of {', '.join(SANDBOXES)}")
@@ -203,6 +211,10 @@ def _agent(where: str, name: str, body: Any, default_workspace: Path) -> AgentSp
     description = body.get("description", "")
     if not isinstance(description, str):
         raise bad("description", "must be a string")
+    fallback: Any = body.get("fallback", [])
+    if not isinstance(fallback, list):
+        raise bad("fallback", 'must be a list of "PROVIDER[:MODEL]" or {provider, model, options} tables')
+    declared: list[Any] = fallback
     return AgentSpec(
         name=name,
         provider=provider,
@@ -214,7 +226,56 @@ def _agent(where: str, name: str, body: Any, default_workspace: Path) -> AgentSp
         yes=yes,
         client_options=tuple(client_options),
         description=description,
+        fallback=tuple(_fallback(item, f"fallback.{i}", bad) for i, item in enumerate(declared)),
     )
+
+
+def _options(options: Any, cls: type[Provider], key: str, bad: Callable[[str, str], AgentsFileError]) -> dict[str, str]:
+    """A table of ``cls``'s options, each checked."""
+    if not isinstance(options, dict):
+        raise bad(key, "must be a table of strings")
+    table = cast("dict[str, Any]", options)
+    for name, value in table.items():
+        if not isinstance(value, str):
+            raise bad(f"{key}.{name}", "must be a string")
+        spec = cls.options.get(name)
+        if spec is None:
+            raise bad(f"{key}.{name}", f"provider {cls.name} has no such option")
+        problem = option_problem(spec.kind, value)
+        if problem is None and spec.choices and value not in spec.choices:
+            problem = f"one of {', '.join(spec.choices)}"
+        if problem is not None:
+            raise bad(f"{key}.{name}", problem)
+    return cast("dict[str, str]", table)
+
+
+def _fallback(item: Any, key: str, bad: Callable[[str, str], AgentsFileError]) -> Fallback:
+    """One entry of ``fallback``: ``"PROVIDER[:MODEL]"`` or ``{provider, model, options}``."""
+    table: dict[str, Any] = cast("dict[str, Any]", item) if isinstance(item, dict) else {}
+    if isinstance(item, dict):
+        unknown = sorted(set(table) - {"provider", "model", "options"})
+        if unknown:
+            raise bad(f"{key}.{unknown[0]}", "unknown key (known: model, options, provider)")
+        name, model = table.get("provider"), table.get("model")
+        if not isinstance(name, str) or ":" in name or (model is not None and not isinstance(model, str)):
+            raise bad(key, "provider (and model) must be strings")
+        text = f"{name}:{model}" if model else name
+    elif isinstance(item, str):
+        text = item
+    else:
+        raise bad(key, 'must be "PROVIDER[:MODEL]" or a table {provider, model, options}')
+    try:
+        found = parse_fallback(text)
+    except SeamlineError as exc:
+        raise bad(key, exc.message) from None
+    options = _options(table.get("options", {}), provider_class(found.provider), f"{key}.options", bad)
+    return Fallback(found.provider, found.model, dict(options) or None)
+
+
+def _enclosed(fallback: Fallback, spec: AgentSpec) -> Fallback:
+    """A declared agent's fallback with the options that let it start here (the envelope)."""
+    extra = program_options(provider_class(fallback.provider), spec)
+    return Fallback(fallback.provider, fallback.model, {**(fallback.options or {}), **extra} or None)
 
 
 def program_options(cls: type[Provider], agent: AgentSpec | None, default_sandbox: str = "auto") -> dict[str, str]:
@@ -302,6 +363,7 @@ class ServePolicy:
             yes,
             spec.name,
             cap_budget(budget_usd, spec),
+            tuple(_enclosed(f, spec) for f in spec.fallback),
         )
 
     def stored(self, record: Any, options: Mapping[str, str], yes: bool, budget_usd: float | None = None) -> Plan:
@@ -311,7 +373,7 @@ class ServePolicy:
         name = (record.metadata or {}).get(AGENT_KEY)
         if isinstance(name, str):
             spec = self.agents.get(name)
-            if spec is None or spec.provider != record.provider:
+            if spec is None or record.provider not in (spec.provider, *(f.provider for f in spec.fallback)):
                 raise PermissionDenied(
                     f"session {record.id} belongs to agent {name!r}, which this server does not declare"
                 )

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 from seamline.errors import InvalidRequest
 from seamline.events import Complete, Event, PermissionRequest, ToolCall, ToolResult, Usage
 from seamline.providers.base import Provider, ProviderSession
+from seamline.providers.failover import Failover, fallback_backends
 from seamline.providers.registry import create_provider
 from seamline.runner import RunOptions
 from seamline.server.agents_file import AGENT_KEY, ServePolicy
@@ -183,10 +184,23 @@ class LiveSession:
     current: Run | None = None
     waiting: int = 0
     runs: list[str] = field(default_factory=list)
+    failover: Failover | None = None  # an agent with fallbacks: its turns go through it
 
     @property
     def busy(self) -> bool:
         return self.lock.locked() or self.waiting > 0
+
+    @property
+    def serving(self) -> ProviderSession:
+        """The session that runs the turns now (a fallback's, once one took over)."""
+        return self.failover.session if self.failover is not None else self.session
+
+    async def close(self) -> None:
+        try:
+            await self.provider.close(self.session)
+        finally:
+            if self.failover is not None:
+                await self.failover.aclose()  # the fallbacks' sessions
 
 
 class RunHub:
@@ -279,8 +293,11 @@ class RunHub:
         holder: list[LiveSession] = []
         ws = Workspace(given.workspace)
         approval = self._approval(lambda: holder[0] if holder else None, ws.root, given.yes)
+        backups = fallback_backends(given.fallback)  # checked before the session opens
         session = await start(self._tools(ws), approval)
         slot = LiveSession(provider=backend, session=session, approval=approval, yes=given.yes)
+        if backups:
+            slot.failover = Failover(session, backups)
         holder.append(slot)
         self.sessions[session.session_id] = slot
         return slot
@@ -326,7 +343,9 @@ class RunHub:
         return await self._hold(
             backend,
             given,
-            lambda tools, approval: backend.resume(record.id, store=self.store, tools=tools, approval=approval),
+            lambda tools, approval: backend.resume(
+                record.id, store=self.store, tools=tools, approval=approval, handoff=record.provider != backend.name
+            ),  # a session a fallback took over goes back to its agent's backend (a handoff)
         )
 
     async def fork_session(
@@ -344,7 +363,14 @@ class RunHub:
         slot = await self._hold(
             backend,
             given,
-            lambda tools, approval: chosen.fork(record.id, store=self.store, at=at, tools=tools, approval=approval),
+            lambda tools, approval: chosen.fork(
+                record.id,
+                store=self.store,
+                at=at,
+                tools=tools,
+                approval=approval,
+                handoff=record.provider != chosen.name,
+            ),
         )
         if plan.agent is not None:  # the fork keeps its agent, so its runs keep the operator's settings
             self.store.update_metadata(slot.session.session_id, {AGENT_KEY: plan.agent, "surface": "serve"})
@@ -362,7 +388,7 @@ class RunHub:
         if live is not None and live.busy:
             raise Busy(f"session {record.id} is running a turn; cancel it first")
         if live is not None:
-            await live.provider.close(live.session)
+            await live.close()
             self.sessions.pop(record.id, None)
         self.store.delete_session(record.id)
         from seamline.providers.programs.envelope_launch import remove_envelope_homes
@@ -467,7 +493,8 @@ class RunHub:
     async def _turn(self, slot: LiveSession, run: Run, turn: RunOptions) -> None:
         final: Complete | None = None
         try:
-            async for event in slot.session.send(run.prompt, max_steps=turn.max_steps, budget_usd=turn.budget_usd):
+            turns = slot.failover or slot.session
+            async for event in turns.send(run.prompt, max_steps=turn.max_steps, budget_usd=turn.budget_usd):
                 run.append(event)
                 if isinstance(event, Complete):
                     final = event
@@ -586,7 +613,7 @@ class RunHub:
         if run.status == "queued" and run.task is not None:
             run.task.cancel()  # it never reaches the provider
         elif run.status == "running" and slot is not None and slot.current is run:
-            await slot.provider.abort(slot.session)
+            await slot.serving.provider.abort(slot.serving)
             asyncio.get_running_loop().call_later(self.cancel_grace, self._cut, run)
         return run
 
@@ -622,7 +649,7 @@ class RunHub:
             await asyncio.gather(*tasks, return_exceptions=True)
         for slot in list(self.sessions.values()):
             try:
-                await slot.provider.close(slot.session)
+                await slot.close()
             except Exception:  # noqa: BLE001 - closing one session must not keep the others open
                 pass
         self.sessions.clear()
