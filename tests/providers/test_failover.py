@@ -211,8 +211,10 @@ def test_a_fallback_that_cannot_start_passes_the_turn_on(tmp_path: Path, monkeyp
 def test_fallbacks_are_checked_before_anything_starts(tmp_path: Path) -> None:
     with pytest.raises(InvalidRequest, match="unknown provider 'nope'"):
         seamline.run_sync("go", fallback=["nope:model"], store=tmp_path / "s.db", workspace=tmp_path)
+    opened: list[object] = []
     with pytest.raises(InvalidRequest, match="needs a store"):
-        seamline.run_sync("go", fallback=["offline"], store=None, workspace=tmp_path)
+        seamline.run_sync("go", fallback=["offline"], store=None, workspace=tmp_path, on_open=opened.append)
+    assert opened == []  # refused before a session opened
     with pytest.raises(InvalidRequest, match="needs a store"):
         seamline.Agent(fallback=["offline"], store=None)
     with pytest.raises(InvalidRequest, match="unknown provider"):
