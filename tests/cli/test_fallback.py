@@ -143,7 +143,7 @@ def test_when_every_fallback_fails_the_run_fails_with_the_last_error(tmp_path: P
         (["--fallback-option", "base_url=x"], "goes after the --fallback it is for"),
         (["--fallback", "offline", "--fallback-option", "base_url"], "--fallback-option takes KEY=VALUE"),
         (["--fallback", "offline", "--no-store"], "--fallback does not go with --no-store"),
-        (["--fallback", "offline", "--session", "abc"], "--fallback does not go with --session"),
+        (["--fallback", "offline", "--pipeline", "single"], "--fallback does not go with --pipeline"),
         (["--fallback", "offline", "--fallback-option", "nope=1"], "nope"),
     ],
 )
@@ -157,6 +157,40 @@ def test_a_bad_fallback_is_a_usage_error_before_anything_runs(tmp_path: Path, fl
         not (tmp_path / "cli-store.db").exists()
         or "Go" not in cli_run(["sessions", "list"], env=env, cwd=tmp_path).stdout
     )
+
+
+def test_a_continued_session_fails_over_with_its_history(tmp_path: Path) -> None:
+    env = cli_env(tmp_path)
+    (tmp_path / "notes.txt").write_text("the bird is a heron\n")
+    first = cli_run(["run", "--json", "What is the bird?"], env=env, cwd=tmp_path)  # offline
+    assert first.returncode == 0, first.stderr
+    session_id = json_events(first.stdout)[0]["session_id"]
+    with (
+        FakeAnthropic([], fallback={"status": 529}) as anthropic,
+        FakeOpenAI([{"text": "Still a heron."}]) as openai,
+    ):
+        done = cli_run(
+            [
+                "run", "--json", "--session", session_id, "-p", "anthropic", "-m", "claude-sonnet-4-6",
+                "-o", f"base_url={anthropic.base_url}", "-o", "max_retries=0",
+                "--fallback", "openai:gpt-4o-mini", "--fallback-option", f"base_url={openai.base_url}", "And now?",
+            ],
+            env=env,
+            cwd=tmp_path,
+        )  # fmt: skip
+        (asked,) = [json.dumps(r.body) for r in openai.model_requests()]
+    assert done.returncode == 0, done.stderr
+    events = json_events(done.stdout)
+    assert events[-1]["text"] == "Still a heron." and [e["type"] for e in events].count("complete") == 1
+    assert "What is the bird?" in asked and asked.count("And now?") == 1  # the history, and the prompt once
+    shown = _shown(session_id, env, tmp_path)
+    assert [(t, r) for t, r, _ in _said(shown)] == [(1, "user"), (1, "assistant"), (2, "user"), (2, "assistant")]
+    switches = shown["session"]["metadata"]["handoffs"]
+    assert [(h["from"], h["to"], h.get("reason")) for h in switches] == [
+        ("offline", "anthropic", None),  # the handoff asked for
+        ("anthropic", "openai", "provider"),  # the failover
+    ]
+    assert [b["provider"] for b in shown["backends"]] == ["offline", "openai"]
 
 
 @pytest.mark.real

@@ -222,7 +222,6 @@ def _check_fallback_flags(args: argparse.Namespace) -> None:
     if not args.fallback:
         return
     for flag, given in (
-        ("--session", args.session),
         ("--pipeline", args.pipeline),
         ("--no-store", args.no_store),
         ("--on temporal", args.on == "temporal"),

@@ -8,6 +8,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
@@ -18,8 +19,9 @@ from seamline.cli.watch_rows import shown_workspace, worktree_fields
 from seamline.events import Complete
 from seamline.loop.messages import Message
 from seamline.providers.base import ProviderSession
+from seamline.providers.failover import Failover, fallback_backends
 from seamline.providers.registry import create_provider
-from seamline.runner import session_run_options
+from seamline.runner import public_options, session_run_options
 from seamline.sessions.handoffs import backend_spans, handoffs_of
 from seamline.sessions.portable_store import SessionStore
 from seamline.sessions.records import SessionRecord, session_title
@@ -306,9 +308,10 @@ def continue_session(store: SessionStore, args: argparse.Namespace, *, fork: boo
     budget = args.budget_usd if getattr(args, "budget_usd", None) is not None else kept.get("budget_usd")
     allow = getattr(args, "allow", None) or kept.get("allow")
     system_prompt = kept.get("system_prompt")
-    from seamline.cli.run_flags import sandbox_run_options
+    from seamline.cli.run_flags import fallback_options, sandbox_run_options
     from seamline.cli.sandbox_command import envelope_options, sandbox_for_run
 
+    backups = fallback_backends(fallback_options(args), budget_usd=budget)  # `run --session ID --fallback P`
     enveloped = envelope_options(args, type(provider))  # an agent CLI runs in the envelope, or is refused
     if enveloped:
         provider = create_provider(name, model=model, options={**before, **given, **enveloped})
@@ -350,12 +353,23 @@ def continue_session(store: SessionStore, args: argparse.Namespace, *, fork: boo
                 f"forked {record.id[:12]} into {session.session_id}",
             )
             return 0
-        return await _turn(provider, session, args.prompt, args, display, budget)
+        turns = Failover(session, backups, on_open=_taken_over(store, display)) if backups else None
+        return await _turn(provider, session, args.prompt, args, display, budget, turns)
 
     try:
         return asyncio.run(drive())
     finally:
         display.close()
+
+
+def _taken_over(store: SessionStore, display: JsonDisplay | TextDisplay) -> Callable[[ProviderSession], None]:
+    """A fallback took the session over: the store keeps its options, for the next `--session`."""
+
+    def met(session: ProviderSession) -> None:
+        store.set_run_options(session.session_id, {"provider_options": public_options(session.provider) or None})
+        show_journal_scans(display, session)
+
+    return met
 
 
 async def _turn(
@@ -365,23 +379,29 @@ async def _turn(
     args: argparse.Namespace,
     display: JsonDisplay | TextDisplay,
     budget_usd: float | None,
+    turns: Failover | None = None,
 ) -> int:
     async def abort() -> None:
-        await provider.abort(session)
+        serving = turns.session if turns is not None else session  # a fallback's, once one took over
+        await serving.provider.abort(serving)
 
     install_abort_handler(asyncio.get_running_loop(), abort)
     final: Complete | None = None
     from seamline.cli.otel_command import otel_events, turn_run_id  # the turn's spans (--otel or the env)
 
     run_id = turn_run_id(session.session_id, session.turn + 1)
-    events = session.send(prompt, max_steps=args.max_steps, budget_usd=budget_usd)
+    events = (turns or session).send(prompt, max_steps=args.max_steps, budget_usd=budget_usd)
     try:
         async for event in spin_while(display, otel_events(args, events, prompt=prompt, run_id=run_id)):
             display.show(event)
             if isinstance(event, Complete):
                 final = event
     finally:
-        await provider.close(session)
+        try:
+            await provider.close(session)
+        finally:
+            if turns is not None:
+                await turns.aclose()
     if final is None:
         print("seamline: turn no result", file=sys.stderr)
     else:
