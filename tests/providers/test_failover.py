@@ -14,6 +14,7 @@ import pytest
 import seamline
 from seamline.errors import InvalidRequest
 from seamline.events import Complete, Error, Event, Raw, Session
+from seamline.providers.base import ProviderSession
 from seamline.providers.failover import Fallback, fails_over, parse_fallback
 from seamline.runner import RunOptions, open_session
 from seamline.sessions.handoffs import backend_spans, handoffs_of
@@ -205,6 +206,26 @@ def test_a_fallback_that_cannot_start_passes_the_turn_on(tmp_path: Path, monkeyp
     assert result.text == "taken"
     assert [h["to"] for h in _handoff_events(result.events)] == ["scripted"]
     assert [h["to"] for h in handoffs_of(store.require(result.session_id).metadata)] == ["scripted"]
+    store.close()
+
+
+def test_a_stop_while_the_fallback_gets_ready_ends_the_turn_aborted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = SQLiteStore(tmp_path / "s.db")
+    opened: list[ProviderSession] = []
+    backup = scripted([{"text": "never"}])
+
+    async def stopped_meanwhile(session: ProviderSession) -> None:
+        await opened[0].provider.abort(opened[0])  # Ctrl-C lands on the session that failed
+
+    monkeypatch.setattr(backup, "_open", stopped_meanwhile)
+    result = seamline.run_sync(
+        "go", provider=scripted([OVERLOADED]), fallback=[backup], store=store, workspace=tmp_path, on_open=opened.append
+    )
+    assert (result.outcome, result.stop_reason) == ("aborted", "aborted")
+    assert backup.calls == [] and len(_handoff_events(result.events)) == 1
+    _the_one_complete(result.events)
     store.close()
 
 

@@ -165,6 +165,9 @@ class Failover:
                 yield final
                 return
             yield handed
+            if session.aborted:  # stopped (Ctrl-C) while the next backend was made ready: no new attempt
+                yield Complete(outcome="aborted", stop_reason="aborted")
+                return
 
     def _next(self, tried: set[int | None]) -> int | None:
         return next((i for i in range(len(self._backups)) if i not in tried), None)
