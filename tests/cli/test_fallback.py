@@ -191,6 +191,8 @@ def test_a_continued_session_fails_over_with_its_history(tmp_path: Path) -> None
         ("anthropic", "openai", "provider"),  # the failover
     ]
     assert [b["provider"] for b in shown["backends"]] == ["offline", "openai"]
+    text = cli_run(["sessions", "show", session_id], env=env, cwd=tmp_path).stdout
+    assert "failover  turn 2: anthropic → openai (provider: anthropic API 529" in text
 
 
 @pytest.mark.real

@@ -232,6 +232,11 @@ def _show(store: SessionStore, args: argparse.Namespace) -> int:
             f"backend   {span.provider} ({span.model or 'default model'}), {turns}: "
             f"{span.totals.input_tokens} in / {span.totals.output_tokens} out; cost {span.totals.describe_cost()}"
         )
+    for switch in handoffs:  # a turn a backend could not take (--fallback), and why
+        if switch.get("failover"):
+            turn = int(switch.get("after_turn") or 0) + 1
+            why = str(switch.get("message") or "").splitlines()[0][:120] if switch.get("message") else ""
+            print(f"failover  turn {turn}: {switch.get('from')} → {switch.get('to')} ({switch.get('reason')}: {why})")
     if children:
         print(f"with {len(children)} fork(s)/child(ren): cost {tree.describe_cost()}")
     for touch in files:
