@@ -82,7 +82,9 @@ def test_memory_is_limited_for_the_whole_sandbox(make_sandbox: Callable[..., San
 
 def test_private_tmp_has_a_size(make_sandbox: Callable[..., Sandbox]) -> None:
     if not probe("bwrap").tmp_size:
-        pytest.skip("not on this machine: this bubblewrap has no --size (0.8 or later); sandbox check says /tmp is unsized")
+        pytest.skip(
+            "not on this machine: this bubblewrap has no --size (0.8 or later); sandbox check says /tmp is unsized"
+        )
     sandbox = make_sandbox(limits=ResourceLimits(wall_s=30, tmp_bytes=8 * MIB))
     done = asyncio.run(sandbox.execute("dd if=/dev/zero of=/tmp/fill bs=1M count=32 2>&1; stat -c 'size=%s' /tmp/fill"))
     out = done.outcome.output.decode()

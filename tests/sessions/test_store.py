@@ -69,7 +69,9 @@ def test_foreign_sqlite_database_is_refused_and_untouched(tmp_path: Path) -> Non
     assert path.read_bytes() == before
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="not on this machine: root writes anywhere; the folder case below covers root")
+@pytest.mark.skipif(
+    os.geteuid() == 0, reason="not on this machine: root writes anywhere; the folder case below covers root"
+)
 def test_unwritable_folder_is_a_clear_error(tmp_path: Path) -> None:
     folder = tmp_path / "ro"
     folder.mkdir()
