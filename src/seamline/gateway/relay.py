@@ -27,12 +27,13 @@ import contextlib
 import json
 import secrets
 import ssl
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Final
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
 from seamline.events import Usage
+from seamline.gateway.cassette import CassettePlayer, CassetteRecorder, chunk_frame, replay_head
 from seamline.gateway.http1 import HEAD_LIMIT, BadMessage, Head, carry_body, read_head
 from seamline.gateway.meter import UsageMeter, Vendor
 from seamline.gateway.upstream_slots import retry_after_s, upstream_slots
@@ -92,6 +93,9 @@ class Binding:
     usages: list[Usage] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
     """Why requests could not reach the upstream (no secret in them), newest last."""
+    cassette: CassetteRecorder | CassettePlayer | None = None
+    """Records every exchange (a recorder), or answers every request instead of the
+    upstream (a player: no connection leaves the gateway)."""
 
 
 def vendor_error(vendor: Vendor, status: int, message: str, *, kind: str = "invalid_request_error") -> bytes:
@@ -152,8 +156,9 @@ class ModelGateway:
         *,
         on_usage: Callable[[Usage], None] | None = None,
         admit: Callable[[], str | None] | None = None,
+        cassette: CassetteRecorder | CassettePlayer | None = None,
     ) -> Binding:
-        binding = Binding(upstream=upstream, on_usage=on_usage, admit=admit)
+        binding = Binding(upstream=upstream, on_usage=on_usage, admit=admit, cassette=cassette)
         self._bindings[binding.placeholder] = binding
         return binding
 
@@ -204,23 +209,29 @@ class ModelGateway:
             return False
         if await self._refused(binding, head, reader, writer):
             return False
+        if isinstance(binding.cassette, CassettePlayer):
+            return await self._counted(binding, self._replay(binding, head, target, reader, writer))
         slots, limit = upstream_slots(binding.upstream.target), binding.upstream.limit
         await slots.acquire(limit)
         try:
             # Asked again: while this request waited its turn, others may have spent the budget.
             if await self._refused(binding, head, reader, writer):
                 return False
-            binding.requests += 1
-            self._in_flight += 1
-            self._idle.clear()
-            try:
-                return await self._relay(binding, head, reader, writer)
-            finally:
-                self._in_flight -= 1
-                if self._in_flight == 0:
-                    self._idle.set()
+            return await self._counted(binding, self._relay(binding, head, target, reader, writer))
         finally:
             slots.release(limit)
+
+    async def _counted(self, binding: Binding, answering: Awaitable[bool]) -> bool:
+        """``answering`` awaited as one of the binding's requests, in flight until it ends."""
+        binding.requests += 1
+        self._in_flight += 1
+        self._idle.clear()
+        try:
+            return await answering
+        finally:
+            self._in_flight -= 1
+            if self._in_flight == 0:
+                self._idle.set()
 
     async def _refused(
         self, binding: Binding, head: Head, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
@@ -260,7 +271,7 @@ class ModelGateway:
         return None, head
 
     async def _relay(
-        self, binding: Binding, head: Head, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+        self, binding: Binding, head: Head, target: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> bool:
         upstream = binding.upstream
         scheme, host, port = upstream.target
@@ -287,7 +298,9 @@ class ModelGateway:
             # meter can read it, and the connection's end never has to be guessed.
             out = head.replaced({"host": upstream.netloc, "accept-encoding": "identity", "connection": "close"})
             up_writer.write(out.encode())
-            await carry_body(head, reader, up_writer, until_close=False)
+            recorder = binding.cassette if isinstance(binding.cassette, CassetteRecorder) else None
+            sent: list[bytes] = []
+            await carry_body(head, reader, up_writer, until_close=False, tap=sent.append if recorder else None)
             answer = await read_head(up_reader)
             if answer is None:
                 raise BadMessage("the upstream closed without answering")
@@ -301,9 +314,21 @@ class ModelGateway:
             writer.write(answer.replaced({"connection": "keep-alive" if keep else "close"}).encode())
             meter = UsageMeter(upstream.vendor, answer.get("content-type"))
             status = answer.start.split(" ", 2)[1] if answer.start.count(" ") else ""
+            chunks: list[bytes] = []
             try:
-                await carry_body(answer, up_reader, writer, until_close=True, tap=meter.feed)
+                await carry_body(answer, up_reader, writer, until_close=True, tap=_teed(meter.feed, chunks, recorder))
             finally:
+                if recorder is not None:  # what the program was given, even when it hung up early
+                    _, _, reason = answer.start.partition(" ")[2].partition(" ")
+                    recorder.add(
+                        method=head.start.partition(" ")[0],
+                        target=target,
+                        body=b"".join(sent),
+                        status=int(status) if status.isdigit() else 0,
+                        reason=reason,
+                        headers=answer.fields,
+                        chunks=chunks,
+                    )
                 # Counted even when the program hangs up once it has what it wanted (Codex
                 # closes the connection at `response.completed`, before the body's end):
                 # what the upstream said it spent was spent.
@@ -315,6 +340,35 @@ class ModelGateway:
             with contextlib.suppress(Exception):
                 await up_writer.wait_closed()
 
+    async def _replay(
+        self, binding: Binding, head: Head, target: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> bool:
+        """Answer from the binding's cassette: nothing leaves the gateway."""
+        player = binding.cassette
+        assert isinstance(player, CassettePlayer)
+        sent: list[bytes] = []
+        await carry_body(head, reader, _Sink(), until_close=False, tap=sent.append)
+        exchange = player.answer(head.start.partition(" ")[0], target, b"".join(sent))
+        if exchange is None:
+            await _answer(writer, 400, vendor_error(binding.upstream.vendor, 400, player.mismatches[-1]))
+            return False
+        keep = (head.get("connection") or "").lower() != "close"
+        writer.write(replay_head(exchange, keep_alive=keep))
+        meter = UsageMeter(binding.upstream.vendor, _header(exchange.headers, "content-type"))
+        try:
+            for piece in exchange.chunks:
+                meter.feed(piece)
+                if piece:
+                    writer.write(chunk_frame(piece))
+                    await writer.drain()
+            if exchange.status not in (204, 304):
+                writer.write(b"0\r\n\r\n")
+                await writer.drain()
+        finally:
+            usage_id = _header(exchange.headers, "request-id") or _header(exchange.headers, "x-request-id")
+            self._metered(binding, meter, usage_id, ok=200 <= exchange.status < 300)
+        return keep
+
     def _metered(self, binding: Binding, meter: UsageMeter, usage_id: str | None, *, ok: bool) -> None:
         usage = meter.usage(usage_id or f"gateway-{secrets.token_hex(8)}")
         if usage is None or not ok:
@@ -322,6 +376,24 @@ class ModelGateway:
         binding.usages.append(usage)
         if binding.on_usage is not None:
             binding.on_usage(usage)
+
+
+def _teed(
+    feed: Callable[[bytes], None], chunks: list[bytes], recorder: CassetteRecorder | None
+) -> Callable[[bytes], None]:
+    """The meter's tap, which also keeps each piece when a recorder wants them."""
+    if recorder is None:
+        return feed
+
+    def both(piece: bytes) -> None:
+        feed(piece)
+        chunks.append(piece)
+
+    return both
+
+
+def _header(fields: list[tuple[str, str]], name: str) -> str | None:
+    return next((v for k, v in fields if k.lower() == name), None)
 
 
 class _Sink:
