@@ -92,6 +92,9 @@ class Agent:
     :class:`~seamline.providers.failover.Fallback`, settings or provider objects) that take
     the session over, in order, when a turn fails for want of capacity (quota, overloaded;
     see :mod:`seamline.providers.failover`); it needs a store, and a sandbox encloses them too.
+    ``record`` writes every model exchange of each run to a
+    cassette file; ``replay`` answers them from one, with no network and no key (see
+    docs/gateway.md, "Cassettes").
     """
 
     def __init__(
@@ -118,6 +121,8 @@ class Agent:
         worktree: bool = False,
         branch: str | None = None,
         fallback: Sequence[FallbackChoice] = (),
+        record: str | os.PathLike[str] | None = None,
+        replay: str | os.PathLike[str] | None = None,
     ) -> None:
         if max_steps < 1:
             raise InvalidRequest("max_steps must be at least 1")
@@ -151,6 +156,8 @@ class Agent:
         self.worktree = worktree
         self.branch = branch
         self.fallback = tuple(fallback)
+        self.record = record
+        self.replay = replay
         self._backend().check_budget(budget_usd)  # a bad name, option or budget fails here
         for backup in self._fallbacks():
             backup.check_budget(budget_usd)  # and so does a bad fallback
@@ -224,6 +231,8 @@ class Agent:
             stored={"sandbox": sandbox} if sandbox else None,
             worktree=tree or False,
             fallback=self._fallbacks(),
+            record=self.record,
+            replay=self.replay,
         )
 
     @asynccontextmanager

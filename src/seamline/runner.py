@@ -27,6 +27,7 @@ from typing import Any, Final, TypedDict, Unpack
 from seamline.errors import InvalidRequest, WorktreeRefused
 from seamline.events import Complete, Event, Outcome, Usage
 from seamline.events import Session as SessionEvent
+from seamline.gateway.cassette import CassetteUse
 from seamline.loop.messages import Message
 from seamline.loop.observers import Observer
 from seamline.providers.base import Provider, ProviderSession
@@ -108,6 +109,12 @@ class RunOptions:
     worktree: bool | Worktree = False
     branch: str | None = None
     fallback: Sequence[FallbackChoice] = ()
+    record: str | os.PathLike[str] | None = None
+    """Record every model exchange of the session to this cassette file (JSON Lines; see
+    docs/gateway.md, "Cassettes")."""
+    replay: str | os.PathLike[str] | None = None
+    """Answer every model request from this cassette instead of the model API: nothing
+    leaves the gateway, no key is needed; a request that matches none fails the turn."""
 
     def replace(self, **fields: Unpack[RunFields]) -> RunOptions:
         """A copy with ``fields`` changed."""
@@ -138,6 +145,8 @@ class RunFields(TypedDict, total=False):
     worktree: bool | Worktree
     branch: str | None
     fallback: Sequence[FallbackChoice]
+    record: str | os.PathLike[str] | None
+    replay: str | os.PathLike[str] | None
 
 
 def _given(options: RunOptions | None, fields: RunFields) -> RunOptions:
@@ -231,6 +240,7 @@ def _reopened(
 async def _opened(given: RunOptions, *, resume: str | None, fork: str | None) -> AsyncIterator[ProviderSession]:
     backend = make_provider(given.provider, model=given.model, options=given.options)
     backend.check_budget(given.budget_usd)  # before a session opens: an unenforceable budget is refused
+    _check_cassette(given, backend)
     store = given.store
     if store is not None and not isinstance(store, SessionStore | str | os.PathLike):
         raise InvalidRequest(f"store= takes an open store, a path or a postgresql:// URL, not {store!r}")
@@ -262,6 +272,17 @@ async def _opened(given: RunOptions, *, resume: str | None, fork: str | None) ->
             abandon(made)  # on the way out of a failed open, perhaps cancelled: no await here
         if owned is not None:
             owned.close()
+
+
+def _check_cassette(given: RunOptions, backend: Provider) -> None:
+    """A cassette is for a backend whose model requests pass the gateway (else a replay
+    would reach the network and a recording would hold nothing)."""
+    use = CassetteUse.of(record=given.record, replay=given.replay)
+    if use is not None and type(backend).keys != "gateway":
+        raise InvalidRequest(
+            f"cassette {use.path}: {backend.name}'s model requests do not pass seamline's gateway "
+            f"(keys={type(backend).keys}; see seamline providers list), so they cannot be recorded or replayed"
+        )
 
 
 def _carried(store: SessionStore, *, resume: str | None, fork: str | None) -> Worktree | None:
@@ -301,6 +322,7 @@ async def _session(
 ) -> AsyncIterator[ProviderSession]:
     host = given.tools if given.tools is not None else workspace_tools(ws)
     instructions = given.instructions
+    use = CassetteUse.of(record=given.record, replay=given.replay)
     async with (given.builder or AgentBuilder()).open_run(
         host=host, profile=given.profile, allow=given.allow, workspace=ws.root, report=given.on_notice
     ) as parts:
@@ -318,6 +340,7 @@ async def _session(
                 )
             if instructions and not (session.messages and session.messages[0].role == "system"):
                 session.messages.insert(0, Message(role="system", content=instructions))
+            session.cassette = use
         started: dict[str, object] = {}
         if kept is not None:
             extra = {**(given.stored or {}), **({"worktree": tree.record()} if tree and not earlier else {})}
@@ -335,6 +358,7 @@ async def _session(
                 system_prompt=instructions,
                 session_id=tree.run_id if tree is not None else None,
                 run_options=started or None,  # in the record's own commit: no transaction of its own
+                cassette=use,
             )
         try:
             if tree is not None:

@@ -36,6 +36,7 @@ from seamline.events import (
     ToolCall,
     Usage,
 )
+from seamline.gateway.cassette import CassetteUse
 from seamline.loop.kernel import LoopConfig, StepInterrupt, run_agent_loop
 from seamline.loop.messages import Message, ModelRequest
 from seamline.loop.observers import Observer
@@ -214,11 +215,14 @@ class Provider:
         system_prompt: str | None = None,
         stages: StageChain | None = None,
         run_options: Mapping[str, object] | None = None,
+        cassette: CassetteUse | None = None,
     ) -> ProviderSession:
         """Start a new session; the record is written before any turn runs, with
-        ``run_options`` (what :meth:`SessionStore.set_run_options` keeps) in its commit."""
+        ``run_options`` (what :meth:`SessionStore.set_run_options` keeps) in its commit.
+        A session that replays a ``cassette`` needs no key (nothing leaves its gateway)."""
         self._check_allowed()
-        self._ready()
+        if cassette is None or cassette.mode != "replay":
+            self._ready()
         sid = session_id or new_session_id()
         session = ProviderSession(
             provider=self,
@@ -230,6 +234,7 @@ class Provider:
             approval=approval,
             parent_id=parent_id,
             stages=stages,
+            cassette=cassette,
         )
         if system_prompt:
             session.messages.append(Message(role="system", content=system_prompt))
@@ -521,6 +526,9 @@ class ProviderSession:
     turn_budget_usd: float | None = None
     """The budget of the turn under way (``send``'s ``budget_usd``), for a backend that
     can stop a turn's spending from inside (the model gateway)."""
+    cassette: CassetteUse | None = None
+    """The cassette the session's model exchanges are recorded to or replayed from (its
+    gateway's; see :mod:`seamline.gateway.cassette`)."""
 
     def history_as_context(self) -> str:
         """The earlier conversation as plain text, for providers that resume by emulation."""

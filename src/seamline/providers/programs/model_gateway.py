@@ -25,11 +25,13 @@ import contextlib
 import os
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Final
 
 from seamline.errors import InvalidRequest
 from seamline.events import Complete, Error, Event, Raw, Usage
 from seamline.gateway import ModelGateway, Upstream
+from seamline.gateway.cassette import CassettePlayer, CassetteRecorder, CassetteUse
 from seamline.gateway.meter import Vendor
 from seamline.providers.base import OptionSpec, ProviderSession
 from seamline.usage import Rates, priced_usage
@@ -104,11 +106,13 @@ class SessionGateway:
         rates: Callable[[str | None], Rates | None],
         model: str | None,
         max_concurrent: int | None = None,
+        cassette: CassetteRecorder | CassettePlayer | None = None,
     ) -> None:
         self.route = route
         self.key_var = key_var
         self._gateway = ModelGateway()
-        self._upstream = Upstream(route.vendor, upstream_url, secret, max_concurrent=max_concurrent)
+        self._upstream = Upstream(route.vendor, upstream_url, secret or None, max_concurrent=max_concurrent)
+        self.cassette = cassette
         self._rates = rates
         self._model = model
         self.usages: asyncio.Queue[Event] = asyncio.Queue()
@@ -116,8 +120,11 @@ class SessionGateway:
         self.spent_usd = 0.0
         self.budget_refusal: str | None = None
         self.wire_tokens = 0
-        self._binding = self._gateway.bind(self._upstream, on_usage=self._on_usage, admit=self._admit)
+        self._binding = self._gateway.bind(
+            self._upstream, on_usage=self._on_usage, admit=self._admit, cassette=cassette
+        )
         self._failures_before = 0
+        self._mismatches_before = 0
         self._requests_before = 0
         self._refusals_seen = 0
 
@@ -147,6 +154,8 @@ class SessionGateway:
 
     async def close(self) -> None:
         await self._gateway.close()
+        if isinstance(self.cassette, CassetteRecorder):
+            self.cassette.close()
 
     def env(self) -> dict[str, str | None]:
         """The program's variables: the gateway's URL and the placeholder, no real key."""
@@ -162,6 +171,8 @@ class SessionGateway:
         self.budget_refusal = None
         self._failures_before = len(self._binding.failures)
         self._requests_before = self._binding.requests
+        if isinstance(self.cassette, CassettePlayer):
+            self._mismatches_before = len(self.cassette.mismatches)
 
     def requests_this_turn(self) -> int:
         """Model requests the gateway relayed since the turn began."""
@@ -171,6 +182,13 @@ class SessionGateway:
         """Why the upstream could not be reached during this turn, if it could not."""
         failures = self._binding.failures[self._failures_before :]
         return failures[-1] if failures else None
+
+    def cassette_mismatch(self) -> str | None:
+        """Why a request of this turn matched nothing in the cassette it replays, if one did."""
+        if not isinstance(self.cassette, CassettePlayer):
+            return None
+        found = self.cassette.mismatches[self._mismatches_before :]
+        return found[0] if found else None
 
     def _on_usage(self, usage: Usage) -> None:
         model = usage.model or self._model
@@ -248,7 +266,10 @@ async def metered_turn(inner: AsyncIterator[Event], gateway: SessionGateway) -> 
                 yield note
             if (unreachable := gateway.upstream_failure()) is not None:
                 yield Raw(source="seamline", payload={"gateway_upstream_unreachable": unreachable})
-            if gateway.budget_refusal is not None and event.outcome != "budget":
+            if (mismatch := gateway.cassette_mismatch()) is not None:
+                yield Error(kind="invalid_request", message=mismatch, retryable=False)
+                event = Complete(outcome="failed", stop_reason="invalid_request", text=event.text)
+            elif gateway.budget_refusal is not None and event.outcome != "budget":
                 yield Error(kind="budget", message=gateway.budget_refusal)
                 event = Complete(outcome="budget", stop_reason="budget", text=event.text)
         yield event
@@ -278,23 +299,55 @@ async def open_session_gateway(
     model: str | None,
 ) -> SessionGateway | None:
     """The session's gateway, started on its first turn; None where the program calls its
-    API itself (no route, ``gateway=off``, or no key in seamline's environment to keep out)."""
+    API itself (no route, ``gateway=off``, or no key in seamline's environment to keep out).
+    A session with a cassette always has one (replaying needs no key; recording needs one)."""
     if (found := gateway_of(session)) is not None:
         return found
-    if route is None or options.get("gateway", "on") == "off" or (secret := route.secret(os.environ)) is None:
+    use = session.cassette
+    secret = route.secret(os.environ) if route is not None else None
+    if route is None or options.get("gateway", "on") == "off" or (secret is None and use is None):
+        if use is not None:
+            raise InvalidRequest(f"cassette {use.path}: {_no_cassette_because(route, options)}")
         return None
+    if secret is None and use is not None and use.mode == "record":
+        raise InvalidRequest(
+            f"cassette {use.path}: recording needs the key in seamline's environment "
+            f"({' or '.join(route.key_vars)}), so that the requests pass the gateway"
+        )
     gateway = SessionGateway(
         route,
         upstream_url=gateway_upstream(route, options.get("base_url"), os.environ),
-        key_var=secret[0],
-        secret=secret[1],
+        key_var=secret[0] if secret is not None else route.key_vars[0],
+        secret=secret[1] if secret is not None else "",
         rates=rates,
         model=model,
         max_concurrent=gateway_max_concurrent(options.get("max_concurrent_requests"), os.environ),
+        cassette=_cassette_for(use, route, session, secret[1] if secret is not None else None),
     )
     await gateway.start()
     session.state[_STATE_KEY] = gateway
     return gateway
+
+
+def _no_cassette_because(route: GatewayRoute | None, options: Mapping[str, str]) -> str:
+    if route is None:
+        return "this backend's model requests do not pass seamline's gateway, so they cannot be recorded or replayed"
+    return "gateway=off: the program calls its API itself, so its requests cannot be recorded or replayed"
+
+
+def _cassette_for(
+    use: CassetteUse | None, route: GatewayRoute, session: ProviderSession, secret: str | None
+) -> CassetteRecorder | CassettePlayer | None:
+    """The session's recorder or player; the folders named are those the matcher
+    normalises (the workspace, the home)."""
+    if use is None:
+        return None
+    places = {"home": str(Path.home())}
+    if session.workspace is not None:
+        places["workspace"] = str(session.workspace)
+    if use.mode == "replay":
+        return CassettePlayer(use.path, places=places)
+    return CassetteRecorder(use.path, vendor=route.vendor, places=places, hidden=[secret or ""])
 
 
 async def close_session_gateway(session: ProviderSession) -> None:
