@@ -27,7 +27,7 @@ from typing import Any, Final, TypedDict, Unpack
 from seamline.errors import InvalidRequest, WorktreeRefused
 from seamline.events import Complete, Event, Outcome, Usage
 from seamline.events import Session as SessionEvent
-from seamline.gateway.cassette import CassetteUse
+from seamline.gateway.cassette import CassetteUse, load_cassette
 from seamline.loop.messages import Message
 from seamline.loop.observers import Observer
 from seamline.providers.base import Provider, ProviderSession
@@ -278,11 +278,15 @@ def _check_cassette(given: RunOptions, backend: Provider) -> None:
     """A cassette is for a backend whose model requests pass the gateway (else a replay
     would reach the network and a recording would hold nothing)."""
     use = CassetteUse.of(record=given.record, replay=given.replay)
-    if use is not None and type(backend).keys != "gateway":
+    if use is None:
+        return
+    if type(backend).keys != "gateway":
         raise InvalidRequest(
             f"cassette {use.path}: {backend.name}'s model requests do not pass seamline's gateway "
             f"(keys={type(backend).keys}; see seamline providers list), so they cannot be recorded or replayed"
         )
+    if use.mode == "replay":
+        load_cassette(use.path)  # a file that is not a cassette fails here, before anything starts
 
 
 def _carried(store: SessionStore, *, resume: str | None, fork: str | None) -> Worktree | None:

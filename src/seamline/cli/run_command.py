@@ -40,6 +40,8 @@ examples:
   seamline run --provider scripted --provider-option script=demo.yaml --yes "Fix the typo"
   seamline run --worktree --workspace ~/src/app --yes "Add a test for the parser"
   seamline run -p anthropic --fallback openai:gpt-4o-mini --fallback offline "Summarise the log"
+  seamline run -p claude-code --record fix.cassette.jsonl --yes "Fix the typo"
+  seamline run -p claude-code --replay fix.cassette.jsonl --yes "Fix the typo"
 
 Without --json the answer goes to stdout and, on a terminal, progress (tools, tokens,
 cost) to stderr. With --json every stdout line is one event: the first is `session`,
@@ -119,6 +121,18 @@ def add_parser(commands: Any) -> str:
         "--branch", metavar="NAME", help="with --worktree: the run's branch (default: seamline/<run id[:8]>)"
     )
     run.add_argument(
+        "--record",
+        metavar="FILE",
+        help="record every model exchange of the run to this cassette (an agent CLI through the gateway; "
+        "no key is written; see docs/gateway.md)",
+    )
+    run.add_argument(
+        "--replay",
+        metavar="FILE",
+        help="answer every model request from this cassette: no network, no key; a request it does not hold "
+        "fails the run naming the first field that differs",
+    )
+    run.add_argument(
         "--session",
         metavar="ID",
         help="continue this stored session (see `seamline sessions list`) instead of a new one",
@@ -142,6 +156,7 @@ def run(args: argparse.Namespace) -> int:
         raise SeamlineUsage("--max-steps must be at least 1")
     _check_worktree_flags(args)
     _check_fallback_flags(args)
+    _check_cassette_flags(args)
     args.handoff = args.session is not None and args.provider is not None  # --session ID --provider P
     args.provider = args.provider or "offline"
     if args.on == "temporal":
@@ -237,6 +252,23 @@ def _tools_for_a_fallback(given: RunOptions) -> bool:
     from seamline.providers.registry import provider_class
 
     return any(isinstance(f, Fallback) and not provider_class(f.provider).runs_own_tools for f in given.fallback)
+
+
+def _check_cassette_flags(args: argparse.Namespace) -> None:
+    given = "--record" if args.record else "--replay" if args.replay else None
+    if given is None:
+        return
+    if args.record and args.replay:
+        raise SeamlineUsage("give --record or --replay, not both")
+    for flag, other in (
+        ("--session", args.session),
+        ("--pipeline", args.pipeline),
+        ("--on temporal", args.on == "temporal"),
+    ):
+        if other:
+            raise SeamlineUsage(
+                f"{given} does not go with {flag} (a cassette is one new session's; see docs/gateway.md)"
+            )
 
 
 def _continue(args: argparse.Namespace, prompt: str) -> int:

@@ -4,8 +4,9 @@
 :func:`flag_options` gives the :class:`~seamline.runner.RunOptions` of the flags alone
 (the provider by name, its ``-o`` options with the envelope's, the model, the workspace,
 ``--yes``, ``--max-steps``, ``--budget-usd``, ``--allow``, the sandbox flags the
-session keeps, and the fallbacks of ``--fallback``); each command then adds what only it has (an open store, the tools, a
-callback) with :meth:`~seamline.runner.RunOptions.replace`.
+session keeps, the fallbacks of ``--fallback``, ``run``'s ``--record`` and ``--replay``);
+each command then adds what only it has (an open store, the tools, a callback) with
+:meth:`~seamline.runner.RunOptions.replace`.
 """
 
 from __future__ import annotations
@@ -114,4 +115,6 @@ def flag_options(args: argparse.Namespace, *, options: dict[str, str] | None = N
         allow=list(allow) if allow else None,
         stored=sandbox_run_options(args),
         fallback=fallback_options(args),
+        record=getattr(args, "record", None),
+        replay=getattr(args, "replay", None),
     )
