@@ -87,6 +87,60 @@ def test_a_recorded_stream_replays_piece_by_piece_with_the_upstream_gone(tmp_pat
         (u.input_tokens, u.output_tokens, u.usage_id) for u in recorded_usage
     ]
     assert player.mismatches == [] and player.left == 0
+    # On the wire: each recorded piece is one HTTP chunk of the replayed answer.
+    pieces = asyncio.run(_replayed_pieces(tape, {"model": "claude-test-1", "max_tokens": 64, "stream": True}))
+    assert pieces == exchanges[0].chunks
+
+
+async def _replayed_pieces(tape: Path, body: dict[str, Any]) -> list[bytes]:
+    """The HTTP chunks of the answer a player gives, read off the socket."""
+    gateway = ModelGateway()
+    await gateway.start()
+    try:
+        binding = gateway.bind(
+            Upstream("anthropic", "http://127.0.0.1:9"), cassette=CassettePlayer(tape, places=PLACES)
+        )
+        sent = json.dumps({**body, "messages": [{"role": "user", "content": "hi"}]}).encode()
+        answer = await _raw(
+            gateway.port,
+            f"POST /v1/messages HTTP/1.1\r\nhost: x\r\nx-api-key: {binding.placeholder}\r\n"
+            f"content-length: {len(sent)}\r\nconnection: close\r\n\r\n".encode()
+            + sent,
+        )
+    finally:
+        await gateway.close()
+    head, _, rest = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200") and b"transfer-encoding: chunked" in head.lower(), head
+    pieces: list[bytes] = []
+    while True:
+        size_line, _, rest = rest.partition(b"\r\n")
+        size = int(size_line, 16)
+        if size == 0:
+            return pieces
+        pieces.append(rest[:size])
+        rest = rest[size + 2 :]
+
+
+def test_no_credential_is_written_whatever_carries_it(tmp_path: Path) -> None:
+    tape = tmp_path / "t.jsonl"
+    recorder = CassetteRecorder(tape, vendor="anthropic", places=PLACES, hidden=[REAL_KEY])
+    placeholder = "sl-gw-" + "Z" * 32
+    body = json.dumps({"messages": [{"role": "user", "content": f"env: KEY={placeholder} REAL={REAL_KEY}"}]})
+    recorder.add(
+        method="POST",
+        target=f"/v1beta/models/m:generateContent?key={REAL_KEY}&alt=sse",
+        body=body.encode(),
+        status=200,
+        reason="OK",
+        headers=[("content-type", "application/json"), ("set-cookie", "s=1"), ("content-length", "2")],
+        chunks=[b"{}"],
+    )
+    recorder.close()
+    text = tape.read_text()
+    assert REAL_KEY not in text and placeholder not in text and "set-cookie" not in text
+    _, exchanges = load_cassette(tape)
+    assert exchanges[0].target == "/v1beta/models/m:generateContent?alt=sse"
+    assert exchanges[0].body == {"messages": [{"role": "user", "content": "env: KEY=<placeholder> REAL=<redacted>"}]}
 
 
 def test_a_changed_request_is_refused_naming_the_first_field_that_differs(tmp_path: Path) -> None:
