@@ -1,12 +1,15 @@
-"""Cassettes with the real Claude Code (from npm) and the fake Anthropic API on 127.0.0.1,
-in bubblewrap's envelope and without it:
+"""Cassettes with the real Claude Code, Codex and Gemini CLI (from npm) and the fake APIs
+on 127.0.0.1, in bubblewrap's envelope and without it:
 
 - a run recorded with ``record=`` replays with ``replay=`` in another folder and home, the
   fake API stopped and no key in the environment: the same events (types, texts, tool
   calls and results, usage; not ids or times) and the same files in the workspace; the
   file holds no key;
 - a replay whose prompt changed fails: an ``invalid_request`` error naming the request and
-  the first field that differs, outcome ``failed``, no file written.
+  the first field that differs, outcome ``failed``, no file written (Claude Code).
+
+What the programs vary from run to run (found by recording each twice) is what the
+normalisation rule of docs/gateway.md takes out.
 """
 
 from __future__ import annotations
@@ -152,3 +155,75 @@ def test_a_changed_prompt_fails_naming_the_first_field_that_differs(
     assert "Make a file." in said.group(2) and "Make two" in said.group(3)  # where the prompt changed
     assert said.group(4) == str(tape)
     assert not (second.workspace / "made.txt").exists()
+
+
+@pytest.mark.parametrize("sandbox", ["bwrap", None], ids=["in-the-envelope", "no-sandbox"])
+@pytest.mark.parametrize("program", ["codex", "gemini-cli"])
+def test_codex_and_the_gemini_cli_replay_with_the_api_stopped_and_no_key(
+    program: str,
+    sandbox: SandboxMode | None,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
+) -> None:
+    if sandbox == "bwrap":
+        request.getfixturevalue("bwrap_ready")
+    from tests.fakes.gemini_api import FakeGemini
+    from tests.fakes.openai_api import FakeOpenAI
+    from tests.providers.agent_cli_support import make_gemini_world
+
+    codex = program == "codex"
+    key_var = "OPENAI_API_KEY" if codex else "GEMINI_API_KEY"
+    shell_tool = (
+        {"name": "exec_command", "arguments": {"cmd": "echo recorded > made.txt"}}
+        if codex
+        else {
+            "name": "run_shell_command",
+            "arguments": {"command": "echo recorded > made.txt"},
+        }
+    )
+    script = [{"tool_calls": [shell_tool], "usage": ONE}, {"text": "Made it.", "usage": ONE}]
+
+    def world(folder: Path, *, key: bool) -> CliWorld:
+        folder.mkdir()
+        made = make_world(folder, monkeypatch) if codex else make_gemini_world(folder, monkeypatch, request)
+        for name in ("OPENAI_API_KEY", "GEMINI_API_KEY"):
+            monkeypatch.delenv(name, raising=False)
+        if key:
+            monkeypatch.setenv(key_var, CANARY)
+        return made
+
+    def go(where: CliWorld, base_url: str, **cassette: Path) -> RunResult:
+        options = {
+            "executable": cli_path("codex" if codex else "gemini"),
+            "base_url": base_url,
+            "max_retries": "0",
+            "turn_timeout": "120",
+        }
+        if codex and sandbox is None:
+            options["codex_sandbox"] = "danger-full-access"  # Codex's own sandbox cannot nest here
+        agent = Agent(
+            provider=program,
+            model="gpt-5" if codex else "gemini-2.5-flash",
+            options=options,
+            workspace=where.workspace,
+            sandbox=sandbox,
+            store=None,
+            yes=True,
+            **cassette,  # type: ignore[arg-type]
+        )
+        return asyncio.run(agent.run("Make a file."))
+
+    tape = tmp_path / "run.cassette.jsonl"
+    first = world(tmp_path / "recorded", key=True)
+    fake_class = FakeOpenAI if codex else FakeGemini
+    with fake_class(script, fallback={"text": "side", "usage": ONE}) as fake:
+        recorded = go(first, fake.base_url if codex else fake.root_url, record=tape)
+        gone = fake.base_url if codex else fake.root_url
+    assert recorded.outcome == "completed", recorded.events
+    assert CANARY not in tape.read_text()
+    second = world(tmp_path / "replayed", key=False)
+    replayed = go(second, gone, replay=tape)
+    assert replayed.outcome == "completed", replayed.events
+    assert what_happened(replayed.events) == what_happened(recorded.events)
+    assert files(second.workspace) == files(first.workspace)

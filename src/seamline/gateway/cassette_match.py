@@ -9,8 +9,13 @@ body, and in a body that is not JSON:
 - a named folder (the workspace, the home) becomes ``<workspace>`` / ``<home>``, also as
   Claude Code writes it in a project folder's name (every ``/`` and ``.`` a ``-``);
 - the gateway's placeholder key becomes ``<placeholder>``;
-- a UUID becomes ``<uuid>``, a run of 32 or more hex digits ``<hex>``;
-- a date or a date and time (ISO 8601) becomes ``<date>``.
+- a UUID becomes ``<uuid>``, a run of 32 or more hex digits ``<hex>`` (also inside a word:
+  Codex's ``msg_<uuid>``);
+- a date or a date and time (ISO 8601) becomes ``<date>``, and 13 digits from 1 (a time
+  in milliseconds since 1970, as in the Gemini CLI's call ids) ``<millis>``;
+- what the programs' shell tools say of a run: ``Chunk ID: <id>`` and
+  ``Wall time: <seconds> seconds`` (Codex), ``PGID: <pid>`` and ``PID: <pid>`` (the Gemini
+  CLI).
 
 Object keys, numbers, booleans, the method and the path are compared as they are; the
 ``key`` query parameter (Gemini's credential) never is.
@@ -26,14 +31,28 @@ from urllib.parse import parse_qsl, quote, urlencode
 
 __all__ = ["as_array", "as_object", "first_difference", "normalised", "normalised_text", "without_key"]
 
+_NOT_HEX_BEFORE, _NOT_HEX_AFTER = r"(?<![0-9a-fA-F])", r"(?![0-9a-fA-F])"  # an id may follow msg_
 _VOLATILE: Final = (
     (re.compile(r"sl-gw-[A-Za-z0-9_-]{16,}"), "<placeholder>"),
-    (re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"), "<uuid>"),
-    (re.compile(r"\b[0-9a-fA-F]{32,}\b"), "<hex>"),
     (
-        re.compile(r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?\b"),
+        re.compile(
+            _NOT_HEX_BEFORE
+            + r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+            + _NOT_HEX_AFTER
+        ),
+        "<uuid>",
+    ),
+    (re.compile(_NOT_HEX_BEFORE + r"[0-9a-fA-F]{32,}" + _NOT_HEX_AFTER), "<hex>"),
+    (
+        re.compile(r"(?<!\d)\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?(?!\d)"),
         "<date>",
     ),
+    (re.compile(r"(?<!\d)1\d{12}(?!\d)"), "<millis>"),  # a time in milliseconds (the Gemini CLI's call ids)
+    # What the programs' own shell tools report of a run: Codex's chunk id and wall time,
+    # the Gemini CLI's process group.
+    (re.compile(r"(?<=Chunk ID: )[0-9a-fA-F]+"), "<id>"),
+    (re.compile(r"(?<=Wall time: )\d+(?:\.\d+)?(?= seconds)"), "<seconds>"),
+    (re.compile(r"(?<=PGID: )\d+|(?<=PID: )\d+"), "<pid>"),
 )
 _SHOWN: Final = 60
 
