@@ -217,6 +217,14 @@ def test_what_varies_from_run_to_run_is_normalised_away() -> None:
         "system": "Today's date is 2027-01-02. Working directory: /tmp/x/ws; memory in /root/.claude/projects/"
         "-tmp-x-ws/memory; key sl-gw-BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB at 2027-01-02T00:00:00Z",
     }
+    recorded["input"] = [
+        {"id": "msg_012c42dc-97f6-5698-adb3-24bba3b8d4f1", "output": "Chunk ID: 512a7a\nWall time: 0.0012 seconds"},
+        {"functionCall": {"id": "run_shell_command_1796665958629_0"}, "output": "Process Group PGID: 16200"},
+    ]
+    sent["input"] = [
+        {"id": "msg_80aa8a62-028e-5817-9b96-6b0b70dbb36b", "output": "Chunk ID: f5f6e7\nWall time: 1.5 seconds"},
+        {"functionCall": {"id": "run_shell_command_1796665969653_0"}, "output": "Process Group PGID: 16542"},
+    ]
     here = {"workspace": "/tmp/x/ws", "home": "/root"}
     assert normalised(recorded, PLACES) == normalised(sent, here)
     system = str(sent["system"])
