@@ -1,5 +1,6 @@
 """``seamline run --record FILE`` and ``--replay FILE`` as a user runs them (a real
-subprocess, the real Claude Code, the fake Anthropic API on 127.0.0.1): the replay, with
+subprocess, the real Claude Code, the fake Anthropic API on 127.0.0.1; with `--sandbox bwrap` and
+without): the replay, with
 the API stopped and no key, prints the same events and leaves the same files; a changed
 prompt exits 1 with the first differing field named; bad cassettes and flags are one
 line and exit 2."""
@@ -14,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from seamline.sandbox import probe
 from tests.providers.agent_cli_support import AgentAnthropic, cli_path
 
 MODEL = "claude-sonnet-4-5"
@@ -72,23 +74,28 @@ def shape(stdout: str) -> list[tuple[Any, ...]]:
 
 
 @pytest.mark.real
-def test_run_record_then_replay_with_the_api_stopped(seamline_cmd: list[str], tmp_path: Path) -> None:
+@pytest.mark.parametrize("sandbox", [(), ("--sandbox", "bwrap")], ids=["no-sandbox", "in-the-envelope"])
+def test_run_record_then_replay_with_the_api_stopped(
+    seamline_cmd: list[str], tmp_path: Path, sandbox: tuple[str, ...]
+) -> None:
+    if sandbox and not (report := probe("bwrap")).ok:
+        pytest.fail(f"bubblewrap cannot isolate here (bash scripts/system/20-bubblewrap.sh)\n{report.render()}")
     tape = tmp_path / "taped.jsonl"
     env, workspace = env_in(tmp_path / "recorded", key=True)
     with AgentAnthropic(SCRIPT, fallback={"text": "side", "usage": ONE}) as fake:
-        recorded = seamline(seamline_cmd, env, workspace, fake.root_url, "Tape it.", "--record", str(tape))
+        recorded = seamline(seamline_cmd, env, workspace, fake.root_url, "Tape it.", *sandbox, "--record", str(tape))
         gone = fake.root_url
     assert recorded.returncode == 0, recorded.stderr
     assert (workspace / "taped.txt").read_text() == "taped\n"
     assert CANARY not in tape.read_text()
 
     env, again = env_in(tmp_path / "replayed", key=False)
-    replayed = seamline(seamline_cmd, env, again, gone, "Tape it.", "--replay", str(tape))
+    replayed = seamline(seamline_cmd, env, again, gone, "Tape it.", *sandbox, "--replay", str(tape))
     assert replayed.returncode == 0, replayed.stderr
     assert shape(replayed.stdout) == shape(recorded.stdout)
     assert (again / "taped.txt").read_text() == "taped\n"
 
-    changed = seamline(seamline_cmd, env, again, gone, "Tape it twice.", "--replay", str(tape))
+    changed = seamline(seamline_cmd, env, again, gone, "Tape it twice.", *sandbox, "--replay", str(tape))
     assert changed.returncode == 1, changed.stderr
     events = [json.loads(line) for line in changed.stdout.splitlines()]
     said = [e["message"] for e in events if e["type"] == "error" and e["message"].startswith("cassette: request ")]
