@@ -1,9 +1,8 @@
 """``seamline run --record FILE`` and ``--replay FILE`` as a user runs them (a real
-subprocess, the real Claude Code, the fake Anthropic API on 127.0.0.1; with `--sandbox bwrap` and
-without): the replay, with
-the API stopped and no key, prints the same events and leaves the same files; a changed
-prompt exits 1 with the first differing field named; bad cassettes and flags are one
-line and exit 2."""
+subprocess, the real Claude Code, the fake Anthropic API on 127.0.0.1, with ``--sandbox
+bwrap`` and without): the replay, with the API stopped and no key, prints the same events
+and leaves the same files; a changed prompt exits 1 with the first differing field named;
+bad cassettes and flags are one line and exit 2."""
 
 from __future__ import annotations
 
