@@ -24,7 +24,14 @@ SCRIPT = [
     {"tool_calls": [{"name": "Bash", "arguments": {"command": "echo taped > taped.txt"}}], "usage": ONE},
     {"text": "Taped.", "usage": ONE},
 ]
-_SCRUB = ("ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CONFIG_DIR", "CLAUDECODE")
+_SCRUB = (
+    "ANTHROPIC_BASE_URL",
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "CLAUDE_CODE_OAUTH_TOKEN",
+    "CLAUDE_CONFIG_DIR",
+    "CLAUDECODE",
+)
 
 
 def env_in(folder: Path, *, key: bool) -> tuple[dict[str, str], Path]:
