@@ -128,13 +128,23 @@ class CassetteRecorder:
     """Writes a binding's exchanges to a cassette as each one ends (the file is complete
     line by line: a run that dies keeps what it had recorded)."""
 
-    def __init__(self, path: Path, *, vendor: str, places: Mapping[str, str], hidden: Sequence[str]) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        vendor: str,
+        places: Mapping[str, str],
+        hidden: Sequence[str],
+        key_var: str | None = None,
+    ) -> None:
         self.path = path
         self._hidden = tuple(v for v in hidden if v)
         self.recorded = 0
         path.parent.mkdir(parents=True, exist_ok=True)
         self._file: IO[str] | None = path.open("w", encoding="utf-8")
-        header = {"seamline_cassette": CASSETTE_VERSION, "vendor": vendor, "places": dict(places)}
+        header: dict[str, object] = {"seamline_cassette": CASSETTE_VERSION, "vendor": vendor, "places": dict(places)}
+        if key_var is not None:
+            header["key_var"] = key_var  # the variable the program read its key from (never the key)
         self._write(header)
 
     def add(
@@ -240,6 +250,10 @@ class CassettePlayer:
     def __init__(self, path: Path, *, places: Mapping[str, str]) -> None:
         self.path = path
         header, self._exchanges = load_cassette(path)
+        key_var = header.get("key_var")
+        self.key_var = key_var if isinstance(key_var, str) else None
+        """The variable the recorded program read its key from (a replay puts its placeholder
+        there: a program may send other requests with another kind of key)."""
         recorded_places = as_object(header.get("places")) or {}
         self._recorded_places = {k: str(v) for k, v in recorded_places.items()}
         self._places = dict(places)

@@ -314,15 +314,19 @@ async def open_session_gateway(
             f"cassette {use.path}: recording needs the key in seamline's environment "
             f"({' or '.join(route.key_vars)}), so that the requests pass the gateway"
         )
+    cassette = _cassette_for(use, route, session, secret)
+    if secret is None:  # a replay: the placeholder goes where the recorded run's key was
+        recorded_var = cassette.key_var if isinstance(cassette, CassettePlayer) else None
+        secret = (recorded_var if recorded_var in route.key_vars else route.key_vars[0], "")
     gateway = SessionGateway(
         route,
         upstream_url=gateway_upstream(route, options.get("base_url"), os.environ),
-        key_var=secret[0] if secret is not None else route.key_vars[0],
-        secret=secret[1] if secret is not None else "",
+        key_var=secret[0],
+        secret=secret[1],
         rates=rates,
         model=model,
         max_concurrent=gateway_max_concurrent(options.get("max_concurrent_requests"), os.environ),
-        cassette=_cassette_for(use, route, session, secret[1] if secret is not None else None),
+        cassette=cassette,
     )
     await gateway.start()
     session.state[_STATE_KEY] = gateway
@@ -336,7 +340,7 @@ def _no_cassette_because(route: GatewayRoute | None, options: Mapping[str, str])
 
 
 def _cassette_for(
-    use: CassetteUse | None, route: GatewayRoute, session: ProviderSession, secret: str | None
+    use: CassetteUse | None, route: GatewayRoute, session: ProviderSession, secret: tuple[str, str] | None
 ) -> CassetteRecorder | CassettePlayer | None:
     """The session's recorder or player; the folders named are those the matcher
     normalises (the workspace, the home)."""
@@ -347,7 +351,8 @@ def _cassette_for(
         places["workspace"] = str(session.workspace)
     if use.mode == "replay":
         return CassettePlayer(use.path, places=places)
-    return CassetteRecorder(use.path, vendor=route.vendor, places=places, hidden=[secret or ""])
+    key_var, key = secret or (None, "")
+    return CassetteRecorder(use.path, vendor=route.vendor, places=places, hidden=[key], key_var=key_var)
 
 
 async def close_session_gateway(session: ProviderSession) -> None:
