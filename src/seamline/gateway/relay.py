@@ -18,6 +18,10 @@ budget reached): the program gets an error in its vendor's format and nothing is
 Requests take turns at their upstream (:mod:`seamline.gateway.upstream_slots`): at most the
 upstream's ``max_concurrent`` at once across every gateway of the process, the rest waiting,
 and none sent while an upstream's ``retry-after`` holds.
+
+A binding may carry a cassette (:mod:`seamline.gateway.cassette`): a recorder is given each
+exchange as it was relayed; a player answers instead of the upstream, which is never
+connected to (no slot is taken, the budget still refuses).
 """
 
 from __future__ import annotations

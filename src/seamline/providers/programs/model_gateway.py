@@ -16,6 +16,11 @@ budget ends ``budget``.
 Requests take turns at their upstream across every session of the process: at most
 ``max_concurrent_requests`` (else ``SEAMLINE_GATEWAY_MAX_CONCURRENT``) at once, the rest
 waiting their turn (:mod:`seamline.gateway.upstream_slots`).
+
+A session with a cassette (``ProviderSession.cassette``, from the run's ``record`` or
+``replay``) records its exchanges through the gateway, or is answered from the file with
+no key needed; a request the file does not hold ends the turn ``failed`` with an
+``invalid_request`` error saying where it differs.
 """
 
 from __future__ import annotations
