@@ -266,6 +266,12 @@ def test_a_file_that_is_not_a_cassette_is_named_with_its_line(tmp_path: Path, co
     assert str(tape) in caught.value.message and said in caught.value.message
 
 
+def test_a_cassette_that_cannot_be_written_is_named(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("")
+    with pytest.raises(InvalidRequest, match=r"cassette .*file/t\.jsonl: cannot be written"):
+        CassetteRecorder(tmp_path / "file" / "t.jsonl", vendor="anthropic", places={}, hidden=[])
+
+
 def test_a_missing_file_or_both_modes_are_refused(tmp_path: Path) -> None:
     with pytest.raises(InvalidRequest, match="no such file to replay"):
         CassetteUse.of(record=None, replay=tmp_path / "none.jsonl")

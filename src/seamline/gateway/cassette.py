@@ -140,8 +140,11 @@ class CassetteRecorder:
         self.path = path
         self._hidden = tuple(v for v in hidden if v)
         self.recorded = 0
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._file: IO[str] | None = path.open("w", encoding="utf-8")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._file: IO[str] | None = path.open("w", encoding="utf-8")
+        except OSError as exc:
+            raise InvalidRequest(f"cassette {path}: cannot be written ({exc.strerror or exc})") from None
         header: dict[str, object] = {"seamline_cassette": CASSETTE_VERSION, "vendor": vendor, "places": dict(places)}
         if key_var is not None:
             header["key_var"] = key_var  # the variable the program read its key from (never the key)
