@@ -303,3 +303,14 @@ def test_the_placeholder_sent_to_an_allowed_host_is_refused_and_reported(
     assert [r for r in refusals if r["host"] == "127.0.0.1"] == [
         {"egress": "refused", "host": "127.0.0.1", "port": port, "method": "GET", "reason": "gateway placeholder"}
     ]
+
+
+def test_the_placeholder_in_a_tools_output_is_reported(world: CliWorld, tmp_path: Path) -> None:
+    script = [shell("env | grep ^ANTHROPIC_API_KEY="), {"text": "Seen.", "usage": ONE}]
+    with AgentAnthropic(script, fallback={"text": "side"}) as fake:
+        result = run(world, fake, tmp_path / "store.db", sandbox=None)
+    assert result.outcome == "completed", result.events
+    (output,) = [e for e in result.events if isinstance(e, ToolResult)]
+    assert "ANTHROPIC_API_KEY=sl-gw-" in output.output and CANARY not in output.output
+    seen = [e.payload for e in result.events if isinstance(e, Raw) and "gateway_placeholder_seen" in e.payload]
+    assert seen == [{"gateway_placeholder_seen": {"in": "tool_result", "call_id": output.call_id, "tool": "Bash"}}]

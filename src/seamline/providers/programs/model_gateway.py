@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Final
 
 from seamline.errors import InvalidRequest
-from seamline.events import Complete, Error, Event, Raw, Usage
+from seamline.events import Complete, Error, Event, Raw, ToolResult, Usage
 from seamline.gateway import ModelGateway, Upstream
 from seamline.gateway.cassette import CassettePlayer, CassetteRecorder, CassetteUse
 from seamline.gateway.meter import Vendor
@@ -136,6 +136,11 @@ class SessionGateway:
     @property
     def port(self) -> int:
         return self._gateway.port
+
+    @property
+    def placeholder(self) -> str:
+        """The credential the program is given; worth nothing but at this gateway."""
+        return self._binding.placeholder
 
     @property
     def base_url(self) -> str:
@@ -258,6 +263,15 @@ async def metered_turn(inner: AsyncIterator[Event], gateway: SessionGateway) -> 
         if isinstance(event, Usage):
             reported.append(event)
             continue
+        if isinstance(event, ToolResult) and gateway.placeholder in event.output:
+            # The program's shell read its placeholder (env, /proc): worth nothing but at
+            # this gateway, yet said, as every sighting of it outside a model request is.
+            yield Raw(
+                source="seamline",
+                payload={
+                    "gateway_placeholder_seen": {"in": "tool_result", "call_id": event.call_id, "tool": event.name}
+                },
+            )
         if isinstance(event, Complete):
             await gateway.settled()
             while not usages.empty():
