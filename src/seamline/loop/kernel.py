@@ -320,7 +320,9 @@ class _Turn:
     async def _model_failed(self, exc: SeamlineError) -> Complete:
         if self.obs.attempt:
             await notify(self.obs.attempt, "on_model_attempt", self.ctx, self.steps, exc)
-        return Complete(outcome="failed", stop_reason=exc.kind, text=self.text)
+        # A model request refused because the turn's budget is spent (the model gateway's
+        # check) ends the turn as a passed budget does, not as a failure.
+        return Complete(outcome="budget" if exc.kind == "budget" else "failed", stop_reason=exc.kind, text=self.text)
 
     def _review(self, answer: _Answer) -> _Next | None:
         """The model call is over: its message, unless the turn was aborted meanwhile (then

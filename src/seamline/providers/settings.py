@@ -79,6 +79,10 @@ class _ModelAPISettings(ProviderSettings):
     retry_base_delay: float | None = None
     retry_max_delay: float | None = None
     max_retry_after: float | None = None
+    #: the model requests through seamline's gateway (``on``, the default) or straight to the API
+    gateway: Literal["on", "off"] | None = None
+    #: model requests at once to the upstream, shared by every run of the process
+    max_concurrent_requests: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -72,6 +72,12 @@ def anthropic_messages(
     return ("\n\n".join(system) if system else None), out
 
 
+def _sdk_url(url: str) -> str:
+    """A base URL as the SDK wants it: it appends ``/v1/messages`` itself."""
+    url = url.rstrip("/")
+    return url[: -len("/v1")] if url.endswith("/v1") else url
+
+
 def anthropic_tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:
     return [{"name": t.name, "description": t.description, "input_schema": t.parameters} for t in tools]
 
@@ -112,11 +118,10 @@ class AnthropicProvider(ModelAPIProvider):
     @property
     def sdk_base_url(self) -> str:
         """The base URL as the SDK wants it: it appends ``/v1/messages`` itself."""
-        url = self.base_url
-        return url[: -len("/v1")] if url.endswith("/v1") else url
+        return _sdk_url(self.base_url)
 
-    def _make_client(self, sdk: Any, api_key: str, timeout: float) -> Any:
-        return sdk.AsyncAnthropic(api_key=api_key, base_url=self.sdk_base_url, timeout=timeout, max_retries=0)
+    def _make_client(self, sdk: Any, api_key: str, timeout: float, base_url: str) -> Any:
+        return sdk.AsyncAnthropic(api_key=api_key, base_url=_sdk_url(base_url), timeout=timeout, max_retries=0)
 
     def _build(self, request: ModelRequest) -> dict[str, Any]:
         system, messages = anthropic_messages(request.messages, self._thinking)

@@ -26,6 +26,8 @@ from seamline.extras import install_hint
 from seamline.loop.messages import ModelRequest
 from seamline.providers.base import BLOCK_ENV, OptionSpec, PreflightCheck, Provider, ProviderSession
 from seamline.providers.model_apis.retry import RetryPolicy, classify_failure, scrub
+from seamline.providers.model_apis.through_gateway import GatewayClient, gateway_route, open_gateway_client
+from seamline.providers.programs.model_gateway import GATEWAY_OPTIONS, GatewayRoute
 from seamline.redact import url_host
 
 __all__ = ["COMMON_OPTIONS", "ModelAPIProvider", "StepState", "parse_arguments", "sha256_json"]
@@ -49,6 +51,7 @@ COMMON_OPTIONS: dict[str, OptionSpec] = {
     "max_retry_after": OptionSpec(
         "longest Retry-After the provider waits for, in seconds", default="60", kind="number"
     ),
+    **GATEWAY_OPTIONS,
 }
 
 
@@ -123,6 +126,8 @@ class ModelAPIProvider(Provider):
         self._sessions = 0
         # Per session: set by abort() so that a retry wait ends at once.
         self._abort_events: dict[str, asyncio.Event] = {}
+        # Per session with the gateway on: its gateway and the SDK client pointed at it.
+        self._through_gateway: dict[str, GatewayClient] = {}
 
     # -- configuration -------------------------------------------------------------------
     @property
@@ -154,8 +159,9 @@ class ModelAPIProvider(Provider):
                 f"the {self.name} provider needs the {self.sdk_module} SDK: {install_hint(self.extra)}"
             ) from None
 
-    def _make_client(self, sdk: Any, api_key: str, timeout: float) -> Any:
-        """The SDK's async client with the SDK's own retries off (the policy is ours)."""
+    def _make_client(self, sdk: Any, api_key: str, timeout: float, base_url: str) -> Any:
+        """The SDK's async client for ``base_url`` (the endpoint's or the gateway's) with the
+        SDK's own retries off (the policy is ours)."""
         raise NotImplementedError
 
     def _new_client(self, timeout: float) -> Any:
@@ -168,7 +174,17 @@ class ModelAPIProvider(Provider):
                     f"(or name another variable with --provider-option api_key_env=NAME)"
                 )
             key = "unused"  # local servers ignore it; the SDKs insist on one
-        return self._make_client(sdk, key, timeout)
+        return self._make_client(sdk, key, timeout, self.base_url)
+
+    @property
+    def gateway_route(self) -> GatewayRoute | None:
+        """How the SDK is pointed at the API, for the session's model gateway."""
+        return gateway_route(
+            self.vendor,
+            key_var=self.api_key_env,
+            base_url_var=self.base_url_env,
+            default_base_url=self.default_base_url,
+        )
 
     def client(self) -> Any:
         """The vendor SDK's async client, made on first use (the SDK is imported then)."""
@@ -176,8 +192,28 @@ class ModelAPIProvider(Provider):
             self._client = self._new_client(self.timeout)
         return self._client
 
+    def client_for(self, session_id: str) -> Any:
+        """The SDK client a session's requests go through: its own, pointed at its model
+        gateway, else the client the provider's sessions share."""
+        routed = self._through_gateway.get(session_id)
+        return routed.client if routed is not None else self.client()
+
     # -- seam hooks ---------------------------------------------------------------------
     async def _open(self, session: ProviderSession) -> None:
+        sdk = self._sdk()
+        routed = await open_gateway_client(
+            session,
+            self.gateway_route,
+            self.option_values,
+            rates=self.rates,
+            model=self.model,
+            upstream_url=self.base_url,
+            # The session's own client: the gateway's URL and the placeholder, never the key.
+            make_client=lambda url, placeholder: self._make_client(sdk, placeholder, self.timeout, url),
+        )
+        if routed is not None:
+            self._through_gateway[session.session_id] = routed
+            return
         self.client()
         self._sessions += 1
 
@@ -188,6 +224,10 @@ class ModelAPIProvider(Provider):
 
     async def _close(self, session: ProviderSession) -> None:
         self._abort_events.pop(session.session_id, None)
+        routed = self._through_gateway.pop(session.session_id, None)
+        if routed is not None:
+            await routed.close()
+            return
         # Sessions of one provider share its client (and its connection pool); the last
         # one to close closes it.
         self._sessions = max(self._sessions - 1, 0)
@@ -204,7 +244,8 @@ class ModelAPIProvider(Provider):
         return self._call(request)
 
     async def _call(self, request: ModelRequest) -> AsyncIterator[Event]:
-        client = self.client()
+        routed = self._through_gateway.get(request.session_id)
+        client = self.client_for(request.session_id)
         params = self._build(request)
         identity = self.identity(request, params)
         self.last_identity = identity
@@ -216,6 +257,8 @@ class ModelAPIProvider(Provider):
             attempt += 1
             state = StepState()
             streamed = False
+            if routed is not None:
+                await routed.before_request(request)
             try:
                 async for event in self._stream(client, params, request, state):
                     if not streamed and type(event) in (TextDelta, ReasoningDelta, ToolCall):
@@ -225,6 +268,8 @@ class ModelAPIProvider(Provider):
                     raise self._cut(state)
             except Exception as exc:  # noqa: BLE001 - every failure leaves here classified
                 failure = classify_failure(exc, vendor=self.vendor, secret=secret)
+                if routed is not None:
+                    failure = routed.classified(failure)
                 delay = None if streamed else self.retry.delay(attempt, failure)
                 if delay is None:
                     identity["attempts"] = attempt

@@ -132,8 +132,8 @@ class OpenAIProvider(ModelAPIProvider):
     def _key_optional(self) -> bool:
         return not self._official()
 
-    def _make_client(self, sdk: Any, api_key: str, timeout: float) -> Any:
-        return sdk.AsyncOpenAI(api_key=api_key, base_url=self.base_url, timeout=timeout, max_retries=0)
+    def _make_client(self, sdk: Any, api_key: str, timeout: float, base_url: str) -> Any:
+        return sdk.AsyncOpenAI(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0)
 
     # -- requests -----------------------------------------------------------------------
     def _build(self, request: ModelRequest) -> dict[str, Any]:

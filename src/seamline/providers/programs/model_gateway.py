@@ -147,6 +147,15 @@ class SessionGateway:
         """The URL the program is given in place of its API's."""
         return self._gateway.base_url(self._binding)
 
+    @property
+    def placeholder(self) -> str:
+        """The key the program (or an in-process SDK client) is given in place of the real one."""
+        return self._binding.placeholder
+
+    def upstream_failures(self) -> list[str]:
+        """Why requests of this session could not reach the upstream, oldest first."""
+        return list(self._binding.failures)
+
     def new_refusals(self) -> list[Raw]:
         """The requests refused since last asked (no placeholder this gateway issued: a key
         tried from inside, another program), as the events that report them."""

@@ -1,0 +1,321 @@
+"""The model-API providers (``openai`` on both routes, ``anthropic``) send their requests
+through the session's model gateway: the SDK client in-process holds the gateway's URL and
+a placeholder, the real key reaches only the API; usage is counted once; the gateway's
+budget check refuses the request after the budget is spent and the turn ends ``budget``;
+requests take turns at the upstream with every other run of the process, and an upstream's
+``retry-after`` holds the requests that follow.
+
+Against the wire-format fakes in ``tests/fakes`` (streamed answers), on 127.0.0.1 only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pytest
+
+import seamline
+from seamline.events import Event, Usage, encode_event
+from seamline.gateway.upstream_slots import upstream_slots
+from seamline.providers.model_apis.base import ModelAPIProvider
+from seamline.providers.programs.model_gateway import gateway_of
+from seamline.providers.registry import create_provider
+from seamline.tools import Toolset
+from seamline.usage import priced_usage
+from tests.fakes._http import FakeAPI, JsonReply, RecordedRequest, StreamReply, _Server
+from tests.fakes.anthropic_api import FakeAnthropic
+from tests.fakes.openai_api import FakeOpenAI
+from tests.providers.model_api_support import FAST, lookup, model_api_env, of_type, tool_step
+
+__all__ = ["model_api_env"]
+
+pytestmark = pytest.mark.usefixtures("model_api_env")
+
+CANARY = "sk-canary-REAL-key-0123456789abcdef"
+# (provider, fake, model, extra options)
+BACKENDS: list[tuple[str, type[FakeAPI], str, dict[str, str]]] = [
+    ("openai", FakeOpenAI, "gpt-4o", {"route": "chat"}),
+    ("openai", FakeOpenAI, "gpt-4o", {"route": "responses"}),
+    ("anthropic", FakeAnthropic, "claude-sonnet-4-6", {}),
+]
+IDS = ["openai-chat", "openai-responses", "anthropic"]
+
+
+def _key_of(request: RecordedRequest) -> str:
+    return request.headers.get("x-api-key") or request.headers.get("authorization", "").removeprefix("Bearer ")
+
+
+async def _turn(provider: ModelAPIProvider, prompt: str = "go", budget_usd: float | None = None) -> list[Event]:
+    """One turn of a new session of ``provider`` (closed again) with the ``lookup`` tool; its
+    events, and checks made while the session is open."""
+    session = await provider.open(tools=Toolset([lookup]))
+    try:
+        return [event async for event in session.send(prompt, budget_usd=budget_usd)]
+    finally:
+        await provider.close(session)
+
+
+@pytest.mark.parametrize(("name", "fake_type", "model", "extra"), BACKENDS, ids=IDS)
+def test_the_real_key_reaches_only_the_api_the_sdk_holds_the_placeholder(
+    name: str, fake_type: type[FakeAPI], model: str, extra: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY" if name == "openai" else "ANTHROPIC_API_KEY", CANARY)
+    script = [tool_step(("lookup", {"key": "a"}), input_tokens=30, output_tokens=4), {"text": "done"}]
+
+    async def scenario(fake: FakeAPI) -> list[Event]:
+        provider = create_provider(name, model=model, options={"base_url": fake.base_url, **FAST, **extra})
+        assert isinstance(provider, ModelAPIProvider)
+        session = await provider.open(tools=Toolset([lookup]))
+        try:
+            gateway = gateway_of(session)
+            assert gateway is not None
+            client = provider.client_for(session.session_id)
+            # The SDK client was given the gateway's address and the placeholder, no more.
+            assert client.api_key == gateway.placeholder != CANARY
+            assert str(client.base_url).startswith(f"http://127.0.0.1:{gateway.port}")
+            assert provider._client is None  # pyright: ignore[reportPrivateUsage]  # none made with the real key
+            events = [event async for event in session.send("go")]
+            # Every model request the fake received came through this session's gateway.
+            assert gateway.requests_this_turn() == len(fake.model_requests()) == 2
+            return events
+        finally:
+            await provider.close(session)
+            assert gateway_of(session) is None  # closed with the session
+
+    with fake_type(script, api_key=CANARY) as fake:  # the fake refuses any other key (401)
+        events = asyncio.run(scenario(fake))
+    assert events[-1].outcome == "completed" and events[-1].text == "done"  # type: ignore[union-attr]
+    assert [_key_of(r) for r in fake.model_requests()] == [CANARY, CANARY]
+    # What only the gateway sends upstream (the SDK asks for compressed, kept-alive answers).
+    assert {r.headers.get("accept-encoding") for r in fake.model_requests()} == {"identity"}
+    assert CANARY not in "\n".join(encode_event(e).decode() for e in events)
+
+
+@pytest.mark.parametrize(("name", "fake_type", "model", "extra"), BACKENDS, ids=IDS)
+def test_the_ledger_holds_the_fakes_usage_once(
+    name: str, fake_type: type[FakeAPI], model: str, extra: dict[str, str]
+) -> None:
+    sent = [
+        {"input_tokens": 50, "output_tokens": 9, "cache_read_tokens": 20},
+        {"input_tokens": 80, "output_tokens": 5},
+        {"input_tokens": 120, "output_tokens": 6, "cache_read_tokens": 64},
+    ]
+    script = [
+        {**tool_step(("lookup", {"key": "a"})), "usage": sent[0]},
+        {**tool_step(("lookup", {"key": "b"})), "usage": sent[1]},
+        {"text": "found", "usage": sent[2]},
+    ]
+    with fake_type(script) as fake:
+        provider = create_provider(name, model=model, options={"base_url": fake.base_url, **FAST, **extra})
+        result = seamline.run_sync("go", provider=provider, tools=Toolset([lookup]), store=None)
+        requests = len(fake.model_requests())
+    assert result.outcome == "completed" and requests == 3
+    usages: list[Usage] = of_type(result.events, "usage")
+    assert len(usages) == 3  # one per request: the gateway's reading of the wire is not added
+    for key in ("input_tokens", "output_tokens", "cache_read_tokens"):
+        assert sum(getattr(u, key) for u in usages) == sum(s.get(key, 0) for s in sent)
+    assert result.input_tokens == 250 and result.output_tokens == 20
+    assert result.cost_usd == pytest.approx(sum(u.cost_usd or 0 for u in usages))
+
+
+def _budget_of_two(name: str, model: str, usage: Mapping[str, int]) -> float:
+    """What two requests of ``usage`` cost, added up as the gateway and the ledger add them."""
+    provider = create_provider(name, model=model)
+    counts = Usage(input_tokens=usage["input_tokens"], output_tokens=usage["output_tokens"])
+    one = priced_usage(counts, model=model, rates=provider.rates(model)).cost_usd
+    assert one is not None
+    return one + one
+
+
+@pytest.mark.parametrize(("name", "fake_type", "model", "extra"), BACKENDS, ids=IDS)
+def test_a_budget_worth_two_requests_ends_the_turn_budget_before_a_third_is_sent(
+    name: str, fake_type: type[FakeAPI], model: str, extra: dict[str, str]
+) -> None:
+    usage = {"input_tokens": 1000, "output_tokens": 100}
+    step = {**tool_step(("lookup", {"key": "k"})), "usage": usage}
+    budget = _budget_of_two(name, model, usage)
+    with fake_type([{**step, "times": 5}]) as fake:
+        provider = create_provider(name, model=model, options={"base_url": fake.base_url, **FAST, **extra})
+        assert isinstance(provider, ModelAPIProvider)
+        events = asyncio.run(_turn(provider, budget_usd=budget))
+        sent = len(fake.model_requests())
+    final = events[-1]
+    assert final.type == "complete" and final.outcome == "budget"  # type: ignore[union-attr]
+    (error,) = of_type(events, "error")
+    assert error.kind == "budget" and "budget" in error.message
+    # Two requests spent exactly the budget (not past it, so the turn went on); the third
+    # was refused at the gateway before it left: at most three, here two.
+    assert sent == 2
+    assert len(of_type(events, "usage")) == 2
+
+
+class _CountingFake(FakeAPI):
+    """A fake that accepts ``capacity`` model requests at once (more are answered 429
+    without ``retry-after``, as a rate-limited API does; ``None``: any number) and keeps its
+    peak. A request is held until ``gather`` are held together, or ``expected`` requests
+    have arrived, and a moment more: one more let through beside them would be caught."""
+
+    def __init__(self, script: Sequence[Mapping[str, Any]], *, capacity: int | None, gather: int) -> None:
+        super().__init__(script)
+        self.capacity = capacity
+        self.gather = gather
+        self.expected = 20
+        self.held = self.peak = self.arrived = self.refused = 0
+        self._turns = threading.Condition()
+
+    def _reply_for(self, request: RecordedRequest) -> tuple[JsonReply | StreamReply, float]:
+        if not (request.method == "POST" and self.is_model_path(request.path)):
+            return super()._reply_for(request)
+        with self._turns:
+            self.held += 1
+            self.arrived += 1
+            self.peak = max(self.peak, self.held)
+            over = self.capacity is not None and self.held > self.capacity
+            if over:
+                self.refused += 1
+            else:
+                self._turns.notify_all()
+                # Bounded: a request never let through fails the test instead of hanging it.
+                self._turns.wait_for(lambda: self.held >= self.gather or self.arrived >= self.expected, 10)
+        try:
+            if over:
+                return self.error_reply(429, self.default_error_type(429), "too many requests at once"), 0.0
+            self._stopping.wait(0.02)
+            return super()._reply_for(request)
+        finally:
+            with self._turns:
+                self.held -= 1
+
+
+class _CountingOpenAI(_CountingFake, FakeOpenAI):
+    pass
+
+
+class _CountingAnthropic(_CountingFake, FakeAnthropic):
+    pass
+
+
+COUNTING: dict[str, type[_CountingFake]] = {"openai": _CountingOpenAI, "anthropic": _CountingAnthropic}
+
+
+async def _runs(name: str, model: str, options: Mapping[str, str], count: int) -> list[seamline.RunResult]:
+    return list(
+        await asyncio.gather(
+            *(
+                seamline.run(f"run {i}", provider=name, model=model, options=dict(options), store=None)
+                for i in range(count)
+            )
+        )
+    )
+
+
+@pytest.mark.parametrize(("name", "model"), [("openai", "gpt-4o"), ("anthropic", "claude-sonnet-4-6")])
+def test_twenty_runs_with_a_limit_of_four_all_succeed_never_more_than_four_upstream(name: str, model: str) -> None:
+    fake = COUNTING[name]([{"text": "ok", "times": -1}], capacity=4, gather=4)
+    with fake:
+        # No retries: a request sent beyond what the API accepts would fail its run.
+        options = {"base_url": fake.base_url, "max_retries": "0", "max_concurrent_requests": "4"}
+        results = asyncio.run(_runs(name, model, options, 20))
+    assert [r.outcome for r in results] == ["completed"] * 20  # none failed: they waited their turn
+    assert fake.arrived == 20 and fake.refused == 0
+    assert fake.peak == 4  # four at once, used in full, never more
+
+
+def test_without_a_limit_the_same_twenty_reach_the_api_together(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The control: what keeps the runs above to four at once is the limit. This API takes
+    any number at once and answers none until all twenty are there."""
+    monkeypatch.setattr(_Server, "request_queue_size", 64)  # twenty connections at once
+    fake = _CountingOpenAI([{"text": "ok", "times": -1}], capacity=None, gather=20)
+    with fake:
+        results = asyncio.run(_runs("openai", "gpt-4o", {"base_url": fake.base_url, "max_retries": "0"}, 20))
+    assert [r.outcome for r in results] == ["completed"] * 20
+    assert fake.peak == 20
+
+
+class _TimedOpenAI(FakeOpenAI):
+    """Logs when each model request arrived, on the monotonic clock (the event loop's)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.arrival_times: list[float] = []
+
+    def _reply_for(self, request: RecordedRequest) -> tuple[JsonReply | StreamReply, float]:
+        if request.method == "POST" and self.is_model_path(request.path):
+            self.arrival_times.append(time.monotonic())
+        return super()._reply_for(request)
+
+
+def test_a_429_with_retry_after_holds_the_next_runs_requests_until_it_has_passed() -> None:
+    async def scenario(fake: _TimedOpenAI) -> tuple[list[Event], list[Event], float]:
+        options = {"base_url": fake.base_url, **FAST, "max_retry_after": "5"}
+        first = create_provider("openai", model="gpt-4o", options=options)
+        second = create_provider("openai", model="gpt-4o", options=options)
+        assert isinstance(first, ModelAPIProvider) and isinstance(second, ModelAPIProvider)
+        assert asyncio.get_running_loop().time() == pytest.approx(time.monotonic(), abs=1.0)  # one clock
+        slots = upstream_slots(("http", "127.0.0.1", fake.port))
+        refused = asyncio.ensure_future(_turn(first, "first"))
+        while not slots.held:  # the first run's request was answered 429, retry-after 0.3 s
+            await asyncio.sleep(0.005)
+        held_until = slots.held_until
+        waiting = asyncio.ensure_future(_turn(second, "second"))
+        while slots.waiting < 1:
+            await asyncio.sleep(0.005)
+        # The second run's request waits at its gateway; the API has seen only the first.
+        assert len(fake.arrival_times) == 1
+        return await refused, await waiting, held_until
+
+    script = [
+        {"status": 429, "headers": {"retry-after-ms": "300"}},
+        {"text": "after the hold", "times": 2},
+    ]
+    fake = _TimedOpenAI(script)
+    with fake:
+        first, second, held_until = asyncio.run(asyncio.wait_for(scenario(fake), 30))
+    assert first[-1].outcome == second[-1].outcome == "completed"  # type: ignore[union-attr]
+    (retry,) = of_type(first, "error")
+    assert retry.kind == "quota" and retry.attempt == 1  # the 429 reached the first run, which retried
+    assert len(fake.arrival_times) == 3
+    assert all(t >= held_until for t in fake.arrival_times[1:])  # nothing went upstream inside the hold
+
+
+def test_an_unreachable_upstream_is_a_transport_error_that_names_it() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # closed again before use: nothing listens there
+    result = seamline.run_sync(
+        "go", provider="openai", model="gpt-4o", options={"base_url": f"http://127.0.0.1:{port}/v1", **FAST}, store=None
+    )
+    errors = of_type(result.events, "error")
+    assert {e.kind for e in errors} == {"transport"} and result.outcome == "failed"
+    assert [e.attempt for e in errors] == [1, 2, None]  # retried by the provider's policy
+    assert f"127.0.0.1:{port} is unreachable" in errors[-1].message
+    assert "openai API unreachable" in errors[-1].message
+
+
+@pytest.mark.parametrize(("name", "fake_type", "model", "extra"), BACKENDS, ids=IDS)
+def test_gateway_off_calls_the_api_directly_with_the_key(
+    name: str, fake_type: type[FakeAPI], model: str, extra: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY" if name == "openai" else "ANTHROPIC_API_KEY", CANARY)
+
+    async def scenario(fake: FakeAPI) -> Sequence[Event]:
+        options = {"base_url": fake.base_url, **FAST, **extra, "gateway": "off"}
+        provider = create_provider(name, model=model, options=options)
+        assert isinstance(provider, ModelAPIProvider)
+        session = await provider.open()
+        try:
+            assert gateway_of(session) is None and provider.client_for(session.session_id).api_key == CANARY
+            return [event async for event in session.send("go")]
+        finally:
+            await provider.close(session)
+
+    with fake_type([{"text": "direct"}], api_key=CANARY) as fake:
+        events = asyncio.run(scenario(fake))
+    assert events[-1].outcome == "completed"  # type: ignore[union-attr]
+    (request,) = fake.model_requests()
+    assert _key_of(request) == CANARY and request.headers.get("accept-encoding") != "identity"
