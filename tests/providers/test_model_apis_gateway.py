@@ -275,7 +275,7 @@ def test_a_429_with_retry_after_holds_the_next_runs_requests_until_it_has_passed
     ]
     fake = _TimedOpenAI(script)
     with fake:
-        first, second, held_until = asyncio.run(asyncio.wait_for(scenario(fake), 30))
+        first, second, held_until = asyncio.run(asyncio.wait_for(scenario(fake), 10))
     assert first[-1].outcome == second[-1].outcome == "completed"  # type: ignore[union-attr]
     (retry,) = of_type(first, "error")
     assert retry.kind == "quota" and retry.attempt == 1  # the 429 reached the first run, which retried

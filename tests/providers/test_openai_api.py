@@ -365,7 +365,8 @@ def test_sessions_of_one_provider_share_the_client_until_the_last_closes() -> No
     import asyncio
 
     async def scenario(fake: FakeOpenAI) -> list[str]:
-        provider = OpenAIProvider(model="gpt-4o", options={"base_url": fake.base_url, **FAST})
+        # Without the gateway: with it, each session has its own client, pointed at its gateway.
+        provider = OpenAIProvider(model="gpt-4o", options={"base_url": fake.base_url, **FAST, "gateway": "off"})
         first = await provider.open()
         second = await provider.open()
         texts = []
