@@ -10,7 +10,9 @@ imported only when a session opens, and leave tools to seamline's loop.
 
 The key comes from ``OPENAI_API_KEY`` (or the variable named by ``api_key_env``), the
 endpoint from ``base_url``, else ``OPENAI_BASE_URL``, else the official API. An endpoint
-other than the official one may run without a key (local servers).
+other than the official one may run without a key (local servers). With a key, the requests
+go through the session's model gateway (``gateway=off``: straight to the endpoint; see
+:mod:`seamline.providers.model_apis.through_gateway`).
 """
 
 from __future__ import annotations
