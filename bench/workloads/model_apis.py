@@ -7,6 +7,15 @@ streamed text. Per call: CPU of calls answering one word. Per delta: the extra C
 answering ``WORDS`` words, divided by the extra deltas. seamline runs each call as one turn
 through ``ProviderSession.send`` with the SQLite store on; the bare SDK makes the same
 streamed call and joins the text. Both check what they got.
+
+seamline runs each route twice: with its model gateway (the default: the SDK client talks to
+the session's gateway on 127.0.0.1, which relays to the fake and meters the stream) and with
+``gateway=off`` (the SDK talks to the fake). The difference in this process's CPU (the
+gateway runs on its event loop) is ``gateway_added_cpu_us_per_call`` / ``_per_delta``. The
+time it adds is measured apart, on a busy machine's terms: two sessions, one with the gateway
+and one without, take turns call by call (so both see the same load), each call timed from
+``send`` to ``complete``; ``gateway_added_ms_per_call`` is the difference of their medians
+(one-word answers), ``gateway_added_ms_per_call_long`` the same for ``WORDS``-word answers.
 """
 
 from __future__ import annotations
@@ -31,6 +40,19 @@ SMALL = {vendor: small for vendor, (_, small) in MODELS.items()}
 _KEY = "sk-bench-not-a-real-key"
 
 
+# The fake with TCP_NODELAY on, as production HTTP servers run: without it its head and first
+# frame, written apart, wait out the client's delayed ACK (40 ms) on a reused connection, and
+# the direct calls (a kept-alive connection) would look slower than the gateway's (a fresh
+# upstream connection per request).
+_FAKE = """
+import sys
+from tests.fakes import _http
+_http._Handler.disable_nagle_algorithm = True
+module = __import__(sys.argv[1], fromlist=["main"])
+raise SystemExit(module.main(sys.argv[2:]))
+"""
+
+
 def _start_fake(vendor: str, words: int, folder: Path) -> tuple[subprocess.Popen[str], str]:
     """One fake per vendor: the small model answers one word, the other ``words`` words."""
     many = " ".join(f"w{i}" for i in range(words))
@@ -48,7 +70,7 @@ def _start_fake(vendor: str, words: int, folder: Path) -> tuple[subprocess.Popen
     module = "tests.fakes.anthropic_api" if vendor == "anthropic" else "tests.fakes.openai_api"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(
-        [sys.executable, "-m", module, "--port", "0", "--script", str(path)],
+        [sys.executable, "-c", _FAKE, module, "--port", "0", "--script", str(path)],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,
@@ -72,35 +94,67 @@ def _stop(proc: subprocess.Popen[str]) -> None:
         proc.wait()
 
 
-async def _seamline_calls(route: str, base_url: str, calls: int, words: int, model: str, store: Any) -> float:
+def _provider(route: str, base_url: str, model: str, gateway: str) -> Any:
     from seamline.providers.registry import create_provider
-    from seamline.tools import Toolset
 
     os.environ.pop("SEAMLINE_BLOCK_REAL_PROVIDERS", None)
     if route == "anthropic":
         os.environ["ANTHROPIC_API_KEY"] = _KEY
-        provider = create_provider("anthropic", model=model, options={"base_url": base_url})
-    else:
-        os.environ["OPENAI_API_KEY"] = _KEY
-        provider = create_provider("openai", model=model, options={"base_url": base_url, "route": route})
+        return create_provider("anthropic", model=model, options={"base_url": base_url, "gateway": gateway})
+    os.environ["OPENAI_API_KEY"] = _KEY
+    return create_provider("openai", model=model, options={"base_url": base_url, "route": route, "gateway": gateway})
+
+
+async def _one_call(session: Any, words: int) -> None:
+    session.messages.clear()  # every call the same size: the history is not what is measured
+    deltas = 0
+    final = None
+    async for event in session.send("go"):
+        if event.type == "text_delta":
+            deltas += 1
+        final = event
+    assert final is not None and final.type == "complete" and final.outcome == "completed", final
+    assert deltas == words, (deltas, words)
+
+
+async def _seamline_calls(
+    route: str, base_url: str, calls: int, words: int, model: str, store: Any, gateway: str = "on"
+) -> float:
+    from seamline.tools import Toolset
+
+    provider = _provider(route, base_url, model, gateway)
     session = await provider.open(store=store, tools=Toolset())
     # one warm-up call: imports, connection set-up
     async for _ in session.send("warm up"):
         pass
     started = time.process_time()
     for _ in range(calls):
-        session.messages.clear()  # every call the same size: the history is not what is measured
-        deltas = 0
-        final = None
-        async for event in session.send("go"):
-            if event.type == "text_delta":
-                deltas += 1
-            final = event
-        assert final is not None and final.type == "complete" and final.outcome == "completed", final  # type: ignore[union-attr]
-        assert deltas == words, (deltas, words)
+        await _one_call(session, words)
     spent = time.process_time() - started
     await provider.close(session)
     return spent
+
+
+async def _gateway_times(route: str, base_url: str, calls: int, words: int, model: str, store: Any) -> list[float]:
+    """The median seconds per call with the gateway and without it, the two sessions taking
+    turns call by call (which goes first alternates)."""
+    from seamline.tools import Toolset
+
+    providers = {g: _provider(route, base_url, model, g) for g in ("on", "off")}
+    sessions = {g: await p.open(store=store, tools=Toolset()) for g, p in providers.items()}
+    times: dict[str, list[float]] = {"on": [], "off": []}
+    try:
+        for g in ("on", "off"):
+            await _one_call(sessions[g], words)  # warm-up
+        for i in range(calls):
+            for g in ("on", "off") if i % 2 == 0 else ("off", "on"):
+                started = time.perf_counter()
+                await _one_call(sessions[g], words)
+                times[g].append(time.perf_counter() - started)
+    finally:
+        for g, p in providers.items():
+            await p.close(sessions[g])
+    return [statistics.median(times["on"]), statistics.median(times["off"])]
 
 
 async def _bare_calls(route: str, base_url: str, calls: int, words: int, model: str) -> float:
@@ -155,18 +209,22 @@ def _measure(route: str, calls: int, reps: int, words: int, store: Any, folder: 
     vendor = "anthropic" if route == "anthropic" else "openai"
     big, small = MODELS[vendor]
     spent: dict[tuple[str, int], list[float]] = {}
+    walls: dict[int, list[list[float]]] = {}
     proc, base_url = _start_fake(vendor, words, folder)
     try:
         for _ in range(reps):
             for n, model in ((1, small), (words, big)):
                 seam = asyncio.run(_seamline_calls(route, base_url, calls, n, model, store))
+                direct = asyncio.run(_seamline_calls(route, base_url, calls, n, model, store, "off"))
                 bare = asyncio.run(_bare_calls(route, base_url, calls, n, model))
                 spent.setdefault(("seamline", n), []).append(seam)
+                spent.setdefault(("direct", n), []).append(direct)
                 spent.setdefault(("bare", n), []).append(bare)
+                walls.setdefault(n, []).append(asyncio.run(_gateway_times(route, base_url, calls, n, model, store)))
     finally:
         _stop(proc)
     out: dict[str, float] = {}
-    for who in ("seamline", "bare"):
+    for who in ("seamline", "direct", "bare"):
         one = statistics.median(spent[(who, 1)]) / calls
         many = statistics.median(spent[(who, words)]) / calls
         out[f"{who}_us_per_call"] = round(one * 1e6, 1)
@@ -175,6 +233,15 @@ def _measure(route: str, calls: int, reps: int, words: int, store: Any, folder: 
     out["ratio_per_delta"] = round(out["seamline_us_per_delta"] / max(out["bare_us_per_delta"], 1e-9), 2)
     out["overhead_us_per_call"] = round(out["seamline_us_per_call"] - out["bare_us_per_call"], 1)
     out["overhead_us_per_delta"] = round(out["seamline_us_per_delta"] - out["bare_us_per_delta"], 2)
+    # The model gateway's share: seamline with it (the default) against seamline without it.
+    for n, label in ((1, "call"), (words, "call_long")):
+        on = statistics.median(w[0] for w in walls[n])
+        off = statistics.median(w[1] for w in walls[n])
+        out[f"ms_per_{label}_gateway_on"] = round(on * 1e3, 3)
+        out[f"ms_per_{label}_gateway_off"] = round(off * 1e3, 3)
+        out[f"gateway_added_ms_per_{label}"] = round((on - off) * 1e3, 3)
+    out["gateway_added_cpu_us_per_call"] = round(out["seamline_us_per_call"] - out["direct_us_per_call"], 1)
+    out["gateway_added_cpu_us_per_delta"] = round(out["seamline_us_per_delta"] - out["direct_us_per_delta"], 2)
     return out
 
 
@@ -204,6 +271,7 @@ def run(*, quick: bool = False) -> dict[str, Any]:
         r = results[route]
         results[f"{route}_ratio_per_call"] = r["ratio_per_call"]
         results[f"{route}_ratio_per_delta"] = r["ratio_per_delta"]
+        results[f"{route}_gateway_added_ms_per_call"] = r["gateway_added_ms_per_call"]
     return results
 
 
