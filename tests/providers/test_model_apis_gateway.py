@@ -27,7 +27,13 @@ from seamline.providers.programs.model_gateway import gateway_of
 from seamline.providers.registry import create_provider
 from seamline.tools import Toolset
 from seamline.usage import priced_usage
-from tests.fakes._http import FakeAPI, JsonReply, RecordedRequest, StreamReply, _Server
+from tests.fakes._http import (
+    FakeAPI,
+    JsonReply,
+    RecordedRequest,
+    StreamReply,
+    _Server,  # pyright: ignore[reportPrivateUsage]  # its listen backlog
+)
 from tests.fakes.anthropic_api import FakeAnthropic
 from tests.fakes.openai_api import FakeOpenAI
 from tests.providers.model_api_support import FAST, lookup, model_api_env, of_type, tool_step
@@ -319,3 +325,20 @@ def test_gateway_off_calls_the_api_directly_with_the_key(
     assert events[-1].outcome == "completed"  # type: ignore[union-attr]
     (request,) = fake.model_requests()
     assert _key_of(request) == CANARY and request.headers.get("accept-encoding") != "identity"
+
+
+@pytest.mark.parametrize(("name", "fake_type", "model", "extra"), BACKENDS, ids=IDS)
+def test_an_http_proxy_in_the_environment_is_not_asked_for_the_gateway_on_127_0_0_1(
+    name: str, fake_type: type[FakeAPI], model: str, extra: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        nowhere = f"http://127.0.0.1:{sock.getsockname()[1]}"  # a proxy that is not there
+    for variable in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.setenv(variable, nowhere)
+    for variable in ("NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(variable, raising=False)
+    with fake_type([{"text": "no proxy on the way"}]) as fake:
+        provider = create_provider(name, model=model, options={"base_url": fake.base_url, **FAST, **extra})
+        result = seamline.run_sync("go", provider=provider, store=None)
+    assert result.outcome == "completed" and result.text == "no proxy on the way"

@@ -122,8 +122,10 @@ class AnthropicProvider(ModelAPIProvider):
         """The base URL as the SDK wants it: it appends ``/v1/messages`` itself."""
         return _sdk_url(self.base_url)
 
-    def _make_client(self, sdk: Any, api_key: str, timeout: float, base_url: str) -> Any:
-        return sdk.AsyncAnthropic(api_key=api_key, base_url=_sdk_url(base_url), timeout=timeout, max_retries=0)
+    def _make_client(self, sdk: Any, api_key: str, timeout: float, base_url: str, http_client: Any = None) -> Any:
+        return sdk.AsyncAnthropic(
+            api_key=api_key, base_url=_sdk_url(base_url), timeout=timeout, max_retries=0, http_client=http_client
+        )
 
     def _build(self, request: ModelRequest) -> dict[str, Any]:
         system, messages = anthropic_messages(request.messages, self._thinking)

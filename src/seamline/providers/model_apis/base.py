@@ -95,6 +95,14 @@ class StepState:
     final: dict[str, Any] = field(default_factory=dict)
 
 
+def _loopback_http_client(sdk: Any) -> Any:
+    """The SDK's own HTTP client, for the gateway on 127.0.0.1: no HTTP proxy from the
+    environment (``HTTPS_PROXY`` would send the request to the proxy, which cannot reach this
+    machine's loopback). The ``anthropic`` SDK mounts the environment's proxies itself; the
+    mounts given here take their place."""
+    return sdk.DefaultAsyncHttpxClient(trust_env=False, mounts=dict.fromkeys(("http://", "https://", "all://")))
+
+
 class ModelAPIProvider(Provider):
     """Base of the providers that call a model API through its vendor's SDK."""
 
@@ -159,9 +167,9 @@ class ModelAPIProvider(Provider):
                 f"the {self.name} provider needs the {self.sdk_module} SDK: {install_hint(self.extra)}"
             ) from None
 
-    def _make_client(self, sdk: Any, api_key: str, timeout: float, base_url: str) -> Any:
+    def _make_client(self, sdk: Any, api_key: str, timeout: float, base_url: str, http_client: Any = None) -> Any:
         """The SDK's async client for ``base_url`` (the endpoint's or the gateway's) with the
-        SDK's own retries off (the policy is ours)."""
+        SDK's own retries off (the policy is ours); ``http_client``: the SDK's default one."""
         raise NotImplementedError
 
     def _new_client(self, timeout: float) -> Any:
@@ -209,7 +217,9 @@ class ModelAPIProvider(Provider):
             model=self.model,
             upstream_url=self.base_url,
             # The session's own client: the gateway's URL and the placeholder, never the key.
-            make_client=lambda url, placeholder: self._make_client(sdk, placeholder, self.timeout, url),
+            make_client=lambda url, placeholder: self._make_client(
+                sdk, placeholder, self.timeout, url, _loopback_http_client(sdk)
+            ),
         )
         if routed is not None:
             self._through_gateway[session.session_id] = routed

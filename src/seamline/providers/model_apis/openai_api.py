@@ -134,8 +134,10 @@ class OpenAIProvider(ModelAPIProvider):
     def _key_optional(self) -> bool:
         return not self._official()
 
-    def _make_client(self, sdk: Any, api_key: str, timeout: float, base_url: str) -> Any:
-        return sdk.AsyncOpenAI(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0)
+    def _make_client(self, sdk: Any, api_key: str, timeout: float, base_url: str, http_client: Any = None) -> Any:
+        return sdk.AsyncOpenAI(
+            api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0, http_client=http_client
+        )
 
     # -- requests -----------------------------------------------------------------------
     def _build(self, request: ModelRequest) -> dict[str, Any]:
