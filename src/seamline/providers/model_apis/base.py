@@ -52,6 +52,13 @@ COMMON_OPTIONS: dict[str, OptionSpec] = {
         "longest Retry-After the provider waits for, in seconds", default="60", kind="number"
     ),
     **GATEWAY_OPTIONS,
+    "gateway": OptionSpec(
+        "send the model requests through seamline's model gateway: the per-upstream limit of requests at "
+        "once and an upstream's retry-after are shared with every run of the process, the key is put in "
+        "there (off: the SDK calls the endpoint directly)",
+        default="on",
+        choices=("on", "off"),
+    ),
 }
 
 
