@@ -274,6 +274,17 @@ class Slow(Provider):
         return self._gen(request)
 
 
+def test_a_model_call_refused_for_the_budget_ends_the_turn_budget_not_failed() -> None:
+    """A step that fails with kind ``budget`` (the model gateway refused the request: the
+    turn's budget is spent) ends the turn as a passed budget does."""
+    script = [{"tool_calls": [{"name": "add", "arguments": {"a": 1}}]}, {"error": {"kind": "budget"}}]
+    events = run_turn(scripted(script), Toolset([add]))
+    done = final(events)
+    assert (done.outcome, done.stop_reason) == ("budget", "budget")
+    assert [e.kind for e in events if isinstance(e, Error)] == ["budget"]
+    assert results(events)[0].output == "3"  # what ran before stays
+
+
 def test_abort_ends_with_outcome_aborted() -> None:
     async def go() -> list[Event]:
         provider = Slow()
