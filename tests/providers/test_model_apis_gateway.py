@@ -342,3 +342,16 @@ def test_an_http_proxy_in_the_environment_is_not_asked_for_the_gateway_on_127_0_
         provider = create_provider(name, model=model, options={"base_url": fake.base_url, **FAST, **extra})
         result = seamline.run_sync("go", provider=provider, store=None)
     assert result.outcome == "completed" and result.text == "no proxy on the way"
+
+
+@pytest.mark.parametrize(("name", "fake_type", "model", "extra"), BACKENDS, ids=IDS)
+def test_a_redirect_from_the_api_is_not_followed_around_the_gateway(
+    name: str, fake_type: type[FakeAPI], model: str, extra: dict[str, str]
+) -> None:
+    with fake_type([{"text": "elsewhere"}]) as elsewhere:
+        moved = {"status": 307, "headers": {"location": elsewhere.base_url + "/moved"}}
+        with fake_type([moved]) as fake:
+            provider = create_provider(name, model=model, options={"base_url": fake.base_url, **FAST, **extra})
+            result = seamline.run_sync("go", provider=provider, store=None)
+    assert result.outcome == "failed"  # the redirect is the answer, as the gateway relayed it
+    assert elsewhere.requests == []  # nothing went to the new address, past the gateway

@@ -103,11 +103,20 @@ class StepState:
 
 
 def _loopback_http_client(sdk: Any) -> Any:
-    """The SDK's own HTTP client, for the gateway on 127.0.0.1: no HTTP proxy from the
-    environment (``HTTPS_PROXY`` would send the request to the proxy, which cannot reach this
-    machine's loopback). The ``anthropic`` SDK mounts the environment's proxies itself; the
-    mounts given here take their place."""
-    return sdk.DefaultAsyncHttpxClient(trust_env=False, mounts=dict.fromkeys(("http://", "https://", "all://")))
+    """The SDK's own HTTP client, for the gateway on 127.0.0.1 and nothing else.
+
+    No HTTP proxy from the environment (``HTTPS_PROXY`` would send the request to the proxy,
+    which cannot reach this machine's loopback; the ``anthropic`` SDK mounts the
+    environment's proxies itself, and the mounts given here take their place). No redirect
+    followed: one would leave the gateway's path. So it only ever speaks plain HTTP to the
+    gateway, which makes the TLS connection to the API and verifies it; the client loads no
+    certificates (``verify=False``), which saves some 40 ms of CPU per session."""
+    return sdk.DefaultAsyncHttpxClient(
+        trust_env=False,
+        verify=False,
+        follow_redirects=False,
+        mounts=dict.fromkeys(("http://", "https://", "all://")),
+    )
 
 
 class ModelAPIProvider(Provider):
