@@ -280,7 +280,9 @@ def _check_cassette(given: RunOptions, backend: Provider) -> None:
     use = CassetteUse.of(record=given.record, replay=given.replay)
     if use is None:
         return
-    if type(backend).keys != "gateway":
+    # (a model-API provider's requests pass it when a cassette is given; an ACP agent's
+    # where its vendor is known: its session says so when it opens)
+    if type(backend).keys not in ("gateway", "gateway_or_environment", "in_process"):
         raise InvalidRequest(
             f"cassette {use.path}: {backend.name}'s model requests do not pass seamline's gateway "
             f"(keys={type(backend).keys}; see seamline providers list), so they cannot be recorded or replayed"

@@ -15,6 +15,7 @@ import socket
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -37,6 +38,9 @@ from tests.fakes._http import (
 from tests.fakes.anthropic_api import FakeAnthropic
 from tests.fakes.openai_api import FakeOpenAI
 from tests.providers.model_api_support import FAST, lookup, model_api_env, of_type, tool_step
+
+# The gateway is off for the model APIs unless asked for (its hop costs CPU on every call).
+ON = {"gateway": "on"}
 
 __all__ = ["model_api_env"]
 
@@ -74,7 +78,7 @@ def test_the_real_key_reaches_only_the_api_the_sdk_holds_the_placeholder(
     script = [tool_step(("lookup", {"key": "a"}), input_tokens=30, output_tokens=4), {"text": "done"}]
 
     async def scenario(fake: FakeAPI) -> list[Event]:
-        provider = create_provider(name, model=model, options={"base_url": fake.base_url, **FAST, **extra})
+        provider = create_provider(name, model=model, options={"base_url": fake.base_url, **FAST, **extra, **ON})
         assert isinstance(provider, ModelAPIProvider)
         session = await provider.open(tools=Toolset([lookup]))
         try:
@@ -117,7 +121,7 @@ def test_the_ledger_holds_the_fakes_usage_once(
         {"text": "found", "usage": sent[2]},
     ]
     with fake_type(script) as fake:
-        provider = create_provider(name, model=model, options={"base_url": fake.base_url, **FAST, **extra})
+        provider = create_provider(name, model=model, options={"base_url": fake.base_url, **FAST, **extra, **ON})
         result = seamline.run_sync("go", provider=provider, tools=Toolset([lookup]), store=None)
         requests = len(fake.model_requests())
     assert result.outcome == "completed" and requests == 3
@@ -146,7 +150,7 @@ def test_a_budget_worth_two_requests_ends_the_turn_budget_before_a_third_is_sent
     step = {**tool_step(("lookup", {"key": "k"})), "usage": usage}
     budget = _budget_of_two(name, model, usage)
     with fake_type([{**step, "times": 5}]) as fake:
-        provider = create_provider(name, model=model, options={"base_url": fake.base_url, **FAST, **extra})
+        provider = create_provider(name, model=model, options={"base_url": fake.base_url, **FAST, **extra, **ON})
         assert isinstance(provider, ModelAPIProvider)
         events = asyncio.run(_turn(provider, budget_usd=budget))
         sent = len(fake.model_requests())
@@ -225,7 +229,7 @@ def test_twenty_runs_with_a_limit_of_four_all_succeed_never_more_than_four_upstr
     fake = COUNTING[name]([{"text": "ok", "times": -1}], capacity=4, gather=4)
     with fake:
         # No retries: a request sent beyond what the API accepts would fail its run.
-        options = {"base_url": fake.base_url, "max_retries": "0", "max_concurrent_requests": "4"}
+        options = {"base_url": fake.base_url, "max_retries": "0", "max_concurrent_requests": "4", **ON}
         results = asyncio.run(_runs(name, model, options, 20))
     assert [r.outcome for r in results] == ["completed"] * 20  # none failed: they waited their turn
     assert fake.arrived == 20 and fake.refused == 0
@@ -258,7 +262,7 @@ class _TimedOpenAI(FakeOpenAI):
 
 def test_a_429_with_retry_after_holds_the_next_runs_requests_until_it_has_passed() -> None:
     async def scenario(fake: _TimedOpenAI) -> tuple[list[Event], list[Event], float]:
-        options = {"base_url": fake.base_url, **FAST, "max_retry_after": "5"}
+        options = {"base_url": fake.base_url, **FAST, "max_retry_after": "5", **ON}
         first = create_provider("openai", model="gpt-4o", options=options)
         second = create_provider("openai", model="gpt-4o", options=options)
         assert isinstance(first, ModelAPIProvider) and isinstance(second, ModelAPIProvider)
@@ -294,7 +298,11 @@ def test_an_unreachable_upstream_is_a_transport_error_that_names_it() -> None:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]  # closed again before use: nothing listens there
     result = seamline.run_sync(
-        "go", provider="openai", model="gpt-4o", options={"base_url": f"http://127.0.0.1:{port}/v1", **FAST}, store=None
+        "go",
+        provider="openai",
+        model="gpt-4o",
+        options={"base_url": f"http://127.0.0.1:{port}/v1", **FAST, **ON},
+        store=None,
     )
     errors = of_type(result.events, "error")
     assert {e.kind for e in errors} == {"transport"} and result.outcome == "failed"
@@ -303,14 +311,20 @@ def test_an_unreachable_upstream_is_a_transport_error_that_names_it() -> None:
     assert "openai API unreachable" in errors[-1].message
 
 
+@pytest.mark.parametrize("off", [{"gateway": "off"}, {}], ids=["gateway-off", "by-default"])
 @pytest.mark.parametrize(("name", "fake_type", "model", "extra"), BACKENDS, ids=IDS)
 def test_gateway_off_calls_the_api_directly_with_the_key(
-    name: str, fake_type: type[FakeAPI], model: str, extra: dict[str, str], monkeypatch: pytest.MonkeyPatch
+    name: str,
+    fake_type: type[FakeAPI],
+    model: str,
+    extra: dict[str, str],
+    off: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY" if name == "openai" else "ANTHROPIC_API_KEY", CANARY)
 
     async def scenario(fake: FakeAPI) -> Sequence[Event]:
-        options = {"base_url": fake.base_url, **FAST, **extra, "gateway": "off"}
+        options = {"base_url": fake.base_url, **FAST, **extra, **off}
         provider = create_provider(name, model=model, options=options)
         assert isinstance(provider, ModelAPIProvider)
         session = await provider.open()
@@ -339,7 +353,7 @@ def test_an_http_proxy_in_the_environment_is_not_asked_for_the_gateway_on_127_0_
     for variable in ("NO_PROXY", "no_proxy"):
         monkeypatch.delenv(variable, raising=False)
     with fake_type([{"text": "no proxy on the way"}]) as fake:
-        provider = create_provider(name, model=model, options={"base_url": fake.base_url, **FAST, **extra})
+        provider = create_provider(name, model=model, options={"base_url": fake.base_url, **FAST, **extra, **ON})
         result = seamline.run_sync("go", provider=provider, store=None)
     assert result.outcome == "completed" and result.text == "no proxy on the way"
 
@@ -351,7 +365,43 @@ def test_a_redirect_from_the_api_is_not_followed_around_the_gateway(
     with fake_type([{"text": "elsewhere"}]) as elsewhere:
         moved = {"status": 307, "headers": {"location": elsewhere.base_url + "/moved"}}
         with fake_type([moved]) as fake:
-            provider = create_provider(name, model=model, options={"base_url": fake.base_url, **FAST, **extra})
+            provider = create_provider(name, model=model, options={"base_url": fake.base_url, **FAST, **extra, **ON})
             result = seamline.run_sync("go", provider=provider, store=None)
     assert result.outcome == "failed"  # the redirect is the answer, as the gateway relayed it
     assert elsewhere.requests == []  # nothing went to the new address, past the gateway
+
+
+@pytest.mark.parametrize(("name", "fake_type", "model", "extra"), BACKENDS, ids=IDS)
+def test_a_recorded_model_api_run_replays_with_the_api_stopped_and_no_key(
+    name: str,
+    fake_type: type[FakeAPI],
+    model: str,
+    extra: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    # A cassette turns the gateway on for a model-API run (it is off by default).
+    key_var = "OPENAI_API_KEY" if name == "openai" else "ANTHROPIC_API_KEY"
+    monkeypatch.setenv(key_var, CANARY)
+    cassette = tmp_path / "run.cassette.jsonl"
+    script = [tool_step(("lookup", {"key": "alpha"})), {"text": "Alpha is first."}]
+    with fake_type(script, api_key=CANARY) as fake:
+        options = {"base_url": fake.base_url, **FAST, **extra}
+        recorded = seamline.run_sync(
+            "go", provider=name, model=model, options=options, tools=Toolset([lookup]), store=None, record=cassette
+        )
+        sent = len(fake.model_requests())
+    assert recorded.outcome == "completed" and sent == 2
+    assert CANARY not in cassette.read_text()
+    monkeypatch.delenv(key_var)
+    replayed = seamline.run_sync(
+        "go", provider=name, model=model, options=options, tools=Toolset([lookup]), store=None, replay=cassette
+    )
+    assert replayed.outcome == "completed" and replayed.text == recorded.text == "Alpha is first."
+    kinds = [e.type for e in replayed.events if e.type not in ("usage",)]
+    assert kinds == [e.type for e in recorded.events if e.type not in ("usage",)]
+    changed = seamline.run_sync(
+        "go on", provider=name, model=model, options=options, tools=Toolset([lookup]), store=None, replay=cassette
+    )
+    assert changed.outcome == "failed"
+    assert any(e.type == "error" and "cassette: request 1 differs" in e.message for e in changed.events)  # type: ignore[attr-defined]

@@ -138,11 +138,6 @@ class SessionGateway:
         return self._gateway.port
 
     @property
-    def placeholder(self) -> str:
-        """The credential the program is given; worth nothing but at this gateway."""
-        return self._binding.placeholder
-
-    @property
     def base_url(self) -> str:
         """The URL the program is given in place of its API's."""
         return self._gateway.base_url(self._binding)
