@@ -111,6 +111,7 @@ def test_seamline_run_completes_a_turn_with_a_tool_call_allowed_by_yes(world: Cl
     with AcpAnthropic(bash_script("echo hello-acp > out.txt"), fallback={"text": "side"}) as fake:
         done = run_cli(world, fake, "--yes")
         seen = fake.turn_requests()
+        answered = len(fake.model_requests())
     assert done.returncode == 0, done.stderr
     events = [json.loads(line) for line in done.stdout.splitlines()]
     kinds = [e["type"] for e in events]
@@ -124,7 +125,9 @@ def test_seamline_run_completes_a_turn_with_a_tool_call_allowed_by_yes(world: Cl
     assert result["call_id"] == call["call_id"] and result["is_error"] is False
     assert (world.workspace / "out.txt").read_text() == "hello-acp\n"
     usage = [e for e in events if e["type"] == "usage"]
-    assert len(usage) == 1 and usage[0]["priced"] is True and usage[0]["cost_usd"] > 0
+    # One figure per model request, read from the wire by seamline's gateway.
+    assert len(usage) == answered and all(u["priced"] is True and u["cost_usd"] > 0 for u in usage)
+    assert usage[-1]["input_tokens"] == 120 and usage[-1]["output_tokens"] == 6
     assert events[-1]["outcome"] == "completed" and events[-1]["text"] == "Done."
     # The tool result went back to the model in the second request.
     assert len(seen) == 2 and "tool_result" in json.dumps(seen[1].body["messages"])
@@ -198,7 +201,8 @@ async def test_cancel_mid_turn_gives_aborted_and_one_process_serves_two_sessions
     slow = {"chunks": [f"word{i} " for i in range(200)], "chunk_delay": 0.1}
     with AcpAnthropic([slow, {"text": "Second session answer."}], fallback={"text": "side"}) as fake:
         monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.root_url)
-        provider = AcpProvider(options={"command": agent_command()})
+        # Shared without the gateway (through it, each session has its own agent and gateway).
+        provider = AcpProvider(options={"command": agent_command(), "gateway": "off"})
         first = await provider.open(workspace=world.workspace, approval=YesApproval(yes=True))
         second = await provider.open(workspace=world.workspace, approval=YesApproval(yes=True))
         agent = first.state["acp_agent"]

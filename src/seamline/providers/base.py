@@ -75,8 +75,10 @@ ResultCadence = Literal["stream", "turn"]
 ToolApproval = Literal["every_call", "asked", "sandbox"]
 # Where the backend's API key is: behind seamline's model gateway (the program has a
 # placeholder), in the program's environment (its shell can read it), in seamline's own
-# process (a model API seamline calls itself), or nowhere (no model).
-KeyPath = Literal["gateway", "environment", "in_process", "none"]
+# process (a model API seamline calls itself), or nowhere (no model). ``gateway_or_environment``:
+# behind the gateway where seamline knows how the program reaches its API (an ACP agent's
+# vendor, OpenCode's provider), else in its environment, and the session says so.
+KeyPath = Literal["gateway", "gateway_or_environment", "environment", "in_process", "none"]
 # Awaited at the end of each turn with its number and its `complete` (ProviderSession.turn_hooks).
 TurnHook = Callable[[int, Complete], Awaitable[None]]
 

@@ -90,6 +90,9 @@ class AcpAgent:
         #: the auth methods ``initialize`` listed; ``authenticate`` is sent when a session asks
         self.auth_methods: list[dict[str, Any]] = []
         self.authenticated = False
+        #: the variables seamline set or unset for the agent over its own (the gateway's URL
+        #: and placeholder), which ``authenticate`` passes in place of the environment's
+        self.key_layer: dict[str, str | None] = {}
 
     # -- start ------------------------------------------------------------------------------
     async def start(self, *, env: Mapping[str, str], cwd: Path, timeout: float) -> None:

@@ -54,6 +54,7 @@ from seamline.providers.acp.agent_process import (
     tool_arguments,
     tool_name,
 )
+from seamline.providers.acp.gateway import GATEWAY_VENDOR_OPTION, acp_gated_turn, acp_route
 from seamline.providers.acp.translator import PERMISSION_ANNOUNCE, AcpTranslator
 from seamline.providers.base import KeyPath, OptionSpec, PreflightCheck, Provider, ProviderSession
 from seamline.providers.programs.agent_settings import (
@@ -71,6 +72,13 @@ from seamline.providers.programs.envelope_launch import (
 )
 from seamline.providers.programs.journal import journaled_turn
 from seamline.providers.programs.lookup import find_program
+from seamline.providers.programs.model_gateway import (
+    GATEWAY_OPTIONS,
+    GatewayRoute,
+    close_session_gateway,
+    gateway_env,
+    open_session_gateway,
+)
 from seamline.providers.programs.runtime_dir import remove_runtime_dir
 from seamline.tools.approval import ApprovalDecision
 from seamline.tools.base import Tool, ToolClass
@@ -112,7 +120,8 @@ class AcpProvider(Provider):
     """An Agent Client Protocol agent as a seamline provider."""
 
     name = "acp"
-    keys: ClassVar[KeyPath] = "environment"
+    # The gateway where the agent's vendor is known (see seamline.providers.acp.gateway).
+    keys: ClassVar[KeyPath] = "gateway_or_environment"
     description = "any Agent Client Protocol agent (JSON-RPC on stdio), e.g. claude-agent-acp"
     options: ClassVar[Mapping[str, OptionSpec]] = {
         "command": OptionSpec("the agent's command line, e.g. 'claude-agent-acp' (required)", operator_only=True),
@@ -138,6 +147,8 @@ class AcpProvider(Provider):
             operator_only=True,
         ),
         **ENVELOPE_OPTIONS,
+        **GATEWAY_OPTIONS,
+        "gateway_vendor": GATEWAY_VENDOR_OPTION,
     }
     runs_own_tools = True
     tool_approval = "asked"  # session/request_permission: what the agent's own rules leave to us
@@ -213,10 +224,28 @@ class AcpProvider(Provider):
         )
 
     # -- sessions -------------------------------------------------------------------------------
+    def _gateway_route(self) -> GatewayRoute | None:
+        return acp_route(self.argv(), self.option_values)
+
     async def _attach(self, session: ProviderSession) -> AcpAgent:
+        try:
+            return await self._started_agent(session)
+        except BaseException:
+            await close_session_gateway(session)
+            raise
+
+    async def _started_agent(self, session: ProviderSession) -> AcpAgent:
         workspace = session.workspace or Path.cwd()
-        argv, env = self.argv(), program_env()
-        key_extra: tuple[Any, ...] = ()
+        argv = self.argv()
+        # The session's gateway (where the agent's vendor is known and seamline has its key):
+        # the agent gets its URL and a placeholder, and is this session's alone, since the
+        # gateway meters and budgets one session's requests.
+        gateway = await open_session_gateway(
+            session, self._gateway_route(), self.option_values, rates=self.rates, model=self.model
+        )
+        env = program_env(gateway_env(session))
+        key_extra: tuple[Any, ...] = () if gateway is None else ("gateway", session.session_id)
+        endpoints = endpoints_from_env(env) if gateway is None else [("127.0.0.1", gateway.port)]
         mode = sandbox_mode(self.option_values)
         if mode != "none":
             # One agent per session inside the envelope: its own home, workspace and egress.
@@ -229,7 +258,7 @@ class AcpProvider(Provider):
                 argv=argv,
                 env=env,
                 keep_env=self._keeps_env,
-                endpoints=endpoints_from_env(env),
+                endpoints=endpoints,
                 allow_hosts=self.option_values.get("allow_hosts"),
                 seed=lambda home: None,
             )
@@ -242,6 +271,8 @@ class AcpProvider(Provider):
         except BaseException:
             await self._close_envelope(session)
             raise
+        # An agent that asks for its key over ACP (``authenticate``) gets the placeholder too.
+        agent.key_layer = gateway_env(session)
         session.state["acp_agent"] = agent
         return agent
 
@@ -422,7 +453,9 @@ class AcpProvider(Provider):
             provider = str(declared.get("provider", "")) if isinstance(declared, dict) else ""
             names = [self.option_values["api_key_env"]] if self.option_values.get("api_key_env") else []
             names += _KEY_ENV.get(provider, [])
-            key = next((os.environ[n] for n in names if os.environ.get(n)), None)
+            # The variables as the agent has them: the gateway's placeholder where it has one.
+            known = compose_env(None, agent.key_layer)
+            key = next((known[n] for n in names if known.get(n)), None)
             if key:
                 params["_meta"] = {"api-key": key}
         try:
@@ -436,13 +469,17 @@ class AcpProvider(Provider):
         agent = session.state.pop("acp_agent", None)
         channel = session.state.pop("acp_channel", None)
         if not isinstance(agent, AcpAgent):
+            await close_session_gateway(session)
             return
         if isinstance(channel, AcpChannel):
             agent.channels.pop(channel.wire_id, None)
         try:
             await release_agent(agent, grace=self._seconds("grace"))
         finally:
-            await self._close_envelope(session)
+            try:
+                await self._close_envelope(session)
+            finally:
+                await close_session_gateway(session)
 
     async def _close(self, session: ProviderSession) -> None:
         agent = session.state.get("acp_agent")
@@ -464,7 +501,14 @@ class AcpProvider(Provider):
     # -- the turn ---------------------------------------------------------------------------------
     def _turn(self, session: ProviderSession, prompt: str) -> AsyncIterator[Event]:
         # The agent edits the workspace with its own tools too: the turn is one journal step.
-        return journaled_turn(session, self.name, self._run_turn(session, prompt))
+        gated = acp_gated_turn(
+            session,
+            self._run_turn(session, prompt),
+            self._gateway_route(),
+            self.option_values,
+            Path(self.argv()[0]).name,
+        )
+        return journaled_turn(session, self.name, gated)
 
     async def _run_turn(self, session: ProviderSession, prompt: str) -> AsyncIterator[Event]:
         agent = session.state.get("acp_agent")
@@ -535,6 +579,12 @@ class AcpProvider(Provider):
         finally:
             channel.permission = None
             if not prompt_task.done():
+                # The turn was ended from outside (its budget spent at the gateway, the caller
+                # gone): the agent is told to stop its turn too.
+                agent.cancel_permissions(channel)
+                if agent.alive:
+                    with contextlib.suppress(SeamlineError):
+                        await agent.notify("session/cancel", {"sessionId": channel.wire_id})
                 prompt_task.cancel()
                 with contextlib.suppress(BaseException):
                     await prompt_task

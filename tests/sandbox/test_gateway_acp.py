@@ -1,0 +1,232 @@
+"""An ACP agent's model traffic through seamline's gateway (claude-agent-acp, the real program
+from npm, against the fake Anthropic API on 127.0.0.1; real bubblewrap where the envelope is
+asked for):
+
+- the model's own shell reads ``env``, every ``/proc/*/environ`` it can and its home, and
+  finds no trace of the real key; the fake API received the real key on every request;
+- the ledger is what the fake API itself reported, summed, exactly;
+- a budget worth two requests stops the turn after at most three, outcome ``budget``;
+- an agent whose vendor seamline does not know says so (a ``raw`` note), never silently.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from seamline import Agent
+from seamline.events import Error, Raw, Usage
+from seamline.providers.acp.agent_process import running_agents
+from seamline.runner import RunResult
+from seamline.sessions import open_store
+from seamline.usage import price_usage
+from tests.fakes._http import JsonReply, RecordedRequest, StreamReply, usage_of
+from tests.fixtures.acp_capture import ACP_BIN, SideAnthropic
+from tests.providers.agent_cli_support import CliWorld, make_world
+
+pytestmark = pytest.mark.real
+AGENT = ACP_BIN / "claude-agent-acp"
+MODEL = "claude-sonnet-4-5"  # what the fake answers with, so that the wire's usage is priced
+CANARY = "sk-ant-canary-Vb3n8Hq2"
+ONE = {"input_tokens": 2000, "output_tokens": 300, "cache_read_tokens": 500, "cache_write_tokens": 100}
+SIDE = {"text": "side", "usage": ONE, "model": MODEL}
+LOOK = (
+    "env > seen_env.txt; "
+    "for f in /proc/[0-9]*/environ; do tr '\\0' '\\n' < $f; done > seen_proc.txt 2>/dev/null; "
+    'grep -rIa "canary" "$HOME" > seen_home.txt 2>/dev/null; echo looked'
+)
+
+
+class CountingAnthropic(SideAnthropic):
+    """The fake Anthropic API, keeping the usage it reported in each answer."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.reported: list[dict[str, int]] = []
+        self._reported_lock = threading.Lock()
+
+    def answer(self, request: RecordedRequest, body: dict[str, Any], entry: dict[str, Any]) -> JsonReply | StreamReply:
+        reply = super().answer(request, body, entry)
+        with self._reported_lock:
+            self.reported.append(usage_of(entry))
+        return reply
+
+    def sums(self) -> dict[str, int]:
+        with self._reported_lock:
+            return {k: sum(u[k] for u in self.reported) for k in ONE}
+
+
+@pytest.fixture
+def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CliWorld:
+    if not (AGENT.exists() and os.access(AGENT, os.X_OK)):
+        pytest.fail(f"{AGENT} is not installed; run: bash scripts/system/45-acp-opencode.sh")
+    made = make_world(tmp_path, monkeypatch)
+    monkeypatch.setenv("IS_SANDBOX", "1")  # claude-agent-acp as root (CI)
+    monkeypatch.setenv("CLAUDE_CODE_MAX_RETRIES", "0")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", CANARY)
+    return made
+
+
+def shell(command: str) -> dict[str, Any]:
+    return {"tool_calls": [{"name": "Bash", "arguments": {"command": command}}], "usage": ONE, "model": MODEL}
+
+
+def run(
+    world: CliWorld,
+    fake: CountingAnthropic,
+    store: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    *,
+    sandbox: str | None,
+    budget_usd: float | None = None,
+    options: dict[str, str] | None = None,
+) -> RunResult:
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.root_url)
+    agent = Agent(
+        provider="acp",
+        options={"command": str(AGENT), "turn_timeout": "120", "grace": "1", **(options or {})},
+        workspace=world.workspace,
+        sandbox=sandbox,
+        store=store,
+        yes=True,
+        budget_usd=budget_usd,
+    )
+    result = asyncio.run(agent.run("Look around."))
+    assert running_agents() == []  # the session's agent ended with it
+    return result
+
+
+@pytest.mark.parametrize("sandbox", ["bwrap", None], ids=["in-the-envelope", "no-sandbox"])
+def test_the_agents_shell_finds_no_real_key_and_the_api_gets_it(
+    world: CliWorld,
+    tmp_path: Path,
+    sandbox: str | None,
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    if sandbox == "bwrap":
+        request.getfixturevalue("bwrap_ready")
+    script = [shell(LOOK), {"text": "Looked.", "usage": ONE, "model": MODEL}]
+    with CountingAnthropic(script, fallback=SIDE) as fake:
+        result = run(world, fake, tmp_path / "store.db", monkeypatch, sandbox=sandbox)
+        keys = {r.headers.get("x-api-key") or r.headers.get("authorization", "") for r in fake.model_requests()}
+    assert result.outcome == "completed", result.events
+    seen = {
+        name: (world.workspace / name).read_text(errors="replace")
+        for name in ("seen_env.txt", "seen_proc.txt", "seen_home.txt")
+    }
+    for name, text in seen.items():
+        assert CANARY not in text, name  # never the key …
+    assert "ANTHROPIC_API_KEY=sl-gw-" in seen["seen_proc.txt"]  # … the agent has a placeholder
+    assert CANARY not in str(result.events)
+    assert keys and all(CANARY in k for k in keys), keys  # every request reached the API with it
+
+
+@pytest.mark.parametrize("sandbox", ["bwrap", None], ids=["in-the-envelope", "no-sandbox"])
+def test_the_ledger_is_what_the_api_reported(
+    world: CliWorld,
+    tmp_path: Path,
+    sandbox: str | None,
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    if sandbox == "bwrap":
+        request.getfixturevalue("bwrap_ready")
+    second = {"input_tokens": 3100, "output_tokens": 41, "cache_read_tokens": 0, "cache_write_tokens": 0}
+    script = [
+        shell("echo one"),
+        {**shell("echo two"), "usage": second},
+        {"text": "Done.", "usage": ONE, "model": MODEL},
+    ]
+    store = tmp_path / "store.db"
+    with CountingAnthropic(script, fallback=SIDE) as fake:
+        result = run(world, fake, store, monkeypatch, sandbox=sandbox)
+        sums, answered = fake.sums(), len(fake.reported)
+    assert result.outcome == "completed", result.events
+    usages = [e for e in result.events if isinstance(e, Usage)]
+    assert len(usages) == answered >= 3  # one figure per model request, from the wire
+    ledger = {
+        "input_tokens": sum(u.input_tokens for u in usages),
+        "output_tokens": sum(u.output_tokens for u in usages),
+        "cache_read_tokens": sum(u.cache_read_tokens or 0 for u in usages),
+        "cache_write_tokens": sum(u.cache_write_tokens or 0 for u in usages),
+    }
+    assert ledger == sums
+    opened = open_store(store)
+    try:
+        totals = opened.totals(result.session_id)
+    finally:
+        opened.close()
+    assert (totals.input_tokens, totals.output_tokens, totals.cache_read_tokens) == (
+        sums["input_tokens"],
+        sums["output_tokens"],
+        sums["cache_read_tokens"],
+    )
+
+
+@pytest.mark.parametrize("sandbox", ["bwrap", None], ids=["in-the-envelope", "no-sandbox"])
+def test_a_budget_worth_two_requests_stops_the_turn_after_at_most_three(
+    world: CliWorld,
+    tmp_path: Path,
+    sandbox: str | None,
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    if sandbox == "bwrap":
+        request.getfixturevalue("bwrap_ready")
+    one_request = price_usage(
+        Usage(input_tokens=2000, output_tokens=300, cache_read_tokens=500, cache_write_tokens=100), model=MODEL
+    )
+    assert one_request is not None and one_request > 0
+    script = [shell(f"echo step{i}") for i in range(8)] + [{"text": "Done.", "usage": ONE, "model": MODEL}]
+    with CountingAnthropic(script, fallback=SIDE) as fake:
+        result = run(world, fake, tmp_path / "store.db", monkeypatch, sandbox=sandbox, budget_usd=2 * one_request)
+        sent = len(fake.model_requests())
+    assert result.outcome == "budget", result.events
+    assert any(isinstance(e, Error) and e.kind == "budget" for e in result.events)
+    assert sent <= 3, sent
+
+
+def test_an_agent_whose_vendor_is_unknown_says_its_key_is_in_its_environment(
+    world: CliWorld, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The same agent under another name: seamline cannot know whose variables it reads.
+    renamed = tmp_path / "bin" / "some-acp-agent"
+    renamed.parent.mkdir()
+    renamed.symlink_to(AGENT)
+    script = [{"text": "Done.", "usage": ONE, "model": MODEL}]
+    with CountingAnthropic(script, fallback=SIDE) as fake:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.root_url)
+        agent = Agent(
+            provider="acp",
+            options={"command": str(renamed), "turn_timeout": "120", "grace": "1"},
+            workspace=world.workspace,
+            sandbox=None,
+            yes=True,
+        )
+        result = asyncio.run(agent.run("Say done."))
+        keys = {r.headers.get("x-api-key", "") for r in fake.model_requests()}
+    assert result.outcome == "completed", result.events
+    notes = [e.payload for e in result.events if isinstance(e, Raw) and e.payload.get("gateway") == "off"]
+    assert len(notes) == 1 and "some-acp-agent" in str(notes[0]["because"]), notes
+    assert keys == {CANARY}  # the agent called the API itself, with the key in its environment
+    # Named by the operator, the same agent goes through the gateway.
+    with CountingAnthropic(script, fallback=SIDE) as fake:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.root_url)
+        agent = Agent(
+            provider="acp",
+            options={"command": str(renamed), "turn_timeout": "120", "grace": "1", "gateway_vendor": "anthropic"},
+            workspace=world.workspace,
+            sandbox=None,
+            yes=True,
+        )
+        result = asyncio.run(agent.run("Say done."))
+        answered = len(fake.reported)
+    assert result.outcome == "completed", result.events
+    assert not [e for e in result.events if isinstance(e, Raw) and e.payload.get("gateway") == "off"]
+    assert len([e for e in result.events if isinstance(e, Usage)]) == answered
