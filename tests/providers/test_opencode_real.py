@@ -74,6 +74,7 @@ def test_seamline_run_completes_a_turn_with_tools_against_the_fake_model(world: 
         ]  # fmt: skip
         done = subprocess.run(argv, capture_output=True, text=True, timeout=150, cwd=ROOT, env=env, check=False)
         seen = fake.turn_requests()
+        answered = len(fake.model_requests())
     assert done.returncode == 0, done.stderr
     events = [json.loads(line) for line in done.stdout.splitlines()]
     kinds = [e["type"] for e in events]
@@ -89,7 +90,8 @@ def test_seamline_run_completes_a_turn_with_tools_against_the_fake_model(world: 
     decision = next(e for e in events if e["type"] == "permission_decision")
     assert decision["decision"] == "allow" and "--yes" in decision["reason"]
     usage = [e for e in events if e["type"] == "usage"]
-    assert len(usage) == 3 and usage[-1]["input_tokens"] == 300 and usage[-1]["cache_read_tokens"] == 40
+    # One figure per model request (the title's too), read from the wire by seamline's gateway.
+    assert len(usage) == answered and usage[-1]["input_tokens"] == 300 and usage[-1]["cache_read_tokens"] == 40
     assert events[-1]["outcome"] == "completed" and events[-1]["text"] == "The word is pelican."
     # Chat Completions, the model we configured, and the tool results went back to the model.
     assert len(seen) == 3 and all(r.body["model"] == "gpt-4o-mini" for r in seen)
@@ -107,7 +109,8 @@ async def test_abort_mid_turn_fork_and_shared_server(
         [{"text": "First answer."}, slow, {"text": "Forked answer."}], fallback={"text": "A title"}
     ) as fake:
         monkeypatch.setenv("OPENAI_BASE_URL", fake.base_url)
-        provider = OpenCodeProvider(options={"executable": opencode_path()})
+        # Shared without the gateway (through it, each session has its own server and gateway).
+        provider = OpenCodeProvider(options={"executable": opencode_path(), "gateway": "off"})
         session = await provider.open(workspace=world.workspace, store=store, approval=YesApproval())
         server = session.state["opencode_server"]
         pgid = server.process.pgid

@@ -40,26 +40,17 @@ from pathlib import Path
 from typing import Any, ClassVar, Final
 
 from seamline.errors import (
-    AuthFailure,
     InvalidRequest,
     ProviderFailure,
-    QuotaExceeded,
     SeamlineError,
     TimeoutFailure,
 )
 from seamline.events import (
     Complete,
     Event,
-    FileChange,
     PermissionDecision,
     PermissionRequest,
-    Reasoning,
-    ReasoningDelta,
-    Text,
-    TextDelta,
     ToolCall,
-    ToolResult,
-    Usage,
 )
 from seamline.providers.base import KeyPath, OptionSpec, PreflightCheck, Provider, ProviderSession
 from seamline.providers.opencode.server import (
@@ -70,6 +61,7 @@ from seamline.providers.opencode.server import (
     project_instructions,
     release_server,
 )
+from seamline.providers.opencode.translator import OpenCodeTranslator
 from seamline.providers.programs.envelope_launch import (
     ENVELOPE_OPTIONS,
     Enveloped,
@@ -77,8 +69,16 @@ from seamline.providers.programs.envelope_launch import (
     enter_envelope,
     sandbox_mode,
 )
+from seamline.providers.programs.gateway_turns import routed_turn
 from seamline.providers.programs.journal import journaled_turn
 from seamline.providers.programs.lookup import find_program
+from seamline.providers.programs.model_gateway import (
+    GATEWAY_OPTIONS,
+    GatewayRoute,
+    close_session_gateway,
+    gateway_env,
+    open_session_gateway,
+)
 from seamline.providers.programs.runtime_dir import remove_runtime_dir
 from seamline.redact import redact_url
 from seamline.sandbox.egress import endpoint_of
@@ -127,7 +127,8 @@ class OpenCodeProvider(Provider):
     """OpenCode (``opencode serve``) as a seamline provider."""
 
     name = "opencode"
-    keys: ClassVar[KeyPath] = "environment"
+    # The gateway where seamline writes OpenCode's provider (base_url), else OpenCode's own.
+    keys: ClassVar[KeyPath] = "gateway_or_environment"
     description = "the OpenCode agent through `opencode serve` (HTTP + server-sent events)"
     options: ClassVar[Mapping[str, OptionSpec]] = {
         "executable": OptionSpec("path of the opencode program (default: found on PATH)", operator_only=True),
@@ -145,6 +146,7 @@ class OpenCodeProvider(Provider):
             "model API retries allowed in a turn (OpenCode retries 5xx for ever)", default="2", kind="count"
         ),
         **ENVELOPE_OPTIONS,
+        **GATEWAY_OPTIONS,
         "grace": OptionSpec(
             "seconds between SIGINT, SIGTERM and SIGKILL when stopping the server", default="2", kind="number"
         ),
@@ -190,7 +192,21 @@ class OpenCodeProvider(Provider):
         # With our own OpenAI-compatible provider the model is ours to name; else OpenCode's config decides.
         return DEFAULT_MODEL if self.base_url() else None
 
-    def _env_layer(self) -> dict[str, str | None]:
+    def _gateway_route(self) -> GatewayRoute | None:
+        """How OpenCode reaches its API, where seamline writes its provider (``base_url``);
+        None where OpenCode's own configuration chooses one."""
+        if not self.base_url():
+            return None
+        return GatewayRoute(
+            vendor="openai",
+            key_vars=(self.option_values.get("api_key_env", "OPENAI_API_KEY"),),
+            base_url_var="OPENAI_BASE_URL",
+            default_base_url="https://api.openai.com/v1",
+        )
+
+    def _env_layer(self, model_url: str | None = None) -> dict[str, str | None]:
+        """OpenCode's variables; its provider at ``model_url`` (the gateway's) where given,
+        else at ``base_url``."""
         layer: dict[str, str | None] = {
             "OPENCODE_DISABLE_MODELS_FETCH": "1",
             "OPENCODE_DISABLE_AUTOUPDATE": "1",
@@ -200,6 +216,7 @@ class OpenCodeProvider(Provider):
         }
         base = self.base_url()
         if base:
+            base = model_url or base
             model = self.model or DEFAULT_MODEL
             key_env = self.option_values.get("api_key_env", "OPENAI_API_KEY")
             config = opencode_config(base_url=base, model=model, api_key_env=key_env)
@@ -257,6 +274,13 @@ class OpenCodeProvider(Provider):
 
     # -- sessions -----------------------------------------------------------------------------------
     async def _attach(self, session: ProviderSession) -> OpenCodeServer:
+        try:
+            return await self._started_server(session)
+        except BaseException:
+            await close_session_gateway(session)
+            raise
+
+    async def _started_server(self, session: ProviderSession) -> OpenCodeServer:
         exe = self.executable()
         if exe is None:
             given = self.option_values.get("executable")
@@ -264,13 +288,23 @@ class OpenCodeProvider(Provider):
             raise InvalidRequest(f"opencode: {where}; install it with: {INSTALL_HINT}")
         workspace = session.workspace or Path.cwd()
         self._refuse_project_plugins(workspace)
-        layer = self._env_layer()
-        env = program_env(layer)
+        # The session's gateway, where seamline writes OpenCode's provider and has its key: the
+        # provider's baseURL is the gateway's and its key a placeholder; the server is then this
+        # session's alone (the gateway meters and budgets one session's requests), as inside
+        # the envelope.
+        gateway = await open_session_gateway(
+            session, self._gateway_route(), self.option_values, rates=self.rates, model=self.model
+        )
+        layer = self._env_layer(gateway.base_url if gateway is not None else None)
+        env = program_env(layer, gateway_env(session))
+        endpoints = self._endpoints(env) if gateway is None else [("127.0.0.1", gateway.port)]
         key_extra: tuple[Any, ...] = (
             layer.get("OPENCODE_CONFIG_CONTENT"),
             env.get("HOME"),
             env.get("OPENCODE_DISABLE_PROJECT_CONFIG"),
         )
+        if gateway is not None:
+            key_extra += ("gateway", session.session_id)
         wrap = None
         mode = sandbox_mode(self.option_values)
         if mode != "none":
@@ -286,7 +320,7 @@ class OpenCodeProvider(Provider):
                     argv=argv,
                     env=env,
                     keep_env=self._keeps_env,
-                    endpoints=self._endpoints(env),
+                    endpoints=endpoints,
                     allow_hosts=self.option_values.get("allow_hosts"),
                     seed=self._seed_envelope,
                     expose=(port,),
@@ -393,13 +427,16 @@ class OpenCodeProvider(Provider):
     async def _detach(self, session: ProviderSession) -> None:
         server = session.state.pop("opencode_server", None)
         oc_id = session.state.get("opencode_session_id")
-        if isinstance(server, OpenCodeServer):
-            if isinstance(oc_id, str):
-                server.channels.pop(oc_id, None)
-            try:
-                await release_server(server, grace=self._seconds("grace"))
-            finally:
-                await self._close_envelope(session)
+        try:
+            if isinstance(server, OpenCodeServer):
+                if isinstance(oc_id, str):
+                    server.channels.pop(oc_id, None)
+                try:
+                    await release_server(server, grace=self._seconds("grace"))
+                finally:
+                    await self._close_envelope(session)
+        finally:
+            await close_session_gateway(session)  # after the server that used it
 
     async def _close(self, session: ProviderSession) -> None:
         await self._detach(session)
@@ -414,7 +451,18 @@ class OpenCodeProvider(Provider):
     # -- the turn --------------------------------------------------------------------------------------
     def _turn(self, session: ProviderSession, prompt: str) -> AsyncIterator[Event]:
         # OpenCode edits the workspace itself: the turn is one step of the edit journal.
-        return journaled_turn(session, self.name, self._run_turn(session, prompt))
+        because = (
+            "OpenCode's own configuration chooses its provider: it calls its API with the key in its "
+            "environment (-o base_url=… or OPENAI_BASE_URL sends it through the gateway)"
+        )
+        gated = routed_turn(
+            session,
+            self._run_turn(session, prompt),
+            self._gateway_route(),
+            self.option_values,
+            unrouted_because=because,
+        )
+        return journaled_turn(session, self.name, gated)
 
     async def _run_turn(self, session: ProviderSession, prompt: str) -> AsyncIterator[Event]:
         server = session.state.get("opencode_server")
@@ -536,210 +584,3 @@ class OpenCodeProvider(Provider):
 
 async def _never_called(**_: Any) -> str:  # pragma: no cover - OpenCode runs its own tools
     raise ProviderFailure("an OpenCode tool is run by OpenCode, not by seamline")
-
-
-def _error(error: Any) -> SeamlineError | None:
-    """A ``session.error`` payload as a classified failure; None for an abort."""
-    if not isinstance(error, dict):
-        return ProviderFailure(f"opencode: session error: {str(error)[:300]}")
-    name = str(error.get("name") or "UnknownError")
-    data = error.get("data") if isinstance(error.get("data"), dict) else {}
-    assert isinstance(data, dict)
-    message = str(data.get("message") or name)
-    status = data.get("statusCode")
-    text = f"opencode: {name}: {message}"
-    if name == "MessageAbortedError":
-        return None
-    if name == "ProviderAuthError" or status in (401, 403):
-        return AuthFailure(text)
-    if status == 429:
-        return QuotaExceeded(text)
-    return ProviderFailure(text, retryable=bool(data.get("isRetryable")))
-
-
-class OpenCodeTranslator:
-    """OpenCode server events of one session's turn to seamline events.
-
-    Parts of the user's own message are skipped. Text and reasoning arrive as
-    ``message.part.delta`` (or as a longer ``text`` in ``message.part.updated``): the new
-    part becomes a delta, the finished part a whole ``text`` / ``reasoning``. A tool part
-    is announced once it is running (its input is known then) and settled when it is
-    completed or in error. Each ``step-finish`` part is one model call's usage; OpenCode
-    counts cached input apart from input, and reasoning apart from output, so both are
-    added back. The turn ends when the session goes idle after it was busy.
-    """
-
-    def __init__(self, *, max_retries: int = 2) -> None:
-        self.max_retries = max_retries
-        self.retries = 0
-        self.retries_exceeded = False
-        self.done = False
-        self.aborted = False
-        self._busy = False
-        self._user_messages: set[str] = set()
-        self._part_kind: dict[str, str] = {}
-        self._emitted: dict[str, int] = {}
-        self._closed_parts: set[str] = set()
-        self._calls: dict[str, ToolCall] = {}
-        self._settled: set[str] = set()
-        self._text_by_message: dict[str, dict[str, str]] = {}
-        self._last_message: str | None = None
-        #: the last step's finish reason (stop, tool-calls, length, …)
-        self.stop_reason = "stop"
-
-    def final_text(self) -> str:
-        if self._last_message is None:
-            return ""
-        return "".join(self._text_by_message.get(self._last_message, {}).values())
-
-    def feed(self, event: dict[str, Any]) -> list[Event]:
-        kind = event.get("type")
-        props = event.get("properties")
-        if not isinstance(props, dict):
-            return []
-        if kind == "message.updated":
-            info = props.get("info")
-            if isinstance(info, dict) and info.get("role") == "user" and isinstance(info.get("id"), str):
-                self._user_messages.add(info["id"])
-            return []
-        if kind == "message.part.updated":
-            part = props.get("part")
-            return self._part(part) if isinstance(part, dict) else []
-        if kind == "message.part.delta":
-            return self._delta(props)
-        if kind == "session.status":
-            status = props.get("status")
-            state = status.get("type") if isinstance(status, dict) else None
-            if state == "busy":
-                self._busy = True
-            elif state == "retry" and isinstance(status, dict):
-                self.retries += 1
-                if self.retries > self.max_retries:
-                    self.retries_exceeded = True
-                    raise ProviderFailure(
-                        f"opencode: the model API failed and OpenCode retried {self.retries} times"
-                        f" (our bound is {self.max_retries}): {str(status.get('message'))[:300]}",
-                        retryable=True,
-                    )
-            elif state == "idle" and self._busy:
-                self.done = True
-            return []
-        if kind == "session.idle":
-            if self._busy:
-                self.done = True
-            return []
-        if kind == "session.error":
-            failure = _error(props.get("error"))
-            if failure is None:
-                self.aborted = True
-                return []
-            raise failure
-        return []
-
-    def _delta(self, props: dict[str, Any]) -> list[Event]:
-        part_id = props.get("partID")
-        message_id = props.get("messageID")
-        delta = props.get("delta")
-        if not isinstance(part_id, str) or not isinstance(delta, str) or message_id in self._user_messages:
-            return []
-        if props.get("field", "text") != "text" or not delta:
-            return []
-        self._busy = True
-        kind = self._part_kind.get(part_id, "text")
-        self._emitted[part_id] = self._emitted.get(part_id, 0) + len(delta)
-        if kind == "text" and isinstance(message_id, str):
-            texts = self._text_by_message.setdefault(message_id, {})
-            texts[part_id] = texts.get(part_id, "") + delta
-            self._last_message = message_id
-        return [ReasoningDelta(text=delta) if kind == "reasoning" else TextDelta(text=delta)]
-
-    def _part(self, part: dict[str, Any]) -> list[Event]:
-        part_id = str(part.get("id") or "")
-        message_id = part.get("messageID")
-        if message_id in self._user_messages:
-            return []
-        kind = str(part.get("type") or "")
-        self._part_kind[part_id] = kind
-        if kind in ("text", "reasoning"):
-            return self._text_part(part_id, kind, part, message_id)
-        if kind == "tool":
-            return self._tool_part(part)
-        if kind == "step-finish":
-            if isinstance(part.get("reason"), str):
-                self.stop_reason = part["reason"]
-            return [self._usage(part_id, part)]
-        return []
-
-    def _text_part(self, part_id: str, kind: str, part: dict[str, Any], message_id: Any) -> list[Event]:
-        text = part.get("text")
-        if not isinstance(text, str):
-            return []
-        events: list[Event] = []
-        sent = self._emitted.get(part_id, 0)
-        if len(text) > sent:
-            rest = text[sent:]
-            self._emitted[part_id] = len(text)
-            events.append(ReasoningDelta(text=rest) if kind == "reasoning" else TextDelta(text=rest))
-        if kind == "text" and isinstance(message_id, str):
-            self._text_by_message.setdefault(message_id, {})[part_id] = text
-            if text:
-                self._last_message = message_id
-        timing = part.get("time")
-        ended = isinstance(timing, dict) and timing.get("end") is not None
-        if ended and part_id not in self._closed_parts and text:
-            self._closed_parts.add(part_id)
-            events.append(Reasoning(text=text) if kind == "reasoning" else Text(text=text))
-        return events
-
-    def _tool_part(self, part: dict[str, Any]) -> list[Event]:
-        call_id = str(part.get("callID") or part.get("id") or "")
-        name = str(part.get("tool") or "tool")
-        state = part.get("state") if isinstance(part.get("state"), dict) else {}
-        assert isinstance(state, dict)
-        status = state.get("status")
-        events: list[Event] = []
-        arguments = state.get("input") if isinstance(state.get("input"), dict) else {}
-        assert isinstance(arguments, dict)
-        if call_id not in self._calls and status in ("running", "completed", "error"):
-            call = ToolCall(call_id=call_id, name=name, arguments=dict(arguments), source="opencode")
-            self._calls[call_id] = call
-            events.append(call)
-        if call_id in self._calls and call_id not in self._settled and status in ("completed", "error"):
-            self._settled.add(call_id)
-            failed = status == "error"
-            output = state.get("error") if failed else state.get("output")
-            events.append(ToolResult(call_id=call_id, output=str(output or ""), is_error=failed, name=name))
-            path = arguments.get("filePath")
-            if not failed and isinstance(path, str) and name in ("read", "edit", "write"):
-                events.append(FileChange(path=path, kind="read" if name == "read" else "edited", call_id=call_id))
-        return events
-
-    def _usage(self, part_id: str, part: dict[str, Any]) -> Usage:
-        tokens = part.get("tokens") if isinstance(part.get("tokens"), dict) else {}
-        assert isinstance(tokens, dict)
-        cache = tokens.get("cache") if isinstance(tokens.get("cache"), dict) else {}
-        assert isinstance(cache, dict)
-
-        def n(source: dict[str, Any], key: str) -> int:
-            value = source.get(key)
-            return int(value) if isinstance(value, int | float) else 0
-
-        read, write = n(cache, "read"), n(cache, "write")
-        cost = part.get("cost")
-        # OpenCode says 0 for a model it has no price for: that is "unknown", not "free".
-        known = isinstance(cost, int | float) and cost > 0
-        return Usage(
-            input_tokens=n(tokens, "input") + read + write,
-            output_tokens=n(tokens, "output") + n(tokens, "reasoning"),
-            cache_read_tokens=read,
-            cache_write_tokens=write,
-            cost_usd=float(cost) if known and isinstance(cost, int | float) else None,
-            priced=known,
-            usage_id=f"opencode:{part_id}",
-        )
-
-    def finish(self, *, session: ProviderSession) -> list[Event]:
-        text = self.final_text()
-        if self.aborted or session.aborted:
-            return [Complete(outcome="aborted", stop_reason="cancelled", text=text)]
-        return [Complete(outcome="completed", stop_reason=self.stop_reason, text=text)]
