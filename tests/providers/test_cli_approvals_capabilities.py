@@ -46,10 +46,10 @@ def test_providers_list_says_where_each_backends_key_is() -> None:
         "gemini-cli": "gateway",
         "openai": "in_process",
         "anthropic": "in_process",
-        "acp": "environment",
-        "opencode": "environment",
+        "acp": "gateway_or_environment",
+        "opencode": "gateway_or_environment",
     }
     text = subprocess.run(
         [sys.executable, "-m", "seamline", "providers", "list"], capture_output=True, text=True, timeout=120, cwd=ROOT
     )
-    assert "keys=gateway" in text.stdout and "keys=environment" in text.stdout
+    assert "keys=gateway\n" in text.stdout and "keys=gateway_or_environment" in text.stdout
