@@ -199,34 +199,31 @@ def test_an_agent_whose_vendor_is_unknown_says_its_key_is_in_its_environment(
     renamed = tmp_path / "bin" / "some-acp-agent"
     renamed.parent.mkdir()
     renamed.symlink_to(AGENT)
-    script = [{"text": "Done.", "usage": ONE, "model": MODEL}]
-    with CountingAnthropic(script, fallback=SIDE) as fake:
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.root_url)
-        agent = Agent(
-            provider="acp",
-            options={"command": str(renamed), "turn_timeout": "120", "grace": "1"},
-            workspace=world.workspace,
-            sandbox=None,
-            yes=True,
-        )
-        result = asyncio.run(agent.run("Say done."))
-        keys = {r.headers.get("x-api-key", "") for r in fake.model_requests()}
-    assert result.outcome == "completed", result.events
+    script = [shell("env > seen_env.txt"), {"text": "Done.", "usage": ONE, "model": MODEL}]
+
+    def once(options: dict[str, str]) -> tuple[RunResult, str, set[str]]:
+        with CountingAnthropic(script, fallback=SIDE) as fake:
+            monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.root_url)
+            agent = Agent(
+                provider="acp",
+                options={"command": str(renamed), "turn_timeout": "120", "grace": "1", **options},
+                workspace=world.workspace,
+                sandbox=None,
+                yes=True,
+            )
+            result = asyncio.run(agent.run("Look around."))
+            keys = {r.headers.get("x-api-key", "") for r in fake.model_requests()}
+        assert result.outcome == "completed", result.events
+        assert running_agents() == []
+        return result, (world.workspace / "seen_env.txt").read_text(errors="replace"), keys
+
+    result, seen, keys = once({})
     notes = [e.payload for e in result.events if isinstance(e, Raw) and e.payload.get("gateway") == "off"]
     assert len(notes) == 1 and "some-acp-agent" in str(notes[0]["because"]), notes
-    assert keys == {CANARY}  # the agent called the API itself, with the key in its environment
+    assert f"ANTHROPIC_API_KEY={CANARY}" in seen  # said: the key is in its environment
+    assert keys == {CANARY}
     # Named by the operator, the same agent goes through the gateway.
-    with CountingAnthropic(script, fallback=SIDE) as fake:
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.root_url)
-        agent = Agent(
-            provider="acp",
-            options={"command": str(renamed), "turn_timeout": "120", "grace": "1", "gateway_vendor": "anthropic"},
-            workspace=world.workspace,
-            sandbox=None,
-            yes=True,
-        )
-        result = asyncio.run(agent.run("Say done."))
-        answered = len(fake.reported)
-    assert result.outcome == "completed", result.events
+    result, seen, keys = once({"gateway_vendor": "anthropic"})
     assert not [e for e in result.events if isinstance(e, Raw) and e.payload.get("gateway") == "off"]
-    assert len([e for e in result.events if isinstance(e, Usage)]) == answered
+    assert CANARY not in seen and "ANTHROPIC_API_KEY=sl-gw-" in seen
+    assert keys == {CANARY}  # the gateway put it in
