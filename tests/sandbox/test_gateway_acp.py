@@ -15,7 +15,7 @@ import asyncio
 import os
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -30,6 +30,7 @@ from tests.fixtures.acp_capture import ACP_BIN, SideAnthropic
 from tests.providers.agent_cli_support import CliWorld, make_world
 
 pytestmark = pytest.mark.real
+Sandboxed = Literal["bwrap"] | None
 AGENT = ACP_BIN / "claude-agent-acp"
 MODEL = "claude-sonnet-4-5"  # what the fake answers with, so that the wire's usage is priced
 CANARY = "sk-ant-canary-Vb3n8Hq2"
@@ -55,6 +56,10 @@ class CountingAnthropic(SideAnthropic):
         with self._reported_lock:
             self.reported.append(usage_of(entry))
         return reply
+
+    def __enter__(self) -> CountingAnthropic:
+        self.start()
+        return self
 
     def sums(self) -> dict[str, int]:
         with self._reported_lock:
@@ -82,7 +87,7 @@ def run(
     store: Path,
     monkeypatch: pytest.MonkeyPatch,
     *,
-    sandbox: str | None,
+    sandbox: Sandboxed,
     budget_usd: float | None = None,
     options: dict[str, str] | None = None,
 ) -> RunResult:
@@ -105,7 +110,7 @@ def run(
 def test_the_agents_shell_finds_no_real_key_and_the_api_gets_it(
     world: CliWorld,
     tmp_path: Path,
-    sandbox: str | None,
+    sandbox: Sandboxed,
     request: pytest.FixtureRequest,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -131,7 +136,7 @@ def test_the_agents_shell_finds_no_real_key_and_the_api_gets_it(
 def test_the_ledger_is_what_the_api_reported(
     world: CliWorld,
     tmp_path: Path,
-    sandbox: str | None,
+    sandbox: Sandboxed,
     request: pytest.FixtureRequest,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -173,7 +178,7 @@ def test_the_ledger_is_what_the_api_reported(
 def test_a_budget_worth_two_requests_stops_the_turn_after_at_most_three(
     world: CliWorld,
     tmp_path: Path,
-    sandbox: str | None,
+    sandbox: Sandboxed,
     request: pytest.FixtureRequest,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

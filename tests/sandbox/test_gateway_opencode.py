@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -30,6 +30,7 @@ from tests.providers.agent_cli_support import CliWorld, make_world
 from tests.providers.test_opencode_real import OpenCodeOpenAI, opencode_path
 
 pytestmark = pytest.mark.real
+Sandboxed = Literal["bwrap"] | None
 MODEL = "gpt-4o-mini"  # seamline's default for its OpenCode provider; priced
 CANARY = "sk-canary-Pm4x7Wd1"
 ONE = {"input_tokens": 2000, "output_tokens": 300, "cache_read_tokens": 500, "cache_write_tokens": 0}
@@ -51,10 +52,15 @@ class CountingOpenAI(OpenCodeOpenAI):
 
     def answer(self, request: RecordedRequest, body: dict[str, Any], entry: dict[str, Any]) -> JsonReply | StreamReply:
         reply = super().answer(request, body, entry)
-        if (body.get("stream_options") or {}).get("include_usage") or not body.get("stream"):
+        stream_options: dict[str, Any] = body.get("stream_options") or {}
+        if stream_options.get("include_usage") or not body.get("stream"):  # the usage it sent
             with self._reported_lock:
                 self.reported.append(usage_of(entry))
         return reply
+
+    def __enter__(self) -> CountingOpenAI:
+        self.start()
+        return self
 
     def sums(self) -> dict[str, int]:
         with self._reported_lock:
@@ -78,7 +84,7 @@ def run(
     fake: CountingOpenAI | None,
     store: Path,
     *,
-    sandbox: str | None,
+    sandbox: Sandboxed,
     budget_usd: float | None = None,
     options: dict[str, str] | None = None,
 ) -> RunResult:
@@ -101,7 +107,7 @@ def run(
 
 @pytest.mark.parametrize("sandbox", ["bwrap", None], ids=["in-the-envelope", "no-sandbox"])
 def test_the_shell_finds_no_real_key_and_the_api_gets_it(
-    world: CliWorld, tmp_path: Path, sandbox: str | None, request: pytest.FixtureRequest
+    world: CliWorld, tmp_path: Path, sandbox: Sandboxed, request: pytest.FixtureRequest
 ) -> None:
     if sandbox == "bwrap":
         request.getfixturevalue("bwrap_ready")
@@ -123,7 +129,7 @@ def test_the_shell_finds_no_real_key_and_the_api_gets_it(
 
 @pytest.mark.parametrize("sandbox", ["bwrap", None], ids=["in-the-envelope", "no-sandbox"])
 def test_the_ledger_is_what_the_api_reported(
-    world: CliWorld, tmp_path: Path, sandbox: str | None, request: pytest.FixtureRequest
+    world: CliWorld, tmp_path: Path, sandbox: Sandboxed, request: pytest.FixtureRequest
 ) -> None:
     if sandbox == "bwrap":
         request.getfixturevalue("bwrap_ready")
@@ -157,7 +163,7 @@ def test_the_ledger_is_what_the_api_reported(
 
 @pytest.mark.parametrize("sandbox", ["bwrap", None], ids=["in-the-envelope", "no-sandbox"])
 def test_a_budget_worth_two_requests_stops_the_turn_after_at_most_three(
-    world: CliWorld, tmp_path: Path, sandbox: str | None, request: pytest.FixtureRequest
+    world: CliWorld, tmp_path: Path, sandbox: Sandboxed, request: pytest.FixtureRequest
 ) -> None:
     if sandbox == "bwrap":
         request.getfixturevalue("bwrap_ready")
