@@ -26,7 +26,8 @@ from seamline.runner import RunResult
 from seamline.sessions import open_store
 from seamline.usage import price_usage
 from tests.fakes._http import JsonReply, RecordedRequest, StreamReply, usage_of
-from tests.fixtures.acp_capture import ACP_BIN, SideAnthropic
+from tests.fakes.gemini_api import FakeGemini
+from tests.fixtures.acp_capture import ACP_BIN, SideAnthropic, _argv
 from tests.providers.agent_cli_support import CliWorld, make_world
 
 pytestmark = pytest.mark.real
@@ -232,3 +233,42 @@ def test_an_agent_whose_vendor_is_unknown_says_its_key_is_in_its_environment(
     assert not [e for e in result.events if isinstance(e, Raw) and e.payload.get("gateway") == "off"]
     assert CANARY not in seen and "ANTHROPIC_API_KEY=sl-gw-" in seen
     assert keys == {CANARY}  # the gateway put it in
+
+
+def test_gemini_over_acp_has_only_the_placeholder_in_its_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # gemini --acp reads GEMINI_API_KEY: it holds the placeholder, and the agent's requests
+    # reach the API with the real key. (A key given by `authenticate` alone, gemini 0.61.0
+    # does not send on its model requests, gateway or not: that case is not tested here.)
+    argv = _argv("gemini-acp")
+    if not (Path(argv[0]).exists() and os.access(argv[0], os.X_OK)):
+        pytest.fail(f"{argv[0]} is not installed; run: bash scripts/system/40-agent-clis.sh")
+    world = make_world(tmp_path, monkeypatch)
+    (world.home / ".gemini").mkdir()
+    (world.home / ".gemini" / "settings.json").write_text(
+        '{"security": {"auth": {"selectedType": "gemini-api-key"}}, "general": {"maxAttempts": 1}}'
+    )
+    canary = "gemini-canary-Tq5z0Lp8"
+    monkeypatch.setenv("GEMINI_API_KEY", canary)
+    script = [
+        {"tool_calls": [{"name": "run_shell_command", "arguments": {"command": LOOK}}], "usage": ONE},
+        {"text": "Looked.", "usage": ONE},
+    ]
+    with FakeGemini(script, fallback={"text": "side", "usage": ONE}) as fake:
+        monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", fake.root_url)
+        options = {"command": " ".join(argv), "turn_timeout": "120", "grace": "1"}
+        agent = Agent(provider="acp", options=options, workspace=world.workspace, sandbox=None, yes=True)
+        result = asyncio.run(agent.run("Look around."))
+        keys = {r.headers.get("x-goog-api-key") or (r.query.get("key") or [""])[0] for r in fake.model_requests()}
+        answered = len(fake.model_requests())
+    assert running_agents() == []
+    assert result.outcome == "completed", result.events
+    seen = {
+        n: (world.workspace / n).read_text(errors="replace") for n in ("seen_env.txt", "seen_proc.txt", "seen_home.txt")
+    }
+    for name, text in seen.items():
+        assert canary not in text, name
+    assert "GEMINI_API_KEY=sl-gw-" in seen["seen_proc.txt"]
+    assert keys == {canary}, keys
+    assert len([e for e in result.events if isinstance(e, Usage)]) == answered

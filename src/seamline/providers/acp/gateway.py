@@ -5,8 +5,8 @@ which vendor's variables the agent reads: by the agent's program name
 (:data:`KNOWN_AGENTS`: ``claude-agent-acp`` reads ``ANTHROPIC_*``, ``gemini --acp``
 ``GEMINI_*``/``GOOGLE_GEMINI_BASE_URL``, ``codex-acp`` ``OPENAI_*``), or by the operator's
 ``-o gateway_vendor=anthropic|openai|gemini``. The agent is then started with the
-gateway's URL and a placeholder in those variables, and the real key never enters its
-environment or its envelope. An agent whose vendor is not known calls its API itself with
+gateway's URL and a placeholder in those variables (and in ``api_key_env``'s, whose key
+``authenticate`` passes), and the real key never enters its environment or its envelope. An agent whose vendor is not known calls its API itself with
 the key in its environment, and its session's first turn says so (a ``raw`` event), never
 silently.
 """
@@ -14,6 +14,7 @@ silently.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import replace
 from pathlib import PurePath
 from typing import Final
 
@@ -74,6 +75,11 @@ def acp_route(argv: Sequence[str], options: Mapping[str, str]) -> GatewayRoute |
     route = VENDOR_ROUTES.get(vendor)
     if route is None:
         raise InvalidRequest(f"acp: gateway_vendor={vendor!r}: choose one of {', '.join(VENDOR_ROUTES)}")
+    named = options.get("api_key_env")
+    if named and named not in route.key_vars:
+        # The key `authenticate` passes is the one the gateway keeps out (the agent gets the
+        # placeholder in that variable, and over ACP).
+        route = replace(route, key_vars=(named, *route.key_vars))
     return route
 
 
