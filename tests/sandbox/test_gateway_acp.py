@@ -27,7 +27,7 @@ from seamline.sessions import open_store
 from seamline.usage import price_usage
 from tests.fakes._http import JsonReply, RecordedRequest, StreamReply, usage_of
 from tests.fakes.gemini_api import FakeGemini
-from tests.fixtures.acp_capture import ACP_BIN, SideAnthropic, _argv
+from tests.fixtures.acp_capture import ACP_BIN, CLI_BIN, SideAnthropic
 from tests.providers.agent_cli_support import CliWorld, make_world
 
 pytestmark = pytest.mark.real
@@ -129,6 +129,8 @@ def test_the_agents_shell_finds_no_real_key_and_the_api_gets_it(
     for name, text in seen.items():
         assert CANARY not in text, name  # never the key …
     assert "ANTHROPIC_API_KEY=sl-gw-" in seen["seen_proc.txt"]  # … the agent has a placeholder
+    if sandbox == "bwrap":  # the other vendors' keys (make_world's) stay out of the envelope
+        assert "sk-fake-test" not in seen["seen_env.txt"] and "fake-gemini-key" not in seen["seen_env.txt"]
     assert CANARY not in str(result.events)
     assert keys and all(CANARY in k for k in keys), keys  # every request reached the API with it
 
@@ -241,7 +243,7 @@ def test_gemini_over_acp_has_only_the_placeholder_in_its_environment(
     # gemini --acp reads GEMINI_API_KEY: it holds the placeholder, and the agent's requests
     # reach the API with the real key. (A key given by `authenticate` alone, gemini 0.61.0
     # does not send on its model requests, gateway or not: that case is not tested here.)
-    argv = _argv("gemini-acp")
+    argv = [str(CLI_BIN / "gemini"), "--acp", "-m", "gemini-2.5-flash"]
     if not (Path(argv[0]).exists() and os.access(argv[0], os.X_OK)):
         pytest.fail(f"{argv[0]} is not installed; run: bash scripts/system/40-agent-clis.sh")
     world = make_world(tmp_path, monkeypatch)

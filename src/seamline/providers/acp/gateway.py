@@ -24,7 +24,14 @@ from seamline.providers.base import OptionSpec, ProviderSession
 from seamline.providers.programs.gateway_turns import routed_turn
 from seamline.providers.programs.model_gateway import GatewayRoute
 
-__all__ = ["GATEWAY_VENDOR_OPTION", "KNOWN_AGENTS", "VENDOR_ROUTES", "acp_gated_turn", "acp_route"]
+__all__ = [
+    "GATEWAY_VENDOR_OPTION",
+    "KNOWN_AGENTS",
+    "VENDOR_ROUTES",
+    "acp_gated_turn",
+    "acp_route",
+    "other_vendors_keys",
+]
 
 #: How each vendor's programs are pointed at its API (the variables Claude Code, Codex and
 #: Gemini CLI read; the ACP agents built on them read the same).
@@ -81,6 +88,12 @@ def acp_route(argv: Sequence[str], options: Mapping[str, str]) -> GatewayRoute |
         # placeholder in that variable, and over ACP).
         route = replace(route, key_vars=(named, *route.key_vars))
     return route
+
+
+def other_vendors_keys(route: GatewayRoute) -> frozenset[str]:
+    """The other vendors' key variables: an agent routed through the gateway needs none of
+    them, so the envelope keeps them out."""
+    return frozenset(n for r in VENDOR_ROUTES.values() for n in r.key_vars) - set(route.key_vars)
 
 
 async def acp_gated_turn(

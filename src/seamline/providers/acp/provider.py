@@ -54,7 +54,7 @@ from seamline.providers.acp.agent_process import (
     tool_arguments,
     tool_name,
 )
-from seamline.providers.acp.gateway import GATEWAY_VENDOR_OPTION, acp_gated_turn, acp_route
+from seamline.providers.acp.gateway import GATEWAY_VENDOR_OPTION, acp_gated_turn, acp_route, other_vendors_keys
 from seamline.providers.acp.translator import PERMISSION_ANNOUNCE, AcpTranslator
 from seamline.providers.base import KeyPath, OptionSpec, PreflightCheck, Provider, ProviderSession
 from seamline.providers.programs.agent_settings import (
@@ -246,6 +246,12 @@ class AcpProvider(Provider):
         env = program_env(gateway_env(session))
         key_extra: tuple[Any, ...] = () if gateway is None else ("gateway", session.session_id)
         endpoints = endpoints_from_env(env) if gateway is None else [("127.0.0.1", gateway.port)]
+        # Through the gateway, the agent needs no other vendor's key inside the envelope.
+        others = other_vendors_keys(gateway.route) if gateway is not None else frozenset[str]()
+
+        def keeps(name: str) -> bool:
+            return self._keeps_env(name) and name not in others
+
         mode = sandbox_mode(self.option_values)
         if mode != "none":
             # One agent per session inside the envelope: its own home, workspace and egress.
@@ -257,7 +263,7 @@ class AcpProvider(Provider):
                 workspace=workspace,
                 argv=argv,
                 env=env,
-                keep_env=self._keeps_env,
+                keep_env=keeps,
                 endpoints=endpoints,
                 allow_hosts=self.option_values.get("allow_hosts"),
                 seed=lambda home: None,
