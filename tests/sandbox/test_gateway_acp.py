@@ -20,7 +20,7 @@ from typing import Any, Literal
 import pytest
 
 from seamline import Agent
-from seamline.events import Error, Raw, Usage
+from seamline.events import Error, Raw, ToolResult, Usage
 from seamline.providers.acp.agent_process import running_agents
 from seamline.runner import RunResult
 from seamline.sessions import open_store
@@ -274,3 +274,36 @@ def test_gemini_over_acp_has_only_the_placeholder_in_its_environment(
     assert "GEMINI_API_KEY=sl-gw-" in seen["seen_proc.txt"]
     assert keys == {canary}, keys
     assert len([e for e in result.events if isinstance(e, Usage)]) == answered
+
+
+# The model's shell sends its own request to the gateway with a key it made up.
+TRY_GATEWAY = (
+    'python3 -c "import os, urllib.request as u; '
+    "r = u.Request(os.environ['ANTHROPIC_BASE_URL'] + '/v1/messages', data=b'{}', "
+    "headers={'x-api-key': 'sk-ant-made-up', 'content-type': 'application/json'}); "
+    'print(u.urlopen(r).status)" 2>&1 | tail -1'
+)
+
+
+@pytest.mark.parametrize("sandbox", ["bwrap", None], ids=["in-the-envelope", "no-sandbox"])
+def test_a_key_tried_at_the_gateway_from_inside_is_refused_and_reported(
+    world: CliWorld,
+    tmp_path: Path,
+    sandbox: Sandboxed,
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    if sandbox == "bwrap":
+        request.getfixturevalue("bwrap_ready")
+    script = [shell(TRY_GATEWAY), {"text": "Tried.", "usage": ONE, "model": MODEL}]
+    with CountingAnthropic(script, fallback=SIDE) as fake:
+        result = run(world, fake, tmp_path / "store.db", monkeypatch, sandbox=sandbox)
+        keys = [r.headers.get("x-api-key") or r.headers.get("authorization", "") for r in fake.requests]
+    assert result.outcome == "completed", result.events
+    outputs = " ".join(str(e.output) for e in result.events if isinstance(e, ToolResult))
+    assert "401" in outputs  # the shell's request was answered 401 …
+    assert not any("made-up" in k for k in keys)  # … and never reached the API
+    refused = [
+        e.payload["gateway_refused"] for e in result.events if isinstance(e, Raw) and "gateway_refused" in e.payload
+    ]
+    assert refused == [{"reason": "no credential this gateway issued", "method": "POST", "path": "/v1/messages"}]
