@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 
 from seamline import Agent
-from seamline.events import Usage
+from seamline.events import Error, Usage
 from seamline.runner import RunResult
+from seamline.usage import price_usage
 from tests.fakes._http import FakeAPI, RecordedRequest
 from tests.fakes.gemini_api import FakeGemini
 from tests.fakes.openai_api import FakeOpenAI
@@ -73,7 +74,15 @@ def world_for(
     return made
 
 
-def run(program: Program, world: CliWorld, fake: FakeAPI, store: Path, *, sandbox: str | None) -> RunResult:
+def run(
+    program: Program,
+    world: CliWorld,
+    fake: FakeAPI,
+    store: Path,
+    *,
+    sandbox: str | None,
+    budget_usd: float | None = None,
+) -> RunResult:
     options = {
         "executable": cli_path("codex" if program is CODEX else "gemini"),
         "base_url": program.base_url(fake),
@@ -90,6 +99,7 @@ def run(program: Program, world: CliWorld, fake: FakeAPI, store: Path, *, sandbo
         sandbox=sandbox,
         store=store,
         yes=True,
+        budget_usd=budget_usd,
     )
     return asyncio.run(agent.run("Look around."))
 
@@ -123,3 +133,26 @@ def test_the_programs_shell_finds_no_real_key_and_the_api_gets_it(
     assert [(u.input_tokens, u.output_tokens, u.cache_read_tokens) for u in usages] == [(1500, 120, 300)] * answered, (
         result.events
     )
+
+
+@pytest.mark.parametrize("sandbox", ["bwrap", None], ids=["in-the-envelope", "no-sandbox"])
+@pytest.mark.parametrize("program", [CODEX, GEMINI], ids=["codex", "gemini-cli"])
+def test_a_budget_worth_two_requests_stops_the_turn_after_at_most_three(
+    program: Program,
+    sandbox: str | None,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
+) -> None:
+    if sandbox == "bwrap":
+        request.getfixturevalue("bwrap_ready")
+    world = world_for(program, tmp_path, monkeypatch, request)
+    one_request = price_usage(Usage(input_tokens=1500, output_tokens=120, cache_read_tokens=300), model=program.model)
+    assert one_request is not None and one_request > 0
+    script = [program.shell(f"echo step{i}") for i in range(8)] + [{"text": "Done.", "usage": ONE}]
+    with program.fake(script, fallback={"text": "side", "usage": ONE}) as fake:
+        result = run(program, world, fake, tmp_path / "store.db", sandbox=sandbox, budget_usd=2 * one_request)
+        sent = len(fake.model_requests())
+    assert result.outcome == "budget", result.events
+    assert any(isinstance(e, Error) and e.kind == "budget" for e in result.events)
+    assert sent <= 3, sent
