@@ -307,3 +307,43 @@ def test_a_key_tried_at_the_gateway_from_inside_is_refused_and_reported(
         e.payload["gateway_refused"] for e in result.events if isinstance(e, Raw) and "gateway_refused" in e.payload
     ]
     assert refused == [{"reason": "no credential this gateway issued", "method": "POST", "path": "/v1/messages"}]
+
+
+def test_a_recorded_acp_run_replays_with_the_api_stopped_and_no_key(
+    world: CliWorld, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The cassette sits at the session's gateway, so an ACP agent of known vendor records and
+    # replays as an agent CLI does: the same events and files, nothing sent anywhere.
+    cassette = tmp_path / "acp.cassette.jsonl"
+    script = [shell("echo made > made.txt"), {"text": "Made it.", "usage": ONE, "model": MODEL}]
+
+    def agent_run(**cassette_use: Path) -> RunResult:
+        agent = Agent(
+            provider="acp",
+            options={"command": str(AGENT), "turn_timeout": "120", "grace": "1"},
+            workspace=world.workspace,
+            store=tmp_path / "store.db",
+            yes=True,
+            **cassette_use,  # type: ignore[arg-type]
+        )
+        result = asyncio.run(agent.run("Make the file."))
+        assert running_agents() == []
+        return result
+
+    with CountingAnthropic(script, fallback=SIDE) as fake:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.root_url)
+        recorded = agent_run(record=cassette)
+        sent = len(fake.model_requests())
+    assert recorded.outcome == "completed" and sent >= 2, recorded.events
+    assert (world.workspace / "made.txt").read_text() == "made\n" and CANARY not in cassette.read_text()
+    (world.workspace / "made.txt").unlink()
+    monkeypatch.delenv("ANTHROPIC_API_KEY")  # the fake is stopped too: nothing could answer
+    replayed = agent_run(replay=cassette)
+    assert replayed.outcome == "completed", replayed.events
+    assert replayed.text == recorded.text == "Made it."
+    assert (world.workspace / "made.txt").read_text() == "made\n"
+
+    def shape(result: RunResult) -> list[tuple[str, str]]:
+        return [(e.type, getattr(e, "name", "") or "") for e in result.events if e.type in ("tool_call", "tool_result")]
+
+    assert shape(replayed) == shape(recorded) != []
