@@ -61,7 +61,10 @@ def run(
 
 LOOK = (
     "env > seen_env.txt; "
-    "for f in /proc/[0-9]*/environ; do tr '\\0' '\\n' < $f; done > seen_proc.txt 2>/dev/null; "
+    # Every process of this agent (its own HOME): without the envelope /proc shows the whole
+    # machine, and another test's program may hold its own real key at the same time.
+    "for f in /proc/[0-9]*/environ; do tr '\\0' '\\n' < $f | grep -qx \"HOME=$HOME\" && tr '\\0' '\\n' < $f; "
+    "done > seen_proc.txt 2>/dev/null; "
     'grep -rIa "sk-ant" "$HOME" > seen_home.txt 2>/dev/null; echo looked'
 )
 

@@ -27,7 +27,10 @@ CANARY = "canary-key-Zr8m3Kq1"
 ONE = {"input_tokens": 1500, "output_tokens": 120, "cache_read_tokens": 300, "cache_write_tokens": 0}
 LOOK = (
     "env > seen_env.txt; "
-    "for f in /proc/[0-9]*/environ; do tr '\\0' '\\n' < $f; done > seen_proc.txt 2>/dev/null; "
+    # Every process of this agent (its own HOME): without the envelope /proc shows the whole
+    # machine, and another test's program may hold its own real key at the same time.
+    "for f in /proc/[0-9]*/environ; do tr '\\0' '\\n' < $f | grep -qx \"HOME=$HOME\" && tr '\\0' '\\n' < $f; "
+    "done > seen_proc.txt 2>/dev/null; "
     'grep -rIa "canary-key" "$HOME" > seen_home.txt 2>/dev/null; echo looked'
 )
 
