@@ -40,12 +40,15 @@ from seamline.events import Usage
 from seamline.gateway.cassette import CassettePlayer, CassetteRecorder, chunk_frame, replay_head
 from seamline.gateway.http1 import HEAD_LIMIT, BadMessage, Head, carry_body, read_head
 from seamline.gateway.meter import UsageMeter, Vendor
+from seamline.gateway.upstream_pool import PoolKey, UpstreamConnection, UpstreamPool, upstream_pool
 from seamline.gateway.upstream_slots import retry_after_s, upstream_slots
 
 __all__ = ["Binding", "GatewayRefusal", "ModelGateway", "Upstream", "vendor_error"]
 
 PLACEHOLDER_PREFIX: Final = "sl-gw-"
-_CONNECT_TIMEOUT_S: Final = 30.0
+REPLAYABLE_BODY_LIMIT: Final = 16 * 1024 * 1024
+"""A request body up to this size is read whole before it is sent, so it can be sent again
+when a kept-alive upstream connection turns out closed; a larger one streams through."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +61,9 @@ class Upstream:
     max_concurrent: int | None = None
     """The most requests in flight at once to this scheme, host and port, counting every
     gateway of the process (``None`` or 0: no limit; the smallest named holds)."""
+    ssl_context: ssl.SSLContext | None = field(default=None, repr=False, compare=False)
+    """The TLS context an ``https`` upstream is reached with (``None``: the system's
+    certificates); for tests and benches that serve TLS with a certificate of their own."""
 
     @property
     def limit(self) -> int | None:
@@ -70,6 +76,12 @@ class Upstream:
         scheme = parts.scheme or "https"
         host = parts.hostname or ""
         return scheme, host, parts.port or (443 if scheme == "https" else 80)
+
+    @property
+    def key(self) -> PoolKey:
+        """What a kept-alive connection to this upstream is shared by."""
+        scheme, host, port = self.target
+        return scheme, host, port, self.ssl_context if scheme == "https" else None
 
     @property
     def netloc(self) -> str:
@@ -124,6 +136,7 @@ class ModelGateway:
         self._in_flight = 0
         self._idle = asyncio.Event()
         self._idle.set()
+        self._pool: UpstreamPool | None = None
         self.refusals: list[GatewayRefusal] = []
 
     @property
@@ -141,6 +154,8 @@ class ModelGateway:
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0, limit=HEAD_LIMIT)
         self._port = self._server.sockets[0].getsockname()[1]
+        self._pool = upstream_pool()
+        self._pool.attach()
 
     async def close(self) -> None:
         server, self._server = self._server, None
@@ -153,6 +168,9 @@ class ModelGateway:
             with contextlib.suppress(BaseException):
                 await task
         await server.wait_closed()
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            await pool.detach()  # the last gateway of the loop closes its idle connections
 
     def bind(
         self,
@@ -278,49 +296,81 @@ class ModelGateway:
         self, binding: Binding, head: Head, target: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> bool:
         upstream = binding.upstream
-        scheme, host, port = upstream.target
+        pool = self._pool
+        assert pool is not None, "start the gateway first"
+        recorder = binding.cassette if isinstance(binding.cassette, CassetteRecorder) else None
+        upgrade = head.get("upgrade") is not None
+        # The body is read whole before it is sent (model requests are small), so that a
+        # request sent on a kept-alive connection the server had just closed can be sent
+        # again on a new one. A body too large for that, or chunked, streams as it comes,
+        # on a new connection (an upgrade too: it never goes back to the pool).
+        body = await _replayable_body(head, reader)
+        out = head.replaced(
+            {
+                "host": upstream.netloc,
+                "accept-encoding": "identity",  # plain bodies, so the meter can read them
+                "connection": "close" if upgrade else "keep-alive",
+            }
+        )
+        sent: list[bytes] = [body] if body is not None else []
+        conn: UpstreamConnection | None = None
+        reusable = False
         try:
-            up_reader, up_writer = await asyncio.wait_for(
-                asyncio.open_connection(
-                    host,
-                    port,
-                    ssl=ssl.create_default_context() if scheme == "https" else None,
-                    server_hostname=host if scheme == "https" else None,
-                    limit=HEAD_LIMIT,
-                ),
-                _CONNECT_TIMEOUT_S,
-            )
-        except (OSError, TimeoutError) as exc:
-            # The program sees what it would have seen calling the upstream itself: a
-            # connection that fails (reset, no answer), so its own retries and its own words
-            # for an unreachable API apply.
-            binding.failures.append(f"seamline gateway: {upstream.netloc} is unreachable ({type(exc).__name__})")
-            writer.transport.abort()
-            return False
-        try:
-            # One request per upstream connection: the body is plain (no compression) so the
-            # meter can read it, and the connection's end never has to be guessed.
-            out = head.replaced({"host": upstream.netloc, "accept-encoding": "identity", "connection": "close"})
-            up_writer.write(out.encode())
-            recorder = binding.cassette if isinstance(binding.cassette, CassetteRecorder) else None
-            sent: list[bytes] = []
-            await carry_body(head, reader, up_writer, until_close=False, tap=sent.append if recorder else None)
-            answer = await read_head(up_reader)
-            if answer is None:
+            for attempt in range(2):
+                try:
+                    conn = await pool.take(upstream.key, fresh=body is None or upgrade or attempt > 0)
+                except (OSError, TimeoutError) as exc:
+                    # The program sees what it would have seen calling the upstream itself:
+                    # a connection that fails (reset, no answer), so its own retries and its
+                    # own words for an unreachable API apply.
+                    binding.failures.append(
+                        f"seamline gateway: {upstream.netloc} is unreachable ({type(exc).__name__})"
+                    )
+                    writer.transport.abort()
+                    return False
+                try:
+                    if body is not None:
+                        conn.writer.write(out.encode() + body)
+                        await conn.writer.drain()
+                    else:
+                        conn.writer.write(out.encode())
+                        await carry_body(
+                            head, reader, conn.writer, until_close=False, tap=sent.append if recorder else None
+                        )
+                    answer = await _final_head(conn.reader)
+                except OSError:
+                    if not (conn.reused and body is not None and _nothing_received(conn.reader)):
+                        raise
+                    answer = None
+                if answer is not None:
+                    break
+                if not (conn.reused and body is not None):
+                    raise BadMessage("the upstream closed without answering")
+                # A kept-alive connection the server closed while it was idle: nothing of an
+                # answer came, so the request is sent once more, on a new connection.
+                conn.close()
+                conn = None
+            else:
                 raise BadMessage("the upstream closed without answering")
             wait_s = retry_after_s(answer)
             if wait_s is not None:
                 # The answer itself goes to the program unchanged (its own retries follow);
                 # the requests after it wait here instead of meeting the same refusal.
                 upstream_slots(upstream.target).hold(wait_s)
-            framed = answer.chunked or answer.length() is not None
+            status = answer.start.split(" ", 2)[1] if answer.start.count(" ") else ""
+            bodiless = head.start.startswith("HEAD ") or status in ("204", "304")
+            framed = bodiless or answer.chunked or answer.length() is not None
             keep = framed and (head.get("connection") or "").lower() != "close"
             writer.write(answer.replaced({"connection": "keep-alive" if keep else "close"}).encode())
             meter = UsageMeter(upstream.vendor, answer.get("content-type"))
-            status = answer.start.split(" ", 2)[1] if answer.start.count(" ") else ""
             chunks: list[bytes] = []
             try:
-                await carry_body(answer, up_reader, writer, until_close=True, tap=_teed(meter.feed, chunks, recorder))
+                if not bodiless:
+                    await carry_body(
+                        answer, conn.reader, writer, until_close=True, tap=_teed(meter.feed, chunks, recorder)
+                    )
+                # Read to its end and framed: the connection may carry the next request.
+                reusable = framed and not upgrade and status != "101" and _keeps_alive(answer)
             finally:
                 if recorder is not None:  # what the program was given, even when it hung up early
                     _, _, reason = answer.start.partition(" ")[2].partition(" ")
@@ -335,14 +385,16 @@ class ModelGateway:
                     )
                 # Counted even when the program hangs up once it has what it wanted (Codex
                 # closes the connection at `response.completed`, before the body's end):
-                # what the upstream said it spent was spent.
+                # what the upstream said it spent was spent. That connection is closed.
                 usage_id = answer.get("request-id") or answer.get("x-request-id")
                 self._metered(binding, meter, usage_id, ok=status.startswith("2"))
             return keep
         finally:
-            up_writer.close()
-            with contextlib.suppress(Exception):
-                await up_writer.wait_closed()
+            if conn is not None:
+                if reusable:
+                    pool.give_back(conn)
+                else:
+                    conn.close()
 
     async def _replay(
         self, binding: Binding, head: Head, target: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
@@ -394,6 +446,46 @@ def _teed(
         chunks.append(piece)
 
     return both
+
+
+async def _replayable_body(head: Head, reader: asyncio.StreamReader) -> bytes | None:
+    """The request's whole body when its length is known and at most
+    :data:`REPLAYABLE_BODY_LIMIT` (``b""`` when it has none); ``None``: it is to be streamed."""
+    if head.chunked:
+        return None
+    length = head.length()
+    if length is None:
+        return b""
+    if length > REPLAYABLE_BODY_LIMIT:
+        return None
+    try:
+        return await reader.readexactly(length)
+    except asyncio.IncompleteReadError as exc:
+        raise BadMessage(f"the body ended {length - len(exc.partial)} bytes short") from None
+
+
+async def _final_head(reader: asyncio.StreamReader) -> Head | None:
+    """The answer's head, past any interim ``1xx`` (``103 Early Hints``; not ``101``)."""
+    while True:
+        answer = await read_head(reader)
+        if answer is None:
+            return None
+        status = answer.start.split(" ", 2)[1] if answer.start.count(" ") else ""
+        if not (status.startswith("1") and len(status) == 3 and status != "101"):
+            return answer
+
+
+def _nothing_received(reader: asyncio.StreamReader) -> bool:
+    """No byte of an answer has arrived (the connection failed before any did)."""
+    return not getattr(reader, "_buffer", b"")
+
+
+def _keeps_alive(answer: Head) -> bool:
+    """Whether the upstream lets the connection carry another request after ``answer``."""
+    tokens = {t.strip().lower() for t in (answer.get("connection") or "").split(",")}
+    if "close" in tokens:
+        return False
+    return not answer.start.startswith("HTTP/1.0") or "keep-alive" in tokens
 
 
 def _header(fields: list[tuple[str, str]], name: str) -> str | None:
