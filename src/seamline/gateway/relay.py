@@ -17,7 +17,9 @@ budget reached): the program gets an error in its vendor's format and nothing is
 
 Requests take turns at their upstream (:mod:`seamline.gateway.upstream_slots`): at most the
 upstream's ``max_concurrent`` at once across every gateway of the process, the rest waiting,
-and none sent while an upstream's ``retry-after`` holds.
+and none sent while an upstream's ``retry-after`` holds. Upstream connections are kept alive
+and reused (:mod:`seamline.gateway.upstream_pool`): a request body is read whole first, so a
+request whose kept connection the server had closed can be sent once more on a new one.
 
 A binding may carry a cassette (:mod:`seamline.gateway.cassette`): a recorder is given each
 exchange as it was relayed; a player answers instead of the upstream, which is never
