@@ -11,8 +11,8 @@ with ``CHUNKS`` text deltas (SSE over chunked HTTP, ``CHUNKS + 6`` frames) and a
 the gateway, which swaps in the real one (the fake refuses any other), relays the stream and
 meters it. The two kinds alternate, run by run. The fake runs with ``TCP_NODELAY`` on (as
 production HTTP servers do): without it, its head and first frame, written apart, wait out
-the client's delayed ACK (40 ms) on a reused connection, which would flatter the gateway
-(it opens a fresh upstream connection per request, where Linux ACKs at once).
+the client's delayed ACK (40 ms) on a reused connection (the gateway's upstream connections
+are reused too, now that it keeps them alive).
 
 Two streams: **burst** (the fake writes the frames as fast as it can: the gateway's
 throughput) and **paced** (``chunk_delay`` 1 ms between frames, closer to a model's pace:
@@ -33,6 +33,12 @@ what the gateway adds to each chunk's arrival, and its CPU when it wakes once pe
   reaped children) over turns 2 to ``CLI_TURNS``, over the model requests those turns made.
   The goal's "≤ 5% of the CLI's own" reads the gateway's burst CPU against it.
 
+- **Kept-alive upstream connections**: the burst request straight to the fake, through the
+  gateway keeping its upstream connections alive, and through it with none kept (a new
+  connection per request, as the gateway did before); over HTTP and over TLS (a self-signed
+  certificate made now with ``cryptography``, trusted through ``Upstream(ssl_context=…)``):
+  TTFB p50 and the upstream connections opened per 100 requests.
+
 Timings are reported, never asserted; every request checks its answer (status, chunk count,
 every delta; the gateway's count of requests, no refusal, the usage metered). Quick mode:
 two short runs of each kind, no CLI.
@@ -43,6 +49,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import ssl
 import statistics
 import subprocess
 import sys
@@ -67,10 +74,12 @@ GOAL_CPU_SHARE = 0.05
 
 
 # -- the client (run as ``python gateway.py --client URL KEY WARM N``) -----------------------
-async def _client(url: str, key: str, model: str, warm: int, n: int) -> dict[str, Any]:
-    """``warm`` + ``n`` streamed requests on one keep-alive connection; the last ``n`` timed."""
+async def _client(url: str, key: str, model: str, warm: int, n: int, cafile: str = "") -> dict[str, Any]:
+    """``warm`` + ``n`` streamed requests on one keep-alive connection; the last ``n`` timed
+    (over TLS to an ``https`` URL, trusting ``cafile``)."""
     parts = urlsplit(url)
-    reader, writer = await asyncio.open_connection(parts.hostname, parts.port)
+    tls = ssl.create_default_context(cafile=cafile) if parts.scheme == "https" else None
+    reader, writer = await asyncio.open_connection(parts.hostname, parts.port, ssl=tls)
     reads = [0]
     feed = reader.feed_data
 
@@ -132,21 +141,69 @@ def _entry() -> dict[str, Any]:
 
 
 _FAKE = """
+import ssl
 import sys
 from tests.fakes import _http
 from tests.fakes.anthropic_api import main
 _http._Handler.disable_nagle_algorithm = True  # TCP_NODELAY, as every production HTTP server sets
-raise SystemExit(main(sys.argv[1:]))
+args = sys.argv[1:]
+if args[:1] == ["--tls"]:  # serve TLS with the bench's own certificate
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(args[1], args[2])
+    args = args[3:]
+    accept = _http._Server.get_request
+    def get_request(self):
+        sock, address = accept(self)
+        return context.wrap_socket(sock, server_side=True), address
+    _http._Server.get_request = get_request
+raise SystemExit(main(args))
 """
 
 
-def _start_fake(folder: Path) -> tuple[subprocess.Popen[str], str]:
+def _certificate(folder: Path) -> tuple[Path, Path] | None:
+    """A self-signed certificate for 127.0.0.1 (and its key), made now; ``None`` without the
+    ``cryptography`` package."""
+    try:
+        import datetime
+        import ipaddress
+
+        from cryptography import x509
+        from cryptography.hazmat.primitives import hashes, serialization
+        from cryptography.hazmat.primitives.asymmetric import ec
+        from cryptography.x509.oid import NameOID
+    except ImportError:
+        return None
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "seamline bench")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(hours=2))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = folder / "cert.pem", folder / "key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    return cert_path, key_path
+
+
+def _start_fake(folder: Path, tls: tuple[Path, Path] | None = None) -> tuple[subprocess.Popen[str], str]:
     entry = _entry()
     paced = {**entry, "match": {"model": PACED}, "chunk_delay": CHUNK_DELAY_S}
     script = folder / "script.json"
     script.write_text(json.dumps([paced, entry]))
+    serve_tls = ["--tls", str(tls[0]), str(tls[1])] if tls is not None else []
     proc = subprocess.Popen(
-        [sys.executable, "-c", _FAKE, "--port", "0", "--script", str(script), "--api-key", SECRET],
+        [sys.executable, "-c", _FAKE, *serve_tls, "--port", "0", "--script", str(script), "--api-key", SECRET],
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])},
         stdout=subprocess.PIPE,
@@ -158,7 +215,8 @@ def _start_fake(folder: Path) -> tuple[subprocess.Popen[str], str]:
         proc.kill()
         proc.wait()
         raise RuntimeError(f"the fake did not start: {line!r}")
-    return proc, line.split()[1].removesuffix("/v1")
+    url = line.split()[1].removesuffix("/v1")
+    return proc, url.replace("http://", "https://", 1) if tls is not None else url
 
 
 def _stop(proc: subprocess.Popen[Any]) -> None:
@@ -170,11 +228,13 @@ def _stop(proc: subprocess.Popen[Any]) -> None:
         proc.wait()
 
 
-async def _client_run(url: str, key: str, model: str, warm: int, n: int) -> tuple[dict[str, Any], float]:
+async def _client_run(
+    url: str, key: str, model: str, warm: int, n: int, cafile: str = ""
+) -> tuple[dict[str, Any], float]:
     """One client process's figures, and this process's CPU while it ran."""
     cpu = time.process_time()
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, __file__, "--client", url, key, model, str(warm), str(n),
+        sys.executable, __file__, "--client", url, key, model, str(warm), str(n), cafile,
         stdout=asyncio.subprocess.PIPE,
     )  # fmt: skip
     out, _ = await proc.communicate()
@@ -228,6 +288,80 @@ async def _measure(root_url: str, model: str, runs: int, warm: int, n: int) -> d
     out["gateway_cpu_per_request_ms"] = round(gateway_cpu * 1e3, 3)
     out["gateway_cpu_per_chunk_us"] = round(gateway_cpu / (CHUNKS + 6) * 1e6, 1)
     return out
+
+
+# -- kept-alive upstream connections: the same requests with and without ---------------
+async def _keepalive(root_url: str, runs: int, n: int, cafile: str = "") -> dict[str, Any]:
+    """TTFB p50 and upstream connections opened per 100 requests: straight to the fake, through
+    the gateway keeping its upstream connections alive, and through it with none kept (as
+    before: one connection per request). The three alternate, run by run."""
+    from seamline.gateway import ModelGateway, Upstream
+    from seamline.gateway.upstream_pool import upstream_pool
+
+    context = ssl.create_default_context(cafile=cafile) if cafile else None
+    gw = ModelGateway()
+    await gw.start()
+    pool = upstream_pool()
+    binding = gw.bind(Upstream("anthropic", root_url, SECRET, ssl_context=context))
+    kinds = {
+        "direct": (root_url, SECRET),
+        "kept": (gw.base_url(binding), binding.placeholder),
+        "fresh": (gw.base_url(binding), binding.placeholder),
+    }
+    ttfb: dict[str, list[float]] = {k: [] for k in kinds}
+    opened: dict[str, int] = dict.fromkeys(kinds, 0)
+    try:
+        for i in range(runs):
+            order = list(kinds) if i % 2 == 0 else list(reversed(kinds))
+            for kind in order:
+                await pool.close_idle()
+                pool.max_idle = 0 if kind == "fresh" else 8
+                before = pool.opened
+                figures, _ = await _client_run(*kinds[kind], MODEL, 1, n, cafile)
+                ttfb[kind] += figures["ttfb"]
+                opened[kind] += pool.opened - before
+        await gw.idle()
+    finally:
+        await gw.close()
+    assert len(binding.usages) == 2 * runs * (n + 1) and not binding.failures, binding.failures
+    out: dict[str, Any] = {}
+    for kind in kinds:
+        out[f"{kind}_ttfb_p50_ms"] = round(statistics.median(ttfb[kind]) * 1e3, 3)
+        if kind != "direct":  # per 100 timed requests (the warm-up one counted in)
+            out[f"{kind}_connections_per_100"] = round(opened[kind] / (runs * (n + 1)) * 100, 1)
+    out["kept_saves_ttfb_p50_ms"] = round(out["fresh_ttfb_p50_ms"] - out["kept_ttfb_p50_ms"], 3)
+    return out
+
+
+def _default_context_ms() -> float:
+    """What ``ssl.create_default_context()`` costs (the gateway made one per request before)."""
+    times = []
+    for _ in range(10):
+        started = time.perf_counter()
+        ssl.create_default_context()
+        times.append(time.perf_counter() - started)
+    return round(statistics.median(times) * 1e3, 3)
+
+
+def _keepalive_figures(folder: Path, runs: int, n: int) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    proc, root_url = _start_fake(folder)
+    try:
+        result.update({f"keepalive_http_{k}": v for k, v in asyncio.run(_keepalive(root_url, runs, n)).items()})
+    finally:
+        _stop(proc)
+    tls = _certificate(folder)
+    if tls is None:
+        result["keepalive_https_skipped"] = "needs the cryptography package"
+        return result
+    proc, root_url = _start_fake(folder, tls)
+    try:
+        figures = asyncio.run(_keepalive(root_url, runs, n, str(tls[0])))
+        result.update({f"keepalive_https_{k}": v for k, v in figures.items()})
+    finally:
+        _stop(proc)
+    result["create_default_context_ms"] = _default_context_ms()
+    return result
 
 
 # -- the CLI's own CPU per model request --------------------------------------------------
@@ -300,6 +434,7 @@ def run(*, quick: bool = False) -> dict[str, Any]:
             paced = asyncio.run(_measure(root_url, PACED, runs, 1, paced_n))
         finally:
             _stop(proc)
+        keepalive = _keepalive_figures(Path(tmp), 2 if quick else 4, 10 if quick else 100)
     result: dict[str, Any] = {
         "chunks": CHUNKS + 6,
         "text_deltas": CHUNKS,
@@ -310,6 +445,7 @@ def run(*, quick: bool = False) -> dict[str, Any]:
     }
     result.update(figures)
     result.update({f"paced_{k}": v for k, v in paced.items()})
+    result.update(keepalive)
     result["goal_added_ttfb_p50_ms"] = GOAL_TTFB_MS
     result["added_ttfb_p50_over_goal"] = round(figures["added_ttfb_p50_ms"] / GOAL_TTFB_MS, 2)
     if not quick:
@@ -323,7 +459,7 @@ def run(*, quick: bool = False) -> dict[str, Any]:
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--client"]:
-        url, key, model, warm, n = sys.argv[2:7]
-        print(json.dumps(asyncio.run(_client(url, key, model, int(warm), int(n)))))
+        url, key, model, warm, n, cafile = sys.argv[2:8]
+        print(json.dumps(asyncio.run(_client(url, key, model, int(warm), int(n), cafile))))
     else:
         print(json.dumps(run(quick="--quick" in sys.argv), indent=2))

@@ -118,6 +118,10 @@ class UpstreamPool:
         self.closed = True
         if _BY_LOOP.get(self._loop) is self:
             del _BY_LOOP[self._loop]
+        await self.close_idle()
+
+    async def close_idle(self) -> None:
+        """Close every idle connection (those in use are given back, or closed, as usual)."""
         idle = [conn for group in self._idle.values() for conn in group]
         self._idle.clear()
         for conn in idle:
