@@ -17,6 +17,7 @@ import asyncio
 import json
 import os
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -58,7 +59,9 @@ FRAMES = [
     _sse("message_stop", {"type": "message_stop"}),
 ]
 
-Misbehaviour = Literal["none", "close-after-answer", "drop-next", "reset-next", "half-head-next", "say-close"]
+Misbehaviour = Literal[
+    "none", "close-after-answer", "drop-next", "reset-next", "half-head-next", "say-close", "no-content"
+]
 
 
 @dataclass
@@ -69,6 +72,7 @@ class PoolUpstream:
     frame_delay: float = 0.0
     gather: int = 0
     """Hold each answer until this many requests are in at once (or 2 s have passed)."""
+    tls: ssl.SSLContext | None = None
     accepted: int = 0
     open: int = 0
     received: int = 0
@@ -81,7 +85,8 @@ class PoolUpstream:
     @property
     def url(self) -> str:
         assert self._sock is not None
-        return f"http://127.0.0.1:{self._sock.getsockname()[1]}"
+        scheme = "https" if self.tls is not None else "http"
+        return f"{scheme}://127.0.0.1:{self._sock.getsockname()[1]}"
 
     def __enter__(self) -> PoolUpstream:
         self._sock = socket.create_server(("127.0.0.1", 0))
@@ -113,6 +118,14 @@ class PoolUpstream:
 
     def _serve(self, conn: socket.socket) -> None:
         conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self.tls is not None:
+            try:
+                conn = self.tls.wrap_socket(conn, server_side=True)
+            except OSError:
+                conn.close()
+                with self._lock:
+                    self.open -= 1
+                return
         stream = conn.makefile("rb")
         try:
             served = 0
@@ -165,6 +178,9 @@ class PoolUpstream:
 
     def _answer(self, conn: socket.socket, *, stream: bool) -> None:
         close = "connection: close\r\n" if self.misbehave == "say-close" else ""
+        if self.misbehave == "no-content":  # no body, no framing: it ends at the head
+            conn.sendall(b"HTTP/1.1 204 No Content\r\nrequest-id: req_1\r\n\r\n")
+            return
         if not stream:
             conn.sendall(
                 b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nrequest-id: req_1\r\n"
@@ -370,4 +386,98 @@ def test_a_connection_of_one_loop_is_never_taken_on_another() -> None:
         finally:
             first_loop.run_until_complete(gateway.close())
             first_loop.close()
+        assert upstream.wait_open(0) == 0
+
+
+def test_an_answer_without_a_body_keeps_its_connection() -> None:
+    # A 204 has no length and no chunking, and no body: it ends at its head (it must not be
+    # read to the connection's end, which a kept connection never reaches).
+    with PoolUpstream(misbehave="no-content") as upstream:
+
+        async def test(gateway: ModelGateway) -> None:
+            binding = gateway.bind(Upstream("anthropic", upstream.url, REAL_KEY))
+            for _ in range(3):
+                answer = await asyncio.wait_for(_post(gateway, binding.placeholder), 5)
+                assert answer.startswith(b"HTTP/1.1 204")
+
+        _run(test)
+        assert upstream.accepted == 1 and upstream.received == 3
+
+
+def test_idle_connections_are_closed_after_the_idle_timeout_and_capped() -> None:
+    with PoolUpstream(gather=4) as upstream:
+
+        async def test(gateway: ModelGateway) -> None:
+            pool = upstream_pool()
+            pool.max_idle, pool.idle_timeout_s = 2, 0.2
+            binding = gateway.bind(Upstream("anthropic", upstream.url, REAL_KEY))
+            answers = await asyncio.gather(*(_post(gateway, binding.placeholder) for _ in range(4)))
+            assert all(_ok(a) for a in answers)
+            assert pool.idle() == 2  # four came back; two were kept
+            assert await asyncio.to_thread(upstream.wait_open, 2) == 2
+            await asyncio.sleep(0.3)
+            assert pool.idle() == 0  # past the idle timeout
+            assert await asyncio.to_thread(upstream.wait_open, 0) == 0
+
+        _run(test)
+
+
+def _self_signed(folder: str) -> tuple[str, str]:
+    cryptography = pytest.importorskip("cryptography")
+    del cryptography
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "seamline test")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = os.path.join(folder, "cert.pem"), os.path.join(folder, "key.pem")
+    with open(cert_path, "wb") as out:
+        out.write(cert.public_bytes(serialization.Encoding.PEM))
+    with open(key_path, "wb") as out:
+        out.write(
+            key.private_bytes(
+                serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+            )
+        )
+    return cert_path, key_path
+
+
+@pytest.mark.parametrize("misbehave", ["none", "close-after-answer", "drop-next"])
+def test_https_connections_are_kept_alive_and_a_closed_one_is_replaced(
+    tmp_path: object, misbehave: Misbehaviour
+) -> None:
+    cert, key = _self_signed(str(tmp_path))
+    served = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    served.load_cert_chain(cert, key)
+    trusted = ssl.create_default_context(cafile=cert)
+    with PoolUpstream(misbehave=misbehave, tls=served) as upstream:
+
+        async def test(gateway: ModelGateway) -> None:
+            binding = gateway.bind(Upstream("anthropic", upstream.url, REAL_KEY, ssl_context=trusted))
+            for stream in (False, True, False):
+                assert _ok(await _post(gateway, binding.placeholder, stream=stream), stream=stream)
+                await asyncio.sleep(0.05)
+            assert len(binding.usages) == 3 and binding.failures == []
+
+        _run(test)
+        assert upstream.answered == 3
+        assert upstream.accepted == (1 if misbehave == "none" else 3)  # a new one for each that was closed
         assert upstream.wait_open(0) == 0
