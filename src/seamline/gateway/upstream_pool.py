@@ -150,7 +150,7 @@ class UpstreamPool:
     def give_back(self, conn: UpstreamConnection) -> None:
         """``conn``'s answer was read to its end and did not ask to close: keep it idle
         (or close it, when the pool is closed or full)."""
-        if self.closed or self.max_idle <= 0 or not conn.open:
+        if self.closed or self.max_idle <= 0 or not conn.open or asyncio.get_running_loop() is not self._loop:
             conn.close()
             return
         group = self._idle.setdefault(conn.key, deque())
