@@ -187,6 +187,9 @@ def test_the_smallest_limit_named_holds_and_a_later_gateway_shares_the_slots() -
             while slots.active + slots.waiting < 6:
                 await asyncio.sleep(0.01)
             assert slots.limit == 2 and slots.active == 2 and slots.waiting == 4
+            while len(upstream.arrivals) < 2:  # the two let through may still be on their way
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.05)
             assert len(upstream.arrivals) == 2  # the other four wait at the gateway, not upstream
             upstream.release.set()
             statuses = [status for status, _, _ in await asyncio.gather(*tasks)]
