@@ -190,3 +190,38 @@ def test_opencodes_own_configuration_is_said_to_keep_the_key_in_its_environment(
     result = run(world, None, tmp_path / "store.db", sandbox=None)
     notes = [e.payload for e in result.events if isinstance(e, Raw) and e.payload.get("gateway") == "off"]
     assert len(notes) == 1 and "OpenCode's own configuration" in str(notes[0]["because"]), notes
+
+
+def test_a_recorded_opencode_run_replays_with_the_api_stopped_and_no_key(
+    world: CliWorld, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The cassette sits at the session's gateway: OpenCode with seamline's provider records
+    # and replays as an agent CLI does, the same answer and file, nothing sent anywhere.
+    cassette = tmp_path / "opencode.cassette.jsonl"
+    script = [shell("echo made > made.txt"), {"text": "Made it.", "usage": ONE}]
+
+    def agent_run(base_url: str, **cassette_use: Path) -> RunResult:
+        options = {"executable": opencode_path(), "turn_timeout": "120", "grace": "1", "max_retries": "0"}
+        agent = Agent(
+            provider="opencode",
+            options={**options, "base_url": base_url},
+            workspace=world.workspace,
+            store=tmp_path / "store.db",
+            yes=True,
+            **cassette_use,  # type: ignore[arg-type]
+        )
+        result = asyncio.run(agent.run("Make the file."))
+        assert running_servers() == []
+        return result
+
+    with CountingOpenAI(script, fallback=TITLE) as fake:
+        base_url = fake.base_url
+        recorded = agent_run(base_url, record=cassette)
+    assert recorded.outcome == "completed", recorded.events
+    assert (world.workspace / "made.txt").read_text() == "made\n" and CANARY not in cassette.read_text()
+    (world.workspace / "made.txt").unlink()
+    monkeypatch.delenv("OPENAI_API_KEY")  # the fake is stopped too: nothing could answer
+    replayed = agent_run(base_url, replay=cassette)
+    assert replayed.outcome == "completed", replayed.events
+    assert replayed.text == recorded.text == "Made it."
+    assert (world.workspace / "made.txt").read_text() == "made\n"
