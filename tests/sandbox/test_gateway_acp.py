@@ -350,3 +350,36 @@ def test_a_recorded_acp_run_replays_with_the_api_stopped_and_no_key(
         return [(e.type, getattr(e, "name", "") or "") for e in result.events if e.type in ("tool_call", "tool_result")]
 
     assert shape(replayed) == shape(recorded) != []
+
+
+def test_every_model_request_of_an_acp_turn_is_a_chat_span_under_the_turn(
+    world: CliWorld, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from seamline.events import Event
+    from seamline.telemetry.live import tap_turn
+    from tests.telemetry.support import MemorySink, by_name
+
+    script = [shell("echo one"), shell("echo two"), {"text": "Done.", "usage": ONE, "model": MODEL}]
+    sink = MemorySink()
+    with CountingAnthropic(script, fallback=SIDE) as fake:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.root_url)
+        agent = Agent(
+            provider="acp",
+            options={"command": str(AGENT), "turn_timeout": "120", "grace": "1"},
+            workspace=world.workspace,
+            yes=True,
+        )
+
+        async def drive() -> list[Event]:
+            return [e async for e in tap_turn(agent.stream("Go."), sink, prompt="Go.")]
+
+        events = asyncio.run(drive())
+        answered = len(fake.model_requests())
+    assert running_agents() == []
+    assert any(isinstance(e, Usage) for e in events)
+    chats = by_name(sink.spans(), "chat")
+    turn = by_name(sink.spans(), "invoke_agent")[0]
+    assert turn.context is not None and all(c.parent and c.parent.span_id == turn.context.span_id for c in chats)
+    # One span per request, each with the tokens the API reported for it.
+    assert len(chats) == answered >= 3
+    assert [c.attributes["gen_ai.usage.input_tokens"] for c in chats] == [2000] * answered  # type: ignore[index]
