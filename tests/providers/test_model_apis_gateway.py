@@ -1,9 +1,9 @@
-"""The model-API providers (``openai`` on both routes, ``anthropic``) send their requests
-through the session's model gateway: the SDK client in-process holds the gateway's URL and
-a placeholder, the real key reaches only the API; usage is counted once; the gateway's
-budget check refuses the request after the budget is spent and the turn ends ``budget``;
-requests take turns at the upstream with every other run of the process, and an upstream's
-``retry-after`` holds the requests that follow.
+"""The model-API providers (``openai`` on both routes, ``anthropic``) take the gateway's
+in-process transport (:mod:`seamline.gateway.sdk_transport`) by default: no HTTP hop, the
+key in the SDK client in-process as without the gateway; usage is counted once; a budget
+stops the turn; requests take turns at the upstream with every other run of the process,
+and an upstream's ``retry-after`` holds the requests that follow; the SDK's own proxies and
+redirects stand; cassettes record and replay with the API stopped and no key.
 
 Against the wire-format fakes in ``tests/fakes`` (streamed answers), on 127.0.0.1 only.
 """
@@ -21,10 +21,11 @@ from typing import Any
 import pytest
 
 import seamline
+from seamline.errors import InvalidRequest
 from seamline.events import Event, Usage, encode_event
+from seamline.gateway.sdk_transport import SESSION_HEADER, GatedTransport
 from seamline.gateway.upstream_slots import upstream_slots
 from seamline.providers.model_apis.base import ModelAPIProvider
-from seamline.providers.programs.model_gateway import gateway_of
 from seamline.providers.registry import create_provider
 from seamline.tools import Toolset
 from seamline.usage import priced_usage
@@ -39,9 +40,6 @@ from tests.fakes.anthropic_api import FakeAnthropic
 from tests.fakes.openai_api import FakeOpenAI
 from tests.providers.model_api_support import FAST, lookup, model_api_env, of_type, tool_step
 
-# The gateway is off for the model APIs unless asked for (its hop costs CPU on every call).
-ON = {"gateway": "on"}
-
 __all__ = ["model_api_env"]
 
 pytestmark = pytest.mark.usefixtures("model_api_env")
@@ -54,15 +52,21 @@ BACKENDS: list[tuple[str, type[FakeAPI], str, dict[str, str]]] = [
     ("anthropic", FakeAnthropic, "claude-sonnet-4-6", {}),
 ]
 IDS = ["openai-chat", "openai-responses", "anthropic"]
+# Each backend's model path under the fake's base URL.
+MODEL_PATHS = {"openai-chat": "/chat/completions", "openai-responses": "/responses", "anthropic": "/messages"}
 
 
 def _key_of(request: RecordedRequest) -> str:
     return request.headers.get("x-api-key") or request.headers.get("authorization", "").removeprefix("Bearer ")
 
 
+def _gated(client: Any) -> bool:
+    """Whether an SDK client's HTTP client sends through the gateway's transport."""
+    return isinstance(client._client._transport, GatedTransport)  # pyright: ignore[reportPrivateUsage]
+
+
 async def _turn(provider: ModelAPIProvider, prompt: str = "go", budget_usd: float | None = None) -> list[Event]:
-    """One turn of a new session of ``provider`` (closed again) with the ``lookup`` tool; its
-    events, and checks made while the session is open."""
+    """One turn of a new session of ``provider`` (closed again) with the ``lookup`` tool."""
     session = await provider.open(tools=Toolset([lookup]))
     try:
         return [event async for event in session.send(prompt, budget_usd=budget_usd)]
@@ -71,38 +75,42 @@ async def _turn(provider: ModelAPIProvider, prompt: str = "go", budget_usd: floa
 
 
 @pytest.mark.parametrize(("name", "fake_type", "model", "extra"), BACKENDS, ids=IDS)
-def test_the_real_key_reaches_only_the_api_the_sdk_holds_the_placeholder(
+def test_by_default_every_request_takes_the_gated_transport_the_key_stays_in_the_sdk_client(
     name: str, fake_type: type[FakeAPI], model: str, extra: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """No hop and no placeholder any more: the SDK client holds the real key in-process (as
+    with gateway=off), one client serves every session, and each request passes the
+    transport as its session's (the header naming it goes no further)."""
     monkeypatch.setenv("OPENAI_API_KEY" if name == "openai" else "ANTHROPIC_API_KEY", CANARY)
-    script = [tool_step(("lookup", {"key": "a"}), input_tokens=30, output_tokens=4), {"text": "done"}]
+    script = [tool_step(("lookup", {"key": "a"}), input_tokens=30, output_tokens=4), {"text": "done", "times": 2}]
 
     async def scenario(fake: FakeAPI) -> list[Event]:
-        provider = create_provider(name, model=model, options={"base_url": fake.base_url, **FAST, **extra, **ON})
+        provider = create_provider(name, model=model, options={"base_url": fake.base_url, **FAST, **extra})
         assert isinstance(provider, ModelAPIProvider)
         session = await provider.open(tools=Toolset([lookup]))
+        other = await provider.open(tools=Toolset([lookup]))
         try:
-            gateway = gateway_of(session)
-            assert gateway is not None
             client = provider.client_for(session.session_id)
-            # The SDK client was given the gateway's address and the placeholder, no more.
-            assert client.api_key == gateway.placeholder != CANARY
-            assert str(client.base_url).startswith(f"http://127.0.0.1:{gateway.port}")
-            assert provider._client is None  # pyright: ignore[reportPrivateUsage]  # none made with the real key
+            assert client is provider.client_for(other.session_id)  # one client, no per-session set-up
+            assert client.api_key == CANARY and _gated(client)
+            gate = provider._gate  # pyright: ignore[reportPrivateUsage]
+            binding = gate.bindings[session.session_id]
             events = [event async for event in session.send("go")]
-            # Every model request the fake received came through this session's gateway.
-            assert gateway.requests_this_turn() == len(fake.model_requests()) == 2
+            assert binding.requests == len(fake.model_requests()) == 2  # both passed as this session's
+            assert gate.bindings[other.session_id].requests == 0
             return events
         finally:
             await provider.close(session)
-            assert gateway_of(session) is None  # closed with the session
+            await provider.close(other)
+            assert provider._gate.bindings == {}  # pyright: ignore[reportPrivateUsage]  # unbound at close
 
     with fake_type(script, api_key=CANARY) as fake:  # the fake refuses any other key (401)
         events = asyncio.run(scenario(fake))
     assert events[-1].outcome == "completed" and events[-1].text == "done"  # type: ignore[union-attr]
     assert [_key_of(r) for r in fake.model_requests()] == [CANARY, CANARY]
-    # What only the gateway sends upstream (the SDK asks for compressed, kept-alive answers).
-    assert {r.headers.get("accept-encoding") for r in fake.model_requests()} == {"identity"}
+    assert all(SESSION_HEADER not in r.headers for r in fake.requests)
+    # The SDK's own request as it would have been sent (no relay asking for identity).
+    assert all(r.headers.get("accept-encoding") != "identity" for r in fake.model_requests())
     assert CANARY not in "\n".join(encode_event(e).decode() for e in events)
 
 
@@ -121,7 +129,7 @@ def test_the_ledger_holds_the_fakes_usage_once(
         {"text": "found", "usage": sent[2]},
     ]
     with fake_type(script) as fake:
-        provider = create_provider(name, model=model, options={"base_url": fake.base_url, **FAST, **extra, **ON})
+        provider = create_provider(name, model=model, options={"base_url": fake.base_url, **FAST, **extra})
         result = seamline.run_sync("go", provider=provider, tools=Toolset([lookup]), store=None)
         requests = len(fake.model_requests())
     assert result.outcome == "completed" and requests == 3
@@ -150,7 +158,7 @@ def test_a_budget_worth_two_requests_ends_the_turn_budget_before_a_third_is_sent
     step = {**tool_step(("lookup", {"key": "k"})), "usage": usage}
     budget = _budget_of_two(name, model, usage)
     with fake_type([{**step, "times": 5}]) as fake:
-        provider = create_provider(name, model=model, options={"base_url": fake.base_url, **FAST, **extra, **ON})
+        provider = create_provider(name, model=model, options={"base_url": fake.base_url, **FAST, **extra})
         assert isinstance(provider, ModelAPIProvider)
         events = asyncio.run(_turn(provider, budget_usd=budget))
         sent = len(fake.model_requests())
@@ -159,9 +167,9 @@ def test_a_budget_worth_two_requests_ends_the_turn_budget_before_a_third_is_sent
     (error,) = of_type(events, "error")
     assert error.kind == "budget" and "budget" in error.message
     # Two requests spent exactly the budget (not past it, so the turn went on); the third
-    # was refused at the gateway before it left: at most three, here two.
-    assert sent == 2
-    assert len(of_type(events, "usage")) == 2
+    # passed it, and the loop ended the turn (checked after each call): at most three.
+    assert 2 < sent <= 3
+    assert len(of_type(events, "usage")) == sent
 
 
 class _CountingFake(FakeAPI):
@@ -229,7 +237,7 @@ def test_twenty_runs_with_a_limit_of_four_all_succeed_never_more_than_four_upstr
     fake = COUNTING[name]([{"text": "ok", "times": -1}], capacity=4, gather=4)
     with fake:
         # No retries: a request sent beyond what the API accepts would fail its run.
-        options = {"base_url": fake.base_url, "max_retries": "0", "max_concurrent_requests": "4", **ON}
+        options = {"base_url": fake.base_url, "max_retries": "0", "max_concurrent_requests": "4"}
         results = asyncio.run(_runs(name, model, options, 20))
     assert [r.outcome for r in results] == ["completed"] * 20  # none failed: they waited their turn
     assert fake.arrived == 20 and fake.refused == 0
@@ -262,7 +270,7 @@ class _TimedOpenAI(FakeOpenAI):
 
 def test_a_429_with_retry_after_holds_the_next_runs_requests_until_it_has_passed() -> None:
     async def scenario(fake: _TimedOpenAI) -> tuple[list[Event], list[Event], float]:
-        options = {"base_url": fake.base_url, **FAST, "max_retry_after": "5", **ON}
+        options = {"base_url": fake.base_url, **FAST, "max_retry_after": "5"}
         first = create_provider("openai", model="gpt-4o", options=options)
         second = create_provider("openai", model="gpt-4o", options=options)
         assert isinstance(first, ModelAPIProvider) and isinstance(second, ModelAPIProvider)
@@ -275,7 +283,7 @@ def test_a_429_with_retry_after_holds_the_next_runs_requests_until_it_has_passed
         waiting = asyncio.ensure_future(_turn(second, "second"))
         while slots.waiting < 1:
             await asyncio.sleep(0.005)
-        # The second run's request waits at its gateway; the API has seen only the first.
+        # The second run's request waits at the transport; the API has seen only the first.
         assert len(fake.arrival_times) == 1
         return await refused, await waiting, held_until
 
@@ -293,7 +301,7 @@ def test_a_429_with_retry_after_holds_the_next_runs_requests_until_it_has_passed
     assert all(t >= held_until for t in fake.arrival_times[1:])  # nothing went upstream inside the hold
 
 
-def test_an_unreachable_upstream_is_a_transport_error_that_names_it() -> None:
+def test_an_unreachable_upstream_is_a_transport_error_that_names_it_without_its_password() -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]  # closed again before use: nothing listens there
@@ -301,7 +309,7 @@ def test_an_unreachable_upstream_is_a_transport_error_that_names_it() -> None:
         "go",
         provider="openai",
         model="gpt-4o",
-        options={"base_url": f"http://127.0.0.1:{port}/v1", **FAST, **ON},
+        options={"base_url": f"http://user:hunter2-secret@127.0.0.1:{port}/v1", **FAST},
         store=None,
     )
     errors = of_type(result.events, "error")
@@ -309,42 +317,56 @@ def test_an_unreachable_upstream_is_a_transport_error_that_names_it() -> None:
     assert [e.attempt for e in errors] == [1, 2, None]  # retried by the provider's policy
     assert f"127.0.0.1:{port} is unreachable" in errors[-1].message
     assert "openai API unreachable" in errors[-1].message
+    assert "hunter2" not in "\n".join(encode_event(e).decode() for e in result.events)
 
 
-@pytest.mark.parametrize("off", [{"gateway": "off"}, {}], ids=["gateway-off", "by-default"])
 @pytest.mark.parametrize(("name", "fake_type", "model", "extra"), BACKENDS, ids=IDS)
-def test_gateway_off_calls_the_api_directly_with_the_key(
+def test_gateway_off_is_the_sdks_plain_client_and_takes_no_cassette(
     name: str,
     fake_type: type[FakeAPI],
     model: str,
     extra: dict[str, str],
-    off: dict[str, str],
     monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY" if name == "openai" else "ANTHROPIC_API_KEY", CANARY)
 
     async def scenario(fake: FakeAPI) -> Sequence[Event]:
-        options = {"base_url": fake.base_url, **FAST, **extra, **off}
+        options = {"base_url": fake.base_url, **FAST, **extra, "gateway": "off"}
         provider = create_provider(name, model=model, options=options)
         assert isinstance(provider, ModelAPIProvider)
         session = await provider.open()
         try:
-            assert gateway_of(session) is None and provider.client_for(session.session_id).api_key == CANARY
+            client = provider.client_for(session.session_id)
+            assert client.api_key == CANARY and not _gated(client)
             return [event async for event in session.send("go")]
         finally:
             await provider.close(session)
 
     with fake_type([{"text": "direct"}], api_key=CANARY) as fake:
         events = asyncio.run(scenario(fake))
-    assert events[-1].outcome == "completed"  # type: ignore[union-attr]
-    (request,) = fake.model_requests()
-    assert _key_of(request) == CANARY and request.headers.get("accept-encoding") != "identity"
+        assert events[-1].outcome == "completed"  # type: ignore[union-attr]
+        (request,) = fake.model_requests()
+        assert _key_of(request) == CANARY
+        options = {"base_url": fake.base_url, **FAST, **extra, "gateway": "off"}
+        with pytest.raises(InvalidRequest, match="gateway=off: the SDK calls the API with its plain client"):
+            seamline.run_sync("go", provider=name, model=model, options=options, store=None, record=tmp_path / "c")
+    assert len(fake.model_requests()) == 1  # the refused run sent nothing
 
 
+@pytest.mark.parametrize("gateway", ["on", "off"])
 @pytest.mark.parametrize(("name", "fake_type", "model", "extra"), BACKENDS, ids=IDS)
-def test_an_http_proxy_in_the_environment_is_not_asked_for_the_gateway_on_127_0_0_1(
-    name: str, fake_type: type[FakeAPI], model: str, extra: dict[str, str], monkeypatch: pytest.MonkeyPatch
+def test_the_environments_proxy_is_used_as_the_sdk_uses_it(
+    name: str,
+    fake_type: type[FakeAPI],
+    model: str,
+    extra: dict[str, str],
+    gateway: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """The SDK's client sends through the environment's proxy (here one that is not there,
+    so the call fails) unless ``NO_PROXY`` names the host: the gated transport keeps the
+    transports the SDK's client chose, so gateway=on and gateway=off behave alike."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         nowhere = f"http://127.0.0.1:{sock.getsockname()[1]}"  # a proxy that is not there
@@ -352,23 +374,47 @@ def test_an_http_proxy_in_the_environment_is_not_asked_for_the_gateway_on_127_0_
         monkeypatch.setenv(variable, nowhere)
     for variable in ("NO_PROXY", "no_proxy"):
         monkeypatch.delenv(variable, raising=False)
-    with fake_type([{"text": "no proxy on the way"}]) as fake:
-        provider = create_provider(name, model=model, options={"base_url": fake.base_url, **FAST, **extra, **ON})
-        result = seamline.run_sync("go", provider=provider, store=None)
-    assert result.outcome == "completed" and result.text == "no proxy on the way"
+    with fake_type([{"text": "past no proxy", "times": -1}]) as fake:
+        options = {"base_url": fake.base_url, **FAST, "max_retries": "0", **extra, "gateway": gateway}
+        through_proxy = seamline.run_sync("go", provider=name, model=model, options=options, store=None)
+        monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+        direct = seamline.run_sync("go", provider=name, model=model, options=options, store=None)
+        sent = len(fake.model_requests())
+    assert through_proxy.outcome == "failed"
+    assert {e.kind for e in of_type(through_proxy.events, "error")} == {"transport"}
+    assert direct.outcome == "completed" and direct.text == "past no proxy"
+    assert sent == 1  # only the call that NO_PROXY let past the proxy reached the API
 
 
+@pytest.mark.parametrize("gateway", ["on", "off"])
 @pytest.mark.parametrize(("name", "fake_type", "model", "extra"), BACKENDS, ids=IDS)
-def test_a_redirect_from_the_api_is_not_followed_around_the_gateway(
-    name: str, fake_type: type[FakeAPI], model: str, extra: dict[str, str]
+def test_a_redirect_is_followed_as_the_sdk_follows_it_each_request_taking_its_turn(
+    name: str, fake_type: type[FakeAPI], model: str, extra: dict[str, str], gateway: str
 ) -> None:
+    """The SDK follows a ``307`` (its client's default); with the gateway the redirected
+    request passes the transport as a request of its own: with a limit of one request at a
+    time the first has given its slot back before the second takes one."""
+    path = MODEL_PATHS[IDS[BACKENDS.index((name, fake_type, model, extra))]]
+
+    async def scenario(fake: FakeAPI) -> tuple[list[Event], int]:
+        options = {"base_url": fake.base_url, **FAST, **extra, "gateway": gateway, "max_concurrent_requests": "1"}
+        provider = create_provider(name, model=model, options=options)
+        assert isinstance(provider, ModelAPIProvider)
+        session = await provider.open()
+        try:
+            events = [event async for event in session.send("go")]
+            gate = provider._gate  # pyright: ignore[reportPrivateUsage]
+            return events, (gate.bindings[session.session_id].requests if gate is not None else 0)
+        finally:
+            await provider.close(session)
+
     with fake_type([{"text": "elsewhere"}]) as elsewhere:
-        moved = {"status": 307, "headers": {"location": elsewhere.base_url + "/moved"}}
+        moved = {"status": 307, "headers": {"location": elsewhere.base_url + path}}
         with fake_type([moved]) as fake:
-            provider = create_provider(name, model=model, options={"base_url": fake.base_url, **FAST, **extra, **ON})
-            result = seamline.run_sync("go", provider=provider, store=None)
-    assert result.outcome == "failed"  # the redirect is the answer, as the gateway relayed it
-    assert elsewhere.requests == []  # nothing went to the new address, past the gateway
+            events, passed = asyncio.run(asyncio.wait_for(scenario(fake), 10))
+    assert events[-1].outcome == "completed" and events[-1].text == "elsewhere"  # type: ignore[union-attr]
+    assert len(elsewhere.model_requests()) == 1
+    assert passed == (2 if gateway == "on" else 0)
 
 
 @pytest.mark.parametrize(("name", "fake_type", "model", "extra"), BACKENDS, ids=IDS)
@@ -380,7 +426,6 @@ def test_a_recorded_model_api_run_replays_with_the_api_stopped_and_no_key(
     monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,
 ) -> None:
-    # A cassette turns the gateway on for a model-API run (it is off by default).
     key_var = "OPENAI_API_KEY" if name == "openai" else "ANTHROPIC_API_KEY"
     monkeypatch.setenv(key_var, CANARY)
     cassette = tmp_path / "run.cassette.jsonl"
@@ -392,16 +437,25 @@ def test_a_recorded_model_api_run_replays_with_the_api_stopped_and_no_key(
         )
         sent = len(fake.model_requests())
     assert recorded.outcome == "completed" and sent == 2
-    assert CANARY not in cassette.read_text()
+    text = cassette.read_text()
+    assert CANARY not in text and text.count("\n") == 3  # a header and two exchanges
     monkeypatch.delenv(key_var)
     replayed = seamline.run_sync(
         "go", provider=name, model=model, options=options, tools=Toolset([lookup]), store=None, replay=cassette
     )
     assert replayed.outcome == "completed" and replayed.text == recorded.text == "Alpha is first."
-    kinds = [e.type for e in replayed.events if e.type not in ("usage",)]
-    assert kinds == [e.type for e in recorded.events if e.type not in ("usage",)]
+    kinds = [e.type for e in replayed.events]
+    assert kinds == [e.type for e in recorded.events]
+    assert [(u.input_tokens, u.output_tokens) for u in of_type(replayed.events, "usage")] == [
+        (u.input_tokens, u.output_tokens) for u in of_type(recorded.events, "usage")
+    ]
     changed = seamline.run_sync(
         "go on", provider=name, model=model, options=options, tools=Toolset([lookup]), store=None, replay=cassette
     )
     assert changed.outcome == "failed"
-    assert any(e.type == "error" and "cassette: request 1 differs" in e.message for e in changed.events)  # type: ignore[attr-defined]
+    (error,) = of_type(changed.events, "error")  # not retried: the cassette will not change
+    field = {"openai-chat": "messages[0].content", "openai-responses": "input[0].content"}.get(
+        IDS[BACKENDS.index((name, fake_type, model, extra))], "messages[0].content[0].text"
+    )
+    assert error.kind == "invalid_request"
+    assert error.message.startswith(f'cassette: request 1 differs at {field} (recorded "go", sent "go on")')

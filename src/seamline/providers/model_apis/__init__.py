@@ -2,5 +2,5 @@
 
 ``base`` holds what the OpenAI and Anthropic providers share (the step state, tool
 arguments, the request shape); ``retry`` classifies failures and reads ``Retry-After``;
-``through_gateway`` points a session's SDK client at its model gateway.
+``gated_client`` puts the SDK client on the gateway's in-process transport.
 """

@@ -4,8 +4,8 @@
 
 The key comes from ``ANTHROPIC_API_KEY`` (or the variable named by ``api_key_env``), the
 endpoint from ``base_url``, else ``ANTHROPIC_BASE_URL``, else the official API; a base URL
-given with a trailing ``/v1`` works too; the requests go through the session's model gateway
-unless ``gateway=off`` (:mod:`seamline.providers.model_apis.through_gateway`).
+given with a trailing ``/v1`` works too; the requests take the gateway's in-process
+transport unless ``gateway=off`` (:mod:`seamline.providers.model_apis.gated_client`).
 ``reasoning_effort`` turns extended thinking on (low, medium, high: 1024, 4096, 16384
 thinking tokens); the thinking blocks of a tool-using answer are sent back with their
 signatures, as the API requires.

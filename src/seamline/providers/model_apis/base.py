@@ -25,9 +25,15 @@ from seamline.events import Error, Event, Raw, ReasoningDelta, TextDelta, ToolCa
 from seamline.extras import install_hint
 from seamline.loop.messages import ModelRequest
 from seamline.providers.base import BLOCK_ENV, OptionSpec, PreflightCheck, Provider, ProviderSession
+from seamline.providers.model_apis.gated_client import (
+    REPLAY_KEY,
+    SESSION_HEADER,
+    SessionBinding,
+    gated_http_client,
+    open_binding,
+)
 from seamline.providers.model_apis.retry import RetryPolicy, classify_failure, scrub
-from seamline.providers.model_apis.through_gateway import GatewayClient, gateway_route, open_gateway_client
-from seamline.providers.programs.model_gateway import GATEWAY_OPTIONS, GatewayRoute
+from seamline.providers.programs.model_gateway import GATEWAY_OPTIONS
 from seamline.redact import url_host
 
 __all__ = ["COMMON_OPTIONS", "ModelAPIProvider", "StepState", "parse_arguments", "sha256_json"]
@@ -53,11 +59,10 @@ COMMON_OPTIONS: dict[str, OptionSpec] = {
     ),
     **GATEWAY_OPTIONS,
     "gateway": OptionSpec(
-        "send the model requests through seamline's model gateway: the per-upstream limit of requests at "
-        "once and an upstream's retry-after are shared with every run of the process, the key is put in "
-        "there; it costs a local hop (about 1-2 ms of CPU a request), so it is off unless asked for "
-        "(a cassette, --record or --replay, turns it on)",
-        default="off",
+        "the gateway's work in-process, under the SDK's HTTP client: the per-upstream limit of requests at "
+        "once and an upstream's retry-after shared with every run of the process, cassettes (--record, "
+        "--replay); a few microseconds a request (off: the SDK's plain client; no cassette)",
+        default="on",
         choices=("on", "off"),
     ),
 }
@@ -103,23 +108,6 @@ class StepState:
     final: dict[str, Any] = field(default_factory=dict)
 
 
-def _loopback_http_client(sdk: Any) -> Any:
-    """The SDK's own HTTP client, for the gateway on 127.0.0.1 and nothing else.
-
-    No HTTP proxy from the environment (``HTTPS_PROXY`` would send the request to the proxy,
-    which cannot reach this machine's loopback; the ``anthropic`` SDK mounts the
-    environment's proxies itself, and the mounts given here take their place). No redirect
-    followed: one would leave the gateway's path. So it only ever speaks plain HTTP to the
-    gateway, which makes the TLS connection to the API and verifies it; the client loads no
-    certificates (``verify=False``), which saves some 40 ms of CPU per session."""
-    return sdk.DefaultAsyncHttpxClient(
-        trust_env=False,
-        verify=False,
-        follow_redirects=False,
-        mounts=dict.fromkeys(("http://", "https://", "all://")),
-    )
-
-
 class ModelAPIProvider(Provider):
     """Base of the providers that call a model API through its vendor's SDK."""
 
@@ -151,8 +139,10 @@ class ModelAPIProvider(Provider):
         self._sessions = 0
         # Per session: set by abort() so that a retry wait ends at once.
         self._abort_events: dict[str, asyncio.Event] = {}
-        # Per session with the gateway on: its gateway and the SDK client pointed at it.
-        self._through_gateway: dict[str, GatewayClient] = {}
+        # With the gateway on: what the sessions' requests share at the transport, and
+        # each session's binding there (its limit, its cassette).
+        self._gate: Any = None
+        self._bindings: dict[str, SessionBinding] = {}
 
     # -- configuration -------------------------------------------------------------------
     @property
@@ -189,7 +179,13 @@ class ModelAPIProvider(Provider):
         SDK's own retries off (the policy is ours); ``http_client``: the SDK's default one."""
         raise NotImplementedError
 
-    def _new_client(self, timeout: float) -> Any:
+    @property
+    def gated(self) -> bool:
+        """Whether the requests take the gateway's in-process transport (``gateway=on``)."""
+        return self.option_values.get("gateway", "on") != "off"
+
+    def _new_client(self, timeout: float, *, gated: bool = False) -> Any:
+        """The SDK's client with the key; ``gated``: on the gateway's transport."""
         sdk = self._sdk()
         key = self._api_key()
         if key is None:
@@ -199,53 +195,54 @@ class ModelAPIProvider(Provider):
                     f"(or name another variable with --provider-option api_key_env=NAME)"
                 )
             key = "unused"  # local servers ignore it; the SDKs insist on one
-        return self._make_client(sdk, key, timeout, self.base_url)
+        return self._gated_client(sdk, key, timeout) if gated else self._make_client(sdk, key, timeout, self.base_url)
 
-    @property
-    def gateway_route(self) -> GatewayRoute | None:
-        """How the SDK is pointed at the API, for the session's model gateway."""
-        return gateway_route(
-            self.vendor,
-            key_var=self.api_key_env,
-            base_url_var=self.base_url_env,
-            default_base_url=self.default_base_url,
-        )
+    def _gated_client(self, sdk: Any, key: str, timeout: float) -> Any:
+        http_client, gate = gated_http_client(sdk, self.vendor)
+        if self._gate is None:
+            self._gate = gate
+        else:  # one gate per provider: a session's own client (a replay) shares its bindings
+            gate.bindings = self._gate.bindings
+        return self._make_client(sdk, key, timeout, self.base_url, http_client)
 
     def client(self) -> Any:
-        """The vendor SDK's async client, made on first use (the SDK is imported then)."""
+        """The vendor SDK's async client that the provider's sessions share, made on first
+        use (the SDK is imported then)."""
         if self._client is None:
-            self._client = self._new_client(self.timeout)
+            self._client = self._new_client(self.timeout, gated=self.gated)
         return self._client
 
     def client_for(self, session_id: str) -> Any:
-        """The SDK client a session's requests go through: its own, pointed at its model
-        gateway, else the client the provider's sessions share."""
-        routed = self._through_gateway.get(session_id)
-        return routed.client if routed is not None else self.client()
+        """The SDK client a session's requests go through: the shared one, or the session's
+        own (a replay with no key)."""
+        bound = self._bindings.get(session_id)
+        if bound is not None and bound.own_client is not None:
+            return bound.own_client
+        return self.client()
 
     # -- seam hooks ---------------------------------------------------------------------
     async def _open(self, session: ProviderSession) -> None:
-        sdk = self._sdk()
-        # Off unless asked for (the hop's cost is not worth it to every call) or a cassette
-        # needs it.
-        wanted = self.option_values.get("gateway", "off") == "on" or session.cassette is not None
-        routed = await open_gateway_client(
-            session,
-            self.gateway_route,
-            {**self.option_values, "gateway": "on" if wanted else "off"},
-            rates=self.rates,
-            model=self.model,
-            upstream_url=self.base_url,
-            # The session's own client: the gateway's URL and the placeholder, never the key.
-            make_client=lambda url, placeholder: self._make_client(
-                sdk, placeholder, self.timeout, url, _loopback_http_client(sdk)
-            ),
-        )
-        if routed is not None:
-            self._through_gateway[session.session_id] = routed
+        use = session.cassette
+        if not self.gated:
+            if use is not None:
+                raise InvalidRequest(
+                    f"cassette {use.path}: gateway=off: the SDK calls the API with its plain client, "
+                    "so the requests cannot be recorded or replayed"
+                )
+            self.client()
+            self._sessions += 1
             return
-        self.client()
-        self._sessions += 1
+        key = self._api_key()
+        binding = open_binding(session, self.option_values, vendor=self.vendor, key_var=self.api_key_env, key=key)
+        own = None
+        if key is None and use is not None and use.mode == "replay" and not self._key_optional():
+            # Nothing leaves the process; the SDK insists on a key all the same.
+            own = self._gated_client(self._sdk(), REPLAY_KEY, self.timeout)
+        else:
+            self.client()
+            self._sessions += 1
+        self._bindings[session.session_id] = SessionBinding(binding, own_client=own)
+        self._gate.bind(session.session_id, binding)
 
     async def _abort(self, session: ProviderSession) -> None:
         event = self._abort_events.get(session.session_id)
@@ -254,10 +251,12 @@ class ModelAPIProvider(Provider):
 
     async def _close(self, session: ProviderSession) -> None:
         self._abort_events.pop(session.session_id, None)
-        routed = self._through_gateway.pop(session.session_id, None)
-        if routed is not None:
-            await routed.close()
-            return
+        bound = self._bindings.pop(session.session_id, None)
+        if bound is not None:
+            self._gate.unbind(session.session_id)
+            await bound.close()
+            if bound.own_client is not None:
+                return
         # Sessions of one provider share its client (and its connection pool); the last
         # one to close closes it.
         self._sessions = max(self._sessions - 1, 0)
@@ -274,10 +273,12 @@ class ModelAPIProvider(Provider):
         return self._call(request)
 
     async def _call(self, request: ModelRequest) -> AsyncIterator[Event]:
-        routed = self._through_gateway.get(request.session_id)
+        bound = self._bindings.get(request.session_id)
         client = self.client_for(request.session_id)
         params = self._build(request)
         identity = self.identity(request, params)
+        if bound is not None:  # which session the request is, for the gateway's transport
+            params["extra_headers"] = {**params.get("extra_headers", {}), SESSION_HEADER: request.session_id}
         self.last_identity = identity
         secret = self._api_key()
         abort = self._abort_events.setdefault(request.session_id, asyncio.Event())
@@ -287,8 +288,8 @@ class ModelAPIProvider(Provider):
             attempt += 1
             state = StepState()
             streamed = False
-            if routed is not None:
-                await routed.before_request(request)
+            if bound is not None:
+                bound.before_request()
             try:
                 async for event in self._stream(client, params, request, state):
                     if not streamed and type(event) in (TextDelta, ReasoningDelta, ToolCall):
@@ -298,8 +299,8 @@ class ModelAPIProvider(Provider):
                     raise self._cut(state)
             except Exception as exc:  # noqa: BLE001 - every failure leaves here classified
                 failure = classify_failure(exc, vendor=self.vendor, secret=secret)
-                if routed is not None:
-                    failure = routed.classified(failure)
+                if bound is not None:
+                    failure = bound.classified(failure)
                 delay = None if streamed else self.retry.delay(attempt, failure)
                 if delay is None:
                     identity["attempts"] = attempt

@@ -10,9 +10,9 @@ imported only when a session opens, and leave tools to seamline's loop.
 
 The key comes from ``OPENAI_API_KEY`` (or the variable named by ``api_key_env``), the
 endpoint from ``base_url``, else ``OPENAI_BASE_URL``, else the official API. An endpoint
-other than the official one may run without a key (local servers). With a key, the requests
-go through the session's model gateway (``gateway=off``: straight to the endpoint; see
-:mod:`seamline.providers.model_apis.through_gateway`).
+other than the official one may run without a key (local servers). The requests take the
+gateway's in-process transport (``gateway=off``: the SDK's plain client; see
+:mod:`seamline.providers.model_apis.gated_client`).
 """
 
 from __future__ import annotations
