@@ -23,7 +23,7 @@ import pytest
 import seamline
 from seamline.errors import InvalidRequest
 from seamline.events import Event, Usage, encode_event
-from seamline.gateway.sdk_transport import SESSION_HEADER, GatedTransport
+from seamline.gateway.sdk_transport import GatedTransport
 from seamline.gateway.upstream_slots import upstream_slots
 from seamline.providers.model_apis.base import ModelAPIProvider
 from seamline.providers.registry import create_provider
@@ -80,7 +80,7 @@ def test_by_default_every_request_takes_the_gated_transport_the_key_stays_in_the
 ) -> None:
     """No hop and no placeholder any more: the SDK client holds the real key in-process (as
     with gateway=off), one client serves every session, and each request passes the
-    transport as its session's (the header naming it goes no further)."""
+    transport as its session's."""
     monkeypatch.setenv("OPENAI_API_KEY" if name == "openai" else "ANTHROPIC_API_KEY", CANARY)
     script = [tool_step(("lookup", {"key": "a"}), input_tokens=30, output_tokens=4), {"text": "done", "times": 2}]
 
@@ -93,22 +93,21 @@ def test_by_default_every_request_takes_the_gated_transport_the_key_stays_in_the
             client = provider.client_for(session.session_id)
             assert client is provider.client_for(other.session_id)  # one client, no per-session set-up
             assert client.api_key == CANARY and _gated(client)
-            gate = provider._gate  # pyright: ignore[reportPrivateUsage]
-            binding = gate.bindings[session.session_id]
+            bindings = provider._bindings  # pyright: ignore[reportPrivateUsage]
+            binding = bindings[session.session_id].binding
             events = [event async for event in session.send("go")]
             assert binding.requests == len(fake.model_requests()) == 2  # both passed as this session's
-            assert gate.bindings[other.session_id].requests == 0
+            assert bindings[other.session_id].binding.requests == 0
             return events
         finally:
             await provider.close(session)
             await provider.close(other)
-            assert provider._gate.bindings == {}  # pyright: ignore[reportPrivateUsage]  # unbound at close
+            assert provider._bindings == {}  # pyright: ignore[reportPrivateUsage]  # unbound at close
 
     with fake_type(script, api_key=CANARY) as fake:  # the fake refuses any other key (401)
         events = asyncio.run(scenario(fake))
     assert events[-1].outcome == "completed" and events[-1].text == "done"  # type: ignore[union-attr]
     assert [_key_of(r) for r in fake.model_requests()] == [CANARY, CANARY]
-    assert all(SESSION_HEADER not in r.headers for r in fake.requests)
     # The SDK's own request as it would have been sent (no relay asking for identity).
     assert all(r.headers.get("accept-encoding") != "identity" for r in fake.model_requests())
     assert CANARY not in "\n".join(encode_event(e).decode() for e in events)
@@ -403,8 +402,8 @@ def test_a_redirect_is_followed_as_the_sdk_follows_it_each_request_taking_its_tu
         session = await provider.open()
         try:
             events = [event async for event in session.send("go")]
-            gate = provider._gate  # pyright: ignore[reportPrivateUsage]
-            return events, (gate.bindings[session.session_id].requests if gate is not None else 0)
+            bound = provider._bindings.get(session.session_id)  # pyright: ignore[reportPrivateUsage]
+            return events, (bound.binding.requests if bound is not None else 0)
         finally:
             await provider.close(session)
 

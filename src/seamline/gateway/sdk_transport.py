@@ -20,14 +20,16 @@ function calls instead of a local HTTP hop:
 - **An unreachable upstream** is a connection error that names it (host and port, never a
   password in the URL).
 
-Which session a request belongs to (its limit, its cassette) is the :data:`SESSION_HEADER`
-the provider puts on it, taken off here before anything is sent; one SDK client, and its
-kept-alive connections, serves every session of a provider. The key stays in the SDK
-client, in-process, as without the gateway.
+Which session a request belongs to (its limit, its cassette) is the
+:class:`~seamline.gateway.sdk_binding.SdkBinding` the provider awaits the SDK call with
+(:func:`~seamline.gateway.sdk_binding.sending`); one SDK client, and its kept-alive
+connections, serves every session of a provider. The key stays in the SDK client,
+in-process, as without the gateway.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Final
@@ -38,41 +40,22 @@ from seamline.gateway.cassette import CassettePlayer, CassetteRecorder
 from seamline.gateway.http1 import Head
 from seamline.gateway.meter import Vendor
 from seamline.gateway.relay import vendor_error
-from seamline.gateway.upstream_slots import HOLDING_STATUSES, retry_after_s, upstream_slots
+from seamline.gateway.sdk_binding import CURRENT, SdkBinding
+from seamline.gateway.upstream_slots import HOLDING_STATUSES, UpstreamSlots, retry_after_s, upstream_slots
 
-__all__ = ["SESSION_HEADER", "GatedTransport", "SdkBinding", "SdkGate"]
+__all__ = ["GatedTransport", "SdkGate"]
 
-SESSION_HEADER: Final = "x-seamline-session"
-"""The request header naming the session a request belongs to (never sent upstream)."""
 _UNKEPT: Final = frozenset({"transfer-encoding", "content-length", "connection", "set-cookie", "keep-alive"})
 _DEFAULT_PORTS: Final = {"https": 443, "http": 80}
 
 
-@dataclass(eq=False, slots=True)
-class SdkBinding:
-    """One session's way through the transport: its limit and its cassette."""
-
-    limit: int | None = None
-    """The most requests in flight at once to the upstream, counting the whole process
-    (``None``: none; where requests name different limits, the smallest holds)."""
-    cassette: CassetteRecorder | CassettePlayer | None = None
-    requests: int = 0
-
-
 @dataclass(eq=False)
 class SdkGate:
-    """What every transport of one SDK client shares: the sessions bound to it, by id, and
-    the binding of a request that names none (a probe)."""
+    """What every transport of one SDK client shares: its vendor (for an error body) and
+    the binding of a request sent outside :func:`sending` (a probe)."""
 
     vendor: Vendor
-    bindings: dict[str, SdkBinding] = field(default_factory=dict[str, SdkBinding])
     default: SdkBinding = field(default_factory=SdkBinding)
-
-    def bind(self, session_id: str, binding: SdkBinding) -> None:
-        self.bindings[session_id] = binding
-
-    def unbind(self, session_id: str) -> None:
-        self.bindings.pop(session_id, None)
 
 
 class GatedTransport(httpx2.AsyncBaseTransport):
@@ -82,14 +65,12 @@ class GatedTransport(httpx2.AsyncBaseTransport):
     def __init__(self, inner: httpx2.AsyncBaseTransport, gate: SdkGate) -> None:
         self._inner = inner
         self._gate = gate
+        # The upstreams' slots this transport has used, with their loop: asked of
+        # upstream_slots() again only on another loop.
+        self._slots: dict[tuple[str, str, int], tuple[asyncio.AbstractEventLoop, UpstreamSlots]] = {}
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        headers = request.headers
-        session = headers.get(SESSION_HEADER)
-        binding = self._gate.default
-        if session is not None:
-            del headers[SESSION_HEADER]
-            binding = self._gate.bindings.get(session, binding)
+        binding = CURRENT.get() or self._gate.default
         binding.requests += 1
         cassette = binding.cassette
         if isinstance(cassette, CassettePlayer):
@@ -97,14 +78,14 @@ class GatedTransport(httpx2.AsyncBaseTransport):
         url = request.url
         scheme = url.scheme
         target = (scheme, url.host, url.port or _DEFAULT_PORTS.get(scheme, 80))
-        slots = upstream_slots(target)
+        slots = self._slots_of(target)
         limit = binding.limit
         await slots.acquire(limit)
-        release = _Once(lambda: slots.release(limit))
+        release = _Release(slots, limit)
         try:
             if cassette is not None:
                 # Plain bodies, as the relay asks for them: the cassette holds readable text.
-                headers["accept-encoding"] = "identity"
+                request.headers["accept-encoding"] = "identity"
                 await request.aread()
             try:
                 response = await self._inner.handle_async_request(request)
@@ -112,9 +93,6 @@ class GatedTransport(httpx2.AsyncBaseTransport):
                 # Named by host and port only: a password in the URL stays out.
                 unreachable = f"{target[1]}:{target[2]} is unreachable ({type(exc).__name__}: {exc})"
                 raise type(exc)(unreachable, request=request) from exc
-            finally:
-                if session is not None:  # sent without it; a redirect made from this request keeps it
-                    headers[SESSION_HEADER] = session
             status = response.status_code
             if status in HOLDING_STATUSES:
                 wait_s = retry_after_s(Head(f"HTTP/1.1 {status}", tuple(response.headers.items())))
@@ -125,15 +103,20 @@ class GatedTransport(httpx2.AsyncBaseTransport):
         except BaseException:
             release()
             raise
-        done: Callable[[list[bytes] | None], None]
-        if cassette is None:
-            done = lambda _chunks: release()  # noqa: E731
-        else:
-            done = _recording(cassette, request, response, release)
+        done = release if cassette is None else _recording(cassette, request, response, release)
         stream = response.stream
         assert isinstance(stream, httpx2.AsyncByteStream)  # an async transport's answer
         response.stream = _Released(stream, done, keep=cassette is not None)
         return response
+
+    def _slots_of(self, target: tuple[str, str, int]) -> UpstreamSlots:
+        loop = asyncio.get_running_loop()
+        known = self._slots.get(target)
+        if known is not None and known[0] is loop:
+            return known[1]
+        slots = upstream_slots(target)
+        self._slots[target] = (loop, slots)
+        return slots
 
     async def _replay(self, request: httpx2.Request, player: CassettePlayer) -> httpx2.Response:
         """The recorded answer to ``request``: nothing leaves the process."""
@@ -155,22 +138,23 @@ class GatedTransport(httpx2.AsyncBaseTransport):
         await self._inner.aclose()
 
 
-class _Once:
-    """Calls ``action`` the first time it is called, never again."""
+class _Release:
+    """Gives a request's slot back, the first time it is called."""
 
-    __slots__ = ("_action",)
+    __slots__ = ("_limit", "_slots")
 
-    def __init__(self, action: Callable[[], None]) -> None:
-        self._action: Callable[[], None] | None = action
+    def __init__(self, slots: UpstreamSlots, limit: int | None) -> None:
+        self._slots: UpstreamSlots | None = slots
+        self._limit = limit
 
-    def __call__(self) -> None:
-        action, self._action = self._action, None
-        if action is not None:
-            action()
+    def __call__(self, _chunks: list[bytes] | None = None) -> None:
+        slots, self._slots = self._slots, None
+        if slots is not None:
+            slots.release(self._limit)
 
 
 def _recording(
-    recorder: CassetteRecorder, request: httpx2.Request, response: httpx2.Response, release: _Once
+    recorder: CassetteRecorder, request: httpx2.Request, response: httpx2.Response, release: _Release
 ) -> Callable[[list[bytes] | None], None]:
     """What ends a recorded answer: the exchange written (what the SDK was given, even when
     it stopped reading early), then the slot given back."""

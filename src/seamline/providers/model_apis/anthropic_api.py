@@ -153,7 +153,7 @@ class AnthropicProvider(ModelAPIProvider):
     async def _stream(
         self, client: Any, params: dict[str, Any], request: ModelRequest, state: StepState
     ) -> AsyncIterator[Event]:
-        stream = await client.messages.create(**params)
+        stream = await self._sent(request, client.messages.create(**params))
         blocks: dict[int, dict[str, Any]] = {}
         parts: dict[int, list[str]] = {}
         thinking: list[dict[str, Any]] = []

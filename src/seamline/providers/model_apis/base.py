@@ -14,20 +14,20 @@ import hashlib
 import importlib
 import json
 import os
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import msgspec
 
 from seamline.errors import AuthFailure, InvalidRequest, SeamlineError, TransportFailure
 from seamline.events import Error, Event, Raw, ReasoningDelta, TextDelta, ToolCall, Usage
 from seamline.extras import install_hint
+from seamline.gateway.sdk_binding import sending
 from seamline.loop.messages import ModelRequest
 from seamline.providers.base import BLOCK_ENV, OptionSpec, PreflightCheck, Provider, ProviderSession
 from seamline.providers.model_apis.gated_client import (
     REPLAY_KEY,
-    SESSION_HEADER,
     SessionBinding,
     gated_http_client,
     open_binding,
@@ -35,6 +35,8 @@ from seamline.providers.model_apis.gated_client import (
 from seamline.providers.model_apis.retry import RetryPolicy, classify_failure, scrub
 from seamline.providers.programs.model_gateway import GATEWAY_OPTIONS
 from seamline.redact import url_host
+
+_T = TypeVar("_T")
 
 __all__ = ["COMMON_OPTIONS", "ModelAPIProvider", "StepState", "parse_arguments", "sha256_json"]
 
@@ -139,9 +141,8 @@ class ModelAPIProvider(Provider):
         self._sessions = 0
         # Per session: set by abort() so that a retry wait ends at once.
         self._abort_events: dict[str, asyncio.Event] = {}
-        # With the gateway on: what the sessions' requests share at the transport, and
-        # each session's binding there (its limit, its cassette).
-        self._gate: Any = None
+        # With the gateway on: each session's binding at the transport (its limit, its
+        # cassette) and, for a replay with no key, its own client.
         self._bindings: dict[str, SessionBinding] = {}
 
     # -- configuration -------------------------------------------------------------------
@@ -198,11 +199,7 @@ class ModelAPIProvider(Provider):
         return self._gated_client(sdk, key, timeout) if gated else self._make_client(sdk, key, timeout, self.base_url)
 
     def _gated_client(self, sdk: Any, key: str, timeout: float) -> Any:
-        http_client, gate = gated_http_client(sdk, self.vendor)
-        if self._gate is None:
-            self._gate = gate
-        else:  # one gate per provider: a session's own client (a replay) shares its bindings
-            gate.bindings = self._gate.bindings
+        http_client, _gate = gated_http_client(sdk, self.vendor)
         return self._make_client(sdk, key, timeout, self.base_url, http_client)
 
     def client(self) -> Any:
@@ -242,7 +239,6 @@ class ModelAPIProvider(Provider):
             self.client()
             self._sessions += 1
         self._bindings[session.session_id] = SessionBinding(binding, own_client=own)
-        self._gate.bind(session.session_id, binding)
 
     async def _abort(self, session: ProviderSession) -> None:
         event = self._abort_events.get(session.session_id)
@@ -253,7 +249,6 @@ class ModelAPIProvider(Provider):
         self._abort_events.pop(session.session_id, None)
         bound = self._bindings.pop(session.session_id, None)
         if bound is not None:
-            self._gate.unbind(session.session_id)
             await bound.close()
             if bound.own_client is not None:
                 return
@@ -277,8 +272,6 @@ class ModelAPIProvider(Provider):
         client = self.client_for(request.session_id)
         params = self._build(request)
         identity = self.identity(request, params)
-        if bound is not None:  # which session the request is, for the gateway's transport
-            params["extra_headers"] = {**params.get("extra_headers", {}), SESSION_HEADER: request.session_id}
         self.last_identity = identity
         secret = self._api_key()
         abort = self._abort_events.setdefault(request.session_id, asyncio.Event())
@@ -343,8 +336,14 @@ class ModelAPIProvider(Provider):
     def _stream(
         self, client: Any, params: dict[str, Any], request: ModelRequest, state: StepState
     ) -> AsyncIterator[Event]:
-        """Make the streamed call and decode it; set ``state.finished`` on the final frame."""
+        """Make the streamed call (awaited through :meth:`_sent`) and decode it; set
+        ``state.finished`` on the final frame."""
         raise NotImplementedError
+
+    def _sent(self, request: ModelRequest, call: Awaitable[_T]) -> Awaitable[_T]:
+        """``call`` (the SDK's request) as ``request``'s session's, for the gateway's transport."""
+        bound = self._bindings.get(request.session_id)
+        return call if bound is None else sending(bound.binding, call)
 
     def _prompt_part(self, params: Mapping[str, Any]) -> dict[str, Any]:
         """The part of the request that is the prompt (hashed, not listed in the identity)."""

@@ -5,9 +5,9 @@ provider's one SDK client is the SDK's own default ``httpx2`` client, made as th
 it (its proxies from the environment, its certificates, its connection limits and
 redirects), with every transport in it put behind a
 :class:`~seamline.gateway.sdk_transport.GatedTransport`. Each session is bound to that
-transport by its id, which the provider puts on each request
-(:data:`~seamline.gateway.sdk_transport.SESSION_HEADER`): its limit of requests at once per
-upstream and its cassette. No local HTTP hop, no per-session client: the key stays in the
+transport by the :class:`~seamline.gateway.sdk_binding.SdkBinding` the provider awaits each
+SDK call with (:func:`~seamline.gateway.sdk_binding.sending`): its limit of requests at once
+per upstream and its cassette. No local HTTP hop, no per-session client: the key stays in the
 SDK client, in-process.
 
 A session that replays a cassette with no key in the environment gets a client of its own
@@ -23,26 +23,22 @@ from typing import Any, Final
 from seamline.errors import InvalidRequest, SeamlineError
 from seamline.gateway.cassette import CassettePlayer, CassetteRecorder
 from seamline.gateway.meter import Vendor
+from seamline.gateway.sdk_binding import SdkBinding
 from seamline.providers.base import ProviderSession
 from seamline.providers.programs.model_gateway import gateway_max_concurrent
 
-__all__ = ["REPLAY_KEY", "SESSION_HEADER", "SessionBinding", "gated_http_client", "mismatch_of", "open_binding"]
+__all__ = ["REPLAY_KEY", "SessionBinding", "gated_http_client", "mismatch_of", "open_binding"]
 
 REPLAY_KEY: Final = "sl-replay-no-key"
 """The key of a replaying session's own client when there is none: it never leaves the process."""
-SESSION_HEADER: Final = "x-seamline-session"
-"""The transport's :data:`~seamline.gateway.sdk_transport.SESSION_HEADER`, named here
-without importing ``httpx2`` (an SDK's dependency)."""
 _VENDORS: Final[dict[str, Vendor]] = {"openai": "openai", "anthropic": "anthropic"}
 
 
 def gated_http_client(sdk: Any, vendor: str) -> tuple[Any, Any]:
     """The SDK's default ``httpx2`` client with its transports behind the gateway's, and the
     :class:`SdkGate` they share."""
-    from seamline.gateway import sdk_transport  # httpx2 comes with the SDKs
+    from seamline.gateway.sdk_transport import GatedTransport, SdkGate  # httpx2 comes with the SDKs
 
-    assert sdk_transport.SESSION_HEADER == SESSION_HEADER
-    GatedTransport, SdkGate = sdk_transport.GatedTransport, sdk_transport.SdkGate
     gate = SdkGate(_VENDORS.get(vendor, "openai"))
     client = sdk.DefaultAsyncHttpxClient()
     # The transports the SDK's client chose (the default one, and one per proxy of the
@@ -58,7 +54,7 @@ def gated_http_client(sdk: Any, vendor: str) -> tuple[Any, Any]:
 class SessionBinding:
     """One session's binding to the gated transport, and what it needs at its close."""
 
-    def __init__(self, binding: Any, *, own_client: Any = None) -> None:
+    def __init__(self, binding: SdkBinding, *, own_client: Any = None) -> None:
         self.binding = binding
         self.own_client = own_client
         """A client of the session's own (a replay without a key), else ``None``."""
@@ -96,12 +92,10 @@ def mismatch_of(cassette: object, seen: int) -> str | None:
 
 def open_binding(
     session: ProviderSession, options: dict[str, str], *, vendor: str, key_var: str, key: str | None
-) -> Any:
+) -> SdkBinding:
     """The session's :class:`SdkBinding`: the limit of requests at once (the
     ``max_concurrent_requests`` option, else ``SEAMLINE_GATEWAY_MAX_CONCURRENT``) and its
     cassette, if the run records or replays one."""
-    from seamline.gateway.sdk_transport import SdkBinding
-
     limit = gateway_max_concurrent(options.get("max_concurrent_requests"), os.environ)
     use = session.cassette
     if use is None:

@@ -189,7 +189,7 @@ class OpenAIProvider(ModelAPIProvider):
     async def _chat(
         self, client: Any, params: dict[str, Any], request: ModelRequest, state: StepState
     ) -> AsyncIterator[Event]:
-        stream = await client.chat.completions.create(**params)
+        stream = await self._sent(request, client.chat.completions.create(**params))
         calls: dict[int, list[str]] = {}  # index -> [id, name, arguments...]
         try:
             async for chunk in stream:
@@ -253,7 +253,7 @@ class OpenAIProvider(ModelAPIProvider):
     async def _responses(
         self, client: Any, params: dict[str, Any], request: ModelRequest, state: StepState
     ) -> AsyncIterator[Event]:
-        stream = await client.responses.create(**params)
+        stream = await self._sent(request, client.responses.create(**params))
         args: dict[str, list[str]] = {}
         made = 0
         first_call: str | None = None
