@@ -8,14 +8,20 @@ answering ``WORDS`` words, divided by the extra deltas. seamline runs each call 
 through ``ProviderSession.send`` with the SQLite store on; the bare SDK makes the same
 streamed call and joins the text. Both check what they got.
 
-seamline runs each route twice: with its model gateway (the default: the SDK client talks to
-the session's gateway on 127.0.0.1, which relays to the fake and meters the stream) and with
-``gateway=off`` (the SDK talks to the fake). The difference in this process's CPU (the
-gateway runs on its event loop) is ``gateway_added_cpu_us_per_call`` / ``_per_delta``. The
-time it adds is measured apart, on a busy machine's terms: two sessions, one with the gateway
-and one without, take turns call by call (so both see the same load), each call timed from
-``send`` to ``complete``; ``gateway_added_ms_per_call`` is the difference of their medians
-(one-word answers), ``gateway_added_ms_per_call_long`` the same for ``WORDS``-word answers.
+seamline runs each route twice: with the gateway's in-process transport (the default: the
+SDK's own HTTP client with its transports behind :class:`seamline.gateway.sdk_transport.
+GatedTransport`: per-upstream slots, the retry-after hold, cassettes) and with
+``gateway=off`` (the SDK's plain client). The difference in this process's CPU is
+``gateway_added_cpu_us_per_call`` / ``_per_delta``. The time it adds is measured apart, on a
+busy machine's terms: two sessions, one with the gateway and one without, take turns call by
+call (so both see the same load), each call timed from ``send`` to ``complete``;
+``gateway_added_ms_per_call`` is the difference of their medians (one-word answers),
+``gateway_added_ms_per_call_long`` the same for ``WORDS``-word answers.
+
+Those end-to-end differences are small beside a call's own CPU (about a millisecond) and so
+within its noise; ``transport_added_cpu_us_per_request`` measures the transport alone: the
+CPU of a request and its answer's close through ``GatedTransport`` over an inner transport
+that answers at once, less the same through the inner transport alone.
 """
 
 from __future__ import annotations
@@ -233,7 +239,7 @@ def _measure(route: str, calls: int, reps: int, words: int, store: Any, folder: 
     out["ratio_per_delta"] = round(out["seamline_us_per_delta"] / max(out["bare_us_per_delta"], 1e-9), 2)
     out["overhead_us_per_call"] = round(out["seamline_us_per_call"] - out["bare_us_per_call"], 1)
     out["overhead_us_per_delta"] = round(out["seamline_us_per_delta"] - out["bare_us_per_delta"], 2)
-    # The model gateway's share: seamline with it (the default) against seamline without it.
+    # The gateway transport's share: seamline with it (the default) against gateway=off.
     for n, label in ((1, "call"), (words, "call_long")):
         on = statistics.median(w[0] for w in walls[n])
         off = statistics.median(w[1] for w in walls[n])
@@ -243,6 +249,52 @@ def _measure(route: str, calls: int, reps: int, words: int, store: Any, folder: 
     out["gateway_added_cpu_us_per_call"] = round(out["seamline_us_per_call"] - out["direct_us_per_call"], 1)
     out["gateway_added_cpu_us_per_delta"] = round(out["seamline_us_per_delta"] - out["direct_us_per_delta"], 2)
     return out
+
+
+def _transport_alone(requests: int, reps: int) -> float:
+    """Microseconds of CPU the gated transport adds to one streamed request and its close:
+    the median of ``reps`` runs of ``requests`` through it, less the median through the
+    inner transport alone (an answer made at once; the runs alternate)."""
+    import httpx2
+
+    from seamline.gateway.sdk_binding import CURRENT, SdkBinding
+    from seamline.gateway.sdk_transport import GatedTransport, SdkGate
+
+    class Answering(httpx2.AsyncBaseTransport):
+        async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+            return httpx2.Response(200, headers={"content-type": "text/event-stream"}, stream=Body())
+
+    class Body(httpx2.AsyncByteStream):
+        async def __aiter__(self) -> Any:
+            yield b"data: {}\n\n"
+
+    binding = SdkBinding(limit=4)
+    gated = GatedTransport(Answering(), SdkGate("openai"))
+    plain = Answering()
+    request = httpx2.Request("POST", "https://api.example.com/v1/chat/completions", headers={"authorization": "k"})
+
+    async def spend(transport: httpx2.AsyncBaseTransport, bound: bool) -> float:
+        started = time.process_time()
+        for _ in range(requests):
+            token = CURRENT.set(binding) if bound else None  # as sending() sets it, per request
+            response = await transport.handle_async_request(request)
+            if token is not None:
+                CURRENT.reset(token)
+            async for _piece in response.stream:  # type: ignore[union-attr]
+                pass
+            await response.aclose()
+        return (time.process_time() - started) / requests
+
+    async def alternating() -> float:
+        await spend(gated, True)  # warm-up
+        await spend(plain, False)
+        with_gate, without = [], []
+        for _ in range(reps):
+            with_gate.append(await spend(gated, True))
+            without.append(await spend(plain, False))
+        return statistics.median(with_gate) - statistics.median(without)
+
+    return round(asyncio.run(alternating()) * 1e6, 2)
 
 
 def run(*, quick: bool = False) -> dict[str, Any]:
@@ -267,6 +319,7 @@ def run(*, quick: bool = False) -> dict[str, Any]:
             store.close()
             if before is not None:
                 os.environ["SEAMLINE_BLOCK_REAL_PROVIDERS"] = before
+    results["transport_added_cpu_us_per_request"] = _transport_alone(2000 if quick else 20000, 3 if quick else 7)
     for route in ROUTES:
         r = results[route]
         results[f"{route}_ratio_per_call"] = r["ratio_per_call"]
