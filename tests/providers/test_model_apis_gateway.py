@@ -448,6 +448,12 @@ def test_a_recorded_model_api_run_replays_with_the_api_stopped_and_no_key(
     assert [(u.input_tokens, u.output_tokens) for u in of_type(replayed.events, "usage")] == [
         (u.input_tokens, u.output_tokens) for u in of_type(recorded.events, "usage")
     ]
+    # The vendor's own endpoint with no key: the SDK is given a stand-in, and nothing leaves.
+    official = {k: v for k, v in options.items() if k != "base_url"}
+    again = seamline.run_sync(
+        "go", provider=name, model=model, options=official, tools=Toolset([lookup]), store=None, replay=cassette
+    )
+    assert again.outcome == "completed" and again.text == "Alpha is first."
     changed = seamline.run_sync(
         "go on", provider=name, model=model, options=options, tools=Toolset([lookup]), store=None, replay=cassette
     )

@@ -230,14 +230,14 @@ class ModelAPIProvider(Provider):
             self._sessions += 1
             return
         key = self._api_key()
-        binding = open_binding(session, self.option_values, vendor=self.vendor, key_var=self.api_key_env, key=key)
         own = None
         if key is None and use is not None and use.mode == "replay" and not self._key_optional():
             # Nothing leaves the process; the SDK insists on a key all the same.
             own = self._gated_client(self._sdk(), REPLAY_KEY, self.timeout)
         else:
-            self.client()
+            self.client()  # a missing key fails here, before a cassette file is opened
             self._sessions += 1
+        binding = open_binding(session, self.option_values, vendor=self.vendor, key_var=self.api_key_env, key=key)
         self._bindings[session.session_id] = SessionBinding(binding, own_client=own)
 
     async def _abort(self, session: ProviderSession) -> None:
