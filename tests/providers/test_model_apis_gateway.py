@@ -392,7 +392,8 @@ def test_a_redirect_is_followed_as_the_sdk_follows_it_each_request_taking_its_tu
 ) -> None:
     """The SDK follows a ``307`` (its client's default); with the gateway the redirected
     request passes the transport as a request of its own: with a limit of one request at a
-    time the first has given its slot back before the second takes one."""
+    time to the upstream, the first has given its slot back (its answer closed) before the
+    second, to the same upstream, takes one."""
     path = MODEL_PATHS[IDS[BACKENDS.index((name, fake_type, model, extra))]]
 
     async def scenario(fake: FakeAPI) -> tuple[list[Event], int]:
@@ -407,12 +408,11 @@ def test_a_redirect_is_followed_as_the_sdk_follows_it_each_request_taking_its_tu
         finally:
             await provider.close(session)
 
-    with fake_type([{"text": "elsewhere"}]) as elsewhere:
-        moved = {"status": 307, "headers": {"location": elsewhere.base_url + path}}
-        with fake_type([moved]) as fake:
-            events, passed = asyncio.run(asyncio.wait_for(scenario(fake), 10))
+    moved = {"status": 307, "headers": {"location": "/v1/moved" + path}}  # the same host and port
+    with fake_type([moved, {"text": "elsewhere"}]) as fake:
+        events, passed = asyncio.run(asyncio.wait_for(scenario(fake), 10))
     assert events[-1].outcome == "completed" and events[-1].text == "elsewhere"  # type: ignore[union-attr]
-    assert len(elsewhere.model_requests()) == 1
+    assert [r.path for r in fake.model_requests()] == [f"/v1{path}", f"/v1/moved{path}"]
     assert passed == (2 if gateway == "on" else 0)
 
 
