@@ -16,7 +16,7 @@ import json
 import os
 from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar, cast
 
 import msgspec
 
@@ -87,10 +87,10 @@ def parse_arguments(text: str) -> dict[str, Any]:
     if not text.strip():
         return {}
     try:
-        value = json.loads(text)
+        value: Any = json.loads(text)
     except ValueError:
         return {"_invalid_json": text}
-    return value if isinstance(value, dict) else {"_value": value}
+    return cast("dict[str, Any]", value) if isinstance(value, dict) else {"_value": value}
 
 
 def sha256_json(value: object) -> str:
@@ -107,7 +107,7 @@ class StepState:
     stop_reason: str | None = None
     finished: bool = False
     usage: Usage | None = None
-    final: dict[str, Any] = field(default_factory=dict)
+    final: dict[str, Any] = field(default_factory=dict[str, Any])
 
 
 class ModelAPIProvider(Provider):
