@@ -123,7 +123,8 @@ def add_parser(commands: Any) -> str:
     run.add_argument(
         "--record",
         metavar="FILE",
-        help="record every model exchange of the run to this cassette (an agent CLI through the gateway; "
+        help="record every model exchange of the run to this cassette (an agent CLI through the gateway, or "
+        "a model-API provider through its in-process transport; "
         "no key is written; see docs/gateway.md)",
     )
     run.add_argument(
