@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
+from seamline.sandbox.git_view import GIT_PREFIX, IGNORED_DIR, IGNORED_PREFIX, GitView
 from seamline.store_files import is_store_entry
 
 __all__ = ["ABSENT", "UNHASHED_PREFIX", "FileIndex", "PathState", "ScanNotes", "ScanProgress", "StateKind"]
@@ -135,11 +136,13 @@ class FileIndex:
         skip_dirs: frozenset[str] = frozenset(),
         notes: ScanNotes | None = None,
         progress: ScanProgress | None = None,
+        view: GitView | None = None,
     ) -> dict[str, PathState]:
         """The state of ``rels`` (None: every path under ``root``). Content read is stored
         in the ``blobs`` table; the caller holds one transaction for the whole scan.
         ``notes`` hears what the scan left out and read; ``progress``, how far a long
-        whole-tree scan has come."""
+        whole-tree scan has come; ``view``, what git knows (:mod:`seamline.sandbox.git_view`):
+        with it, tracked files unchanged since the index and ignored paths are not read."""
         known = self._load(root)
         states: dict[str, PathState] = {}
         on_read = notes.on_read if notes is not None else None
@@ -150,16 +153,29 @@ class FileIndex:
                 except (FileNotFoundError, NotADirectoryError):
                     states[rel] = ABSENT
                     continue
-                states[rel] = self._state(root, rel, st, known, max_bytes, on_read)
+                states[rel] = self._state(root, rel, st, known, max_bytes, on_read, view)
             return states
         skipped = notes.skipped if notes is not None else None
         if progress is not None:
             progress.begin()
         try:
-            for rel, st in walk_tree(root, skip, skip_dirs, skipped):
-                states[rel] = self._state(root, rel, st, known, max_bytes, on_read)
-                if progress is not None and not len(states) % PROGRESS_EVERY:
-                    progress.seen(len(states))
+            if view is None:
+                for rel, st in walk_tree(root, skip, skip_dirs, skipped):
+                    states[rel] = self._state(root, rel, st, known, max_bytes, on_read)
+                    if progress is not None and not len(states) % PROGRESS_EVERY:
+                        progress.seen(len(states))
+            else:
+                # Walk first: the paths the turn made are asked of git (ignored?) in one call.
+                found: list[tuple[str, os.stat_result]] = []
+                for entry in walk_tree(root, skip, skip_dirs, skipped):
+                    found.append(entry)
+                    if progress is not None and not len(found) % PROGRESS_EVERY:
+                        progress.seen(len(found))
+                view.classify_new([(rel, stat.S_ISDIR(st.st_mode)) for rel, st in found])
+                for rel, st in found:
+                    states[rel] = self._state(root, rel, st, known, max_bytes, on_read, view)
+                if view.seen is None:
+                    view.seen = set(states)
         finally:
             if progress is not None:
                 progress.end()
@@ -192,6 +208,7 @@ class FileIndex:
         known: dict[str, tuple[_Key, str, bool]],
         max_bytes: int,
         on_read: Callable[[str, bytes], None] | None = None,
+        view: GitView | None = None,
     ) -> PathState:
         mode = stat.S_IMODE(st.st_mode)
         if stat.S_ISLNK(st.st_mode):
@@ -199,10 +216,16 @@ class FileIndex:
                 return PathState("link", os.readlink(os.path.join(root, rel)), None)
             except FileNotFoundError:
                 return ABSENT
+        ignored = view is not None and view.is_ignored(rel)
         if stat.S_ISDIR(st.st_mode):
-            return PathState("dir", None, mode)
+            return PathState("dir", IGNORED_DIR if ignored else None, mode)
         if not stat.S_ISREG(st.st_mode):
             return PathState("file", "special", mode)
+        if ignored:
+            # Stat only, never read nor kept (build output, virtual environments, caches).
+            return PathState(
+                "file", f"{IGNORED_PREFIX}{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_ino}", mode
+            )
         key: _Key = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, mode)
         if st.st_size > max_bytes:
             # Never read: the stat key is the fingerprint (a sparse giant costs one lstat).
@@ -210,18 +233,31 @@ class FileIndex:
         cached = known.get(rel)
         if cached is not None and cached[0] == key and not cached[2]:
             return PathState("file", cached[1], mode)
+        oid = view.trusted_oid(rel, st.st_mtime_ns, st.st_ctime_ns) if view is not None else None
+        if oid is not None:
+            # git found it unchanged since the index: the object store has its content.
+            digest = f"{GIT_PREFIX}{oid}"
+            known[rel] = (key, digest, False)
+            self._db.execute(
+                "INSERT OR REPLACE INTO file_index VALUES (?, ?, ?, ?, ?, ?, ?, ?)", (root, rel, *key, digest)
+            )
+            return PathState("file", digest, mode)
         read_at = time.time_ns()
         try:
             with open(os.path.join(root, rel), "rb") as fh:
                 data = fh.read(max_bytes + 1)
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             return ABSENT
-        digest = hashlib.sha256(data).hexdigest()
         if on_read is not None:
             on_read(rel, data)
         self.hashed_files += 1
         self.hashed_bytes += len(data)
-        self._db.execute("INSERT OR IGNORE INTO blobs VALUES (?, ?)", (digest, data))
+        tracked = view.index.get(rel) if view is not None else None
+        if tracked is not None and view is not None and view.matches(data, tracked):
+            digest = f"{GIT_PREFIX}{tracked}"  # the index's blob: git keeps it, no copy
+        else:
+            digest = hashlib.sha256(data).hexdigest()
+            self._db.execute("INSERT OR IGNORE INTO blobs VALUES (?, ?)", (digest, data))
         racy = max(st.st_mtime_ns, st.st_ctime_ns) + RACY_WINDOW_NS >= read_at
         known[rel] = (key, digest, racy)
         if racy:

@@ -29,6 +29,7 @@ from typing import Final
 from seamline.errors import InvalidRequest, PermissionDenied, SandboxViolation
 from seamline.events import FileChangeKind
 from seamline.sandbox.file_index import ABSENT, FileIndex, PathState, ScanNotes, ScanProgress
+from seamline.sandbox.git_view import GIT_PREFIX, IGNORED_DIR, IGNORED_PREFIX, GitView, git_view, read_git_blobs
 from seamline.sandbox.revert_plan import apply_plan, check_plan, plan_restore, real_folders, safe_rel
 
 __all__ = ["EditJournal", "JournalStep", "PathState", "RevertReport", "journal_path_for"]
@@ -63,6 +64,8 @@ class JournalStep:
     tool: str
     call_id: str
     paths: tuple[str, ...]
+    #: Paths git ignores that the step changed (stat only: created ones are removed by a revert).
+    ignored: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +77,8 @@ class RevertReport:
     to_step: int
     steps_undone: int
     restored: tuple[str, ...]
+    #: Ignored files changed or deleted by the run, whose content was never kept: left as they are.
+    left: tuple[str, ...] = ()
 
 
 class EditJournal:
@@ -113,6 +118,7 @@ class EditJournal:
         before_notes: ScanNotes | None = None,
         after_notes: ScanNotes | None = None,
         progress: ScanProgress | None = None,
+        on_ignored_change: Callable[[str, FileChangeKind], None] | None = None,
     ) -> Iterator[None]:
         """Journal one tool call: ``paths`` (inside ``workspace``) or, with None, the whole tree
         (less the folders named in ``skip_dirs``, such as ``.git``).
@@ -126,13 +132,19 @@ class EditJournal:
         ``after_notes`` hear what the scans before and after the call left out and read
         (the git check of :mod:`seamline.sandbox.git_quarantine` needs no walk of its own).
         ``progress`` hears how far each of the two scans has come, when one runs long.
+
+        In a git work tree a whole-tree scan asks git first (:mod:`seamline.sandbox.git_view`):
+        tracked files unchanged since the index are not read and their content is copied
+        out of git's object store only when the step changed them; paths git ignores are
+        stat only, and their changes go to ``on_ignored_change`` instead of ``on_change``.
         """
         root = workspace.resolve()
         self._ensure_run(run_id, root)
         step = None if number_at_end else self._reserve_step(run_id, tool, call_id)
         # A single path brings its folders: write_file may create them, and revert removes them.
         rels = None if paths is None else list(dict.fromkeys(a for p in paths for a in _with_ancestors(_rel(root, p))))
-        before = self._scan(root, rels, skip_dirs, before_notes, progress)
+        view = git_view(str(root)) if rels is None else None
+        before = self._scan(root, rels, skip_dirs, before_notes, progress, view)
         try:
             yield
         finally:
@@ -143,11 +155,12 @@ class EditJournal:
                 rels,
                 skip_dirs,
                 before,
-                on_change,
+                (on_change, on_ignored_change),
                 tool=tool,
                 call_id=call_id,
                 notes=after_notes,
                 progress=progress,
+                view=view,
             )
 
     def _ensure_run(self, run_id: str, root: Path) -> None:
@@ -170,6 +183,7 @@ class EditJournal:
         skip_dirs: frozenset[str] = frozenset(),
         notes: ScanNotes | None = None,
         progress: ScanProgress | None = None,
+        view: GitView | None = None,
     ) -> dict[str, PathState]:
         # One transaction for every blob a scan stores, not one per file.
         with self._db:
@@ -182,6 +196,7 @@ class EditJournal:
                 skip_dirs=skip_dirs,
                 notes=notes,
                 progress=progress,
+                view=view,
             )
 
     def _reserve_step(self, run_id: str, tool: str, call_id: str) -> int:
@@ -203,15 +218,17 @@ class EditJournal:
         rels: list[str] | None,
         skip_dirs: frozenset[str],
         before: dict[str, PathState],
-        on_change: Callable[[str, FileChangeKind], None] | None,
+        hearers: tuple[Callable[[str, FileChangeKind], None] | None, Callable[[str, FileChangeKind], None] | None],
         *,
         tool: str,
         call_id: str,
         notes: ScanNotes | None = None,
         progress: ScanProgress | None = None,
+        view: GitView | None = None,
     ) -> None:
         """The scan after the call and the step's entries (and, ``step`` None, the step
-        itself): one write transaction."""
+        itself): one write transaction. The content of a changed file that was git's
+        (``git:<id>``) is copied out of git's object store here, while git still has it."""
         with self._db:
             self._db.execute("BEGIN IMMEDIATE")
             after = self.index.scan(
@@ -222,22 +239,40 @@ class EditJournal:
                 skip_dirs=skip_dirs,
                 notes=notes,
                 progress=progress,
+                view=view,
             )
             if step is None:
                 step = self._new_step(run_id, tool, call_id)
             changed = sorted(p for p in set(before) | set(after) if before.get(p, ABSENT) != after.get(p, ABSENT))
+            self._keep_git_content(root, [before[p] for p in changed if p in before])
             for seq, rel in enumerate(changed):
                 b, a = before.get(rel, ABSENT), after.get(rel, ABSENT)
                 self._db.execute(
                     "INSERT INTO entries VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (run_id, step, seq, rel, b.kind, b.data, b.mode, a.kind, a.data, a.mode),
                 )
-        if on_change is not None:
-            for rel in changed:
-                b, a = before.get(rel, ABSENT), after.get(rel, ABSENT)
-                if a.kind == "dir" and b.kind == "dir":
-                    continue
-                on_change(rel, "created" if b.kind == "absent" else "deleted" if a.kind == "absent" else "edited")
+        on_change, on_ignored = hearers
+        for rel in changed:
+            b, a = before.get(rel, ABSENT), after.get(rel, ABSENT)
+            if a.kind == "dir" and b.kind == "dir":
+                continue
+            hear = on_ignored if _ignored(b) or _ignored(a) else on_change
+            if hear is not None:
+                hear(rel, "created" if b.kind == "absent" else "deleted" if a.kind == "absent" else "edited")
+
+    def _keep_git_content(self, root: Path, states: list[PathState]) -> None:
+        wanted = {s.data for s in states if s.kind == "file" and s.data and s.data.startswith(GIT_PREFIX)}
+        missing = [
+            d for d in sorted(wanted) if self._db.execute("SELECT 1 FROM blobs WHERE hash = ?", (d,)).fetchone() is None
+        ]
+        if not missing:
+            return
+        found = read_git_blobs(str(root), [d.removeprefix(GIT_PREFIX) for d in missing])
+        # A blob git no longer has (history rewritten and pruned during the step) stays
+        # missing: a revert that needs it refuses and says so.
+        self._db.executemany(
+            "INSERT OR IGNORE INTO blobs VALUES (?, ?)", [(f"{GIT_PREFIX}{oid}", data) for oid, data in found.items()]
+        )
 
     # -- reading and reverting -------------------------------------------------------------
 
@@ -248,13 +283,16 @@ class EditJournal:
         ).fetchall()
         out: list[JournalStep] = []
         for step, tool, call_id in rows:
-            paths = tuple(
-                r[0]
-                for r in self._db.execute(
-                    "SELECT path FROM entries WHERE run_id = ? AND step = ? ORDER BY seq", (run_id, step)
-                )
-            )
-            out.append(JournalStep(step=step, tool=tool, call_id=call_id, paths=paths))
+            paths: list[str] = []
+            ignored: list[str] = []
+            for path, bk, bd, ak, ad in self._db.execute(
+                "SELECT path, before_kind, before_data, after_kind, after_data FROM entries "
+                "WHERE run_id = ? AND step = ? ORDER BY seq",
+                (run_id, step),
+            ):
+                hidden = _ignored(PathState(bk, bd)) or _ignored(PathState(ak, ad))
+                (ignored if hidden else paths).append(path)
+            out.append(JournalStep(step=step, tool=tool, call_id=call_id, paths=tuple(paths), ignored=tuple(ignored)))
         return out
 
     def workspace_of(self, run_id: str) -> Path:
@@ -289,7 +327,8 @@ class EditJournal:
             latest: dict[str, PathState] = {}
             for _s, _q, rel, *_b, ak, ad, am in rows:
                 latest.setdefault(rel, PathState(ak, ad, am))
-            drift = [rel for rel, want in latest.items() if not _same(self._state_fresh(root, rel), want)]
+            seen_as = _fresh_view(root, latest)
+            drift = [rel for rel, want in latest.items() if not _same(self._state_fresh(root, rel, seen_as), want)]
             if drift:
                 shown = ", ".join(sorted(drift)[:10])
                 raise PermissionDenied(
@@ -297,18 +336,28 @@ class EditJournal:
                 )
         # Plan the whole revert, check it, then apply: refused means nothing changed.
         want = plan_restore(rows)
+        # An ignored file's content was never kept: it stays as it is (a created one is removed).
+        left = sorted(rel for rel, state in want.items() if _ignored(state) and state.kind == "file")
+        for rel in left:
+            del want[rel]
         for rel, state in sorted(want.items()):
             if (
                 state.kind == "file"
                 and self._db.execute("SELECT 1 FROM blobs WHERE hash = ?", (state.data,)).fetchone() is None
             ):
+                if (state.data or "").startswith(GIT_PREFIX):
+                    raise InvalidRequest(
+                        f"the content of {rel!r} was git's blob {(state.data or '')[len(GIT_PREFIX) :][:12]}, "
+                        "which git no longer had when the step was recorded; nothing reverted"
+                    )
                 raise InvalidRequest(
                     f"the journal lacks the content of {rel!r} (over {MAX_JOURNALED_BYTES} bytes, only its size "
                     "and times were journaled); nothing reverted"
                 )
         check_plan(root, want)
         apply_plan(root, want, blob=self._blob)
-        wrong = [rel for rel, state in want.items() if not _same(self._state_fresh(root, rel), state)]
+        seen_as = _fresh_view(root, want)
+        wrong = [rel for rel, state in want.items() if not _same(self._state_fresh(root, rel, seen_as), state)]
         if wrong:
             raise SandboxViolation(f"revert of run {run_id} could not restore {', '.join(sorted(wrong)[:10])} exactly")
         restored = [r[2] for r in rows]
@@ -324,20 +373,33 @@ class EditJournal:
             workspace=root,
             to_step=to_step,
             steps_undone=int(steps_undone),
-            restored=tuple(dict.fromkeys(restored)),
+            restored=tuple(r for r in dict.fromkeys(restored) if r not in left),
+            left=tuple(left),
         )
 
-    def _state_fresh(self, root: Path, rel: str) -> PathState:
+    def _state_fresh(self, root: Path, rel: str, view: GitView | None = None) -> PathState:
         self.index.forget(str(root), rel)
         if not real_folders(root, safe_rel(rel)):
             return ABSENT  # behind a link: not in the workspace
-        return self._scan(root, [rel])[rel]
+        return self._scan(root, [rel], view=view)[rel]
 
     def _blob(self, digest: str) -> bytes:
         row = self._db.execute("SELECT data FROM blobs WHERE hash = ?", (digest,)).fetchone()
         if row is None:
             raise InvalidRequest(f"the journal lacks the content {digest[:12]}; cannot restore it")
         return bytes(row[0])
+
+
+def _ignored(state: PathState) -> bool:
+    return state.data is not None and (state.data == IGNORED_DIR or state.data.startswith(IGNORED_PREFIX))
+
+
+def _fresh_view(root: Path, states: dict[str, PathState]) -> GitView:
+    """How to look at paths again so that they compare with ``states``: a file that was
+    git's blob is hashed as git hashes it, an ignored one is looked at by stat only."""
+    index = {rel: s.data[len(GIT_PREFIX) :] for rel, s in states.items() if s.data and s.data.startswith(GIT_PREFIX)}
+    ignored = [rel for rel, s in states.items() if s.kind == "file" and _ignored(s)]
+    return GitView(str(root), index=index, ignored_files=ignored, asks_git=False)
 
 
 def _with_ancestors(rel: str) -> list[str]:

@@ -110,6 +110,7 @@ def workspace_tools(
             call_id=ctx.call_id,
             paths=paths,
             on_change=None if paths is not None else heard,
+            on_ignored_change=watch.on_change if watch is not None else None,
             before_notes=watch.before_notes if watch is not None else None,
             after_notes=watch.after_notes if watch is not None else None,
         )

@@ -132,6 +132,8 @@ async def _journaled(session: ProviderSession, tool: str, inner: AsyncIterator[E
             tool=tool,
             call_id=f"turn-{session.turn}",
             on_change=heard,
+            # Ignored paths (a .pyc, a virtual environment): journaled, not reported; the git check hears them.
+            on_ignored_change=watch.on_change if watch is not None else None,
             skip_dirs=SKIP_DIRS,
             number_at_end=True,  # one turn of a session at a time: no overlapping steps to order
             before_notes=watch.before_notes if watch is not None else None,
