@@ -40,6 +40,7 @@ __all__ = [
     "find_prlimit",
     "git_guard_args",
     "host_git_environment",
+    "prepare_git_guard",
 ]
 
 BWRAP_ENV: Final = "SEAMLINE_BWRAP"
@@ -74,26 +75,37 @@ def git_guard_args(workspace: Path) -> list[str]:
     and ``HEAD`` stay writable, so commits work. A nested repository in the worktree is
     reached only through the submodule recursion that :func:`host_git_environment` turns off.
     """
-    git = workspace / ".git"
-    if git.is_symlink() or not git.is_dir():
+    if not prepare_git_guard(workspace):
         return []  # no repository, or a gitfile/link to a folder outside the sandbox
+    git = workspace / ".git"
     inner = f"{INNER_WORKSPACE}/.git"
     args = ["--bind", str(git), inner]
+    args += ["--ro-bind", str(git / "hooks"), f"{inner}/hooks"]
+    config = git / "config"
+    args += ["--ro-bind", str(config) if config.exists() else "/dev/null", f"{inner}/config"]
+    args += ["--ro-bind", str(git / "commondir"), f"{inner}/commondir"]
+    args += ["--ro-bind", str(git / "modules"), f"{inner}/modules"]
+    return args
+
+
+def prepare_git_guard(workspace: Path) -> bool:
+    """Make what :func:`git_guard_args` mounts over in the workspace's ``.git`` folder
+    (``hooks``, ``commondir`` pinned to ``.``, ``modules``) when missing; False when there
+    is no such folder. Called before the edit journal's scan of a sandboxed command, so
+    that seamline's own preparation is never taken for the command's change."""
+    git = workspace / ".git"
+    if git.is_symlink() or not git.is_dir():
+        return False
     hooks = git / "hooks"
     if not hooks.exists() and not hooks.is_symlink():
         hooks.mkdir()
-    args += ["--ro-bind", str(hooks), f"{inner}/hooks"]
-    config = git / "config"
-    args += ["--ro-bind", str(config) if config.exists() else "/dev/null", f"{inner}/config"]
     commondir = git / "commondir"
     if not commondir.exists() and not commondir.is_symlink():
         commondir.write_text(".\n")  # git reads "." as the repository itself
-    args += ["--ro-bind", str(commondir), f"{inner}/commondir"]
     modules = git / "modules"
     if not modules.exists() and not modules.is_symlink():
         modules.mkdir()
-    args += ["--ro-bind", str(modules), f"{inner}/modules"]
-    return args
+    return True
 
 
 def find_bwrap(explicit: str | None = None, *, path: str | None = None) -> str | None:

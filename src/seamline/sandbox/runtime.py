@@ -79,6 +79,15 @@ class Sandbox:
         #: connections the egress proxy refused (``network.allow``), over the sandbox's life
         self.egress_refused: list[Refusal] = []
 
+    def prepare_workspace(self) -> None:
+        """Make what the backend's mounts need in the workspace (bubblewrap: the ``.git``
+        entries it pins read-only), before an edit journal's scan of a command, so that
+        they are not journaled as the command's changes."""
+        if self.backend.name == "bwrap" and not self.policy.git_config_writable:
+            from seamline.sandbox.bwrap import prepare_git_guard
+
+            prepare_git_guard(self.layout.workspace)
+
     def scoped(self, name: str) -> Sandbox:
         """A sandbox for a sub-agent: its own workspace, ``.seamline/agents/<name>`` inside
         this one (so the parent sees what it made), and the same inputs, outputs and policy."""

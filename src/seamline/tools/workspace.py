@@ -203,6 +203,7 @@ def workspace_tools(
 
             # The command may leave a repository or git configuration for the host's next git.
             watch = GitWatch(workspace.root, GitRules.from_policy(sandbox.policy), journaled=journal is not None)
+            sandbox.prepare_workspace()  # before the scan: seamline's mounts are not the command's changes
             try:
                 with journaled(ctx, "shell", None, watch):
                     watch.begin()
