@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from seamline.errors import InvalidRequest
+from seamline.sandbox.file_index import PROGRESS_EVERY, ScanProgress
 from seamline.sandbox.journal import EditJournal
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
@@ -177,3 +178,40 @@ def test_a_folder_that_is_no_repository_is_scanned_as_before(tmp_path: Path) -> 
     assert journal.steps("r")[0].paths == ("a.pyc",)
     journal.revert("r")
     assert (plain / "a.pyc").read_bytes() == b"kept\n"
+
+
+def test_a_file_git_is_told_to_assume_unchanged_is_read_all_the_same(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path)
+    hidden = repo / "src" / "m005.py"
+    git(repo, "update-index", "--assume-unchanged", "src/m005.py")
+    hidden.write_bytes(b"changed, and git is told not to look\n")
+    old_times(repo)
+    journal = EditJournal(tmp_path / "s.edits.db")
+    with journal.track(run_id="r", workspace=repo, tool="t", call_id="c", skip_dirs=frozenset({".git"})):
+        hidden.write_bytes(b"the agent's\n")
+    journal.revert("r")
+    assert hidden.read_bytes() == b"changed, and git is told not to look\n"
+
+
+def test_the_repositorys_own_configuration_runs_nothing(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path)
+    planted = tmp_path / "PWNED"
+    git(repo, "config", "core.fsmonitor", f"touch {planted}; false")
+    old_times(repo)
+    journal = EditJournal(tmp_path / "s.edits.db")
+    with journal.track(run_id="r", workspace=repo, tool="t", call_id="c", skip_dirs=frozenset({".git"})):
+        (repo / "src" / "m003.py").write_text("x\n")
+    assert not planted.exists()
+    assert journal.index.hashed_files == 1  # git answered: the scan still trusted the index
+
+
+def test_a_long_scan_in_a_repository_is_shown(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path)
+    journal = EditJournal(tmp_path / "s.edits.db")
+    shown: list[int | None] = []
+    progress = ScanProgress(shown.append, after=0.0, every=0.0)
+    with journal.track(
+        run_id="r", workspace=repo, tool="t", call_id="c", skip_dirs=frozenset({".git"}), progress=progress
+    ):
+        pass
+    assert PROGRESS_EVERY in shown and shown[-1] is None
