@@ -68,12 +68,24 @@ def run(args: argparse.Namespace) -> int:
             if args.json:
                 print(
                     json.dumps(
-                        [{"step": s.step, "tool": s.tool, "call_id": s.call_id, "paths": s.paths} for s in steps]
+                        [
+                            {
+                                "step": s.step,
+                                "tool": s.tool,
+                                "call_id": s.call_id,
+                                "paths": s.paths,
+                                "ignored": s.ignored,
+                            }
+                            for s in steps
+                        ]
                     )
                 )
             else:
                 for s in steps:
-                    print(f"{s.step}\t{s.tool}\t{s.call_id}\t{', '.join(s.paths) or '(no change)'}")
+                    shown = ", ".join(s.paths) or ("(no change)" if not s.ignored else "")
+                    if s.ignored:  # a .pyc, a virtual environment: counted, not listed one by one
+                        shown += f"{'; ' if s.paths else ''}{len(s.ignored)} path(s) git ignores"
+                    print(f"{s.step}\t{s.tool}\t{s.call_id}\t{shown}")
             return 0
         report = journal.revert(args.run_id, to_step=args.to, force=args.force)
     finally:
@@ -87,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
                     "to_step": report.to_step,
                     "steps_undone": report.steps_undone,
                     "restored": report.restored,
+                    "left": report.left,
                 }
             )
         )
@@ -95,6 +108,11 @@ def run(args: argparse.Namespace) -> int:
             f"reverted {report.steps_undone} step(s) of {report.run_id} in {report.workspace}: "
             f"{len(report.restored)} path(s) restored"
         )
+        if report.left:
+            shown = ", ".join(report.left[:10]) + (
+                f" and {len(report.left) - 10} more" if len(report.left) > 10 else ""
+            )
+            print(f"left as they are (ignored by git, their content was never journaled): {shown}")
     return 0
 
 
