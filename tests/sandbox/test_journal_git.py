@@ -215,3 +215,19 @@ def test_a_long_scan_in_a_repository_is_shown(tmp_path: Path) -> None:
     ):
         pass
     assert PROGRESS_EVERY in shown and shown[-1] is None
+
+
+def test_a_file_known_as_gits_blob_is_read_again_once_the_index_lets_the_blob_go(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path)
+    old_times(repo)
+    edited = repo / "src" / "m007.py"
+    want = edited.read_bytes()
+    journal = EditJournal(tmp_path / "s.edits.db")
+    with journal.track(run_id="one", workspace=repo, tool="t", call_id="c", skip_dirs=frozenset({".git"})):
+        pass  # the journal now knows src/m007.py as git's blob, by its stat
+    forget_history(repo)  # between two runs: the blob leaves git's store, the file is untouched
+    old_times(repo)
+    with journal.track(run_id="two", workspace=repo, tool="t", call_id="c", skip_dirs=frozenset({".git"})):
+        edited.write_bytes(b"rewritten\n")
+    journal.revert("two")
+    assert edited.read_bytes() == want

@@ -232,7 +232,9 @@ class FileIndex:
             return PathState("file", f"{UNHASHED_PREFIX}size={st.st_size}:ctime={st.st_ctime_ns}:ino={st.st_ino}", mode)
         cached = known.get(rel)
         if cached is not None and cached[0] == key and not cached[2]:
-            return PathState("file", cached[1], mode)
+            # git's blob only while the index still holds it: else git may have let it go.
+            if not cached[1].startswith(GIT_PREFIX) or (view is not None and view.vouches(rel, cached[1])):
+                return PathState("file", cached[1], mode)
         oid = view.trusted_oid(rel, st.st_mtime_ns, st.st_ctime_ns) if view is not None else None
         if oid is not None:
             # git found it unchanged since the index: the object store has its content.

@@ -124,6 +124,10 @@ class GitView:
             return None
         return oid
 
+    def vouches(self, rel: str, digest: str) -> bool:
+        """Whether the index holds ``digest`` (``git:<id>``) for ``rel``, as git last saw it."""
+        return self.index.get(rel) == digest[len(GIT_PREFIX) :] and rel not in self.dirty
+
     def is_ignored(self, rel: str) -> bool:
         return rel in self.ignored_files or rel in self.ignored_dirs or self._folder_ignored(rel.rpartition("/")[0])
 
@@ -234,8 +238,8 @@ def git_view(root: str) -> GitView | None:
         if kind == "u" or (kind == "1" and text[3:4] != "."):  # unmerged, or the file is not the index's
             dirty.add(text.split(" ", 8 if kind == "1" else 10)[-1])
         elif kind == "!":
-            path = text[2:]
-            (ignored_dirs if path.endswith("/") else ignored_files).add(path.rstrip("/"))
+            name = text[2:]
+            (ignored_dirs if name.endswith("/") else ignored_files).add(name.rstrip("/"))
     strip = len(prefix)
     if prefix and prefix.rstrip("/") in ignored_dirs:
         return None  # the workspace is itself an ignored folder: scanned as without git
