@@ -9,7 +9,9 @@ File contents live once each, by SHA-256, in a blobs table.
 
 ``write_file`` and ``edit_file`` journal the one path they touch; ``shell`` journals the
 difference between a scan of the workspace before and after the command (a scan reads
-only files whose stat changed: see :mod:`seamline.sandbox.file_index`). A revert is
+only files whose stat changed: see :mod:`seamline.sandbox.file_index`; in a git repository,
+no tracked file unchanged since the index and no ignored path: see
+:mod:`seamline.sandbox.git_view`). A revert is
 planned whole and checked before it changes anything (:mod:`seamline.sandbox.revert_plan`). :meth:`EditJournal.revert`
 walks the steps back, newest first, so the workspace returns byte for byte to how it was
 before the run, or after a given step.

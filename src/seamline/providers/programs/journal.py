@@ -8,7 +8,9 @@ opened at a session's first turn and closed with the session; a session without 
 file (no store, ``:memory:``, PostgreSQL) is not journaled. The
 scan reads only files whose stat changed since the last scan (the persistent stat index of
 :mod:`seamline.sandbox.file_index`), leaves ``.git`` out, and keeps no content over the
-journal's size bound. Changes the agent's own events did not report become
+journal's size bound; in a git repository it reads no tracked file unchanged since the
+index and looks at ignored paths by stat only (:mod:`seamline.sandbox.git_view`), whose
+changes are journaled but not reported as ``file_change`` events. Changes the agent's own events did not report become
 ``file_change`` events before the turn's ``complete``. A scan that runs longer than
 :data:`SCAN_SHOWN_AFTER` is shown to whoever asked with :func:`show_scans` (the CLI's
 terminal line): a big repository's first scan takes seconds to minutes before the program
