@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
-from seamline.sandbox.git_view import GIT_PREFIX, IGNORED_DIR, IGNORED_PREFIX, GitView
+from seamline.sandbox.git_view import GIT_PREFIX, IGNORED_DIR, IGNORED_PREFIX, GitView, PendingGitView
 from seamline.store_files import is_store_entry
 
 __all__ = ["ABSENT", "UNHASHED_PREFIX", "FileIndex", "PathState", "ScanNotes", "ScanProgress", "StateKind"]
@@ -136,7 +136,7 @@ class FileIndex:
         skip_dirs: frozenset[str] = frozenset(),
         notes: ScanNotes | None = None,
         progress: ScanProgress | None = None,
-        view: GitView | None = None,
+        view: GitView | PendingGitView | None = None,
     ) -> dict[str, PathState]:
         """The state of ``rels`` (None: every path under ``root``). Content read is stored
         in the ``blobs`` table; the caller holds one transaction for the whole scan.
@@ -147,6 +147,8 @@ class FileIndex:
         states: dict[str, PathState] = {}
         on_read = notes.on_read if notes is not None else None
         if rels is not None:
+            if isinstance(view, PendingGitView):
+                view = view.get()
             for rel in rels:
                 try:
                     st = os.lstat(os.path.join(root, rel))
@@ -159,6 +161,8 @@ class FileIndex:
         if progress is not None:
             progress.begin()
         try:
+            if isinstance(view, PendingGitView) and not view.in_work_tree:
+                view = None
             if view is None:
                 for rel, st in walk_tree(root, skip, skip_dirs, skipped):
                     states[rel] = self._state(root, rel, st, known, max_bytes, on_read)
@@ -171,11 +175,13 @@ class FileIndex:
                     found.append(entry)
                     if progress is not None and not len(found) % PROGRESS_EVERY:
                         progress.seen(len(found))
-                view.classify_new([(rel, stat.S_ISDIR(st.st_mode)) for rel, st in found])
+                ready = view.get() if isinstance(view, PendingGitView) else view
+                if ready is not None:
+                    ready.classify_new([(rel, stat.S_ISDIR(st.st_mode)) for rel, st in found])
                 for rel, st in found:
-                    states[rel] = self._state(root, rel, st, known, max_bytes, on_read, view)
-                if view.seen is None:
-                    view.seen = set(states)
+                    states[rel] = self._state(root, rel, st, known, max_bytes, on_read, ready)
+                if ready is not None and ready.seen is None:
+                    ready.seen = set(states)
         finally:
             if progress is not None:
                 progress.end()

@@ -25,13 +25,23 @@ from __future__ import annotations
 import hashlib
 import os
 import subprocess
+import threading
 import time
 from collections.abc import Iterable, Mapping
 from typing import Final
 
 from seamline.transport.env import compose_env, host_git_environment
 
-__all__ = ["GIT_PREFIX", "IGNORED_DIR", "IGNORED_PREFIX", "GitView", "git_blob_id", "git_view", "read_git_blobs"]
+__all__ = [
+    "GIT_PREFIX",
+    "IGNORED_DIR",
+    "IGNORED_PREFIX",
+    "GitView",
+    "PendingGitView",
+    "git_blob_id",
+    "git_view",
+    "read_git_blobs",
+]
 
 GIT_PREFIX: Final = "git:"
 IGNORED_PREFIX: Final = "ignored:"
@@ -191,18 +201,29 @@ def read_git_blobs(root: str, oids: Iterable[str]) -> dict[str, bytes]:
     return found
 
 
-def git_view(root: str) -> GitView | None:
-    """What git knows of the workspace ``root``; None when it is not in a work tree or git
-    cannot say (missing, failing, refusing the repository)."""
+def work_tree_prefix(root: str) -> str | None:
+    """Where ``root`` lies in its git work tree (``""`` at the top, ``sub/`` below it);
+    None when it is in none, or git cannot say (missing, failing, refusing the repository)."""
     head = _git(root, ["rev-parse", "--is-inside-work-tree", "--show-prefix"])
     if head is None:
         return None
     lines = head.decode("utf-8", "surrogateescape").split("\n")
     if not lines or lines[0] != "true":
         return None
-    prefix = lines[1] if len(lines) > 1 else ""
+    return lines[1] if len(lines) > 1 else ""
+
+
+def git_view(root: str, prefix: str | None = None) -> GitView | None:
+    """What git knows of the workspace ``root``; None when it is not in a work tree or git
+    cannot say. ``prefix``: :func:`work_tree_prefix`, when already asked."""
+    if prefix is None:
+        prefix = work_tree_prefix(root)
+    if prefix is None:
+        return None
     since = time.time_ns()
-    listed = _git(root, ["ls-files", "-v", "-s", "-z"])
+    listing: list[bytes | None] = []
+    lister = threading.Thread(target=lambda: listing.append(_git(root, ["ls-files", "-v", "-s", "-z"])), daemon=True)
+    lister.start()  # the index and the status at once: two processes, two cores
     status = _git(
         root,
         [
@@ -216,6 +237,8 @@ def git_view(root: str) -> GitView | None:
             ".",
         ],
     )
+    lister.join()
+    listed = listing[0] if listing else None
     if listed is None or status is None:
         return None
     index: dict[str, str] = {}
@@ -251,3 +274,23 @@ def git_view(root: str) -> GitView | None:
         ignored_files={p[strip:] for p in ignored_files if p.startswith(prefix)},
         since_ns=since,
     )
+
+
+class PendingGitView:
+    """:func:`git_view` running in a thread, so that a scan walks the tree while git looks
+    (a walk needs no answer from git; only what it then reads does)."""
+
+    def __init__(self, root: str) -> None:
+        self._result: list[GitView | None] = []
+        prefix = work_tree_prefix(root)  # a few milliseconds: no repository, no thread
+        #: Whether ``root`` is in a git work tree at all (else :meth:`get` is None).
+        self.in_work_tree = prefix is not None
+        self._thread: threading.Thread | None = None
+        if prefix is not None:
+            self._thread = threading.Thread(target=lambda: self._result.append(git_view(root, prefix)), daemon=True)
+            self._thread.start()
+
+    def get(self) -> GitView | None:
+        if self._thread is not None:
+            self._thread.join()
+        return self._result[0] if self._result else None

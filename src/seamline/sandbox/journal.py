@@ -31,7 +31,7 @@ from typing import Final
 from seamline.errors import InvalidRequest, PermissionDenied, SandboxViolation
 from seamline.events import FileChangeKind
 from seamline.sandbox.file_index import ABSENT, FileIndex, PathState, ScanNotes, ScanProgress
-from seamline.sandbox.git_view import GIT_PREFIX, IGNORED_DIR, IGNORED_PREFIX, GitView, git_view, read_git_blobs
+from seamline.sandbox.git_view import GIT_PREFIX, IGNORED_DIR, IGNORED_PREFIX, GitView, PendingGitView, read_git_blobs
 from seamline.sandbox.revert_plan import apply_plan, check_plan, plan_restore, real_folders, safe_rel
 
 __all__ = ["EditJournal", "JournalStep", "PathState", "RevertReport", "journal_path_for"]
@@ -145,8 +145,9 @@ class EditJournal:
         step = None if number_at_end else self._reserve_step(run_id, tool, call_id)
         # A single path brings its folders: write_file may create them, and revert removes them.
         rels = None if paths is None else list(dict.fromkeys(a for p in paths for a in _with_ancestors(_rel(root, p))))
-        view = git_view(str(root)) if rels is None else None
-        before = self._scan(root, rels, skip_dirs, before_notes, progress, view)
+        pending = PendingGitView(str(root)) if rels is None else None
+        before = self._scan(root, rels, skip_dirs, before_notes, progress, pending)
+        view = pending.get() if pending is not None else None
         try:
             yield
         finally:
@@ -185,7 +186,7 @@ class EditJournal:
         skip_dirs: frozenset[str] = frozenset(),
         notes: ScanNotes | None = None,
         progress: ScanProgress | None = None,
-        view: GitView | None = None,
+        view: GitView | PendingGitView | None = None,
     ) -> dict[str, PathState]:
         # One transaction for every blob a scan stores, not one per file.
         with self._db:
