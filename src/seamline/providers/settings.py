@@ -195,6 +195,13 @@ class ACPSettings(ProviderSettings):
     max_processes: int | None = None
     memory_bytes: int | None = None
     tmp_bytes: int | None = None
+    #: the agent's model requests through seamline's gateway (``on``, the default, where its
+    #: vendor is known) or not; ``gateway_vendor`` names the vendor of an agent seamline does
+    #: not know (``anthropic``, ``openai``, ``gemini``)
+    gateway: Literal["on", "off"] | None = None
+    gateway_vendor: Literal["anthropic", "openai", "gemini"] | None = None
+    #: model requests at once to the upstream, shared by every session of the process
+    max_concurrent_requests: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -219,6 +226,11 @@ class OpenCodeSettings(ProviderSettings):
     max_processes: int | None = None
     memory_bytes: int | None = None
     tmp_bytes: int | None = None
+    #: OpenCode's model requests through seamline's gateway (``on``, the default, with
+    #: seamline's provider) or not
+    gateway: Literal["on", "off"] | None = None
+    #: model requests at once to the upstream, shared by every session of the process
+    max_concurrent_requests: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
