@@ -66,7 +66,7 @@ def test_a_deny_on_the_http_permissions_route_stops_claude_codes_shell_call(worl
             events = _answer_and_read(client, run_id, "deny")
         assert not marker.exists()
     types = [e.type for e in events]
-    assert types.count("permission_request") == 1 and types[-1] == "complete"
+    assert types.count("permission_request") == 1 and types[-1] == "complete", events
     request = next(e for e in events if e.type == "permission_request")
     assert request.tool == "Bash" and request.arguments["command"] == f"touch {marker}"
     decisions = [e for e in events if e.type == "permission_decision"]

@@ -312,9 +312,16 @@ def test_a_key_tried_at_the_gateway_from_inside_is_refused_and_reported(
     assert refused == [{"reason": "no credential this gateway issued", "method": "POST", "path": "/v1/messages"}]
 
 
+@pytest.mark.parametrize("sandbox", ["bwrap", None], ids=["in-the-envelope", "no-sandbox"])
 def test_a_recorded_acp_run_replays_with_the_api_stopped_and_no_key(
-    world: CliWorld, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    world: CliWorld,
+    tmp_path: Path,
+    sandbox: Sandboxed,
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    if sandbox == "bwrap":
+        request.getfixturevalue("bwrap_ready")
     # The cassette sits at the session's gateway, so an ACP agent of known vendor records and
     # replays as an agent CLI does: the same events and files, nothing sent anywhere.
     cassette = tmp_path / "acp.cassette.jsonl"
@@ -325,6 +332,7 @@ def test_a_recorded_acp_run_replays_with_the_api_stopped_and_no_key(
             provider="acp",
             options={"command": str(AGENT), "turn_timeout": "120", "grace": "1"},
             workspace=world.workspace,
+            sandbox=sandbox,
             store=tmp_path / "store.db",
             yes=True,
             **cassette_use,  # type: ignore[arg-type]

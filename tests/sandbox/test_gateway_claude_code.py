@@ -113,14 +113,19 @@ def test_the_ledger_is_what_the_api_said_each_request_cost(world: CliWorld, tmp_
     assert totals.cache_read_tokens == 500 * (answered - 1)
 
 
-def test_a_budget_worth_two_requests_stops_the_turn_after_at_most_three(world: CliWorld, tmp_path: Path) -> None:
+@pytest.mark.parametrize("sandbox", ["bwrap", None], ids=["in-the-envelope", "no-sandbox"])
+def test_a_budget_worth_two_requests_stops_the_turn_after_at_most_three(
+    world: CliWorld, tmp_path: Path, sandbox: str | None, request: pytest.FixtureRequest
+) -> None:
+    if sandbox == "bwrap":
+        request.getfixturevalue("bwrap_ready")
     one_request = price_usage(
         Usage(input_tokens=2000, output_tokens=300, cache_read_tokens=500, cache_write_tokens=100), model=MODEL
     )
     assert one_request is not None and one_request > 0
     script = [shell(f"echo step{i}") for i in range(8)] + [{"text": "Done.", "usage": ONE}]
     with AgentAnthropic(script, fallback={"text": "side", "usage": ONE}) as fake:
-        result = run(world, fake, tmp_path / "store.db", sandbox=None, budget_usd=2 * one_request)
+        result = run(world, fake, tmp_path / "store.db", sandbox=sandbox, budget_usd=2 * one_request)
         sent = len(fake.model_requests())
     assert result.outcome == "budget", result.events
     assert any(isinstance(e, Error) and e.kind == "budget" for e in result.events)

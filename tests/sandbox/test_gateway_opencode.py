@@ -192,9 +192,16 @@ def test_opencodes_own_configuration_is_said_to_keep_the_key_in_its_environment(
     assert len(notes) == 1 and "OpenCode's own configuration" in str(notes[0]["because"]), notes
 
 
+@pytest.mark.parametrize("sandbox", ["bwrap", None], ids=["in-the-envelope", "no-sandbox"])
 def test_a_recorded_opencode_run_replays_with_the_api_stopped_and_no_key(
-    world: CliWorld, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    world: CliWorld,
+    tmp_path: Path,
+    sandbox: Sandboxed,
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    if sandbox == "bwrap":
+        request.getfixturevalue("bwrap_ready")
     # The cassette sits at the session's gateway: OpenCode with seamline's provider records
     # and replays as an agent CLI does, the same answer and file, nothing sent anywhere.
     cassette = tmp_path / "opencode.cassette.jsonl"
@@ -206,6 +213,7 @@ def test_a_recorded_opencode_run_replays_with_the_api_stopped_and_no_key(
             provider="opencode",
             options={**options, "base_url": base_url},
             workspace=world.workspace,
+            sandbox=sandbox,
             store=tmp_path / "store.db",
             yes=True,
             **cassette_use,  # type: ignore[arg-type]
