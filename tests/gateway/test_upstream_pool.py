@@ -22,6 +22,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal
 
 import pytest
@@ -29,6 +30,7 @@ import pytest
 from seamline.events import Usage
 from seamline.gateway import ModelGateway, Upstream
 from seamline.gateway.upstream_pool import upstream_pool
+from tests.fakes.tls import self_signed_certificate
 
 REAL_KEY = "sk-real-canary-pool"
 BODY = json.dumps({"model": "claude-test-1", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]})
@@ -423,41 +425,10 @@ def test_idle_connections_are_closed_after_the_idle_timeout_and_capped() -> None
 
 
 def _self_signed(folder: str) -> tuple[str, str]:
-    cryptography = pytest.importorskip("cryptography")
-    del cryptography
-    import datetime
-    import ipaddress
-
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "seamline test")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(hours=1))
-        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
-        .sign(key, hashes.SHA256())
-    )
-    cert_path, key_path = os.path.join(folder, "cert.pem"), os.path.join(folder, "key.pem")
-    with open(cert_path, "wb") as out:
-        out.write(cert.public_bytes(serialization.Encoding.PEM))
-    with open(key_path, "wb") as out:
-        out.write(
-            key.private_bytes(
-                serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-            )
-        )
-    return cert_path, key_path
+    pytest.importorskip("cryptography")
+    made = self_signed_certificate(Path(folder))
+    assert made is not None
+    return str(made[0]), str(made[1])
 
 
 @pytest.mark.parametrize("misbehave", ["none", "close-after-answer", "drop-next"])
