@@ -46,7 +46,7 @@ def test_a_yaml_dataset_gives_typed_tasks_with_repositories_beside_the_file(fold
     first, second = dataset.tasks
     assert first == Task(
         id="add-fn",
-        repository=(folder / "repos" / "calc").resolve(),
+        repository=str((folder / "repos" / "calc").resolve()),
         commit="main",
         setup="make deps",
         prompt="Add double.",
@@ -125,10 +125,10 @@ def test_broken_files_are_named_too(folder: Path) -> None:
 
 
 def test_the_python_form_checks_the_same_fields(folder: Path) -> None:
-    task = Task(id="t1", repository=folder, prompt="p", check="true")
+    task = Task(id="t1", repository=str(folder), prompt="p", check="true")
     assert Dataset(tasks=(task,)).tasks == (task,)
     with pytest.raises(InvalidRequest, match="timeout_s"):
-        Task(id="t1", repository=folder, prompt="p", check="true", timeout_s=0)
+        Task(id="t1", repository=str(folder), prompt="p", check="true", timeout_s=0)
     with pytest.raises(InvalidRequest, match="appears twice"):
         Dataset(tasks=(task, task))
     with pytest.raises(InvalidRequest, match="at least one"):

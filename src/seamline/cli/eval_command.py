@@ -1,46 +1,171 @@
-"""``seamline eval validate FILE``: check an evaluation's dataset, naming each mistake with its line."""
+"""``seamline eval``: run a dataset of tasks on several backends and compare them.
+
+``seamline eval FILE -p A -p B …`` (the same as ``eval run``) runs every task, variant
+and sample as a trial; ``validate`` checks a dataset; ``resume``, ``show`` and ``list`` work on
+the evaluations kept beside the store (:mod:`seamline.evals.record`).
+"""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
+from collections.abc import Sequence
 from typing import Any, Final
 
+from seamline.cli.main import SeamlineUsage, install_abort_handler, parse_options
+from seamline.cli.race_command import _labels, _NewVariant, _VariantModel, _VariantOption
 from seamline.evals.dataset import DatasetError, load_dataset
 from seamline.exit_codes import EXIT_CODES
 
-__all__ = ["add_parser", "run"]
+__all__ = ["add_parser", "rewrite_argv", "run"]
+
+_SUBCOMMANDS: Final = ("run", "validate", "resume", "show", "list")
 
 _EPILOG: Final = """\
 examples:
   seamline eval validate docs/examples/eval/dataset.yaml
-  seamline eval validate tasks.jsonl --json
+  seamline eval tasks.yaml -p claude-code -p codex --samples 4 --budget-usd 5 --yes
+  seamline eval tasks.yaml -p openai -m gpt-5.5 -p anthropic -m claude-sonnet-4-5 --json
+  seamline eval run tasks.yaml -p gemini-cli --concurrency 2
+  seamline eval resume 3f2a9c1d
+  seamline eval show 3f2a9c1d --json
+  seamline eval list
 
 A dataset is YAML (a list of tasks) or JSONL (one task per line); each task has an id, a
-repository (a folder, relative to the file), a prompt and a check command (exit 0 passes),
-and optionally commit, setup, rubric, timeout_s, budget_usd and tags. See docs/evals.md.
+repository (a git repository, relative to the file), a prompt and a check command (exit 0
+passes). Every task, variant and sample is a trial: a worktree run on its own branch,
+checked in its worktree. See docs/evals.md.
 
-exit codes: 0 the dataset is usable, 2 it is not (every mistake is listed with its line)
+exit codes: 0 finished (whatever passed), 1 failed, 2 usage error or an unusable dataset,
+3 the budget ran out (what finished is kept), 130 interrupted (`eval resume ID` goes on)
 """
+
+
+def rewrite_argv(arguments: Sequence[str]) -> list[str]:
+    """``seamline eval FILE …`` is ``seamline eval run FILE …``."""
+    listed = list(arguments)
+    at = listed.index("eval") + 1 if "eval" in listed else len(listed)
+    if at < len(listed) and listed[at] not in _SUBCOMMANDS and not listed[at].startswith("-"):
+        listed.insert(at, "run")
+    return listed
 
 
 def add_parser(commands: Any) -> str:
     evals = commands.add_parser(
         "eval",
-        help="evaluate agents on a dataset of tasks (validate a dataset)",
-        description="Evaluate agents on a dataset of tasks. Today: check a dataset file.",
+        help="evaluate agents on a dataset of tasks: pass rates, pass@k, cost per pass",
+        description="Run a dataset of tasks on several backends, each trial in its own worktree; "
+        "check, count and compare them.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=_EPILOG,
     )
     sub = evals.add_subparsers(dest="eval_command", metavar="SUBCOMMAND", required=True)
+    run_parser = sub.add_parser("run", help="run a dataset (the default: `seamline eval FILE …`)")
+    run_parser.add_argument("file", metavar="FILE", help="the dataset (.yaml, .yml or .jsonl)")
+    run_parser.add_argument(
+        "--provider",
+        "-p",
+        action=_NewVariant,
+        metavar="NAME",
+        help="a backend to evaluate; repeatable (one variant each)",
+    )
+    run_parser.add_argument(
+        "--provider-option",
+        "-o",
+        action=_VariantOption,
+        metavar="KEY=VALUE",
+        help="an option of the variant named by the --provider before it (before any: of every variant)",
+    )
+    run_parser.add_argument("--model", "-m", action=_VariantModel, metavar="NAME", help="the model of that variant")
+    run_parser.add_argument(
+        "--samples", type=int, default=1, metavar="K", help="trials of each task per variant (default: 1)"
+    )
+    run_parser.add_argument("--concurrency", type=int, default=1, metavar="N", help="trials at once (default: 1)")
+    run_parser.add_argument("--budget-usd", type=float, metavar="USD", help="one budget for the whole evaluation")
+    run_parser.add_argument("--tags", action="append", metavar="TAG", help="only the tasks with this tag; repeatable")
+    run_parser.add_argument(
+        "--max-steps", type=int, default=50, metavar="N", help="most model calls per trial (default: 50)"
+    )
+    run_parser.add_argument("--keep", action="store_true", help="keep every trial's worktree and branch")
+    _common(run_parser)
     validate = sub.add_parser("validate", help="check a dataset file and list its tasks")
     validate.add_argument("file", metavar="FILE", help="the dataset (.yaml, .yml or .jsonl)")
     validate.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    resume = sub.add_parser("resume", help="run the trials an interrupted evaluation did not finish")
+    resume.add_argument("id", metavar="ID", help="the evaluation (four or more characters of its id)")
+    _common(resume)
+    show = sub.add_parser("show", help="the figures of a kept evaluation")
+    show.add_argument("id", metavar="ID")
+    show.add_argument(
+        "--store", metavar="PATH|URL", help="session store (default: $SEAMLINE_STORE or the user data dir)"
+    )
+    show.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    listing = sub.add_parser("list", help="the kept evaluations, newest first")
+    listing.add_argument(
+        "--store", metavar="PATH|URL", help="session store (default: $SEAMLINE_STORE or the user data dir)"
+    )
+    listing.add_argument("--json", action="store_true", help="one JSON object per evaluation")
     return "eval"
 
 
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--store", metavar="PATH|URL", help="session store (default: $SEAMLINE_STORE or the user data dir)"
+    )
+    parser.add_argument(
+        "--yes", "-y", action="store_true", help="allow tools that write or execute (write_file, shell)"
+    )
+    parser.add_argument(
+        "--sandbox",
+        choices=["auto", "bwrap", "container"],
+        help="run each trial's backend, shell tool and check isolated, as `seamline run --sandbox` does",
+    )
+    parser.add_argument("--json", action="store_true", help="print the result as one JSON object")
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.eval_command == "validate":
+        return _validate(args)
+    from seamline.evals.record import evals_dir, find_record, list_records
+    from seamline.evals.report import report, table
+
+    root = evals_dir(args.store)
+    if args.eval_command == "list":
+        for record in list_records(root):
+            plan, trials, status = record.plan(), record.trials(), record.status()
+            labels = [v.label for v in plan.variants]
+            row: dict[str, object] = {
+                "id": record.id,
+                "dataset": plan.dataset,
+                "status": status.get("status"),
+                "variants": labels,
+                "trials": len(trials),
+                "planned": len(plan.trial_keys()),
+            }
+            print(
+                json.dumps(row)
+                if args.json
+                else f"{record.id[:12]}  {status.get('status')!s:<11} {len(trials)}/{row['planned']} "
+                f"trials  {', '.join(labels)}  {plan.dataset}"
+            )
+        return 0
+    if args.eval_command == "show":
+        record = find_record(root, args.id)
+        data = report(record.plan(), record.trials(), status=str(record.status().get("status")))
+        print(json.dumps(data) if args.json else table(data))
+        return 0
+    if args.eval_command == "resume":
+        record = find_record(root, args.id)
+        plan = record.plan()
+        if record.status().get("status") == "completed":
+            print(f"seamline: evaluation {record.id[:12]} finished already; nothing to resume", file=sys.stderr)
+        return _execute(args, record, plan)
+    return _start(args, root)
+
+
+def _validate(args: argparse.Namespace) -> int:
     try:
         dataset = load_dataset(args.file)
     except DatasetError as exc:
@@ -62,3 +187,105 @@ def run(args: argparse.Namespace) -> int:
             print(f"{task.id:<24} {task.repository}{tags}")
         print(f"{len(dataset.tasks)} task(s), valid", file=sys.stderr)
     return 0
+
+
+def _start(args: argparse.Namespace, root: Any) -> int:
+    from seamline.evals.record import EvalRecord, Variant
+    from seamline.providers.registry import provider_class
+
+    try:
+        dataset = load_dataset(args.file)
+    except DatasetError as exc:
+        for problem in exc.problems:
+            print(f"{exc.path}:{problem.line}: {problem.message}" if problem.line else problem.message, file=sys.stderr)
+        raise SeamlineUsage(
+            f"{len(exc.problems)} problem(s) in {exc.path} (seamline eval validate shows them)"
+        ) from None
+    dataset = dataset.tagged(args.tags or [])
+    from seamline.evals.runner import starting_points
+
+    problems = starting_points(dataset.tasks)
+    if problems:
+        raise SeamlineUsage("the tasks cannot start: " + "; ".join(problems))
+    given = getattr(args, "variants", None) or []
+    if not given:
+        raise SeamlineUsage("name the backends to evaluate: --provider NAME, once or more")
+    for name, value in (
+        ("--samples", args.samples),
+        ("--concurrency", args.concurrency),
+        ("--max-steps", args.max_steps),
+    ):
+        if value < 1:
+            raise SeamlineUsage(f"{name} must be at least 1")
+    if args.budget_usd is not None and args.budget_usd <= 0:
+        raise SeamlineUsage("--budget-usd must be above 0")
+    common = list(getattr(args, "common_options", None) or [])
+    model = getattr(args, "common_model", None)
+    full = [type(v)(v.provider, v.model or model, [*common, *v.options]) for v in given]
+    labels = _labels(full)
+    variants = []
+    for label, v in zip(labels, full, strict=True):
+        provider_class(v.provider)  # an unknown backend is refused before anything starts
+        variants.append(Variant(label=label, provider=v.provider, model=v.model, options=parse_options(v.options)))
+    record, plan = EvalRecord.create(
+        root,
+        {
+            "dataset": str(args.file),
+            "tasks": dataset.tasks,
+            "variants": variants,
+            "samples": args.samples,
+            "concurrency": args.concurrency,
+            "budget_usd": args.budget_usd,
+            "sandbox": args.sandbox,
+            "max_steps": args.max_steps,
+            "keep": args.keep,
+        },
+    )
+    print(f"seamline: evaluation {record.id} ({len(plan.trial_keys())} trials)", file=sys.stderr)
+    return _execute(args, record, plan)
+
+
+def _execute(args: argparse.Namespace, record: Any, plan: Any) -> int:
+    from seamline.cli.sandbox_command import envelope_options, sandbox_for_run
+    from seamline.evals.report import report, table
+    from seamline.evals.runner import EvalRun
+    from seamline.live.race import Racer
+    from seamline.providers.registry import create_provider, provider_class
+    from seamline.runner import session_run_options
+    from seamline.sessions.sqlite_store import open_store
+    from seamline.tools.workspace import Workspace, workspace_tools
+
+    sandbox = args.sandbox or plan.sandbox
+    envelope = argparse.Namespace(
+        sandbox=sandbox, sandbox_policy=None, allow_host=None, store=args.store, no_store=False
+    )
+
+    def make_racer(variant: Any, tree: Any) -> Racer:
+        cls = provider_class(variant.provider)
+        options = {**variant.options, **(envelope_options(envelope, cls) or {})}
+        provider = create_provider(variant.provider, model=variant.model, options=options)
+        ws = Workspace(tree.workspace)
+        box, journal = sandbox_for_run(envelope, ws)
+        own_tools = provider.runs_own_tools and box is not None
+        tools = workspace_tools(ws) if own_tools else workspace_tools(ws, sandbox=box, journal=journal)
+        stored = session_run_options(provider, budget_usd=plan.budget_usd, extra={"sandbox": sandbox, "eval": plan.id})
+        return Racer(label=variant.label, provider=provider, tree=tree, tools=tools, sandbox=box, stored=stored)
+
+    store = open_store(args.store)
+    try:
+        evaluation = EvalRun(
+            plan=plan, record=record, store=store, make_racer=make_racer, yes=args.yes or bool(sandbox)
+        )
+        status = asyncio.run(_drive(evaluation))
+    finally:
+        store.close()
+    data = report(plan, record.trials(), status=status)
+    print(json.dumps(data) if args.json else table(data))
+    if status == "aborted":
+        print(f"seamline: interrupted; `seamline eval resume {record.id[:12]}` runs what is left", file=sys.stderr)
+    return {"completed": 0, "budget": EXIT_CODES["budget"], "aborted": EXIT_CODES["aborted"]}.get(status, 1)
+
+
+async def _drive(evaluation: Any) -> str:
+    install_abort_handler(asyncio.get_running_loop(), evaluation.stop)
+    return str(await evaluation.run())

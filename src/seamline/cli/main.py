@@ -58,7 +58,7 @@ SUMMARIES: Final[dict[str, str]] = {
     "merge": "merge a worktree run's branch into the branch it started from",
     "discard": "remove a worktree run's worktree and branch",
     "race": "run one task on several backends at once, each in its own worktree; rank them, merge the best",
-    "eval": "evaluate agents on a dataset of tasks (validate a dataset)",
+    "eval": "evaluate agents on a dataset of tasks: pass rates, pass@k, cost per pass",
     "watch": "every live and recent run at a glance: status, branch, tokens, cost",
     "sessions": "list, inspect, resume, fork, export and remove stored sessions",
     "pipelines": "list and show pipeline definitions",
@@ -133,6 +133,11 @@ class SeamlineUsage(Exception):
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     parser, owners = _parser(arguments)
+    for module_name in owners.values():
+        # A command may take a default subcommand (``seamline eval FILE`` is ``eval run FILE``).
+        rewrite = getattr(importlib.import_module(module_name), "rewrite_argv", None)
+        if rewrite is not None:
+            arguments = rewrite(arguments)
     args = parser.parse_args(arguments)
     if args.version:
         from seamline._version import __version__

@@ -54,10 +54,10 @@ _REQUIRED: Final = ("id", "repository", "prompt", "check")
 
 
 class Task(msgspec.Struct, frozen=True, kw_only=True):
-    """One task of a dataset. ``repository`` is absolute once loaded from a file."""
+    """One task of a dataset. ``repository`` is a folder, absolute once loaded from a file."""
 
     id: str
-    repository: Path
+    repository: str
     prompt: str
     check: str
     commit: str | None = None
@@ -266,7 +266,7 @@ def _positive(value: object) -> bool:
 def _task(fields: Mapping[str, Any], source: Path) -> Task:
     return Task(
         id=str(fields["id"]),
-        repository=(source.parent / str(fields["repository"])).resolve(),
+        repository=str((source.parent / str(fields["repository"])).resolve()),
         prompt=str(fields["prompt"]),
         check=str(fields["check"]),
         commit=fields.get("commit"),

@@ -157,12 +157,20 @@ def create(
     run_id: str,
     store: str | os.PathLike[str] | None = None,
     branch: str | None = None,
+    start: str | None = None,
 ) -> Worktree:
     """A new worktree for run ``run_id`` of the repository holding ``workspace``, on branch
-    ``branch`` (default ``seamline/<first 8 characters of run_id>``) from its HEAD, in
-    ``worktrees/<run_id>`` beside ``store`` (a file path; see :func:`worktrees_dir`).
-    Uncommitted changes in the repository stay there: the run starts from HEAD."""
+    ``branch`` (default ``seamline/<first 8 characters of run_id>``) from its HEAD (or the
+    commit ``start`` names), in ``worktrees/<run_id>`` beside ``store`` (a file path; see
+    :func:`worktrees_dir`). Uncommitted changes in the repository stay there."""
     repo, folder, base, base_branch = _repository(workspace)
+    if start is not None:
+        named = git(
+            ["rev-parse", "--verify", "--quiet", "--end-of-options", f"{start}^{{commit}}"], cwd=repo, check=False
+        )
+        if not named.ok or start.startswith("-"):
+            raise WorktreeRefused(f"{repo} has no commit {start!r}")
+        base = named.out.strip()
     name = branch or f"seamline/{run_id[:8]}"
     if not git(["check-ref-format", "--branch", name], cwd=repo, check=False).ok or name.startswith("-"):
         raise WorktreeRefused(f"not a usable branch name: {name!r}")
