@@ -19,6 +19,7 @@ EXIT_CODES: Final[dict[str, int]] = {
     **OUTCOME_EXIT_CODES,
     "usage": 2,
     **STOP_EXIT_CODES,
+    "regressed": 8,  # seamline eval --baseline: a variant did worse than its baseline
     "stdout_closed": 141,
     "terminated": 143,
 }

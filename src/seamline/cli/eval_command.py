@@ -21,7 +21,7 @@ from seamline.exit_codes import EXIT_CODES
 
 __all__ = ["add_parser", "rewrite_argv", "run"]
 
-_SUBCOMMANDS: Final = ("run", "validate", "resume", "show", "list")
+_SUBCOMMANDS: Final = ("run", "validate", "resume", "rescore", "show", "list")
 
 _EPILOG: Final = """\
 examples:
@@ -29,7 +29,9 @@ examples:
   seamline eval tasks.yaml -p claude-code -p codex --samples 4 --budget-usd 5 --yes
   seamline eval tasks.yaml -p openai -m gpt-5.5 -p anthropic -m claude-sonnet-4-5 --json
   seamline eval run tasks.yaml -p gemini-cli --concurrency 2
+  seamline eval tasks.yaml -p claude-code --samples 4 --baseline 3f2a9c1d --max-cost-increase 20%
   seamline eval resume 3f2a9c1d
+  seamline eval rescore 3f2a9c1d --check "pytest -q tests/test_new.py"
   seamline eval show 3f2a9c1d --json
   seamline eval list
 
@@ -39,7 +41,8 @@ passes). Every task, variant and sample is a trial: a worktree run on its own br
 checked in its worktree. See docs/evals.md.
 
 exit codes: 0 finished (whatever passed), 1 failed, 2 usage error or an unusable dataset,
-3 the budget ran out (what finished is kept), 130 interrupted (`eval resume ID` goes on)
+3 the budget ran out (what finished is kept), 8 a variant regressed against --baseline,
+130 interrupted (`eval resume ID` goes on)
 """
 
 
@@ -90,18 +93,26 @@ def add_parser(commands: Any) -> str:
     )
     run_parser.add_argument("--keep", action="store_true", help="keep every trial's worktree and branch")
     _common(run_parser)
+    _gate(run_parser)
     validate = sub.add_parser("validate", help="check a dataset file and list its tasks")
     validate.add_argument("file", metavar="FILE", help="the dataset (.yaml, .yml or .jsonl)")
     validate.add_argument("--json", action="store_true", help="print the result as one JSON object")
     resume = sub.add_parser("resume", help="run the trials an interrupted evaluation did not finish")
     resume.add_argument("id", metavar="ID", help="the evaluation (four or more characters of its id)")
     _common(resume)
+    _gate(resume)
+    rescore = sub.add_parser("rescore", help="check a kept evaluation's trials again, without running the agents")
+    rescore.add_argument("id", metavar="ID", help="the evaluation (four or more characters of its id)")
+    rescore.add_argument("--check", metavar="COMMAND", help="this check instead of each task's own")
+    _common(rescore)
+    _gate(rescore)
     show = sub.add_parser("show", help="the figures of a kept evaluation")
     show.add_argument("id", metavar="ID")
     show.add_argument(
         "--store", metavar="PATH|URL", help="session store (default: $SEAMLINE_STORE or the user data dir)"
     )
     show.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    _gate(show)
     listing = sub.add_parser("list", help="the kept evaluations, newest first")
     listing.add_argument(
         "--store", metavar="PATH|URL", help="session store (default: $SEAMLINE_STORE or the user data dir)"
@@ -125,11 +136,88 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the result as one JSON object")
 
 
+def _gate(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--baseline",
+        metavar="ID|FILE",
+        help="compare with an earlier evaluation (its id, or the file of its --json); exit 8 when a variant regressed",
+    )
+    parser.add_argument(
+        "--max-cost-increase",
+        type=_fraction,
+        metavar="PCT",
+        help="with --baseline: a rise of a variant's cost per pass past this (20%% or 0.2) is a regression",
+    )
+    parser.add_argument(
+        "--significance",
+        type=float,
+        default=0.05,
+        metavar="P",
+        help="with --baseline: a fall of a pass rate counts when the paired test's p-value is below P (default: 0.05)",
+    )
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a percentage or a fraction: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError("an increase of 0 or more")
+    return value
+
+
+def _finish(args: argparse.Namespace, data: dict[str, Any], root: Any, code: int) -> int:
+    """Print the figures (and the comparison with ``--baseline``); the exit code."""
+    print(json.dumps(data) if args.json else _table(data))
+    if not getattr(args, "baseline", None):
+        return code
+    from seamline.evals.gate import compare
+
+    lines, regressed = compare(
+        _baseline(args.baseline, root),
+        data,
+        significance=args.significance,
+        max_cost_increase=args.max_cost_increase,
+    )
+    print(f"against the baseline {args.baseline}:", file=sys.stderr)
+    for line in lines:
+        print(f"  {line}", file=sys.stderr)
+    if regressed and code == 0:
+        return EXIT_CODES["regressed"]
+    return code
+
+
+def _table(data: dict[str, Any]) -> str:
+    from seamline.evals.report import table
+
+    return table(data)
+
+
+def _baseline(given: str, root: Any) -> dict[str, Any]:
+    from pathlib import Path
+
+    from seamline.evals.record import find_record
+    from seamline.evals.report import report
+
+    path = Path(given)
+    if path.is_file():
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise SeamlineUsage(f"--baseline {given}: not the JSON of `seamline eval --json` ({exc})") from None
+        if not isinstance(data, dict) or "variants" not in data or "results" not in data:
+            raise SeamlineUsage(f"--baseline {given}: not the JSON of `seamline eval --json`")
+        return data
+    record = find_record(root, given)
+    return report(record.plan(), record.trials(), status=str(record.status().get("status")))
+
+
 def run(args: argparse.Namespace) -> int:
     if args.eval_command == "validate":
         return _validate(args)
     from seamline.evals.record import evals_dir, find_record, list_records
-    from seamline.evals.report import report, table
+    from seamline.evals.report import report
 
     root = evals_dir(args.store)
     if args.eval_command == "list":
@@ -154,8 +242,9 @@ def run(args: argparse.Namespace) -> int:
     if args.eval_command == "show":
         record = find_record(root, args.id)
         data = report(record.plan(), record.trials(), status=str(record.status().get("status")))
-        print(json.dumps(data) if args.json else table(data))
-        return 0
+        return _finish(args, data, root, 0)
+    if args.eval_command == "rescore":
+        return _rescore(args, root, find_record(root, args.id))
     if args.eval_command == "resume":
         record = find_record(root, args.id)
         plan = record.plan()
@@ -247,7 +336,8 @@ def _start(args: argparse.Namespace, root: Any) -> int:
 
 def _execute(args: argparse.Namespace, record: Any, plan: Any) -> int:
     from seamline.cli.sandbox_command import envelope_options, sandbox_for_run
-    from seamline.evals.report import report, table
+    from seamline.evals.record import evals_dir
+    from seamline.evals.report import report
     from seamline.evals.runner import EvalRun
     from seamline.live.race import Racer
     from seamline.providers.registry import create_provider, provider_class
@@ -280,10 +370,38 @@ def _execute(args: argparse.Namespace, record: Any, plan: Any) -> int:
     finally:
         store.close()
     data = report(plan, record.trials(), status=status)
-    print(json.dumps(data) if args.json else table(data))
     if status == "aborted":
         print(f"seamline: interrupted; `seamline eval resume {record.id[:12]}` runs what is left", file=sys.stderr)
-    return {"completed": 0, "budget": EXIT_CODES["budget"], "aborted": EXIT_CODES["aborted"]}.get(status, 1)
+        print(json.dumps(data) if args.json else _table(data))
+        return EXIT_CODES["aborted"]
+    code = {"completed": 0, "budget": EXIT_CODES["budget"]}.get(status, 1)
+    return _finish(args, data, evals_dir(args.store), code)
+
+
+def _rescore(args: argparse.Namespace, root: Any, record: Any) -> int:
+    from pathlib import Path
+
+    from seamline.cli.sandbox_command import sandbox_for_run
+    from seamline.evals.report import report
+    from seamline.evals.rescore import rescore
+    from seamline.tools.shell_output import run_unsandboxed
+    from seamline.tools.workspace import Workspace
+
+    sandbox = args.sandbox or record.plan().sandbox
+    envelope = argparse.Namespace(
+        sandbox=sandbox, sandbox_policy=None, allow_host=None, store=args.store, no_store=False
+    )
+
+    async def run_check(folder: Path, command: str, timeout: float) -> tuple[int, str]:
+        box, _ = sandbox_for_run(envelope, Workspace(folder))
+        if box is None:
+            return await run_unsandboxed(command, cwd=folder, timeout=timeout, cap=64 * 1024)
+        ran = await box.execute(command, wall_s=timeout)
+        return ran.outcome.returncode, ran.outcome.output.decode("utf-8", errors="replace")
+
+    new_record, plan = asyncio.run(rescore(record, root, check=args.check, run_check=run_check))
+    print(f"seamline: evaluation {new_record.id} rescored from {record.id[:12]}; no agent ran", file=sys.stderr)
+    return _finish(args, report(plan, new_record.trials(), status="completed"), root, 0)
 
 
 async def _drive(evaluation: Any) -> str:

@@ -60,6 +60,7 @@ class EvalPlan(msgspec.Struct, frozen=True, kw_only=True):
     max_steps: int = 50
     keep: bool = False
     created: float = 0.0
+    rescored_from: str | None = None
 
     def trial_keys(self) -> list[tuple[str, str, int]]:
         """Every trial, task by task, then variant, then sample."""
@@ -90,6 +91,8 @@ class TrialResult(msgspec.Struct, frozen=True, kw_only=True):
     session_id: str = ""
     branch: str = ""
     commit: str | None = None
+    base: str = ""  # the commit the trial started from
+    ref: str | None = None  # a ref keeping the trial's last commit, for rescore
     check_tail: str = ""
     diff: str = ""
 

@@ -88,6 +88,10 @@ def report(plan: EvalPlan, trials: Sequence[TrialResult], *, status: str = "comp
         "tasks": tasks,
         "comparisons": pairs,
         "test": "exact McNemar, two-sided, pairs by task and sample",
+        "results": [
+            {"task": t.task, "variant": t.variant, "sample": t.sample, "passed": t.passed, "cost_usd": t.cost_usd}
+            for t in trials
+        ],
     }
 
 

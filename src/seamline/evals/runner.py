@@ -169,7 +169,8 @@ class EvalRun:
             async for event in agents.turn(_CHECK, task.check, budget_usd=None):
                 if isinstance(event, Complete) and event.text:
                     check = msgspec.json.decode(event.text, type=CheckResult)
-            return self._from_check(key, agents, check, tokens)
+            result = self._from_check(key, agents, check, tokens)
+            return msgspec.structs.replace(result, base=tree.base, ref=await asyncio.to_thread(_keep, tree, check))
         except SeamlineError as exc:
             return _failed(key, "failed", exc.message, "")
         finally:
@@ -258,6 +259,15 @@ class EvalRun:
             file=self.progress,
             flush=True,
         )
+
+
+def _keep(tree: Worktree, check: CheckResult | None) -> str | None:
+    """A ref on the trial's last commit, so ``rescore`` finds its files once the branch is gone."""
+    if check is None:
+        return None
+    ref = f"refs/seamline/evals/{tree.run_id}"
+    made = git(["update-ref", ref, check.commit or tree.base], cwd=Path(tree.repo), check=False)
+    return ref if made.ok else None
 
 
 def starting_points(tasks: Sequence[Task]) -> list[str]:
