@@ -10,7 +10,8 @@ from typing import Any
 
 from seamline.cli.main import parse_options
 from seamline.errors import SeamlineError
-from seamline.providers.base import PreflightCheck
+from seamline.providers.base import PreflightCheck, Provider
+from seamline.providers.programs.model_gateway import STORED_LOGIN_NOTE
 from seamline.providers.registry import create_provider, provider_class, provider_names
 
 __all__ = ["add_parser", "run"]
@@ -67,6 +68,7 @@ def _list(args: argparse.Namespace) -> int:
                 "description": cls.description,
                 "default_model": cls.default_model,
                 "capabilities": {f: getattr(capabilities, f) for f in capabilities.__struct_fields__},
+                "gateway": _gateway_keys(cls),
                 "options": {
                     k: {"help": v.help, "default": v.default, "choices": list(v.choices)}
                     for k, v in cls.options.items()
@@ -89,6 +91,8 @@ def _list(args: argparse.Namespace) -> int:
             f"cost={caps['cost_source']} own_tools={'yes' if caps['runs_own_tools'] else 'no'} "
             f"routes={','.join(caps['routes'])} approval={caps['tool_approval']} keys={caps['keys']}"
         )
+        for line in _gateway_lines(row["gateway"]):
+            print(f"{'':<14} {line}")
         if args.options:
             options = row["options"]
             assert isinstance(options, dict)
@@ -96,6 +100,36 @@ def _list(args: argparse.Namespace) -> int:
                 default = f" (default {spec['default']})" if spec["default"] is not None else ""
                 print(f"{'':<16}-o {key}=…  {spec['help']}{default}")
     return 0
+
+
+def _gateway_keys(cls: type[Provider]) -> dict[str, Any] | None:
+    """Where the gateway takes a backend's key from, and what a login the program keeps in
+    its own files means (the gateway cannot hold it: off for that session); None where no
+    gateway holds a key for it."""
+    if not cls.gateway_key_vars:
+        return None
+    return {
+        "key_vars": list(cls.gateway_key_vars),
+        # keys=gateway_or_environment: only where seamline knows how the program reaches its API
+        "where_api_known": cls.keys == "gateway_or_environment",
+        "key_var_option": "api_key_env" if "api_key_env" in cls.options else None,
+        "stored_login": cls.stored_login,
+        "with_stored_login": None if cls.stored_login is None else "off",
+    }
+
+
+def _gateway_lines(gateway: Any) -> list[str]:
+    if not gateway:
+        return []
+    where = "where seamline knows the program's API, " if gateway["where_api_known"] else ""
+    names: list[str] = gateway["key_vars"]
+    named = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
+    if gateway["key_var_option"]:
+        named += f" (or the variable -o {gateway['key_var_option']} names)"
+    lines = [f"gateway: {where}holds the key of {named}, set in seamline's environment"]
+    if gateway["stored_login"]:
+        lines.append(f"gateway off with a stored login alone ({gateway['stored_login']}): {STORED_LOGIN_NOTE}")
+    return lines
 
 
 def _check(args: argparse.Namespace) -> int:

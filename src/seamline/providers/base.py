@@ -152,6 +152,13 @@ class Provider:
     runs_own_tools: ClassVar[bool] = False
     tool_approval: ClassVar[ToolApproval] = "every_call"
     keys: ClassVar[KeyPath] = "in_process"
+    #: The variables of seamline's environment the gateway takes this backend's key from
+    #: (``providers list``); () where no gateway holds a key for it.
+    gateway_key_vars: ClassVar[tuple[str, ...]] = ()
+    #: A login the program keeps in its own files and refreshes itself, as its user knows it
+    #: (``providers list``): the gateway cannot hold it, so a session with only that login
+    #: (none of :attr:`gateway_key_vars` set) runs with the gateway off. None: no such login.
+    stored_login: ClassVar[str | None] = None
     resume_support: ClassVar[Literal["native", "emulated", "none"]] = "emulated"
     mcp_transports: ClassVar[tuple[str, ...]] = ()
     attachments: ClassVar[tuple[str, ...]] = ()

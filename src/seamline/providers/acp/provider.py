@@ -54,7 +54,13 @@ from seamline.providers.acp.agent_process import (
     tool_arguments,
     tool_name,
 )
-from seamline.providers.acp.gateway import GATEWAY_VENDOR_OPTION, acp_gated_turn, acp_route, other_vendors_keys
+from seamline.providers.acp.gateway import (
+    GATEWAY_VENDOR_OPTION,
+    VENDOR_ROUTES,
+    acp_gated_turn,
+    acp_route,
+    other_vendors_keys,
+)
 from seamline.providers.acp.translator import PERMISSION_ANNOUNCE, AcpTranslator
 from seamline.providers.base import KeyPath, OptionSpec, PreflightCheck, Provider, ProviderSession
 from seamline.providers.programs.agent_settings import (
@@ -122,6 +128,10 @@ class AcpProvider(Provider):
     name = "acp"
     # The gateway where the agent's vendor is known (see seamline.providers.acp.gateway).
     keys: ClassVar[KeyPath] = "gateway_or_environment"
+    gateway_key_vars: ClassVar[tuple[str, ...]] = tuple(v for r in VENDOR_ROUTES.values() for v in r.key_vars)
+    stored_login: ClassVar[str | None] = (
+        "the agent's own, e.g. claude-agent-acp's `claude /login`, kept in ~/.claude/.credentials.json"
+    )
     description = "any Agent Client Protocol agent (JSON-RPC on stdio), e.g. claude-agent-acp"
     options: ClassVar[Mapping[str, OptionSpec]] = {
         "command": OptionSpec("the agent's command line, e.g. 'claude-agent-acp' (required)", operator_only=True),

@@ -35,7 +35,7 @@ from seamline.providers.agent_clis.parsers.base import StreamParser
 from seamline.providers.agent_clis.parsers.claude_code import ClaudeStreamJsonParser
 from seamline.providers.base import KeyPath, OptionSpec, PreflightCheck, ProviderSession
 from seamline.providers.programs.agent_settings import parse_setting_sources, project_memory
-from seamline.providers.programs.model_gateway import GATEWAY_OPTIONS, GatewayRoute
+from seamline.providers.programs.model_gateway import GATEWAY_OPTIONS, STORED_LOGIN_NOTE, GatewayRoute
 from seamline.providers.programs.runtime_dir import ensure_runtime_dir, remove_runtime_dir
 from seamline.providers.programs.warm_process import WARM_OPTIONS, WarmProcess
 from seamline.sandbox.private_files import write_private_file
@@ -56,6 +56,12 @@ class ClaudeCodeProvider(AgentCliProvider):
 
     name: ClassVar[str] = "claude-code"
     keys: ClassVar[KeyPath] = "gateway"
+    gateway_key_vars: ClassVar[tuple[str, ...]] = (
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_AUTH_TOKEN",
+        "CLAUDE_CODE_OAUTH_TOKEN",
+    )
+    stored_login: ClassVar[str | None] = "`claude /login`, kept in ~/.claude/.credentials.json, or an apiKeyHelper"
     description: ClassVar[str] = "Anthropic's Claude Code CLI (claude -p), running its own tools"
     default_model: ClassVar[str | None] = None
     options: ClassVar[dict[str, OptionSpec]] = {
@@ -288,7 +294,7 @@ class ClaudeCodeProvider(AgentCliProvider):
                 return PreflightCheck(name="credentials", ok=True, detail=f"{key} is set")
         stored = self.config_dir() / ".credentials.json"
         if stored.is_file():
-            return PreflightCheck(name="credentials", ok=True, detail=f"login stored in {stored}")
+            return PreflightCheck(name="credentials", ok=True, detail=f"login stored in {stored} ({STORED_LOGIN_NOTE})")
         return PreflightCheck(
             name="credentials",
             ok=False,

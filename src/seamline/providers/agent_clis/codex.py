@@ -37,7 +37,7 @@ from seamline.providers.agent_clis.parsers.base import StreamParser
 from seamline.providers.agent_clis.parsers.codex import CodexJsonParser
 from seamline.providers.agent_clis.parsers.codex_app_server import CodexAppServerParser
 from seamline.providers.base import KeyPath, OptionSpec, PreflightCheck, ProviderSession
-from seamline.providers.programs.model_gateway import GATEWAY_OPTIONS, GatewayRoute, gateway_of
+from seamline.providers.programs.model_gateway import GATEWAY_OPTIONS, STORED_LOGIN_NOTE, GatewayRoute, gateway_of
 from seamline.providers.programs.runtime_dir import ensure_runtime_dir
 from seamline.providers.programs.warm_process import WARM_OPTIONS, WarmProcess
 from seamline.sandbox.private_files import open_folder
@@ -54,6 +54,8 @@ class CodexProvider(AgentCliProvider):
 
     name: ClassVar[str] = "codex"
     keys: ClassVar[KeyPath] = "gateway"
+    gateway_key_vars: ClassVar[tuple[str, ...]] = ("OPENAI_API_KEY",)
+    stored_login: ClassVar[str | None] = "a ChatGPT login from `codex login`, kept in ~/.codex/auth.json"
     description: ClassVar[str] = "OpenAI's Codex CLI (codex exec --json), running its own tools"
     default_model: ClassVar[str | None] = None
     options: ClassVar[dict[str, OptionSpec]] = {
@@ -346,7 +348,7 @@ class CodexProvider(AgentCliProvider):
             return PreflightCheck(name="credentials", ok=True, detail=f"{key_env} is set")
         stored = self.config_dir() / "auth.json"
         if stored.is_file():
-            return PreflightCheck(name="credentials", ok=True, detail=f"login stored in {stored}")
+            return PreflightCheck(name="credentials", ok=True, detail=f"login stored in {stored} ({STORED_LOGIN_NOTE})")
         return PreflightCheck(
             name="credentials",
             ok=False,

@@ -32,7 +32,7 @@ from seamline.providers.agent_clis.parsers.gemini_cli import GeminiStreamJsonPar
 from seamline.providers.base import KeyPath, OptionSpec, PreflightCheck, ProviderSession
 from seamline.providers.programs.envelope_launch import envelope_home
 from seamline.providers.programs.journal import journaled_turn
-from seamline.providers.programs.model_gateway import GATEWAY_OPTIONS, GatewayRoute
+from seamline.providers.programs.model_gateway import GATEWAY_OPTIONS, STORED_LOGIN_NOTE, GatewayRoute
 from seamline.providers.programs.runtime_dir import ensure_runtime_dir
 from seamline.sandbox.private_files import PrivatePathRefused, read_file_beneath, write_private_file
 from seamline.tools.permission_bridge import GEMINI_TOOL_CLASSES
@@ -55,6 +55,8 @@ class GeminiCliProvider(AgentCliProvider):
 
     name: ClassVar[str] = "gemini-cli"
     keys: ClassVar[KeyPath] = "gateway"
+    gateway_key_vars: ClassVar[tuple[str, ...]] = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
+    stored_login: ClassVar[str | None] = "a Google login, kept in ~/.gemini/oauth_creds.json"
     description: ClassVar[str] = "Google's Gemini CLI (gemini -p -o stream-json), running its own tools"
     default_model: ClassVar[str | None] = "gemini-2.5-flash"
     options: ClassVar[dict[str, OptionSpec]] = {
@@ -267,7 +269,7 @@ class GeminiCliProvider(AgentCliProvider):
                 return PreflightCheck(name="credentials", ok=True, detail=f"{key} is set")
         stored = self.config_dir() / "oauth_creds.json"
         if stored.is_file():
-            return PreflightCheck(name="credentials", ok=True, detail=f"login stored in {stored}")
+            return PreflightCheck(name="credentials", ok=True, detail=f"login stored in {stored} ({STORED_LOGIN_NOTE})")
         return PreflightCheck(
             name="credentials",
             ok=False,

@@ -129,6 +129,8 @@ class OpenCodeProvider(Provider):
     name = "opencode"
     # The gateway where seamline writes OpenCode's provider (base_url), else OpenCode's own.
     keys: ClassVar[KeyPath] = "gateway_or_environment"
+    gateway_key_vars: ClassVar[tuple[str, ...]] = ("OPENAI_API_KEY",)
+    stored_login: ClassVar[str | None] = "`opencode auth login`, kept in ~/.local/share/opencode/auth.json"
     description = "the OpenCode agent through `opencode serve` (HTTP + server-sent events)"
     options: ClassVar[Mapping[str, OptionSpec]] = {
         "executable": OptionSpec("path of the opencode program (default: found on PATH)", operator_only=True),

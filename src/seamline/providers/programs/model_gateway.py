@@ -44,6 +44,7 @@ from seamline.usage import Rates, priced_usage
 __all__ = [
     "GATEWAY_OPTIONS",
     "MAX_CONCURRENT_VAR",
+    "STORED_LOGIN_NOTE",
     "GatewayRoute",
     "SessionGateway",
     "close_session_gateway",
@@ -57,6 +58,10 @@ __all__ = [
 ]
 
 MAX_CONCURRENT_VAR: Final = "SEAMLINE_GATEWAY_MAX_CONCURRENT"
+STORED_LOGIN_NOTE: Final = "the gateway cannot hold it: the program calls its API itself"
+"""What a login the program keeps in its own files means for the gateway (it refreshes its
+tokens itself, against its vendor's login servers): said by ``providers list`` and
+``providers check``, as the session's ``{"gateway": "off"}`` note says it at run time."""
 
 GATEWAY_OPTIONS: Final[dict[str, OptionSpec]] = {
     "gateway": OptionSpec(
