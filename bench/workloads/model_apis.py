@@ -251,10 +251,11 @@ def _measure(route: str, calls: int, reps: int, words: int, store: Any, folder: 
     return out
 
 
-def _transport_alone(requests: int, reps: int) -> float:
+def _transport_alone(requests: int, reps: int, *, budgeted: bool = False) -> float:
     """Microseconds of CPU the gated transport adds to one streamed request and its close:
     the median of ``reps`` runs of ``requests`` through it, less the median through the
-    inner transport alone (an answer made at once; the runs alternate)."""
+    inner transport alone (an answer made at once; the runs alternate). ``budgeted``: in a
+    turn with a budget not yet spent (the session's check asked before each request)."""
     import httpx2
 
     from seamline.gateway.sdk_binding import CURRENT, SdkBinding
@@ -269,6 +270,15 @@ def _transport_alone(requests: int, reps: int) -> float:
             yield b"data: {}\n\n"
 
     binding = SdkBinding(limit=4)
+    if budgeted:
+        from types import SimpleNamespace
+
+        from seamline.providers.model_apis.gated_client import SessionBinding
+        from seamline.usage import UsageTotals
+
+        turn = SimpleNamespace(turn_budget_usd=1.0, totals=UsageTotals(cost_usd=0.5))
+        SessionBinding(binding, turn).before_request()  # type: ignore[arg-type]  # a session's two fields
+        assert binding.admit is not None
     gated = GatedTransport(Answering(), SdkGate("openai"))
     plain = Answering()
     request = httpx2.Request("POST", "https://api.example.com/v1/chat/completions", headers={"authorization": "k"})
@@ -320,6 +330,9 @@ def run(*, quick: bool = False) -> dict[str, Any]:
             if before is not None:
                 os.environ["SEAMLINE_BLOCK_REAL_PROVIDERS"] = before
     results["transport_added_cpu_us_per_request"] = _transport_alone(2000 if quick else 20000, 3 if quick else 7)
+    results["transport_added_cpu_us_per_request_with_a_budget"] = _transport_alone(
+        2000 if quick else 20000, 3 if quick else 7, budgeted=True
+    )
     for route in ROUTES:
         r = results[route]
         results[f"{route}_ratio_per_call"] = r["ratio_per_call"]

@@ -164,11 +164,43 @@ def test_a_budget_worth_two_requests_ends_the_turn_budget_before_a_third_is_sent
     final = events[-1]
     assert final.type == "complete" and final.outcome == "budget"  # type: ignore[union-attr]
     (error,) = of_type(events, "error")
-    assert error.kind == "budget" and "budget" in error.message
-    # Two requests spent exactly the budget (not past it, so the turn went on); the third
-    # passed it, and the loop ended the turn (checked after each call): at most three.
-    assert 2 < sent <= 3
+    assert error.kind == "budget" and "budget" in error.message and "is spent" in error.message
+    # Two requests spent exactly the budget (not past it, so the loop went on); the
+    # transport refused the third before it was sent: the API saw two.
+    assert sent == 2
     assert len(of_type(events, "usage")) == sent
+
+
+@pytest.mark.parametrize(("name", "fake_type", "model", "extra"), BACKENDS, ids=IDS)
+def test_a_spent_budget_refuses_the_request_before_it_is_sent_once_not_retried(
+    name: str, fake_type: type[FakeAPI], model: str, extra: dict[str, str]
+) -> None:
+    usage = {"input_tokens": 1000, "output_tokens": 100}
+    with fake_type([{"text": "ok", "usage": usage, "times": -1}]) as fake:
+        options = {"base_url": fake.base_url, **FAST, **extra, "max_retries": "3"}
+        provider = create_provider(name, model=model, options=options)
+        assert isinstance(provider, ModelAPIProvider)
+
+        async def turns() -> tuple[list[Event], list[Event], list[Event]]:
+            session = await provider.open(tools=Toolset([lookup]))
+            try:
+                spent = [e async for e in session.send("go", budget_usd=0.0)]  # nothing to spend
+                free = [e async for e in session.send("go")]  # no budget: the request goes
+                tight = [e async for e in session.send("go", budget_usd=0.0)]
+                return spent, free, tight
+            finally:
+                await provider.close(session)
+
+        spent, free, tight = asyncio.run(turns())
+        sent = len(fake.model_requests())
+    for events in (spent, tight):
+        final = events[-1]
+        assert final.type == "complete" and final.outcome == "budget", events  # type: ignore[union-attr]
+        (error,) = of_type(events, "error")  # refused once: a budget refusal is not retried
+        assert error.kind == "budget" and "budget of 0.000000 USD is spent" in error.message
+        assert of_type(events, "usage") == []
+    assert free[-1].type == "complete" and free[-1].outcome == "completed"  # type: ignore[union-attr]
+    assert sent == 1  # only the turn without a budget reached the API
 
 
 class _CountingFake(FakeAPI):

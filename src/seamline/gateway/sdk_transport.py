@@ -17,6 +17,11 @@ function calls instead of a local HTTP hop:
   body's pieces as they arrived). With a player, nothing leaves the process: the answer is
   the recorded one, piece by piece; a request the cassette does not hold is answered ``400``
   in the vendor's error format, and :attr:`CassettePlayer.mismatches` says why.
+- **A spent budget.** A session whose binding has an ``admit`` check (a turn with a
+  budget) is asked before each request takes its slot; a refusal (the budget is spent) is
+  answered ``400`` in the vendor's error format with nothing sent, and kept in
+  :attr:`SdkBinding.refused` for the provider to classify (``budget``). Without a budget
+  the check is one attribute read.
 - **An unreachable upstream** is a connection error that names it (host and port, never a
   password in the URL).
 
@@ -71,6 +76,11 @@ class GatedTransport(httpx2.AsyncBaseTransport):
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         binding = CURRENT.get() or self._gate.default
+        admit = binding.admit
+        if admit is not None and (refusal := admit()) is not None:
+            binding.refused = refusal
+            message = vendor_error(self._gate.vendor, 400, refusal)
+            return httpx2.Response(400, headers={"content-type": "application/json"}, content=message, request=request)
         binding.requests += 1
         cassette = binding.cassette
         if isinstance(cassette, CassettePlayer):

@@ -238,7 +238,7 @@ class ModelAPIProvider(Provider):
             self.client()  # a missing key fails here, before a cassette file is opened
             self._sessions += 1
         binding = open_binding(session, self.option_values, vendor=self.vendor, key_var=self.api_key_env, key=key)
-        self._bindings[session.session_id] = SessionBinding(binding, own_client=own)
+        self._bindings[session.session_id] = SessionBinding(binding, session, own_client=own)
 
     async def _abort(self, session: ProviderSession) -> None:
         event = self._abort_events.get(session.session_id)

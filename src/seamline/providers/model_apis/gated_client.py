@@ -7,7 +7,8 @@ redirects), with every transport in it put behind a
 :class:`~seamline.gateway.sdk_transport.GatedTransport`. Each session is bound to that
 transport by the :class:`~seamline.gateway.sdk_binding.SdkBinding` the provider awaits each
 SDK call with (:func:`~seamline.gateway.sdk_binding.sending`): its limit of requests at once
-per upstream and its cassette. No local HTTP hop, no per-session client: the key stays in the
+per upstream, its cassette, and, in a turn with a budget, the check that refuses a request
+once the budget is spent (the turn then ends ``budget``, nothing sent). No local HTTP hop, no per-session client: the key stays in the
 SDK client, in-process.
 
 A session that replays a cassette with no key in the environment gets a client of its own
@@ -20,7 +21,7 @@ import os
 from pathlib import Path
 from typing import Any, Final
 
-from seamline.errors import InvalidRequest, SeamlineError
+from seamline.errors import BudgetExceeded, InvalidRequest, SeamlineError
 from seamline.gateway.cassette import CassettePlayer, CassetteRecorder
 from seamline.gateway.meter import Vendor
 from seamline.gateway.sdk_binding import SdkBinding
@@ -54,20 +55,39 @@ def gated_http_client(sdk: Any, vendor: str) -> tuple[Any, Any]:
 class SessionBinding:
     """One session's binding to the gated transport, and what it needs at its close."""
 
-    def __init__(self, binding: SdkBinding, *, own_client: Any = None) -> None:
+    def __init__(self, binding: SdkBinding, session: ProviderSession, *, own_client: Any = None) -> None:
         self.binding = binding
+        self.session = session
         self.own_client = own_client
         """A client of the session's own (a replay without a key), else ``None``."""
         self._mismatches_seen = 0
 
     def before_request(self) -> None:
-        cassette = self.binding.cassette
+        binding = self.binding
+        cassette = binding.cassette
         if isinstance(cassette, CassettePlayer):
             self._mismatches_seen = len(cassette.mismatches)
+        binding.refused = None
+        # Asked by the transport only in a turn with a budget.
+        binding.admit = None if self.session.turn_budget_usd is None else self._admit
+
+    def _admit(self) -> str | None:
+        """Why the next request must not go out: the turn's budget is spent (the cost the
+        turn has counted so far, the request that crossed the line included)."""
+        budget = self.session.turn_budget_usd
+        spent = self.session.totals.cost_usd
+        if budget is None or spent < budget:
+            return None
+        return (
+            f"seamline: the turn's budget of {budget:.6f} USD is spent ({spent:.6f} USD); "
+            "no more model requests are sent"
+        )
 
     def classified(self, failure: SeamlineError) -> SeamlineError:
-        """A request the cassette did not hold fails ``invalid_request`` saying where it
-        differs (the SDK saw only a ``400``)."""
+        """A request refused for the spent budget fails ``budget``; one the cassette did not
+        hold fails ``invalid_request`` saying where it differs (the SDK saw only a ``400``)."""
+        if (refused := self.binding.refused) is not None:
+            return BudgetExceeded(refused)
         mismatch = mismatch_of(self.binding.cassette, self._mismatches_seen)
         return InvalidRequest(mismatch) if mismatch is not None else failure
 
