@@ -137,6 +137,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 
 def _gate(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--html", metavar="FILE", help="also write the figures as one self-contained page")
     parser.add_argument(
         "--baseline",
         metavar="ID|FILE",
@@ -170,6 +171,16 @@ def _fraction(text: str) -> float:
 def _finish(args: argparse.Namespace, data: dict[str, Any], root: Any, code: int) -> int:
     """Print the figures (and the comparison with ``--baseline``); the exit code."""
     print(json.dumps(data) if args.json else _table(data))
+    if getattr(args, "html", None):
+        from pathlib import Path
+
+        from seamline.evals.html import render
+
+        try:
+            Path(args.html).write_text(render(data), encoding="utf-8")
+        except OSError as exc:
+            raise SeamlineUsage(f"--html {args.html}: cannot write it ({exc.strerror or exc})") from None
+        print(f"seamline: the figures are in {args.html}", file=sys.stderr)
     if not getattr(args, "baseline", None):
         return code
     from seamline.evals.gate import compare
