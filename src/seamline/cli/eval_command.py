@@ -92,6 +92,13 @@ def add_parser(commands: Any) -> str:
         "--max-steps", type=int, default=50, metavar="N", help="most model calls per trial (default: 50)"
     )
     run_parser.add_argument("--keep", action="store_true", help="keep every trial's worktree and branch")
+    run_parser.add_argument(
+        "--judge-provider", metavar="NAME", help="a backend that scores each trial of a task with a rubric (0 to 1)"
+    )
+    run_parser.add_argument("--judge-model", metavar="NAME", help="the model of --judge-provider")
+    run_parser.add_argument(
+        "--judge-option", action="append", metavar="KEY=VALUE", help="an option of --judge-provider; repeatable"
+    )
     _common(run_parser)
     _gate(run_parser)
     validate = sub.add_parser("validate", help="check a dataset file and list its tasks")
@@ -327,6 +334,17 @@ def _start(args: argparse.Namespace, root: Any) -> int:
     for label, v in zip(labels, full, strict=True):
         provider_class(v.provider)  # an unknown backend is refused before anything starts
         variants.append(Variant(label=label, provider=v.provider, model=v.model, options=parse_options(v.options)))
+    judge = None
+    if args.judge_provider:
+        provider_class(args.judge_provider)
+        judge = Variant(
+            label="judge",
+            provider=args.judge_provider,
+            model=args.judge_model,
+            options=parse_options(args.judge_option or []),
+        )
+    elif args.judge_model or args.judge_option:
+        raise SeamlineUsage("--judge-model and --judge-option need --judge-provider")
     record, plan = EvalRecord.create(
         root,
         {
@@ -339,6 +357,7 @@ def _start(args: argparse.Namespace, root: Any) -> int:
             "sandbox": args.sandbox,
             "max_steps": args.max_steps,
             "keep": args.keep,
+            "judge": judge,
         },
     )
     print(f"seamline: evaluation {record.id} ({len(plan.trial_keys())} trials)", file=sys.stderr)
@@ -351,6 +370,7 @@ def _execute(args: argparse.Namespace, record: Any, plan: Any) -> int:
     from seamline.evals.report import report
     from seamline.evals.runner import EvalRun
     from seamline.live.race import Racer
+    from seamline.providers.base import Provider
     from seamline.providers.registry import create_provider, provider_class
     from seamline.runner import session_run_options
     from seamline.sessions.sqlite_store import open_store
@@ -372,10 +392,18 @@ def _execute(args: argparse.Namespace, record: Any, plan: Any) -> int:
         stored = session_run_options(provider, budget_usd=plan.budget_usd, extra={"sandbox": sandbox, "eval": plan.id})
         return Racer(label=variant.label, provider=provider, tree=tree, tools=tools, sandbox=box, stored=stored)
 
+    def make_judge() -> Provider:
+        return create_provider(plan.judge.provider, model=plan.judge.model, options=dict(plan.judge.options))
+
     store = open_store(args.store)
     try:
         evaluation = EvalRun(
-            plan=plan, record=record, store=store, make_racer=make_racer, yes=args.yes or bool(sandbox)
+            plan=plan,
+            record=record,
+            store=store,
+            make_racer=make_racer,
+            make_judge=make_judge if plan.judge is not None else None,
+            yes=args.yes or bool(sandbox),
         )
         status = asyncio.run(_drive(evaluation))
     finally:

@@ -61,6 +61,7 @@ class EvalPlan(msgspec.Struct, frozen=True, kw_only=True):
     keep: bool = False
     created: float = 0.0
     rescored_from: str | None = None
+    judge: Variant | None = None  # the backend judging the tasks that have a rubric
 
     def trial_keys(self) -> list[tuple[str, str, int]]:
         """Every trial, task by task, then variant, then sample."""
@@ -95,6 +96,9 @@ class TrialResult(msgspec.Struct, frozen=True, kw_only=True):
     ref: str | None = None  # a ref keeping the trial's last commit, for rescore
     check_tail: str = ""
     diff: str = ""
+    judge_verdict: str | None = None  # pass, fail or unreadable; None when not judged
+    judge_score: float | None = None
+    judge_cost_usd: float | None = 0.0
 
     @property
     def key(self) -> tuple[str, str, int]:

@@ -57,6 +57,12 @@ def report(plan: EvalPlan, trials: Sequence[TrialResult], *, status: str = "comp
                 "output_tokens": sum(t.output_tokens for t in mine),
                 "mean_elapsed_s": _mean([t.elapsed_s for t in mine]),
                 "mean_diff_lines": _mean([t.insertions + t.deletions for t in mine]),
+                "judged": sum(t.judge_verdict is not None for t in mine),
+                "judge_passes": sum(t.judge_verdict == "pass" for t in mine),
+                "mean_judge_score": _mean([t.judge_score for t in mine if t.judge_score is not None]),
+                "judge_cost_usd": None
+                if any(t.judge_cost_usd is None for t in mine)
+                else sum(t.judge_cost_usd or 0.0 for t in mine),
             }
         )
     pairs = []
@@ -108,6 +114,7 @@ def table(data: dict[str, Any]) -> str:
         f"pass^{k}",
         "cost",
         "$/pass",
+        "judge",
         "time",
     )
     rows = [head]
@@ -125,6 +132,7 @@ def table(data: dict[str, Any]) -> str:
                 _num(v[f"pass^{k}"]),
                 _money(v["cost_usd"]),
                 _money(v["cost_per_pass"]),
+                "-" if v["mean_judge_score"] is None else f"{v['mean_judge_score']:.2f}",
                 "-" if v["mean_elapsed_s"] is None else f"{v['mean_elapsed_s']:.1f}s",
             )
         )

@@ -28,6 +28,7 @@ import msgspec
 
 from seamline.errors import SeamlineError
 from seamline.evals.dataset import Task
+from seamline.evals.judge import JudgeFactory, judge_trial
 from seamline.evals.record import EvalPlan, EvalRecord, TrialResult, Variant, missing
 from seamline.events import Complete, Usage
 from seamline.live.race import RaceAgents, Racer
@@ -58,6 +59,7 @@ class EvalRun:
     record: EvalRecord
     store: SessionStore
     make_racer: RacerFactory
+    make_judge: JudgeFactory | None = None
     yes: bool = False
     progress: TextIO | None = field(default_factory=lambda: sys.stderr)
     status: str = "running"
@@ -170,12 +172,37 @@ class EvalRun:
                 if isinstance(event, Complete) and event.text:
                     check = msgspec.json.decode(event.text, type=CheckResult)
             result = self._from_check(key, agents, check, tokens)
-            return msgspec.structs.replace(result, base=tree.base, ref=await asyncio.to_thread(_keep, tree, check))
+            result = msgspec.structs.replace(result, base=tree.base, ref=await asyncio.to_thread(_keep, tree, check))
+            if check is not None and task.rubric and self.make_judge is not None and not self._stopping:
+                result = await self._judged(result, task, tree)
+            return result
         except SeamlineError as exc:
             return _failed(key, "failed", exc.message, "")
         finally:
             self._running.pop(key, None)
             await asyncio.to_thread(self._tidy, tree, agents)
+
+    async def _judged(self, result: TrialResult, task: Task, tree: Worktree) -> TrialResult:
+        assert self.make_judge is not None and task.rubric
+        left = self._budget_left()
+        if left == 0.0:
+            return result
+        judgement = await judge_trial(
+            self.make_judge(),
+            workspace=Path(tree.workspace),
+            store=self.store,
+            prompt=task.prompt,
+            rubric=task.rubric,
+            passed=result.passed,
+            diff=result.diff,
+            max_steps=self.plan.max_steps,
+            budget_usd=left,
+            metadata={"eval": self.plan.id, "judges": tree.run_id},
+        )
+        await self._spend(judgement.cost_usd)
+        return msgspec.structs.replace(
+            result, judge_verdict=judgement.verdict, judge_score=judgement.score, judge_cost_usd=judgement.cost_usd
+        )
 
     async def _turn(self, agents: RaceAgents, task: Task) -> tuple[int, int]:
         left = self._budget_left()
