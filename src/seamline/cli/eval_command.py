@@ -21,7 +21,7 @@ from seamline.exit_codes import EXIT_CODES
 
 __all__ = ["add_parser", "rewrite_argv", "run"]
 
-_SUBCOMMANDS: Final = ("run", "validate", "resume", "rescore", "show", "list")
+_SUBCOMMANDS: Final = ("run", "validate", "resume", "rescore", "replay", "show", "list")
 
 _EPILOG: Final = """\
 examples:
@@ -32,6 +32,8 @@ examples:
   seamline eval tasks.yaml -p claude-code --samples 4 --baseline 3f2a9c1d --max-cost-increase 20%
   seamline eval resume 3f2a9c1d
   seamline eval rescore 3f2a9c1d --check "pytest -q tests/test_new.py"
+  seamline eval tasks.yaml -p openai -m gpt-5.5 --record
+  seamline eval replay 3f2a9c1d
   seamline eval show 3f2a9c1d --json
   seamline eval list
 
@@ -93,6 +95,12 @@ def add_parser(commands: Any) -> str:
     )
     run_parser.add_argument("--keep", action="store_true", help="keep every trial's worktree and branch")
     run_parser.add_argument(
+        "--record",
+        action="store_true",
+        help="keep every trial's model exchanges in a cassette, for `seamline eval replay` (backends whose "
+        "model requests pass seamline's gateway)",
+    )
+    run_parser.add_argument(
         "--judge-provider", metavar="NAME", help="a backend that scores each trial of a task with a rubric (0 to 1)"
     )
     run_parser.add_argument("--judge-model", metavar="NAME", help="the model of --judge-provider")
@@ -113,6 +121,12 @@ def add_parser(commands: Any) -> str:
     rescore.add_argument("--check", metavar="COMMAND", help="this check instead of each task's own")
     _common(rescore)
     _gate(rescore)
+    replay = sub.add_parser(
+        "replay", help="run every trial again from its cassette (no network) and check each verdict is the same"
+    )
+    replay.add_argument("id", metavar="ID", help="an evaluation run with --record")
+    _common(replay)
+    _gate(replay)
     show = sub.add_parser("show", help="the figures of a kept evaluation")
     show.add_argument("id", metavar="ID")
     show.add_argument(
@@ -263,6 +277,8 @@ def run(args: argparse.Namespace) -> int:
         return _finish(args, data, root, 0)
     if args.eval_command == "rescore":
         return _rescore(args, root, find_record(root, args.id))
+    if args.eval_command == "replay":
+        return _replay(args, root, find_record(root, args.id))
     if args.eval_command == "resume":
         record = find_record(root, args.id)
         plan = record.plan()
@@ -332,7 +348,12 @@ def _start(args: argparse.Namespace, root: Any) -> int:
     labels = _labels(full)
     variants = []
     for label, v in zip(labels, full, strict=True):
-        provider_class(v.provider)  # an unknown backend is refused before anything starts
+        cls = provider_class(v.provider)  # an unknown backend is refused before anything starts
+        if args.record and cls.keys not in ("gateway", "gateway_or_environment", "in_process"):
+            raise SeamlineUsage(
+                f"--record: {v.provider}'s model requests do not pass seamline's gateway, so they cannot be "
+                "recorded (see seamline providers list)"
+            )
         variants.append(Variant(label=label, provider=v.provider, model=v.model, options=parse_options(v.options)))
     judge = None
     if args.judge_provider:
@@ -358,13 +379,15 @@ def _start(args: argparse.Namespace, root: Any) -> int:
             "max_steps": args.max_steps,
             "keep": args.keep,
             "judge": judge,
+            "yes": args.yes,
+            "record": args.record,
         },
     )
     print(f"seamline: evaluation {record.id} ({len(plan.trial_keys())} trials)", file=sys.stderr)
     return _execute(args, record, plan)
 
 
-def _execute(args: argparse.Namespace, record: Any, plan: Any) -> int:
+def _execute(args: argparse.Namespace, record: Any, plan: Any, *, replaying: Any = None) -> int:
     from seamline.cli.sandbox_command import envelope_options, sandbox_for_run
     from seamline.evals.record import evals_dir
     from seamline.evals.report import report
@@ -403,7 +426,8 @@ def _execute(args: argparse.Namespace, record: Any, plan: Any) -> int:
             store=store,
             make_racer=make_racer,
             make_judge=make_judge if plan.judge is not None else None,
-            yes=args.yes or bool(sandbox),
+            yes=args.yes or plan.yes or bool(sandbox),
+            replaying=replaying,
         )
         status = asyncio.run(_drive(evaluation))
     finally:
@@ -414,7 +438,40 @@ def _execute(args: argparse.Namespace, record: Any, plan: Any) -> int:
         print(json.dumps(data) if args.json else _table(data))
         return EXIT_CODES["aborted"]
     code = {"completed": 0, "budget": EXIT_CODES["budget"]}.get(status, 1)
+    if replaying is not None and not _same_verdicts(replaying, record) and code == 0:
+        code = EXIT_CODES["failed"]
     return _finish(args, data, evals_dir(args.store), code)
+
+
+def _replay(args: argparse.Namespace, root: Any, original: Any) -> int:
+    import msgspec
+
+    from seamline.evals.record import EvalRecord
+
+    plan = original.plan()
+    if not plan.record:
+        raise SeamlineUsage(f"evaluation {original.id[:12]} kept no cassettes: run it with --record to replay it")
+    fields = msgspec.structs.asdict(plan) | {"replayed_from": plan.id, "record": False}
+    fields.pop("id")
+    fields.pop("created")
+    record, replayed = EvalRecord.create(root, fields)
+    print(f"seamline: evaluation {record.id} replays {original.id[:12]} from its cassettes", file=sys.stderr)
+    return _execute(args, record, replayed, replaying=original)
+
+
+def _same_verdicts(original: Any, replayed: Any) -> bool:
+    """Print whether every trial's verdict came out as recorded; True when all did."""
+    before = {t.key: t.passed for t in original.trials()}
+    after = {t.key: t.passed for t in replayed.trials()}
+    differ = [k for k in before if after.get(k) != before[k]]
+    if not differ:
+        print(f"seamline: all {len(before)} verdicts reproduced from the cassettes", file=sys.stderr)
+        return True
+    for task, variant, sample in differ:
+        was = "passed" if before[(task, variant, sample)] else "failed"
+        now = {True: "passed", False: "failed", None: "did not run"}[after.get((task, variant, sample))]
+        print(f"seamline: {task} / {variant} / sample {sample}: {was} when recorded, {now} on replay", file=sys.stderr)
+    return False
 
 
 def _rescore(args: argparse.Namespace, root: Any, record: Any) -> int:

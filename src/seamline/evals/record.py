@@ -62,6 +62,9 @@ class EvalPlan(msgspec.Struct, frozen=True, kw_only=True):
     created: float = 0.0
     rescored_from: str | None = None
     judge: Variant | None = None  # the backend judging the tasks that have a rubric
+    yes: bool = False  # tools that write or execute allowed
+    record: bool = False  # every trial's model exchanges kept in a cassette
+    replayed_from: str | None = None
 
     def trial_keys(self) -> list[tuple[str, str, int]]:
         """Every trial, task by task, then variant, then sample."""
@@ -99,6 +102,7 @@ class TrialResult(msgspec.Struct, frozen=True, kw_only=True):
     judge_verdict: str | None = None  # pass, fail or unreadable; None when not judged
     judge_score: float | None = None
     judge_cost_usd: float | None = 0.0
+    cassette: str | None = None  # the file, in the evaluation's cassettes/ folder
 
     @property
     def key(self) -> tuple[str, str, int]:
@@ -130,6 +134,10 @@ class EvalRecord:
         except OSError as exc:
             raise StorageFailure(f"cannot keep the evaluation in {folder}: {exc.strerror or exc}") from None
         return cls(folder), plan
+
+    @property
+    def cassettes(self) -> Path:
+        return self.folder / "cassettes"
 
     def plan(self) -> EvalPlan:
         try:

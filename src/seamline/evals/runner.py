@@ -31,6 +31,7 @@ from seamline.evals.dataset import Task
 from seamline.evals.judge import JudgeFactory, judge_trial
 from seamline.evals.record import EvalPlan, EvalRecord, TrialResult, Variant, missing
 from seamline.events import Complete, Usage
+from seamline.gateway.cassette import CassetteUse
 from seamline.live.race import RaceAgents, Racer
 from seamline.pipeline.agents import AgentKey
 from seamline.pipeline.race import CheckResult
@@ -60,6 +61,7 @@ class EvalRun:
     store: SessionStore
     make_racer: RacerFactory
     make_judge: JudgeFactory | None = None
+    replaying: EvalRecord | None = None  # replay each trial from this evaluation's cassettes
     yes: bool = False
     progress: TextIO | None = field(default_factory=lambda: sys.stderr)
     status: str = "running"
@@ -69,6 +71,7 @@ class EvalRun:
     _done: int = 0
     _passed: int = 0
     _stopping: bool = False
+    _replayed: dict[tuple[str, str, int], TrialResult] | None = None
 
     async def run(self) -> str:
         """Run every missing trial; the evaluation's status (``completed``, ``budget``, ``aborted``)."""
@@ -110,6 +113,12 @@ class EvalRun:
             self.record.set_status(self.status, spent_usd=self._spent)
         return self.status
 
+    def _originals(self) -> dict[tuple[str, str, int], TrialResult]:
+        if self._replayed is None:
+            assert self.replaying is not None
+            self._replayed = {t.key: t for t in self.replaying.trials()}
+        return self._replayed
+
     async def stop(self) -> bool:
         """Abort the running trials (they are not recorded) and start no other."""
         self._stopping = True
@@ -135,6 +144,16 @@ class EvalRun:
     async def _trial(self, key: tuple[str, str, int], task: Task, variant: Variant) -> TrialResult | None:
         run_id = uuid.uuid4().hex
         branch = f"seamline/eval-{self.plan.id[:8]}-{run_id[:8]}"
+        start, cassette = task.commit, None
+        if self.replaying is not None:
+            original = self._originals().get(key)
+            if original is None or original.cassette is None:
+                return original  # nothing to replay it from: its verdict as it was
+            start = original.base or start
+            cassette = CassetteUse(self.replaying.cassettes / original.cassette, "replay")
+        elif self.plan.record:
+            self.record.cassettes.mkdir(exist_ok=True)
+            cassette = CassetteUse(self.record.cassettes / f"{run_id}.jsonl", "record")
         try:
             tree = await asyncio.to_thread(
                 create_worktree,
@@ -142,13 +161,14 @@ class EvalRun:
                 run_id=run_id,
                 store=self.store.location,
                 branch=branch,
-                start=task.commit,
+                start=start,
             )
         except SeamlineError as exc:
             return _failed(key, "failed", exc.message, "")
         agents: RaceAgents | None = None
         try:
             racer = self.make_racer(variant, tree)
+            racer.cassette = cassette
             agents = RaceAgents(
                 racers={"r1": racer},
                 store=self.store,
@@ -172,7 +192,9 @@ class EvalRun:
                 if isinstance(event, Complete) and event.text:
                     check = msgspec.json.decode(event.text, type=CheckResult)
             result = self._from_check(key, agents, check, tokens)
-            result = msgspec.structs.replace(result, base=tree.base, ref=await asyncio.to_thread(_keep, tree, check))
+            kept = await asyncio.to_thread(_keep, tree, check)
+            taped = cassette.path.name if cassette is not None and cassette.mode == "record" else None
+            result = msgspec.structs.replace(result, base=tree.base, ref=kept, cassette=taped)
             if check is not None and task.rubric and self.make_judge is not None and not self._stopping:
                 result = await self._judged(result, task, tree)
             return result

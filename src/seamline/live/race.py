@@ -21,6 +21,7 @@ from typing import Any, Final
 
 from seamline.errors import InvalidRequest, SeamlineError
 from seamline.events import Complete, Event, Session, Usage
+from seamline.gateway.cassette import CassetteUse
 from seamline.live.agents import provider_identity
 from seamline.pipeline.agents import AgentKey
 from seamline.pipeline.controller import PipelineController
@@ -52,6 +53,7 @@ class Racer:
     tools: Toolset
     sandbox: Sandbox | None = None
     stored: Mapping[str, object] = field(default_factory=dict)
+    cassette: CassetteUse | None = None  # its model exchanges recorded to, or replayed from
 
 
 @dataclass
@@ -111,6 +113,7 @@ class RaceAgents:
             approval=permission_service(store=self.store, workspace=tree.workspace, yes=self.yes),
             session_id=tree.run_id,
             metadata={"race": self.run_id, "racer": key.role, "label": racer.label},
+            cassette=racer.cassette,
         )
         self.opened.add(key.role)
         session.turn_hooks.append(turn_committer(tree))
