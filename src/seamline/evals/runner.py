@@ -22,7 +22,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final, TextIO
+from typing import Any, Final, TextIO
 
 import msgspec
 
@@ -251,31 +251,30 @@ class EvalRun:
         self, key: tuple[str, str, int], agents: RaceAgents, check: CheckResult | None, tokens: tuple[int, int]
     ) -> TrialResult:
         measured = agents.measured.get("r1")
+        trial: dict[str, Any] = {
+            "task": key[0],
+            "variant": key[1],
+            "sample": key[2],
+            "input_tokens": tokens[0],
+            "output_tokens": tokens[1],
+        }
         if check is None:
             outcome = measured.outcome if measured else "failed"
             return TrialResult(
-                task=key[0],
-                variant=key[1],
-                sample=key[2],
+                **trial,
                 passed=False,
                 outcome=outcome,
                 error=f"the run ended {outcome}; the check did not run",
                 cost_usd=measured.cost_usd if measured else None,
-                input_tokens=tokens[0],
-                output_tokens=tokens[1],
                 elapsed_s=measured.elapsed_s if measured else 0.0,
             )
         return TrialResult(
-            task=key[0],
-            variant=key[1],
-            sample=key[2],
+            **trial,
             passed=check.passed,
             outcome=check.outcome,
             exit_code=check.exit_code,
             error=check.error,
             cost_usd=check.cost_usd,
-            input_tokens=tokens[0],
-            output_tokens=tokens[1],
             elapsed_s=check.elapsed_s,
             files=check.files,
             insertions=check.insertions,
