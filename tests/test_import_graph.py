@@ -56,7 +56,7 @@ RANKS: dict[str, int] = {
     "providers": 10, "worktrees": 10,
     "live": 11, "runner": 11,
     # the Python API and its fakes
-    "agent": 12, "testing": 12,
+    "agent": 12, "testing": 12, "evals": 12,
     # the faces
     "server": 13, "acp_agent": 13, "durable": 13, "telemetry": 13,
     "cli": 14,
