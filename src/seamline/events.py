@@ -166,6 +166,9 @@ class PermissionDecision(_Event, tag="permission_decision", frozen=True):
     decision: Literal["allow", "deny"]
     scope: Literal["once", "session", "always"] = "once"
     reason: str = ""
+    # Who answered: a server's user name, "user" (a terminal), "yes" (--yes) or "rule"
+    # (a rule or the default policy); None where the answer came from elsewhere (an agent).
+    by: str | None = None
 
     @property
     def type(self) -> Literal["permission_decision"]:

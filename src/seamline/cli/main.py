@@ -44,6 +44,7 @@ _COMMANDS: Final[dict[str, str]] = {
     "acp": "seamline.cli.acp_command",
     "serve": "seamline.cli.serve_command",
     "worker": "seamline.cli.worker_command",
+    "users": "seamline.cli.users_command",
 }
 
 
@@ -67,6 +68,7 @@ SUMMARIES: Final[dict[str, str]] = {
     "acp": "serve as an ACP agent on stdio (for Zed, JetBrains, Toad and other ACP clients)",
     "serve": "serve the HTTP API v1 (AG-UI streams) and the web page",
     "worker": "serve durable runs from a Temporal task queue",
+    "users": "add, list and remove the users of seamline serve (tokens and roles)",
 }
 
 

@@ -16,6 +16,7 @@ from seamline.extras import install_hint
 __all__ = ["add_parser", "run"]
 
 TOKEN_ENV: Final = "SEAMLINE_TOKEN"
+NOTIFY_SECRET_ENV: Final = "SEAMLINE_NOTIFY_SECRET"
 
 _EPILOG: Final = """\
 examples:
@@ -33,8 +34,14 @@ The API lives under /v1 (see docs/serve.md and docs/openapi.json). A run's event
 AG-UI over SSE, or with ?format=seamline as seamline's own events (SSE or NDJSON), each
 with an id that Last-Event-ID resumes after.
 
-Binding anything but loopback needs a token (--token or $SEAMLINE_TOKEN): every request
-then carries `Authorization: Bearer TOKEN`; open the page once as /?token=TOKEN.
+Binding anything but loopback needs a token (--token or $SEAMLINE_TOKEN) or users
+(`seamline users add NAME --role viewer|operator|admin`, kept beside the store, or
+--users FILE): every request then carries `Authorization: Bearer TOKEN`; open the page
+once as /?token=TOKEN. --token is one admin; a user's role decides what it may do.
+
+--notify URL POSTs a JSON notification (Slack- and ntfy-compatible fields) when an approval
+is wanted, a run finishes or fails, or a budget is reached, signed with --notify-secret
+(or $SEAMLINE_NOTIFY_SECRET) in X-Seamline-Signature; see docs/serve.md.
 
 exit codes: 0 stopped cleanly, 2 usage error (bad flags, no token for a public bind,
 missing extra, unusable store, a bad agents file)
@@ -76,6 +83,23 @@ def add_parser(commands: Any) -> str:
         help="TOML file of the agents clients may start by name (provider, model, options, sandbox, "
         "budget, workspace roots); see docs/serve.md",
     )
+    serve.add_argument(
+        "--users",
+        metavar="FILE",
+        help="the users file (seamline users add …; default: STORE.users.json beside a store file, when it exists)",
+    )
+    serve.add_argument(
+        "--notify",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="POST a JSON notification here on an approval wanted, a run finished or failed, a budget reached; repeatable",
+    )
+    serve.add_argument(
+        "--notify-secret",
+        metavar="SECRET",
+        help=f"HMAC-SHA256 key of the notifications' signature (or ${NOTIFY_SECRET_ENV})",
+    )
     serve.add_argument("--max-body", type=int, default=1_000_000, metavar="BYTES", help="largest request body")
     serve.add_argument(
         "--sandbox",
@@ -102,11 +126,15 @@ def run(args: argparse.Namespace) -> int:
         from seamline.server.guard import is_loopback
     except ImportError as exc:
         raise SeamlineUsage(f"serve needs the server extra: {install_hint('server')} ({exc.name} missing)") from None
+    from seamline.locations import default_store_path
     from seamline.sessions.sqlite_store import open_store
 
     token = args.token or os.environ.get(TOKEN_ENV) or None
-    if not is_loopback(args.host) and token is None:
-        raise SeamlineUsage(f"binding {args.host} (not loopback) needs a token: --token or ${TOKEN_ENV}")
+    users = _users(args.users, args.store or os.environ.get("SEAMLINE_STORE") or str(default_store_path()))
+    if not is_loopback(args.host) and token is None and users is None:
+        raise SeamlineUsage(
+            f"binding {args.host} (not loopback) needs a token (--token or ${TOKEN_ENV}) or users (seamline users add)"
+        )
     if not 0 <= args.port <= 65535:
         raise SeamlineUsage("--port must be 0..65535")
     if not os.path.isdir(args.workspace):
@@ -128,6 +156,15 @@ def run(args: argparse.Namespace) -> int:
     hosts = list(args.allow_host)
     if not is_loopback(args.host) and args.host not in ("0.0.0.0", "::"):
         hosts.append(args.host)
+    notifier = None
+    if args.notify:
+        from seamline.server.notify import Notifier
+
+        try:
+            secret = args.notify_secret or os.environ.get(NOTIFY_SECRET_ENV) or None
+            notifier = Notifier(args.notify, secret=secret)
+        except ValueError as exc:
+            raise SeamlineUsage(str(exc)) from None
     store = open_store(args.store)
     app = create_app(
         store,
@@ -140,6 +177,8 @@ def run(args: argparse.Namespace) -> int:
         allow_origins=origins,
         sandbox=args.sandbox,
         egress_allow=tuple(args.egress_allow),
+        users=users,
+        notifier=notifier,
     )
     family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
@@ -160,6 +199,29 @@ def run(args: argparse.Namespace) -> int:
     server.run(sockets=[sock])
     print("seamline: stopped", file=sys.stderr)
     return 0
+
+
+def _users(given: str | None, store: str) -> Any:
+    """The users file to serve: the one given (which must exist), else the one beside a
+    store file when there is one; None for no users."""
+    from seamline.server.users import UserBook, UsersFileError, users_path_for
+
+    if given is not None:
+        if not os.path.isfile(given):
+            raise SeamlineUsage(f"--users {given}: no such file (seamline users add --file {given} … makes one)")
+        path = Path(given)
+    elif store.startswith(("postgresql://", "postgres://")):
+        return None
+    else:
+        path = users_path_for(store)
+        if not path.is_file():
+            return None
+    book = UserBook(path)
+    try:
+        book.users()  # read now: a broken file is a usage error, not a 500 later
+    except UsersFileError as exc:
+        raise SeamlineUsage(exc.message) from None
+    return book
 
 
 def _server_class(uvicorn: Any) -> Any:

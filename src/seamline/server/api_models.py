@@ -234,6 +234,9 @@ class ResumeHeaders(msgspec.Struct):
 class _ErrorBody(msgspec.Struct):
     kind: str
     message: str
+    role: Annotated[
+        str | None, Meta(description="on a 403 for a role: the role that would be needed (operator or admin)")
+    ] = None
 
 
 class ErrorReply(msgspec.Struct):
@@ -250,6 +253,8 @@ class Info(msgspec.Struct):
     formats: list[str]
     store: str
     auth: bool
+    user: Annotated[str, Meta(description="who the request is: a user's name, token (--token) or local")]
+    role: Literal["viewer", "operator", "admin"]
 
 
 class _PreflightCheck(msgspec.Struct):
@@ -372,6 +377,10 @@ class RunSummary(msgspec.Struct):
     id: str
     session_id: Annotated[str | None, Meta(description="null for a pipeline run")]
     pipeline: str | None
+    started_by: Annotated[
+        str | None,
+        Meta(description="the user that started it (token for --token); null on a server that asks no token"),
+    ]
     status: Literal["queued", "running", "completed", "failed", "aborted", "budget"]
     stop_reason: str | None
     prompt: str

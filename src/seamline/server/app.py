@@ -27,10 +27,12 @@ from seamline.providers.registry import create_provider, provider_class
 from seamline.server.agents_file import AgentSpec, ServePolicy, UnknownAgent
 from seamline.server.agui_route import AgUiThreads
 from seamline.server.guard import BodyTooLarge, Guard
+from seamline.server.notify import Notifier
 from seamline.server.routes import ROUTES
 from seamline.server.routes_worktrees import Refused
 from seamline.server.runs import Busy, NotFound, RunHub
 from seamline.server.state import ServeSettings, state_value, store_in
+from seamline.server.users import UserBook
 from seamline.sessions.portable_store import SessionStore
 
 __all__ = ["MAX_BODY", "create_app"]
@@ -62,12 +64,16 @@ def create_app(
     allow_origins: tuple[str, ...] = (),
     sandbox: str = "auto",
     egress_allow: tuple[str, ...] = (),
+    users: UserBook | None = None,
+    notifier: Notifier | None = None,
 ) -> Guard:
     """The ASGI application of ``seamline serve`` over ``store``. The newest
     ``keep_finished`` finished runs stay readable; older ones are forgotten (their events
     stay in the store's raw log). ``agents``: the operator's declared agents (see
     :mod:`seamline.server.agents_file`); clients get the safe defaults besides them.
     ``allow_origins``: exact origins (``scheme://host[:port]``) whose pages may call the API.
+    ``users``: the users file (their tokens and roles, besides ``token``, an admin's);
+    ``notifier``: where notifications of approvals wanted and runs ended go.
 
     >>> from seamline.sessions.sqlite_store import SQLiteStore
     >>> app = create_app(SQLiteStore(":memory:"))
@@ -89,14 +95,20 @@ def create_app(
         keep_finished=keep_finished,
         policy=policy,
         provider_factory=backend,
+        notify=(lambda what, run, details: notifier.emit(what, run.summary() if run else None, details))
+        if notifier is not None
+        else None,
     )
     app = Starlette(routes=ROUTES, lifespan=_lifespan, exception_handlers=_EXCEPTION_HANDLERS)
     app.state.hub = hub
     app.state.store = store
     app.state.policy = policy
-    app.state.settings = ServeSettings(auth=token is not None, close_store=close_store)
+    app.state.settings = ServeSettings(auth=token is not None or users is not None, close_store=close_store)
+    app.state.notifier = notifier
     app.state.agui_threads = AgUiThreads()
-    guard = Guard(app, hosts=hosts, token=token, max_body=max_body, allow_origins=allow_origins)
+    guard = Guard(
+        app, hosts=hosts, token=token, max_body=max_body, allow_origins=allow_origins, users=users, routes=ROUTES
+    )
     guard.hub = hub
     return guard
 
@@ -107,6 +119,9 @@ async def _lifespan(app: Starlette) -> AsyncIterator[None]:
         yield
     finally:
         await state_value(app.state, "hub", RunHub).close()
+        notifier = getattr(app.state, "notifier", None)
+        if isinstance(notifier, Notifier):
+            await notifier.close()  # after the hub: the runs it stopped are told too
         if state_value(app.state, "settings", ServeSettings).close_store:
             store_in(app.state).close()
 

@@ -14,7 +14,12 @@ from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Any, Final
 from urllib.parse import parse_qs, urlsplit
 
-__all__ = ["LOOPBACK_HOSTS", "Guard", "is_loopback", "normalize_origin"]
+from starlette.routing import BaseRoute
+
+from seamline.server.access import needed_for, refusal
+from seamline.server.users import ACTING, User, UserBook
+
+__all__ = ["LOCAL_USER", "LOOPBACK_HOSTS", "TOKEN_USER", "Guard", "is_loopback", "normalize_origin"]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -29,6 +34,9 @@ CORS_HEADERS: Final = "Authorization, Content-Type, Last-Event-ID"
 # Response headers a page on an allowed origin may read: a new run's Location, and the run
 # and session an AG-UI POST started (its body is the stream).
 CORS_EXPOSED: Final = "Location, x-seamline-run-id, x-seamline-session-id"
+# Who a request is when the server asks no token (loopback, one person), and who `--token` is.
+LOCAL_USER: Final = User(name="local", role="admin")
+TOKEN_USER: Final = User(name="token", role="admin")
 
 
 def is_loopback(host: str) -> bool:
@@ -98,7 +106,9 @@ def _hostname(value: str) -> str | None:
 class Guard:
     """Wraps the app. ``hosts``: names the Host header may carry (loopback names always);
     ``token``: required on every request when set (``Authorization: Bearer``, or the
-    cookie the page gets from ``/?token=…``); ``max_body``: bytes a request body may have;
+    cookie the page gets from ``/?token=…``), an admin's; ``users``: the users file, whose
+    tokens are accepted too, each with its user's role; ``routes``: the route table, whose
+    roles (:mod:`seamline.server.access`) are checked; ``max_body``: bytes a request body may have;
     ``allow_origins``: exact origins whose pages may call the API (CORS), none by default.
 
     A request with an ``Origin`` header is served when that origin is the server's own
@@ -113,8 +123,12 @@ class Guard:
         token: str | None = None,
         max_body: int,
         allow_origins: Iterable[str] = (),
+        users: UserBook | None = None,
+        routes: Iterable[BaseRoute] = (),
     ) -> None:
         self.app = app
+        self.users = users
+        self.routes = tuple(routes)
         self.hub: Any = None  # the app's RunHub, for the serve command's shutdown
         self.named = frozenset(_canonical(h) for h in hosts)
         self.hosts = frozenset({*LOOPBACK_HOSTS, *self.named})
@@ -145,23 +159,37 @@ class Guard:
                 await _preflight(send, allowed)  # before the token: a browser sends none here
                 return
             send = _with_cors(send, allowed)
-        if self.token is not None:
+        user = LOCAL_USER
+        if self.token is not None or self.users is not None:
             query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
             if scope.get("path") == "/" and query.get("token"):
-                if self._matches(query["token"][0]):
+                if self._user(query["token"][0]) is not None:
                     await _login(send, query["token"][0])
                 else:
                     await _reply(send, 401, "auth", "wrong token")
                 return
             given = _bearer(headers.get("authorization", "")) or _cookie(headers.get("cookie", ""))
-            if given is None or not self._matches(given):
+            known = self._user(given) if given is not None else None
+            if known is None:
                 await _reply(send, 401, "auth", "a valid bearer token is required (Authorization: Bearer TOKEN)")
+                return
+            user = known
+        found = needed_for(self.routes, scope)
+        if found is not None:
+            refused = refusal(user, found[0], found[1], self.hub)
+            if refused is not None:
+                await _reply(send, 403, "permission", refused.message, role=refused.needed)
                 return
         length = headers.get("content-length")
         if length is not None and (not length.isdigit() or int(length) > self.max_body):
             await _reply(send, 413, "invalid_request", f"request body over {self.max_body} bytes")
             return
-        await self.app(scope, self._limited(receive, send), send)
+        # The hub records who starts a run and who answers a request (no one, with no users).
+        acting = ACTING.set(user if user is not LOCAL_USER else None)
+        try:
+            await self.app(scope, self._limited(receive, send), send)
+        finally:
+            ACTING.reset(acting)
 
     def _allowed_origin(self, origin: str) -> str | None:
         try:
@@ -190,9 +218,11 @@ class Guard:
         """An exact name given to serve, or a loopback address (parsed, not a prefix)."""
         return host in self.hosts or is_loopback(host)
 
-    def _matches(self, given: str) -> bool:
-        assert self.token is not None
-        return hmac.compare_digest(given.encode(), self.token.encode())
+    def _user(self, given: str) -> User | None:
+        """The user a token is: ``--token`` is an admin, the users file's tokens are theirs."""
+        if self.token is not None and hmac.compare_digest(given.encode(), self.token.encode()):
+            return TOKEN_USER
+        return self.users.authenticate(given) if self.users is not None else None
 
     def _limited(self, receive: Receive, send: Send) -> Receive:
         seen = 0
@@ -231,8 +261,9 @@ def _cookie(value: str) -> str | None:
     return None
 
 
-async def _reply(send: Send, status: int, kind: str, message: str) -> None:
-    body = json.dumps({"error": {"kind": kind, "message": message}}).encode()
+async def _reply(send: Send, status: int, kind: str, message: str, *, role: str | None = None) -> None:
+    error = {"kind": kind, "message": message} | ({"role": role} if role is not None else {})
+    body = json.dumps({"error": error}).encode()
     await send(
         {
             "type": "http.response.start",

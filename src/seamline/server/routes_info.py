@@ -40,6 +40,10 @@ async def info(request: Request) -> Response:
     from ag_ui.core import PROTOCOL_VERSION
 
     from seamline._version import __version__
+    from seamline.server.guard import LOCAL_USER
+    from seamline.server.users import ACTING
+
+    user = ACTING.get() or LOCAL_USER
 
     return JSONResponse(
         {
@@ -50,6 +54,8 @@ async def info(request: Request) -> Response:
             "formats": ["agui", "seamline"],
             "store": session_store(request).location,
             "auth": serve_settings(request).auth,
+            "user": user.name,
+            "role": user.role,
         }
     )
 

@@ -20,13 +20,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-from seamline.errors import InvalidRequest
+from seamline.errors import BudgetExceeded, InvalidRequest
 from seamline.events import Complete, Event, PermissionRequest, ToolCall, ToolResult, Usage
 from seamline.providers.base import Provider, ProviderSession
 from seamline.providers.failover import Failover, fallback_backends
 from seamline.providers.registry import create_provider
 from seamline.runner import RunOptions
 from seamline.server.agents_file import AGENT_KEY, ServePolicy
+from seamline.server.users import ACTING, OWNER_KEY, User
 from seamline.sessions.portable_store import SessionStore
 from seamline.sessions.records import SessionRecord, metadata_problem
 from seamline.sessions.rules import PermissionRules
@@ -64,6 +65,7 @@ class Run:
     pipeline: str | None = None
     first_phase: str | None = None
     yes: bool = False
+    started_by: str | None = None  # the user that started it (None: no users on this server)
     status: RunStatus = "queued"
     created_at: float = field(default_factory=time.time)
     finished_at: float | None = None
@@ -149,6 +151,7 @@ class Run:
             "id": self.id,
             "session_id": self.session_id,
             "pipeline": self.pipeline,
+            "started_by": self.started_by,
             "status": self.status,
             "stop_reason": self.stop_reason,
             "prompt": self.prompt,
@@ -215,8 +218,11 @@ class RunHub:
         keep_finished: int = 1000,
         provider_factory: Callable[[str, str | None, Mapping[str, str]], Provider] | None = None,
         policy: ServePolicy | None = None,
+        notify: Callable[[str, Run | None, Mapping[str, Any]], None] | None = None,
     ) -> None:
         self.store = store
+        # Told of a permission request, a run's end and a budget reached (the notifier).
+        self.notify = notify
         self.workspace = Path(workspace).resolve()
         self.policy = policy or ServePolicy(self.workspace)
         self.cancel_grace = cancel_grace
@@ -266,6 +272,11 @@ class RunHub:
             run.pending[request.request_id] = (request, future)
             run.prompted.add(request.request_id)
             run.append(request)  # announced now, so a client can answer while the turn waits
+            self._tell(
+                "permission.requested",
+                run,
+                {"request_id": request.request_id, "tool": request.tool, "reason": request.reason},
+            )
             try:
                 return await future
             finally:
@@ -320,12 +331,17 @@ class RunHub:
             raise InvalidRequest(problem)  # before anything is stored: a listing must stay readable
         if metadata and AGENT_KEY in metadata:
             raise InvalidRequest(f"metadata key {AGENT_KEY!r} is the server's; start a declared agent with 'agent'")
+        if metadata and OWNER_KEY in metadata:
+            raise InvalidRequest(f"metadata key {OWNER_KEY!r} is the server's: the user that opened the session")
         plan = self.policy.plan(
             provider=provider, model=model, options=dict(options or {}), workspace=workspace, yes=yes, agent=agent
         )
         given = plan.run_options()
         backend = self._backend(given)
         marked = {**dict(metadata or {}), "surface": "serve"}
+        user = ACTING.get()
+        if user is not None:
+            marked[OWNER_KEY] = user.name
         if plan.agent is not None:
             marked[AGENT_KEY] = plan.agent
         return await self._hold(
@@ -372,8 +388,14 @@ class RunHub:
                 handoff=record.provider != chosen.name,
             ),
         )
+        marks: dict[str, object] = {"surface": "serve"}
         if plan.agent is not None:  # the fork keeps its agent, so its runs keep the operator's settings
-            self.store.update_metadata(slot.session.session_id, {AGENT_KEY: plan.agent, "surface": "serve"})
+            marks[AGENT_KEY] = plan.agent
+        user = ACTING.get()
+        if user is not None:  # the fork is its opener's, whoever opened the parent
+            marks[OWNER_KEY] = user.name
+        if len(marks) > 1:
+            self.store.update_metadata(slot.session.session_id, marks)
         return slot
 
     def require_session(self, session_id: str) -> SessionRecord:
@@ -434,11 +456,14 @@ class RunHub:
         record = self.require_session(session_id)
         self.policy.stored(record, dict(options or {}), yes)  # what this run asks is allowed
         budget_usd = self.policy.run_budget(record, budget_usd)
+        user = ACTING.get()
+        budget_usd = self._allowance(user, budget_usd)
         slot = self.sessions.get(record.id) or await self._revive(record, options=options, yes=yes)
         if slot.busy and busy == "reject":
             running = slot.current.id if slot.current is not None else "a queued run"
             raise Busy(f"session {slot.session.session_id} is busy with run {running}; retry, or ask to enqueue")
         run = Run(id=uuid.uuid4().hex, session_id=slot.session.session_id, prompt=prompt, yes=yes)
+        run.started_by = user.name if user is not None else None
         self.runs[run.id] = run
         slot.runs.append(run.id)
         slot.waiting += 1
@@ -478,9 +503,37 @@ class RunHub:
                 run.finish("failed", "server")
             self._retire(run)
 
+    # -- users' budgets and notifications -------------------------------------------------
+    def spent_today(self, name: str) -> float:
+        """What the runs ``name`` started since 00:00 UTC cost, as far as this process
+        knows them (the runs it holds; a restart forgets them)."""
+        midnight = time.time() // 86400 * 86400
+        return sum(r.cost_usd or 0.0 for r in self.runs.values() if r.started_by == name and r.created_at >= midnight)
+
+    def _allowance(self, user: User | None, budget_usd: float | None) -> float | None:
+        """A run's budget under its user's daily cap: what is left of the cap when that is
+        less than the run's own budget; BudgetExceeded when nothing is left."""
+        if user is None or user.budget_usd_per_day is None:
+            return budget_usd
+        left = user.budget_usd_per_day - self.spent_today(user.name)
+        if left <= 0:
+            cap = user.budget_usd_per_day
+            self._tell("budget.reached", None, {"user": user.name, "budget_usd_per_day": cap})
+            raise BudgetExceeded(
+                f"{user.name} has spent its daily budget (${cap:.2f} a day, UTC); "
+                "an admin can raise it (seamline users add with --budget-usd-per-day)"
+            )
+        return left if budget_usd is None else min(budget_usd, left)
+
+    def _tell(self, what: str, run: Run | None, details: Mapping[str, Any]) -> None:
+        if self.notify is not None:
+            self.notify(what, run, details)
+
     def _retire(self, run: Run) -> None:
         """Keep the newest ``keep_finished`` finished runs in memory; older ones are
         forgotten (their events stay in the store's raw log)."""
+        ended = {"failed": "run.failed", "budget": "budget.reached"}.get(run.status, "run.finished")
+        self._tell(ended, run, {})
         self._finished.append(run.id)
         while len(self._finished) > self.keep_finished:
             old = self._finished.popleft()
@@ -543,11 +596,14 @@ class RunHub:
             budget_usd=budget_usd,
         )
         given = plan.run_options(max_steps=max_steps)
+        user = ACTING.get()
+        pipeline_budget = self._allowance(user, given.budget_usd)
         backend = self._backend(given)
         ws = Workspace(given.workspace)
         run = Run(
             id=uuid.uuid4().hex, session_id=None, prompt=prompt, pipeline=name, first_phase=definition.phases[0].name
         )
+        run.started_by = user.name if user is not None else None
         store_file = getattr(self.store, "path", None)
         controller = open_run(
             definition,
@@ -559,7 +615,7 @@ class RunHub:
             tools=self._tools(ws),
             yes=given.yes,
             max_steps=given.max_steps,
-            budget_usd=given.budget_usd,
+            budget_usd=pipeline_budget,
             run_id=run.id,
         )
         self.runs[run.id] = run
@@ -627,8 +683,9 @@ class RunHub:
         if pending is None:
             raise NotFound(f"run {run_id} has no pending permission request {request_id!r}")
         request, future = pending
+        user = ACTING.get()
         if not future.done():
-            future.set_result(answer)
+            future.set_result(PermissionAnswer(answer.decision, answer.scope, by=user.name if user else answer.by))
         return request
 
     def stop_runs(self) -> None:

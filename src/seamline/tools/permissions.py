@@ -165,8 +165,11 @@ DEFAULT_HARD_DENIALS: Final[tuple[HardDenial, ...]] = (recursive_delete_outside_
 
 @dataclass(frozen=True, slots=True)
 class PermissionAnswer:
+    """A prompt's answer; ``by``: who gave it (a server's user), recorded on the decision."""
+
     decision: Literal["allow", "deny"]
     scope: Scope = "once"
+    by: str | None = None
 
 
 class Prompter(Protocol):
@@ -291,20 +294,21 @@ class PermissionService:
             return _allowed(reason)
         request_id = f"perm-{call.call_id}"
         if effect == "deny":
-            return ApprovalDecision(
-                False, reason, events=(PermissionDecision(request_id=request_id, decision="deny", reason=reason),)
-            )
+            denied = PermissionDecision(request_id=request_id, decision="deny", reason=reason, by="rule")
+            return ApprovalDecision(False, reason, events=(denied,))
         request = PermissionRequest(
             request_id=request_id, call_id=call.call_id, tool=tool.name, arguments=call.arguments, reason=reason
         )
         if self.yes:
-            return _decided(request, PermissionAnswer("allow", "once"), "allowed by --yes")
+            return _decided(request, PermissionAnswer("allow", "once", by="yes"), "allowed by --yes")
         if self.prompter is None:
             why = f"{reason} and needs approval: pass --yes, answer on a terminal, or add a rule (seamline permissions add allow --tool {tool.name})"
-            return _decided(request, PermissionAnswer("deny", "once"), why)
+            return _decided(request, PermissionAnswer("deny", "once", by="rule"), why)
         answer = await self.prompter(request)
         self._remember(tool, answer)
-        return _decided(request, answer, f"{answer.decision} ({answer.scope}) by the user")
+        who = answer.by or "user"
+        reason = f"{answer.decision} ({answer.scope}) by " + (answer.by or "the user")
+        return _decided(request, PermissionAnswer(answer.decision, answer.scope, by=who), reason)
 
     def _remember(self, tool: Tool, answer: PermissionAnswer) -> None:
         # The tool's name comes from whoever asked (an agent's hook request, an ACP
@@ -341,6 +345,8 @@ def _allowed(reason: str) -> ApprovalDecision:
 def _decided(request: PermissionRequest, answer: PermissionAnswer, reason: str) -> ApprovalDecision:
     events: tuple[Event, ...] = (
         request,
-        PermissionDecision(request_id=request.request_id, decision=answer.decision, scope=answer.scope, reason=reason),
+        PermissionDecision(
+            request_id=request.request_id, decision=answer.decision, scope=answer.scope, reason=reason, by=answer.by
+        ),
     )
     return ApprovalDecision(answer.decision == "allow", reason, scope=answer.scope, events=events)
