@@ -78,7 +78,7 @@ def test_public_bind_needs_a_token(seamline_cmd: list[str], cli_env: dict[str, s
     )
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
-        "seamline: binding 0.0.0.0 (not loopback) needs a token: --token or $SEAMLINE_TOKEN"
+        "seamline: binding 0.0.0.0 (not loopback) needs a token (--token or $SEAMLINE_TOKEN) or users (seamline users add)"
     ]
 
 
