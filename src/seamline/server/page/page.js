@@ -266,7 +266,8 @@ function show(event) {
       view.appendChild(permission(event));
       break;
     case "permission_decision": {
-      const box = document.querySelector(`[data-request="${CSS.escape(event.request_id)}"]`);
+      // The run view's box: the fleet table lists the same request (with the same data-request).
+      const box = view.querySelector(`.permission[data-request="${CSS.escape(event.request_id)}"]`);
       if (box) {
         box.querySelectorAll("button").forEach((b) => b.remove());
         box.appendChild(el("span", "muted", ` ${event.decision} (${event.scope})`));
