@@ -152,7 +152,7 @@ LOG0: list[str] = [
     '{"type":"tool_result","call_id":"c1","output":"3","is_error":false,"name":"add"}',
     "obs tool_result note 'permission denied: note is a write tool and needs approval: pass --yes, answer on a terminal, or add a rule (seamline permissions add allow --tool note)'",
     '{"type":"permission_request","request_id":"perm-c2","call_id":"c2","tool":"note","arguments":{"text":"x"},"reason":"note is a write tool"}',
-    '{"type":"permission_decision","request_id":"perm-c2","decision":"deny","scope":"once","reason":"note is a write tool and needs approval: pass --yes, answer on a terminal, or add a rule (seamline permissions add allow --tool note)"}',
+    '{"type":"permission_decision","request_id":"perm-c2","decision":"deny","scope":"once","reason":"note is a write tool and needs approval: pass --yes, answer on a terminal, or add a rule (seamline permissions add allow --tool note)","by":"rule"}',
     '{"type":"error","kind":"permission","message":"note is a write tool and needs approval: pass --yes, answer on a terminal, or add a rule (seamline permissions add allow --tool note)","retryable":false,"attempt":null}',
     '{"type":"tool_result","call_id":"c2","output":"permission denied: note is a write tool and needs approval: pass --yes, answer on a terminal, or add a rule (seamline permissions add allow --tool note)","is_error":true,"name":"note"}',
     "obs tool_result add '42'",
