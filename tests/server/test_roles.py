@@ -26,6 +26,7 @@ from starlette.routing import Route
 
 from seamline.server.routes import ROUTES
 from seamline.server.users import UserBook, users_path_for
+from seamline.sessions.sqlite_store import SQLiteStore
 from tests.server.harness import TOOL_TURN, Served, serve, sse_frames
 from tests.server.test_cli import _line
 
@@ -171,6 +172,14 @@ def test_an_operator_answers_only_its_own_runs_requests(tmp_path: Path) -> None:
                 decision = [e for e in _events(ada, again, "complete") if e["type"] == "permission_decision"]
                 assert [(d["decision"], d["by"]) for d in decision] == [("deny", "ada")]
                 assert not (served.workspace / "other.txt").exists()
+    # The store's event log keeps who answered each request.
+    kept = SQLiteStore(tmp_path / "store.db")
+    try:
+        events = [json.loads(row.payload) for row in kept.raw_rows(session_id) if row.source == "event"]
+        logged = [e for e in events if e["type"] == "permission_decision"]
+    finally:
+        kept.close()
+    assert [(e["decision"], e["by"]) for e in logged] == [("allow", "otto"), ("deny", "ada")]
 
 
 def test_a_users_daily_budget_refuses_its_next_run(tmp_path: Path) -> None:
