@@ -36,6 +36,8 @@ class Receiver:
     accepted: list[dict[str, Any]] = field(default_factory=list)
     attempts: list[tuple[str, int]] = field(default_factory=list)  # (notification id, status answered)
     changed: threading.Condition = field(default_factory=threading.Condition)
+    gate: threading.Event = field(default_factory=threading.Event)  # answers wait until it is set
+    arrived: int = 0
 
     def wait_for(self, done: Callable[[], bool]) -> None:
         with self.changed:
@@ -43,12 +45,18 @@ class Receiver:
 
 
 @contextmanager
-def receiver(secret: str, *, fail_first: int = 0) -> Iterator[Receiver]:
+def receiver(secret: str, *, fail_first: int = 0, held: bool = False) -> Iterator[Receiver]:
     state = Receiver(url="", secret=secret, fail_first=fail_first)
+    if not held:
+        state.gate.set()
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
             raw = self.rfile.read(int(self.headers["content-length"]))
+            with state.changed:
+                state.arrived += 1
+                state.changed.notify_all()
+            state.gate.wait(WAIT)
             expected = "sha256=" + hmac.new(state.secret.encode(), raw, hashlib.sha256).hexdigest()
             body = json.loads(raw)
             with state.changed:
@@ -75,6 +83,7 @@ def receiver(secret: str, *, fail_first: int = 0) -> Iterator[Receiver]:
     try:
         yield state
     finally:
+        state.gate.set()
         server.shutdown()
         server.server_close()
         thread.join(10)
@@ -140,3 +149,23 @@ def test_failed_runs_and_budgets_are_notified(tmp_path: Path) -> None:
     assert second["run"]["id"] == spent and second["event"] in ("run.finished", "budget.reached")
     assert third["event"] == "budget.reached" and third["run"] is None
     assert third["details"] == {"user": "penny", "budget_usd_per_day": 0.001}
+
+
+def test_a_receiver_that_hangs_holds_no_run(tmp_path: Path) -> None:
+    """A receiver that has not answered yet: the run still ends, and the next run starts."""
+    with receiver("s3cret", held=True) as slow:
+        # A timeout past the receiver's hold: a delivery that blocked the loop would block it until then.
+        notifier = Notifier([slow.url], secret="s3cret", backoff=0.05, timeout=4 * WAIT)
+        quick = [{"text": "one"}, {"text": "two"}]
+        with serve(tmp_path, notifier=notifier) as served, served.client() as client:
+            body = {"provider": "scripted", "options": {"script": served.script("quick", quick)}}
+            session_id = client.post("/v1/sessions", json=body).json()["id"]
+            for prompt in ("first", "second"):
+                run_id = client.post(f"/v1/sessions/{session_id}/runs", json={"prompt": prompt}).json()["id"]
+                ended = client.get(f"/v1/runs/{run_id}/events", params={"format": "seamline", "stream": "ndjson"})
+                assert json.loads(ended.text.splitlines()[-1])["event"]["outcome"] == "completed"
+            slow.wait_for(lambda: slow.arrived >= 1)
+            assert slow.accepted == []  # both runs ended while the receiver held its answer
+            slow.gate.set()
+            slow.wait_for(lambda: len(slow.accepted) == 2)
+        assert _events(slow) == ["run.finished", "run.finished"]
