@@ -8,7 +8,12 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import os
+import re
+import signal
+import subprocess
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -21,9 +26,12 @@ import pytest
 pytest.importorskip("uvicorn")
 pytest.importorskip("ag_ui")
 
+import httpx2
+
 from seamline.server.notify import SIGNATURE_HEADER, Notifier
 from seamline.server.users import UserBook, users_path_for
 from tests.server.harness import TOOL_TURN, serve
+from tests.server.test_cli import _line
 
 WAIT = 30.0
 
@@ -169,3 +177,37 @@ def test_a_receiver_that_hangs_holds_no_run(tmp_path: Path) -> None:
             slow.gate.set()
             slow.wait_for(lambda: len(slow.accepted) == 2)
         assert _events(slow) == ["run.finished", "run.finished"]
+
+
+def test_serve_notify_flags(tmp_path: Path, seamline_cmd: list[str], cli_env: dict[str, str]) -> None:
+    """`seamline serve --notify URL` with the secret from $SEAMLINE_NOTIFY_SECRET."""
+    with receiver("from-env") as got:
+        command = [
+            *seamline_cmd,
+            "serve",
+            "--port",
+            "0",
+            "--store",
+            str(tmp_path / "s.db"),
+            "--workspace",
+            str(tmp_path),
+        ]
+        command += ["--notify", got.url]
+        env = {**cli_env, "SEAMLINE_NOTIFY_SECRET": "from-env"}
+        proc = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        try:
+            found = re.search(r"serving (http://127\.0\.0\.1:\d+)/", _line(proc, time.monotonic() + 60))
+            assert found
+            with httpx2.Client(base_url=found.group(1), timeout=20) as client:
+                session_id = client.post("/v1/sessions", json={"provider": "offline"}).json()["id"]
+                run_id = client.post(f"/v1/sessions/{session_id}/runs", json={"prompt": "hi"}).json()["id"]
+                got.wait_for(lambda: "run.finished" in _events(got))
+            os.killpg(proc.pid, signal.SIGTERM)
+            assert proc.wait(timeout=30) == 0
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+            if proc.stderr is not None:
+                proc.stderr.close()
+    assert [(b["event"], b["run"]["id"]) for b in got.accepted] == [("run.finished", run_id)]
