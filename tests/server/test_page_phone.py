@@ -29,17 +29,23 @@ _WAIT_MS = 60_000
 WIDTH = 390
 
 
+_REACHABLE = """([s, width]) => {
+    const e = document.querySelector(s);
+    if (!e) return false;
+    const r = e.getBoundingClientRect();
+    if (r.width === 0 || r.left < 0 || r.right > width) return false;
+    const hit = document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2);
+    return !!hit && hit.closest(s) !== null;
+}"""
+
+
 def _on_screen(page: Any, selector: str) -> dict[str, float]:
-    """The element's box; it lies inside the viewport's width and is what a tap at its
-    centre reaches (nothing covers it)."""
+    """The element's box, once it lies inside the viewport's width and is what a tap at its
+    centre reaches (nothing covers it). Waited for, not sampled: the page is still laying
+    out the run's events as they stream in, and a loaded machine draws late."""
+    page.wait_for_function(_REACHABLE, arg=[selector, WIDTH], timeout=_WAIT_MS)
     box: dict[str, float] = page.locator(selector).bounding_box()
     assert box is not None, selector
-    assert box["x"] >= 0 and box["x"] + box["width"] <= WIDTH, (selector, box)
-    hit = page.evaluate(
-        "([s, x, y]) => { const e = document.elementFromPoint(x, y); return !!e && e.closest(s) !== null; }",
-        [selector, box["x"] + box["width"] / 2, box["y"] + box["height"] / 2],
-    )
-    assert hit, f"{selector} is covered at its centre"
     return box
 
 
