@@ -55,7 +55,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "src"))
 
-from bench.serve_load import _Client, _percentile  # noqa: E402
+from bench.serve_load import _Client, _percentile  # noqa: E402  # pyright: ignore[reportPrivateUsage]
 from tests.leftovers import descendants, fd_targets  # noqa: E402
 from tests.providers.agent_cli_support import TOOLS_BIN, AgentAnthropic, AgentOpenAI  # noqa: E402
 
@@ -81,7 +81,7 @@ sys.exit(child.wait())
 """
 
 
-def _kb(pid: int, name: str, field: str) -> int:
+def proc_kb(pid: int, name: str, field: str) -> int:
     for line in Path(f"/proc/{pid}/{name}").read_text().splitlines():
         if line.startswith(field + ":"):
             return int(line.split()[1])
@@ -89,15 +89,15 @@ def _kb(pid: int, name: str, field: str) -> int:
 
 
 def _memory(pid: int) -> dict[str, int]:
-    uss = _kb(pid, "smaps_rollup", "Private_Clean") + _kb(pid, "smaps_rollup", "Private_Dirty")
-    return {"rss_kb": _kb(pid, "status", "VmRSS"), "uss_kb": uss, "hwm_kb": _kb(pid, "status", "VmHWM")}
+    uss = proc_kb(pid, "smaps_rollup", "Private_Clean") + proc_kb(pid, "smaps_rollup", "Private_Dirty")
+    return {"rss_kb": proc_kb(pid, "status", "VmRSS"), "uss_kb": uss, "hwm_kb": proc_kb(pid, "status", "VmHWM")}
 
 
 def _children_rss_kb(pid: int) -> int:
     total = 0
     for child in descendants(pid):
         try:
-            total += _kb(child, "status", "VmRSS")
+            total += proc_kb(child, "status", "VmRSS")
         except OSError:
             continue
     return total
@@ -108,7 +108,7 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
 
 
-def _load() -> float:
+def load_avg() -> float:
     return float(Path("/proc/loadavg").read_text().split()[0])
 
 
@@ -132,7 +132,7 @@ class Tokens:
         return found
 
 
-def _relay(work: Path, name: str, real: Path, logdir: Path) -> Path:
+def make_relay(work: Path, name: str, real: Path, logdir: Path) -> Path:
     script = work / "relay.py"
     script.write_text(f"LOGDIR = {str(logdir)!r}\n" + RELAY)
     wrapper = work / f"{name}-relay"
@@ -228,7 +228,7 @@ async def _measure(base: str, pid: int, args: argparse.Namespace, tokens: Tokens
     live = _memory(pid)
     cli_rss = _children_rss_kb(pid)
     Path(f"/proc/{pid}/clear_refs").write_text("5")
-    load_before = _load()
+    load_before = load_avg()
     cpu_before = _cpu_s(pid)
     samples: list[tuple[str, float, float]] = []
     for n in range(2, args.turns + 1):
@@ -238,7 +238,7 @@ async def _measure(base: str, pid: int, args: argparse.Namespace, tokens: Tokens
             if result["first_token"] is not None:
                 samples.append((*result["first_token"], result["subscribed"]))
     peak = _memory(pid)["hwm_kb"]
-    load_after = _load()
+    load_after = load_avg()
     server_cpu_ms_per_turn = (_cpu_s(pid) - cpu_before) * 1000 / (len(ids) * (args.turns - 1))
     stamps = tokens.stamps()
     missing = [token for token, _, _ in samples if token not in stamps]
@@ -255,7 +255,7 @@ async def _measure(base: str, pid: int, args: argparse.Namespace, tokens: Tokens
     closed["memory_after_close"] = _memory(pid)
     # The floor, once the sessions are gone: as many warm Claude Code processes as seamline
     # held, behind the same relay, their turns at once, read by one asyncio loop here.
-    floor_load = _load()
+    floor_load = load_avg()
     runs = await asyncio.gather(*(bare(args.turns) for _ in range(args.claude)))
     floor = _delays([sample for run in runs for sample in run], tokens.stamps())
     return {
@@ -321,7 +321,29 @@ options = {{ executable = "{codex}", base_url = "{openai}", max_retries = "0", c
     return path
 
 
-def _env(work: Path) -> dict[str, str]:
+def _cpu_profiler(work: Path) -> Path:
+    """A launcher that runs `seamline` under cProfile timed by the main thread's CPU time
+    (not the wall clock: on a loaded machine a wall-clock profile bills the waits for a
+    core to whatever function was running), its stats written when the server exits."""
+    script = work / "cpu_profile.py"
+    script.write_text(
+        "import cProfile, runpy, sys, time\n"
+        "out = sys.argv[1]\n"
+        "sys.argv = ['seamline', *sys.argv[2:]]\n"
+        "profile = cProfile.Profile(time.thread_time)\n"
+        "profile.enable()\n"
+        "try:\n"
+        "    runpy.run_module('seamline', run_name='__main__')\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "finally:\n"
+        "    profile.disable()\n"
+        "    profile.dump_stats(out)\n"
+    )
+    return script
+
+
+def bench_env(work: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_", "CODEX_", "CLAUDE"))}
     env.pop("SEAMLINE_BLOCK_REAL_PROVIDERS", None)
     (work / "home" / ".codex").mkdir(parents=True, exist_ok=True)
@@ -347,7 +369,7 @@ def main() -> int:
     parser.add_argument("--turns", type=int, default=3, help="turns per session; the first starts the program")
     parser.add_argument("--sandbox", choices=("none", "bwrap"), default="none", help="the agents' sandbox")
     parser.add_argument("--out", type=Path, help="write the figures as JSON here")
-    parser.add_argument("--profile", type=Path, help="run the server under cProfile, its stats written here")
+    parser.add_argument("--profile", type=Path, help="run the server under cProfile (CPU time), its stats here")
     args = parser.parse_args()
     per_claude = 2 * (args.claude * args.turns) + 4  # sessions, floor, warm-up
     per_codex = (args.codex * args.turns) + 4
@@ -358,24 +380,15 @@ def main() -> int:
         tokens = Tokens(logdir)
         claude_script = [{"text": f"Claude says {tokens.next()}."} for _ in range(per_claude)]
         codex_script = [{"text": f"Codex says {tokens.next()}."} for _ in range(per_codex)]
-        env = _env(work)
+        env = bench_env(work)
         (work / "ws").mkdir()
         with AgentAnthropic(claude_script, fallback={"text": "side"}) as anthropic, AgentOpenAI(codex_script) as openai:
-            claude = _relay(work, "claude", TOOLS_BIN / "claude", logdir)
-            codex = _relay(work, "codex", TOOLS_BIN / "codex", logdir)
+            claude = make_relay(work, "claude", TOOLS_BIN / "claude", logdir)
+            codex = make_relay(work, "codex", TOOLS_BIN / "codex", logdir)
             agents = _agents_file(work, claude, codex, anthropic.root_url, openai.base_url, args.sandbox)
-            profiled = ["-m", "cProfile", "-o", str(args.profile)] if args.profile else []
-            command = [
-                sys.executable,
-                *profiled,
-                "-m",
-                "seamline",
-                "serve",
-                "--port",
-                "0",
-                "--store",
-                str(work / "serve.db"),
-            ]
+            profiled = [str(_cpu_profiler(work)), str(args.profile)] if args.profile else []
+            command = [sys.executable, *(profiled or ["-m", "seamline"]), "serve", "--port", "0"]
+            command += ["--store", str(work / "serve.db")]
             command += ["--workspace", str(work / "ws"), "--agents", str(agents)]
             proc = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True, start_new_session=True)
             try:

@@ -38,8 +38,17 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "src"))
 
-from bench.many_agents import GOAL_MEMORY_KB, GOAL_P99_MS, TOKEN, Tokens, _env, _kb, _load, _relay  # noqa: E402
-from bench.serve_load import _percentile  # noqa: E402
+from bench.many_agents import (  # noqa: E402
+    GOAL_MEMORY_KB,
+    GOAL_P99_MS,
+    TOKEN,
+    Tokens,
+    bench_env,
+    load_avg,
+    make_relay,
+    proc_kb,
+)
+from bench.serve_load import _percentile  # noqa: E402  # pyright: ignore[reportPrivateUsage]
 from tests.leftovers import Leftovers  # noqa: E402
 from tests.providers.agent_cli_support import TOOLS_BIN, AgentAnthropic, AgentOpenAI  # noqa: E402
 
@@ -82,7 +91,9 @@ async def _drive(stream: Any, watch: Leftovers) -> tuple[list[tuple[str, float]]
     return list(seen.items()), last
 
 
-def _measure(kind: str, agents: int, work: Path, tokens: Tokens, urls: tuple[str, str]) -> dict[str, Any]:
+def _measure(
+    kind: str, agents: int, work: Path, tokens: Tokens, urls: tuple[str, str], *, warm_up: bool = False
+) -> dict[str, Any]:
     from seamline.live import open_run
     from seamline.live.race import Racer, open_race
     from seamline.pipeline import resolve_pipeline, stream_pipeline
@@ -92,29 +103,33 @@ def _measure(kind: str, agents: int, work: Path, tokens: Tokens, urls: tuple[str
     from seamline.worktrees import create
 
     claude, codex = (
-        _relay(work, "claude", TOOLS_BIN / "claude", tokens.logdir),
-        _relay(work, "codex", TOOLS_BIN / "codex", tokens.logdir),
+        make_relay(work, "claude", TOOLS_BIN / "claude", tokens.logdir),
+        make_relay(work, "codex", TOOLS_BIN / "codex", tokens.logdir),
     )
     kinds = ["claude" if n % 2 == 0 else "codex" for n in range(agents)]
-    store = open_store(work / f"{kind}-{agents}.db")
+    store = open_store(work / f"{kind}-{agents}-{int(warm_up)}.db")
     watch = Leftovers(folders=(Path(os.environ["XDG_RUNTIME_DIR"]) / "seamline",))
     watch.baseline()
     pid = os.getpid()
-    before = _kb(pid, "status", "VmRSS")
+    before = proc_kb(pid, "status", "VmRSS")
     Path(f"/proc/{pid}/clear_refs").write_text("5")
-    load_before = _load()
+    load_before = load_avg()
     started = time.perf_counter()
     try:
         if kind == "race":
-            racers = []
+            racers: list[Racer] = []
             for n, which in enumerate(kinds, 1):
                 name, model, options = _options(which, claude, codex, *urls)
-                tree = create(work / "repo", run_id=f"{agents:02d}{n:02d}" + "0" * 28, store=store.location)
+                tree = create(
+                    work / "repo", run_id=f"{int(warm_up)}{agents:02d}{n:02d}" + "0" * 27, store=store.location
+                )
                 backend = create_provider(name, model=model, options=options)
                 racers.append(
                     Racer(label=name, provider=backend, tree=tree, tools=workspace_tools(Workspace(tree.workspace)))
                 )
-            controller, race_agents = open_race(racers, store=store, yes=True, trace_file=work / f"race-{agents}.jsonl")
+            controller, race_agents = open_race(
+                racers, store=store, yes=True, trace_file=work / f"race-{agents}-{int(warm_up)}.jsonl"
+            )
             samples, outcome = asyncio.run(_drive(stream_pipeline(controller, "say it"), watch))
             race_agents.release()
         else:
@@ -128,19 +143,22 @@ def _measure(kind: str, agents: int, work: Path, tokens: Tokens, urls: tuple[str
                 },
                 "team": {"max_parallel": len(roles)},
             }
-            path = work / f"many-{agents}.json"
+            path = work / f"many-{agents}-{int(warm_up)}.json"
             path.write_text(json.dumps(definition))
             ws = work / "ws"
             ws.mkdir(exist_ok=True)
             controller = open_run(
-                resolve_pipeline(str(path)), workspace=ws, store=store, trace_file=work / f"run-{agents}.jsonl"
+                resolve_pipeline(str(path)),
+                workspace=ws,
+                store=store,
+                trace_file=work / f"run-{agents}-{int(warm_up)}.jsonl",
             )
             samples, outcome = asyncio.run(_drive(stream_pipeline(controller, "say it"), watch))
     finally:
         store.close()
     wall = time.perf_counter() - started
-    peak = _kb(pid, "status", "VmHWM")
-    load_after = _load()
+    peak = proc_kb(pid, "status", "VmHWM")
+    load_after = load_avg()
     deadline = time.monotonic() + 60
     while (problems := watch.problems()) and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -174,7 +192,9 @@ def main() -> int:
         logdir = work / "stamps"
         logdir.mkdir()
         tokens = Tokens(logdir)
-        os.environ.update(_env(work))
+        environment = bench_env(work)  # the CLIs get only this (real providers allowed: the APIs are fakes)
+        os.environ.clear()
+        os.environ.update(environment)
         os.environ.update(git_home(work / "git-home"))
         make_repo(work / "repo", environ_with({}))
         count = 2 * args.agents + 6
@@ -186,8 +206,8 @@ def main() -> int:
         ):
             urls = (anthropic.root_url, openai.base_url)
             # Warm-up: a race and a pipeline of two, so first-use imports are not billed.
-            _measure("race", 2, work, tokens, urls)
-            _measure("pipeline", 2, work, tokens, urls)
+            _measure("race", 2, work, tokens, urls, warm_up=True)
+            _measure("pipeline", 2, work, tokens, urls, warm_up=True)
             result: dict[str, Any] = {
                 "race": _measure("race", args.agents, work, tokens, urls),
                 "pipeline": _measure("pipeline", args.agents, work, tokens, urls),

@@ -88,9 +88,9 @@ class Leftovers:
     folders: tuple[Path, ...] = ()
     pid: int | None = None
     #: descriptors over the baseline that are allowed, by target, up to a count each
-    fds_allowed: dict[str, int] = field(default_factory=dict)
-    fds: list[str] = field(default_factory=list)
-    seen: dict[int, int] = field(default_factory=dict)
+    fds_allowed: dict[str, int] = field(default_factory=dict[str, int])
+    fds: list[str] = field(default_factory=list[str])
+    seen: dict[int, int] = field(default_factory=dict[int, int])
 
     def baseline(self) -> None:
         self.fds = fd_targets(self.pid)

@@ -103,7 +103,7 @@ def test_a_race_of_agent_clis_leaves_no_process_descriptor_or_folder(
         try:
             backends: list[Provider] = [ClaudeCodeProvider(model=CLAUDE_MODEL, options=claude_options(claude))] * EACH
             backends += [CodexProvider(model=CODEX_MODEL, options=codex_options(codex))] * EACH
-            racers = []
+            racers: list[Racer] = []
             for n, backend in enumerate(backends, 1):
                 tree = create(repo, run_id=f"{n:02d}" + "0" * 30, store=store.location)
                 tools = workspace_tools(Workspace(tree.workspace))

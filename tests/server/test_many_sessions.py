@@ -84,20 +84,20 @@ def _until(check: Any, what: str, watch: Leftovers | None = None) -> Any:
 def _warm_sessions(client: Any, watch: Leftovers) -> list[str]:
     """Open EACH sessions of each CLI, run one turn on each at once, and return their ids
     once every turn completed (the warm processes stay)."""
-    ids = []
+    ids: list[str] = []
     for agent in ("cc", "cx"):
         for _ in range(EACH):
             created = client.post("/v1/sessions", json={"agent": agent})
             assert created.status_code == 201, created.text
-            ids.append(created.json()["id"])
-    runs = []
+            ids.append(str(created.json()["id"]))
+    runs: list[str] = []
     for session_id in ids:
         started = client.post(f"/v1/sessions/{session_id}/runs", json={"prompt": "say it"})
         assert started.status_code == 201, started.text
-        runs.append(started.json()["id"])
+        runs.append(str(started.json()["id"]))
 
     def finished() -> list[dict[str, Any]] | None:
-        rows = [client.get(f"/v1/runs/{run_id}").json() for run_id in runs]
+        rows: list[dict[str, Any]] = [client.get(f"/v1/runs/{run_id}").json() for run_id in runs]
         return rows if all(row["status"] != "running" for row in rows) else None
 
     rows = _until(finished, "every first turn finished", watch)
@@ -153,7 +153,7 @@ def test_closed_warm_sessions_leave_no_process_descriptor_or_folder(
                 removed = client.delete(f"/v1/sessions/{session_id}")
                 assert removed.status_code == 200, removed.text
         problems = _settle(watch)
-        assert served.app is not None and not problems, "\n".join(problems)
+        assert not problems, "\n".join(problems)
         assert [p for p in envelopes.glob("*/*")] == []  # deleted sessions keep no envelope home
     assert len(claude.turn_requests()) == EACH and len(codex.model_requests()) >= EACH
 

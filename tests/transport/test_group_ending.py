@@ -54,6 +54,9 @@ class _LateSignals:
         self.timers.append(timer)
 
     def killpg(self, pgid: int, sig: int) -> None:
+        if sig == 0:  # a probe (is any process of the group left?) delivers nothing: answered now
+            self.real_killpg(pgid, 0)
+            return
         self._later(self.real_killpg, pgid, sig)
         self.real_kill(pgid, sig)  # the leader at once
 

@@ -73,6 +73,12 @@ def group_members(pgid: int) -> list[int]:
         except (ProcessLookupError, PermissionError):
             return []
         return [pgid]
+    try:
+        os.killpg(pgid, 0)  # one system call: a group with no process at all needs no scan of /proc
+    except ProcessLookupError:
+        return []
+    except PermissionError:
+        pass  # someone else's group now: the scan says what is there
     members: list[int] = []
     for entry in proc.iterdir():
         if entry.name.isdigit():
