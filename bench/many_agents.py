@@ -6,8 +6,9 @@
 The real pinned CLIs (Claude Code warm: one `claude -p --input-format stream-json` per
 session; Codex warm: one `codex app-server` per session) against the fake APIs, which run in
 this bench process on 127.0.0.1; `seamline serve` is its own process, the sessions are the
-agents of an agents file (the operator's `sandbox = "none"` by default; `--sandbox bwrap`
-puts each CLI in the envelope).
+agents of an agents file with the operator's `sandbox = "none"` (the relay below lives
+outside what the envelope would show the CLI; tests/server/test_many_sessions.py checks
+the envelope's leftovers, at a small size).
 
 Figures, each beside its goal and its floor, measured in the same run:
 
@@ -367,7 +368,6 @@ def main() -> int:
     parser.add_argument("--claude", type=int, default=20, help="warm Claude Code sessions (default 20)")
     parser.add_argument("--codex", type=int, default=20, help="warm Codex sessions (default 20)")
     parser.add_argument("--turns", type=int, default=3, help="turns per session; the first starts the program")
-    parser.add_argument("--sandbox", choices=("none", "bwrap"), default="none", help="the agents' sandbox")
     parser.add_argument("--out", type=Path, help="write the figures as JSON here")
     parser.add_argument("--profile", type=Path, help="run the server under cProfile (CPU time), its stats here")
     args = parser.parse_args()
@@ -385,7 +385,7 @@ def main() -> int:
         with AgentAnthropic(claude_script, fallback={"text": "side"}) as anthropic, AgentOpenAI(codex_script) as openai:
             claude = make_relay(work, "claude", TOOLS_BIN / "claude", logdir)
             codex = make_relay(work, "codex", TOOLS_BIN / "codex", logdir)
-            agents = _agents_file(work, claude, codex, anthropic.root_url, openai.base_url, args.sandbox)
+            agents = _agents_file(work, claude, codex, anthropic.root_url, openai.base_url, "none")
             profiled = [str(_cpu_profiler(work)), str(args.profile)] if args.profile else []
             command = [sys.executable, *(profiled or ["-m", "seamline"]), "serve", "--port", "0"]
             command += ["--store", str(work / "serve.db")]
@@ -412,13 +412,11 @@ def main() -> int:
             runtime_left = sorted(p.name for p in (work / "run" / "seamline").glob("*"))
             homes_left = sorted(str(p) for p in (work / "data" / "seamline" / "envelopes").glob("*/*"))
             result["after_close"].update(runtime_folders_left=len(runtime_left), envelope_homes_left=len(homes_left))
-    result["sandbox"] = args.sandbox
+    result["sandbox"] = "none"
     result["machine"] = {"cpus": os.cpu_count(), "python": sys.version.split()[0]}
     result["when"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     own, lat, fl = result["own_memory_per_session_kb"], result["line_to_event"], result["floor_line_to_read"]
-    print(
-        f"{args.claude} warm Claude Code + {args.codex} warm Codex sessions in one `seamline serve` (sandbox {args.sandbox})"
-    )
+    print(f"{args.claude} warm Claude Code + {args.codex} warm Codex sessions in one `seamline serve` (sandbox none)")
     print(
         f"  seamline's own memory per live session: RSS {own['rss']:.0f} KB, USS {own['uss']:.0f} KB, "
         f"peak RSS {own['peak_rss']:.0f} KB (goal ≤ {GOAL_MEMORY_KB} KB); server idle RSS "
