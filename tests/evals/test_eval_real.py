@@ -3,8 +3,10 @@ the local fake model servers, under ``--sandbox bwrap``: two tasks whose check n
 file the agent wrote, each trial in a worktree of its own, each check inside the trial's
 sandbox, and nothing left behind (no process, worktree or branch).
 
-Claude Code always writes ``hello``, Codex always ``42`` (whatever the order the trials
-run in): ``greet`` passes only for Claude Code, ``answer`` only for Codex.
+Two trials run at once (``--concurrency 2``), in worktrees of the same repository. Claude
+Code always writes ``hello``, Codex always ``42`` (the fakes answer each request by what it
+holds, whatever order the trials run in): ``greet`` passes only for Claude Code, ``answer``
+only for Codex.
 
 The check proves where it runs: inside bubblewrap the trial's worktree is ``/workspace``
 and the host's temporary folders are out of sight, so a secret file beside the test is
@@ -19,13 +21,14 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import yaml
 
 from seamline.transport.subprocess import group_members
 from tests.evals.lab import git_in
+from tests.fakes._http import RecordedRequest
 from tests.providers.agent_cli_support import ROOT, AgentAnthropic, AgentOpenAI, CliWorld, cli_path, make_world
 
 pytestmark = pytest.mark.real
@@ -81,15 +84,35 @@ def _dataset(tmp_path: Path) -> tuple[Path, Path, Path]:
     return dataset, secret, marker
 
 
-def _claude_script() -> list[dict[str, Any]]:
-    # Bash in the turn's own folder: the worktree's path is not known before the trial starts.
-    write = {"tool_calls": [{"name": "Bash", "arguments": {"command": f"printf '{CLAUDE_WRITES}\\n' > answer.txt"}}]}
-    return [write, {"text": "Done."}] * 2
+def _body(request: RecordedRequest) -> dict[str, Any]:
+    raw: object = request.body
+    return cast("dict[str, Any]", raw) if isinstance(raw, dict) else {}
 
 
-def _codex_script() -> list[dict[str, Any]]:
-    patch = f"*** Begin Patch\n*** Add File: answer.txt\n+{CODEX_WRITES}\n*** End Patch\n"
-    return [{"custom_tool_calls": [{"name": "apply_patch", "input": patch}]}, {"text": "Done."}] * 2
+class _ClaudeWrites(AgentAnthropic):
+    """Claude Code's fake, answering each request by what it holds, not by its order (the
+    trials may run at once): a turn's first call writes the file with Bash in the turn's
+    own folder (the worktree's path is not known before the trial starts), the call after
+    the tool's result ends the turn."""
+
+    def _take(self, request: RecordedRequest) -> dict[str, Any] | None:
+        body = _body(request)
+        if not body.get("tools") or "output_config" in body:
+            return self.fallback  # a title or other side request
+        if "'type': 'tool_result'" in str(body["messages"][-1]):
+            return {"text": "Done."}
+        command = f"printf '{CLAUDE_WRITES}\\n' > answer.txt"
+        return {"tool_calls": [{"name": "Bash", "arguments": {"command": command}}]}
+
+
+class _CodexWrites(AgentOpenAI):
+    """Codex's fake, the same way: an ``apply_patch`` that adds the file, then the answer."""
+
+    def _take(self, request: RecordedRequest) -> dict[str, Any] | None:
+        if "call_output'" in str(_body(request).get("input")):
+            return {"text": "Done."}
+        patch = f"*** Begin Patch\n*** Add File: answer.txt\n+{CODEX_WRITES}\n*** End Patch\n"
+        return {"custom_tool_calls": [{"name": "apply_patch", "input": patch}]}
 
 
 def _git(repo: Path, *args: str) -> str:
@@ -120,7 +143,7 @@ def test_claude_code_and_codex_trials_each_run_in_a_worktree_with_the_check_in_b
 ) -> None:
     dataset, secret, marker = _dataset(tmp_path)
     store = tmp_path / "store" / "s.db"
-    claude, codex = AgentAnthropic(_claude_script(), fallback={"text": "side"}), AgentOpenAI(_codex_script())
+    claude, codex = _ClaudeWrites([], fallback={"text": "side"}), _CodexWrites([])
     with claude, codex:
         argv = [
             sys.executable, "-m", "seamline", "eval", str(dataset),
@@ -128,7 +151,7 @@ def test_claude_code_and_codex_trials_each_run_in_a_worktree_with_the_check_in_b
             "-o", "max_retries=0",
             "-p", "codex", "-m", "gpt-5.5", "-o", f"executable={cli_path('codex')}", "-o", f"base_url={codex.base_url}",
             "-o", "max_retries=0", "-o", "turn_timeout=240",
-            "--sandbox", "bwrap", "--yes", "--store", str(store), "--json",
+            "--concurrency", "2", "--sandbox", "bwrap", "--yes", "--store", str(store), "--json",
         ]  # fmt: skip
         proc = subprocess.Popen(
             argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
