@@ -59,8 +59,9 @@ RANKS: dict[str, int] = {
     "agent": 12, "testing": 12, "evals": 12,
     # the faces
     "server": 13, "acp_agent": 13, "durable": 13, "telemetry": 13,
-    "cli": 14,
-    "__main__": 15,
+    "mcp_server": 14,  # a face over serve's run engine and policy
+    "cli": 15,
+    "__main__": 16,
 }  # fmt: skip
 
 
