@@ -11,7 +11,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -89,9 +89,8 @@ async def stdio_session(args: list[str], env: dict[str, str], **session: Any) ->
                 yield client
 
 
-@contextlib.contextmanager
-def http_server(args: list[str], env: dict[str, str]) -> Any:
-    """``seamline mcp --transport http --port 0`` in its own process group; its URL."""
+def start_http(args: list[str], env: dict[str, str]) -> tuple[subprocess.Popen[bytes], str]:
+    """``seamline mcp --transport http --port 0`` in its own process group, and its URL."""
     errlog = Path(env["HOME"]) / "server-stderr.txt"
     with open(errlog, "w") as err:
         proc = subprocess.Popen(
@@ -103,26 +102,36 @@ def http_server(args: list[str], env: dict[str, str]) -> Any:
             stderr=err,
             start_new_session=True,
         )
+    for _ in range(3000):  # waits for the line that names the bound port, or the exit
+        found = re.search(r"(http://127\.0\.0\.1:\d+/mcp)", errlog.read_text())
+        if found:
+            return proc, found.group(1)
+        if proc.poll() is not None:
+            break
+        time.sleep(0.02)
+    stop(proc)
+    raise AssertionError(f"seamline mcp did not start: {errlog.read_text()}")
+
+
+def stop(proc: subprocess.Popen[bytes]) -> int:
+    """SIGTERM to the server's group, then its exit status (SIGKILL after 20 s)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
     try:
-        url = None
-        for _ in range(3000):  # waits for the line that names the bound port, or the exit
-            found = re.search(r"(http://127\.0\.0\.1:\d+/mcp)", errlog.read_text())
-            if found:
-                url = found.group(1)
-                break
-            if proc.poll() is not None:
-                break
-            time.sleep(0.02)
-        assert url is not None, f"seamline mcp did not start: {errlog.read_text()}"
+        return proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        return proc.wait()
+
+
+@contextlib.contextmanager
+def http_server(args: list[str], env: dict[str, str]) -> Iterator[str]:
+    """The HTTP server for the length of a block; its URL."""
+    proc, url = start_http(args, env)
+    try:
         yield url
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        stop(proc)
 
 
 @contextlib.asynccontextmanager

@@ -28,7 +28,9 @@ from tests.mcp_server.support import (
     scripted_agent,
     server_args,
     server_env,
+    start_http,
     stdio_session,
+    stop,
 )
 from tests.providers.agent_cli_support import run_async
 
@@ -178,18 +180,20 @@ async def test_cancel_aborts_the_run_and_the_model_sees_no_further_request(tmp_p
         assert len(fake.model_requests()) == 2  # nothing after the cancel
 
 
+@pytest.mark.parametrize("transport", TRANSPORTS)
 @run_async
-async def test_ask_without_elicitation_is_denied_and_nothing_is_written(tmp_path: Path) -> None:
+async def test_ask_without_elicitation_is_denied_and_nothing_is_written(tmp_path: Path, transport: str) -> None:
     agents = {"writer": scripted_agent(tmp_path, "writer", WRITE_NOTE)}
-    async with connect("stdio", tmp_path, agents) as client:
+    async with connect(transport, tmp_path, agents) as client:
         result = await client.call_tool("writer", {"task": "write a note"})
     assert result.structured_content is not None
     assert not (tmp_path / "note.txt").exists()
     assert result.structured_content["changed_files"] == []
 
 
+@pytest.mark.parametrize("transport", TRANSPORTS)
 @run_async
-async def test_ask_goes_to_the_client_through_elicitation(tmp_path: Path) -> None:
+async def test_ask_goes_to_the_client_through_elicitation(tmp_path: Path, transport: str) -> None:
     import mcp_types as types
 
     asked: list[str] = []
@@ -199,10 +203,46 @@ async def test_ask_goes_to_the_client_through_elicitation(tmp_path: Path) -> Non
         return types.ElicitResult(action="accept", content={"allow": True})
 
     agents = {"writer": scripted_agent(tmp_path, "writer", WRITE_NOTE)}
-    async with connect("stdio", tmp_path, agents, elicitation_callback=elicit) as client:
+    async with connect(transport, tmp_path, agents, elicitation_callback=elicit) as client:
         result = await client.call_tool("writer", {"task": "write a note"})
     assert asked and "write_file" in asked[0]
     assert (tmp_path / "note.txt").read_text() == "hi\n"
     assert result.structured_content is not None
     assert result.structured_content["changed_files"] == ["note.txt"]
     assert result.structured_content["text"] == "Wrote it."
+
+
+@run_async
+async def test_sigterm_stops_the_http_server_cleanly_and_its_running_call_ends_aborted(tmp_path: Path) -> None:
+    script = [{"text": "never", "chunks": ["nev", "er"], "cut_after": 1, "cut": "stall"}]
+    with FakeOpenAI(script=script) as fake:
+        agents = {
+            "slow": {
+                "provider": "openai",
+                "model": "gpt-4o",
+                "options": {"base_url": fake.base_url},
+                "workspaces": [str(tmp_path)],
+            }
+        }
+        args = server_args(agents_file(tmp_path, agents), tmp_path / "store.db", tmp_path)
+        proc, url = start_http(args, server_env(tmp_path, OPENAI_API_KEY="sk-test"))
+        try:
+            async with http_session(url) as client:
+                call = asyncio.create_task(client.call_tool("slow", {"task": "list"}))
+                for _ in range(3000):  # the stalled model call has arrived
+                    if fake.model_requests():
+                        break
+                    await asyncio.sleep(0.02)
+                assert len(fake.model_requests()) == 1
+                status = await asyncio.to_thread(stop, proc)
+                with contextlib.suppress(BaseException):
+                    await call
+        finally:
+            stop(proc)
+    assert status == 0, (tmp_path / "server-stderr.txt").read_text()
+    store = SQLiteStore(str(tmp_path / "store.db"))
+    try:
+        rows = store.list_sessions()
+    finally:
+        store.close()
+    assert [r.status for r in rows] == ["aborted"]

@@ -202,12 +202,15 @@ class McpFace:
         if capabilities is not None and capabilities.elicitation is not None and ctx.session.can_send_request:
             arguments = json.dumps(request.arguments)[:1000]
             why = f" ({request.reason})" if request.reason else ""
-            reply = await ctx.session.elicit_form(
-                f"seamline: allow tool {request.tool} {arguments}{why}?",
-                _ELICIT_SCHEMA,
-                related_request_id=ctx.request_id,
-            )
-            if reply.action == "accept" and (reply.content or {}).get("allow") is True:
+            try:
+                reply = await ctx.session.elicit_form(
+                    f"seamline: allow tool {request.tool} {arguments}{why}?",
+                    _ELICIT_SCHEMA,
+                    related_request_id=ctx.request_id,
+                )
+            except Exception:  # noqa: BLE001 - a client that cannot answer has not approved
+                reply = None
+            if reply is not None and reply.action == "accept" and (reply.content or {}).get("allow") is True:
                 answer = PermissionAnswer("allow", "once")
         if request.request_id in run.pending:
             self.hub.answer(run.id, request.request_id, answer)

@@ -3,9 +3,11 @@ the operator binds elsewhere), both the official ``mcp`` SDK's."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import sys
 from collections.abc import Mapping
+from typing import Any
 
 from seamline.mcp_server.server import McpFace
 from seamline.providers.base import Provider
@@ -59,7 +61,7 @@ async def serve_http(face: McpFace, sock: socket.socket, *, host: str) -> None:
 
     app = face.server.streamable_http_app(host=host)
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=5)
-    server = uvicorn.Server(config)
+    server = _stoppable(uvicorn, face)(config)
     port = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
     print(
@@ -69,3 +71,21 @@ async def serve_http(face: McpFace, sock: socket.socket, *, host: str) -> None:
         await server.serve(sockets=[sock])
     finally:
         await face.close()
+
+
+def _stoppable(uvicorn: Any, face: McpFace) -> Any:
+    class StoppableServer(uvicorn.Server):  # type: ignore[misc]
+        """SIGINT and SIGTERM stop the server gracefully and the command exits 0 (uvicorn
+        would raise the signal again after its shutdown); the runs still going end
+        ``aborted`` first, so the shutdown need not wait on their calls."""
+
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            super().handle_exit(sig, frame)
+            self._captured_signals.clear()
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                return
+            loop.call_soon_threadsafe(face.hub.stop_runs)
+
+    return StoppableServer
