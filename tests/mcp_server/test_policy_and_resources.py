@@ -120,3 +120,25 @@ async def test_continue_a_session_and_read_it_as_a_tool_and_a_resource(tmp_path:
     assert "and then?" in transcript and "Second answer." in transcript
     assert resource["session"]["id"] == session_id  # type: ignore[index]
     assert missing.is_error
+
+
+def test_usage_errors_are_one_line_and_exit_2(tmp_path: Path) -> None:
+    bad = tmp_path / "agents.toml"
+    bad.write_text('[agents.x]\nprovider = "no-such-provider"\n')
+    cases = [
+        ["--agents", str(bad)],
+        ["--transport", "http", "--host", "0.0.0.0"],  # no token: loopback only
+        ["--workspace", str(tmp_path / "missing")],
+    ]
+    for extra in cases:
+        done = subprocess.run(
+            [sys.executable, "-m", "seamline", "mcp", "--store", str(tmp_path / "s.db"), *extra],
+            capture_output=True,
+            text=True,
+            env=server_env(tmp_path),
+            cwd=str(ROOT),
+            stdin=subprocess.DEVNULL,
+            timeout=120,
+        )
+        assert done.returncode == 2, (extra, done.stderr)
+        assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr, done.stderr

@@ -114,7 +114,7 @@ async def test_call_streams_progress_before_the_answer_cost_and_run_in_the_store
 
 
 @run_async
-async def test_the_run_is_visible_to_seamline_sessions(tmp_path: Path) -> None:
+async def test_the_run_is_visible_to_seamline_sessions_and_watch(tmp_path: Path) -> None:
     agents = {"helper": scripted_agent(tmp_path, "helper", READ_THEN_ANSWER)}
     async with connect("stdio", tmp_path, agents) as client:
         result = await client.call_tool("helper", {"task": "what does the readme say?"})
@@ -130,6 +130,16 @@ async def test_the_run_is_visible_to_seamline_sessions(tmp_path: Path) -> None:
     )
     assert shown.returncode == 0, shown.stderr
     assert session_id[:8] in shown.stdout
+    watched = subprocess.run(
+        [sys.executable, "-m", "seamline", "watch", "--snapshot", "--json", "--store", str(tmp_path / "store.db")],
+        capture_output=True,
+        text=True,
+        env=server_env(tmp_path),
+        cwd=str(ROOT),
+        timeout=120,
+    )
+    assert watched.returncode == 0, watched.stderr
+    assert session_id in watched.stdout
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
