@@ -103,7 +103,8 @@ async def test_call_streams_progress_before_the_answer_cost_and_run_in_the_store
     kinds = [k for k, _ in seen]
     assert "progress" in kinds and kinds.index("progress") < kinds.index("result")
     messages = " | ".join(m or "" for k, m in seen if k == "progress")
-    assert "tool read_file" in messages
+    assert "Looking." in messages  # a step's text that was not streamed
+    assert 'tool read_file {"path": "README.md"}' in messages and "tool read_file done" in messages
     assert "The readme says hello." in messages
     # The run's session is in the store like any, and the session tools list it.
     record = stored(tmp_path, out["session_id"])

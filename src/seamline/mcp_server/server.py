@@ -32,7 +32,7 @@ from seamline.mcp_server.catalog import ToolEntry, tool_catalog
 from seamline.server.runs import Run, RunHub
 from seamline.tools.permissions import PermissionAnswer
 
-__all__ = ["McpFace", "ToolOutcome"]
+__all__ = ["McpFace", "ProgressLines"]
 
 _SESSIONS_URI: Final = "seamline://sessions/"
 _TRACES_URI: Final = "seamline://traces/"
@@ -45,9 +45,6 @@ _ELICIT_SCHEMA: Final[dict[str, Any]] = {
 }
 
 
-ToolOutcome = types.CallToolResult
-
-
 def _text(result: Any) -> types.CallToolResult:
     body = json.dumps(result, default=str)
     return types.CallToolResult(content=[types.TextContent(text=body)], structured_content=result)
@@ -57,32 +54,44 @@ def _refusal(message: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(text=message)], is_error=True)
 
 
-def progress_message(events: list[Event]) -> str | None:
-    """One progress line for a batch of a run's events: the text it streamed and its tool
-    activity; ``None`` when the batch holds neither."""
-    parts: list[str] = []
-    text: list[str] = []
-    for event in events:
-        if isinstance(event, TextDelta):
-            text.append(event.text)
-            continue
+class ProgressLines:
+    """Turns a run's events, batch by batch, into progress messages: the text it streamed
+    (a step's whole text only where it was not streamed) and its tool activity."""
+
+    def __init__(self) -> None:
+        self._streamed = False  # deltas came since the last whole text
+        self._tools: dict[str, str] = {}  # call id -> tool name
+
+    def message(self, events: list[Event]) -> str | None:
+        """One progress line for a batch; ``None`` when it holds nothing to say."""
+        parts: list[str] = []
+        text: list[str] = []
+        for event in events:
+            if isinstance(event, TextDelta):
+                text.append(event.text)
+                self._streamed = True
+                continue
+            if text:
+                parts.append("".join(text))
+                text = []
+            if isinstance(event, Text):
+                if not self._streamed:
+                    parts.append(event.text)
+                self._streamed = False
+            elif isinstance(event, ToolCall):
+                self._tools[event.call_id] = event.name
+                parts.append(f"tool {event.name} {json.dumps(event.arguments)[:200]}")
+            elif isinstance(event, ToolResult):
+                name = self._tools.pop(event.call_id, event.call_id)
+                parts.append(f"tool {name} {'failed' if event.is_error else 'done'}")
+            elif isinstance(event, PermissionRequest):
+                parts.append(f"asks to run {event.tool}")
+            elif isinstance(event, FileChange) and event.kind in _CHANGED:
+                parts.append(f"{event.kind} {event.path}")
         if text:
             parts.append("".join(text))
-            text = []
-        if isinstance(event, Text) and not parts:
-            continue  # the step's whole text after its deltas: already said
-        if isinstance(event, ToolCall):
-            parts.append(f"tool {event.name} {json.dumps(event.arguments)[:200]}")
-        elif isinstance(event, ToolResult):
-            parts.append(f"tool {event.call_id} {'failed' if event.is_error else 'done'}")
-        elif isinstance(event, PermissionRequest):
-            parts.append(f"asks to run {event.tool}")
-        elif isinstance(event, FileChange) and event.kind in _CHANGED:
-            parts.append(f"{event.kind} {event.path}")
-    if text:
-        parts.append("".join(text))
-    message = " · ".join(p for p in parts if p)
-    return message[:_MESSAGE_MOST] or None
+        message = " · ".join(p for p in parts if p)
+        return message[:_MESSAGE_MOST] or None
 
 
 class McpFace:
@@ -176,9 +185,10 @@ class McpFace:
     async def _follow(self, ctx: ServerRequestContext[Any], run: Run) -> types.CallToolResult:
         """Stream the run's progress until it ends; a cancelled call aborts the run."""
         sent = 0
+        lines = ProgressLines()
         try:
             async for _, batch in run.follow():
-                message = progress_message(batch)
+                message = lines.message(batch)
                 if message is not None:
                     sent += 1
                     await ctx.session.report_progress(sent, None, message)
