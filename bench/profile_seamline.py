@@ -90,7 +90,11 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=0)
     parser.add_argument("--deltas", type=int, default=20_000)
     parser.add_argument("--top", type=int, default=15)
-    parser.add_argument("--target", choices=("seamline", "seamline_nostore"), default="seamline")
+    parser.add_argument(
+        "--target",
+        choices=("seamline", "seamline_nostore", "seamline_agent", "seamline_agent_nostore"),
+        default="seamline",
+    )
     parser.add_argument("--sort", choices=("tottime", "cumulative"), default="tottime")
     args = parser.parse_args()
     target = load_target(args.target)

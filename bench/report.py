@@ -21,11 +21,23 @@ HERE = Path(__file__).resolve().parent
 README = HERE / "README.md"
 START = "<!-- bench-table:start -->"
 END = "<!-- bench-table:end -->"
-COLUMNS = ("floor", "seamline", "seamline_nostore", "pydantic_ai", "openai_agents", "langgraph", "smolagents")
+COLUMNS = (
+    "floor",
+    "seamline",
+    "seamline_nostore",
+    "seamline_agent",
+    "seamline_agent_nostore",
+    "pydantic_ai",
+    "openai_agents",
+    "langgraph",
+    "smolagents",
+)
 LABELS = {
     "floor": "floor",
     "seamline": "**seamline**",
     "seamline_nostore": "seamline, store off",
+    "seamline_agent": "seamline.Agent",
+    "seamline_agent_nostore": "seamline.Agent, store off",
     "pydantic_ai": "pydantic-ai",
     "openai_agents": "openai-agents",
     "langgraph": "langgraph",
@@ -58,7 +70,8 @@ def _cell(metric: dict[str, Any], target: str) -> str:
     return text
 
 
-_GOAL = re.compile(r"^\s*(≤|<|≥|>)\s*(⅓ of floor|[\d,.]+× floor|[\d,.]+)\s*(\S*)")
+_GOAL = re.compile(r"^\s*(≤|<|≥|>)\s*([⅓⅛] of floor|[\d,.]+× floor|[\d,.]+)\s*(\S*)")
+_FRACTIONS = {"⅓": 1 / 3, "⅛": 1 / 8}
 _SCALE = {"µs": 1e-6, "ms": 1e-3, "s": 1.0, "KB": 1.0, "MB": 1024.0}
 
 
@@ -66,7 +79,8 @@ def goal_met(metric: dict[str, Any]) -> bool | None:
     """Whether seamline's figure meets the metric's goal (``≤ 50 µs``, ``≥ ⅓ of floor``…);
     None when there is no goal, no figure, or the goal cannot be read."""
     match = _GOAL.match(metric.get("goal") or "")
-    cell = metric["cells"].get("seamline")
+    # the goals are for what users call: seamline.Agent where the run measured it (issue 44)
+    cell = metric["cells"].get("seamline_agent") or metric["cells"].get("seamline")
     if match is None or cell is None or cell.get("status") != "ok":
         return None
     op, amount, unit = match.groups()
@@ -75,7 +89,7 @@ def goal_met(metric: dict[str, Any]) -> bool | None:
         floor = metric["cells"].get("floor")
         if floor is None or floor.get("status") != "ok":
             return None
-        times = 1 / 3 if amount.startswith("⅓") else float(amount.split("×")[0].replace(",", ""))
+        times = _FRACTIONS.get(amount[0]) or float(amount.split("×")[0].replace(",", ""))
         bound = float(floor["value"]) * times
     else:
         bound = float(amount.replace(",", ""))
@@ -105,6 +119,10 @@ def render_table(report: dict[str, Any]) -> str:
             goal += " — **missed**"
         row = [m["label"], f"{m['unit']} {arrow}", goal] + [_cell(m, c) for c in present]
         lines.append("| " + " | ".join(row) + " |")
+    goals = store_goals(metrics)
+    if goals:
+        lines.append("\nThe store's goals (issue 44), through `seamline.Agent`:\n")
+        lines.extend(goals)
     notes = sorted({r["note"] for r in results.values() if isinstance(r, dict) and r.get("note")})
     bullets = [f"- {m['label']}: {m['note']}" for m in metrics if m.get("note")]
     if bullets:
@@ -119,6 +137,48 @@ def render_table(report: dict[str, Any]) -> str:
             flat = ", ".join(f"{k}={v}" for k, v in r.items() if not isinstance(v, dict | list))
             lines.append(f"- `{name}`: {flat}")
     return "\n".join(lines)
+
+
+def _value(metrics: dict[str, dict[str, Any]], key: str, target: str) -> float | None:
+    cell = metrics.get(key, {}).get("cells", {}).get(target)
+    return float(cell["value"]) if cell and cell.get("status") == "ok" and cell.get("value") else None
+
+
+def store_goals(metrics: list[dict[str, Any]]) -> list[str]:
+    """Each figure of issue 44's store goals beside its goal and the floor, one line each;
+    empty when the run did not measure ``seamline_agent``."""
+    by_key = {m["key"]: m for m in metrics if "key" in m}
+    lines: list[str] = []
+
+    def line(text: str, met: bool) -> None:
+        lines.append(f"- {text}: {'met' if met else '**missed**'}")
+
+    on, off = _value(by_key, "w1_us_per_model_call", "seamline_agent"), None
+    off = _value(by_key, "w1_us_per_model_call", "seamline_agent_nostore")
+    floor = _value(by_key, "w1_us_per_model_call", "floor")
+    if on is not None and off is not None:
+        at_floor = f", {on / floor:,.0f}× the floor" if floor else ""
+        line(f"W1 store on {on:.1f} µs per model call (goal ≤ 50 µs{at_floor})", on <= 50)
+        line(f"W1 store on {on / off:.2f}× store off ({off:.1f} µs; goal ≤ 2×)", on <= 2 * off)
+    key = "w2_10000_"
+    calls = _value(by_key, key + "calls_per_s", "seamline_agent")
+    floor = _value(by_key, key + "calls_per_s", "floor")
+    if calls is not None and floor is not None:
+        line(
+            f"W2 10,000 runs store on {calls:,.0f} calls/s, 1/{floor / calls:.1f} of the floor (goal ≥ 1/8)",
+            calls * 8 >= floor,
+        )
+    for suffix, unit, bound in (
+        ("objects_per_run", "tracked objects per run", 40.0),
+        ("kb_per_run", "KB per run", 16.0),
+    ):
+        value = _value(by_key, key + suffix, "seamline_agent")
+        if value is None:
+            continue
+        base = _value(by_key, key + suffix, "floor")
+        beside = f", floor {base:.1f} ({value / base:.1f}×)" if base else ""
+        line(f"W2 10,000 runs store on {value:.1f} {unit} (goal ≤ {bound:.0f}{beside})", value <= bound)
+    return lines
 
 
 def report_machine() -> dict[str, Any]:

@@ -22,7 +22,7 @@ import inspect
 import resource
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -139,21 +139,63 @@ def w2(target: ModuleType, *, runs: int, latency: float) -> dict[str, Any]:
         gc.collect()
         exact = _reset_peak()
         before = _rss_kb()
+        collector, stop_watching = _watch_collector()
+        cpu = time.process_time()
         started = time.perf_counter()
         outcomes = await asyncio.gather(*(_one(target, latency) for _ in range(runs)))
         wall = time.perf_counter() - started
+        cpu = time.process_time() - cpu
+        stop_watching()
         peak = _peak_kb()
         for outcome in outcomes:
             check_run(outcome)
+        objects = await _objects_per_run(target, runs=runs, latency=latency)
         return {
             "model_calls_per_s": runs * MODEL_CALLS / wall,
             "kb_per_run": max(0, peak - before) / runs,
+            "objects_per_run": objects,
+            "gc_share_of_cpu": collector[0] / cpu if cpu else 0.0,
+            "gc_full_passes": collector[1],
             "wall_s": wall,
             "runs": runs,
             "peak_reset": exact,
         }
 
     return asyncio.run(main())
+
+
+def _watch_collector() -> tuple[list[float], Callable[[], None]]:
+    """CPU seconds spent in the garbage collector (``process_time``) and its full
+    (generation 2) passes, counted until the second value is called."""
+    seen = [0.0, 0]
+    began = [0.0]
+
+    def callback(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            began[0] = time.process_time()
+            return
+        seen[0] += time.process_time() - began[0]
+        if info["generation"] == 2:
+            seen[1] += 1
+
+    gc.callbacks.append(callback)
+    return seen, lambda: gc.callbacks.remove(callback)
+
+
+async def _objects_per_run(target: ModuleType, *, runs: int, latency: float) -> float:
+    """Objects the garbage collector tracks per run in flight (``gc.get_objects()``): a
+    second batch of ``runs``, not timed (counting allocates and takes time), sampled every
+    half model call while it runs; the largest count less the count before, per run."""
+    gc.collect()
+    baseline = len(gc.get_objects())
+    batch = asyncio.gather(*(_one(target, latency) for _ in range(runs)))
+    most = 0
+    while not batch.done():
+        await asyncio.sleep(latency / 2)
+        most = max(most, len(gc.get_objects()))
+    for outcome in await batch:
+        check_run(outcome)
+    return max(0, most - baseline) / runs
 
 
 def w3(target: ModuleType, *, deltas: int, reps: int) -> dict[str, Any]:

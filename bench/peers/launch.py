@@ -22,12 +22,14 @@ RUN_PEER = BENCH / "peers" / "run_peer.py"
 PEER_PYTHON = BENCH / ".venv" / "bin" / "python"
 RESULT_MARK = "BENCH-RESULT "
 
-OURS = ("floor", "seamline", "seamline_nostore")
+OURS = ("floor", "seamline", "seamline_nostore", "seamline_agent", "seamline_agent_nostore")
 PEERS = ("pydantic_ai", "openai_agents", "langgraph", "smolagents")
 LABELS = {
     "floor": "floor (bare asyncio)",
     "seamline": "seamline",
     "seamline_nostore": "seamline (store off)",
+    "seamline_agent": "seamline.Agent",
+    "seamline_agent_nostore": "seamline.Agent (store off)",
     "pydantic_ai": "pydantic-ai",
     "openai_agents": "openai-agents",
     "langgraph": "langgraph",
@@ -38,6 +40,8 @@ IMPORTS = {
     "floor": "asyncio",
     "seamline": "seamline",
     "seamline_nostore": "seamline",
+    "seamline_agent": "seamline",
+    "seamline_agent_nostore": "seamline",
     "pydantic_ai": "pydantic_ai",
     "openai_agents": "agents",
     "langgraph": "langgraph.prebuilt",

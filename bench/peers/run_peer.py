@@ -26,7 +26,17 @@ sys.path.insert(0, str(HERE))
 import harness  # noqa: E402
 
 RESULT_MARK = "BENCH-RESULT "
-TARGETS = ("floor", "seamline", "seamline_nostore", "pydantic_ai", "openai_agents", "langgraph", "smolagents")
+TARGETS = (
+    "floor",
+    "seamline",
+    "seamline_nostore",
+    "seamline_agent",
+    "seamline_agent_nostore",
+    "pydantic_ai",
+    "openai_agents",
+    "langgraph",
+    "smolagents",
+)
 
 
 def load_target(name: str) -> ModuleType:

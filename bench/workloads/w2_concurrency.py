@@ -33,8 +33,17 @@ def _measure(target: str, runs: int, reps: int, timeout: float) -> dict[str, Any
     merged = dict(good[0])
     merged["model_calls_per_s"] = statistics.median(r["model_calls_per_s"] for r in good)
     merged["kb_per_run"] = statistics.median(r["kb_per_run"] for r in good)
-    merged["samples"] = [[r["model_calls_per_s"], r["kb_per_run"]] for r in good]
+    for key in ("objects_per_run", "gc_share_of_cpu"):
+        if all(key in r for r in good):
+            merged[key] = statistics.median(r[key] for r in good)
+    merged["samples"] = [[r["model_calls_per_s"], r["kb_per_run"], r.get("objects_per_run")] for r in good]
     return merged
+
+
+def _percent(result: dict[str, Any]) -> dict[str, Any]:
+    if "gc_share_of_cpu" not in result:
+        return result
+    return {**result, "gc_share_of_cpu": result["gc_share_of_cpu"] * 100}
 
 
 def run(*, quick: bool = False) -> dict[str, Any]:
@@ -43,6 +52,8 @@ def run(*, quick: bool = False) -> dict[str, Any]:
     sizes = [(100, 1, 1, 60.0)] if quick else [(1_000, 3, 1, 120.0), (10_000, 3, 1, 30.0)]
     metrics: list[dict[str, Any]] = []
     for runs, our_reps, peer_reps, timeout in sizes:
+        # issue 44 restated the goals at 10,000 runs (through seamline.Agent, store on)
+        many = runs >= 10_000
         values: dict[str, dict[str, Any]] = {}
         for target in targets:
             reps = our_reps if target in launch.OURS else peer_reps
@@ -58,7 +69,7 @@ def run(*, quick: bool = False) -> dict[str, Any]:
                 better="higher",
                 values=values,
                 field="model_calls_per_s",
-                goal="≥ ⅓ of floor",
+                goal="≥ ⅛ of floor" if many else "≥ ⅓ of floor",
                 note=f"50 ms per model call; {reps_note}; limit {timeout:.0f} s per peer; smolagents: no asyncio API",
             )
         )
@@ -69,11 +80,34 @@ def run(*, quick: bool = False) -> dict[str, Any]:
             better="lower",
             values=values,
             field="kb_per_run",
-            goal="≤ 20 KB",
+            goal="≤ 16 KB" if many else "≤ 20 KB",
             note="peak RSS growth / runs in flight",
         )
         for cell in memory["cells"].values():
             if cell["status"] == "timeout":
                 cell["detail"] = f"over {timeout:.0f} s"  # the throughput bound belongs to the row above
         metrics.append(memory)
+        metrics.append(
+            launch.metric(
+                f"w2_{runs}_objects_per_run",
+                f"W2 {runs:,} concurrent runs: tracked objects per run",
+                unit="objects",
+                better="lower",
+                values=values,
+                field="objects_per_run",
+                goal="≤ 40" if many else "",
+                note="len(gc.get_objects()) at its largest during a second, untimed batch, less before, / runs",
+            )
+        )
+        metrics.append(
+            launch.metric(
+                f"w2_{runs}_gc_share",
+                f"W2 {runs:,} concurrent runs: garbage collector's share of CPU",
+                unit="%",
+                better="lower",
+                values={t: _percent(v) for t, v in values.items()},
+                field="gc_share_of_cpu",
+                note="time in gc.callbacks' start..stop over the batch's process CPU time",
+            )
+        )
     return {"latency_s": LATENCY, "note": note, "metrics": metrics}

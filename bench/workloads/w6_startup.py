@@ -62,7 +62,8 @@ def _cli_commands(reps: int) -> list[dict[str, Any]]:
 
 def run(*, quick: bool = False) -> dict[str, Any]:
     targets, note = launch.targets()
-    targets = [t for t in targets if t != "seamline_nostore"]  # the same import and the same run
+    # the same import and the same run
+    targets = [t for t in targets if t not in ("seamline_nostore", "seamline_agent", "seamline_agent_nostore")]
     reps = 1 if quick else 5
     imports = {t: launch.import_ms(t, reps=reps) for t in targets}
     runs = {

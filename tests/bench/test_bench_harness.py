@@ -125,7 +125,7 @@ def test_update_readme_replaces_only_the_marked_block(tmp_path: Path) -> None:
 def test_quick_mode_without_the_peer_environment_says_so(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(launch, "PEER_PYTHON", tmp_path / "missing" / "python")
     targets, note = launch.targets()
-    assert targets == ["floor", "seamline", "seamline_nostore"]
+    assert targets == ["floor", "seamline", "seamline_nostore", "seamline_agent", "seamline_agent_nostore"]
     assert note is not None and "bench/setup-peers.sh" in note
 
 
