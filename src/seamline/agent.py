@@ -158,6 +158,10 @@ class Agent:
         self.fallback = tuple(fallback)
         self.record = record
         self.replay = replay
+        # What a run outside a worktree and a sandbox starts from: the resolved workspace and
+        # the tool set on it, made at the first run and kept while the fields they come
+        # from stay the same (they do not change between runs).
+        self._plain: tuple[tuple[object, ...], workspace_room.Workspace, Toolset] | None = None
         self._backend().check_budget(budget_usd)  # a bad name, option or budget fails here
         for backup in self._fallbacks():
             backup.check_budget(budget_usd)  # and so does a bad fallback
@@ -190,7 +194,18 @@ class Agent:
         options = {**backend.option_values, "sandbox": mode}
         return create_provider(backend.name, model=backend.model, options=options)
 
-    def _toolset(self, root: Path) -> Toolset:
+    def _plain_parts(self) -> tuple[workspace_room.Workspace, Toolset]:
+        """The workspace and tools of a run with no worktree and no sandbox, made once."""
+        key = (self.workspace, self.tools, self.workspace_tools, self.workspace_read_tools)
+        kept = self._plain
+        if kept is not None and kept[0] == key:
+            return kept[1], kept[2]
+        ws = workspace_room.Workspace(self.workspace)
+        tools = self._toolset(ws)
+        self._plain = (key, ws, tools)
+        return ws, tools
+
+    def _toolset(self, root: Path | workspace_room.Workspace) -> Toolset:
         ws = workspace_room.Workspace(root)
         if not self.workspace_tools:
             if not self.workspace_read_tools:
@@ -212,12 +227,17 @@ class Agent:
         """The options of one run of this agent (a fresh provider and toolset each time),
         in ``tree`` for a worktree run."""
         sandbox = self.sandbox if isinstance(self.sandbox, str) else None
-        root = Path(tree.workspace) if tree is not None else self.workspace
+        root: Path | workspace_room.Workspace
+        if tree is None and self.sandbox is None:
+            root, tools = self._plain_parts()
+        else:
+            root = Path(tree.workspace) if tree is not None else self.workspace
+            tools = self._toolset(root)
         return RunOptions(
             provider=self._backend(),
             workspace=root,
             store=self.store,
-            tools=self._toolset(root),
+            tools=tools,
             yes=self.yes or self.sandbox is not None,  # isolated tools need no approval (as `run --sandbox`)
             approval=self.approval,
             observers=self.observers,
@@ -230,7 +250,7 @@ class Agent:
             on_notice=self.on_notice,
             stored={"sandbox": sandbox} if sandbox else None,
             worktree=tree or False,
-            fallback=self._fallbacks(),
+            fallback=tuple(self._fallbacks()),
             record=self.record,
             replay=self.replay,
         )
@@ -255,6 +275,13 @@ class Agent:
 
     async def stream(self, prompt: str, *, max_steps: int | None = None) -> AsyncIterator[Event]:
         """Run ``prompt`` as one turn on a new session and yield its events."""
+        if not self.worktree:  # nothing made for the run to remove again: no context of its own
+            options = self._run_options()
+            if max_steps is not None:
+                options = options.replace(max_steps=max_steps)
+            async for event in stream_turn(prompt, options):
+                yield event
+            return
         async with self._options() as options:
             if max_steps is not None:
                 options = options.replace(max_steps=max_steps)
@@ -263,6 +290,11 @@ class Agent:
 
     async def run(self, prompt: str, *, max_steps: int | None = None) -> RunResult:
         """Run ``prompt`` as one turn on a new session and collect it."""
+        if not self.worktree:  # the turn's own stream, without stream()'s generator around it
+            options = self._run_options()
+            return await collect(
+                stream_turn(prompt, options if max_steps is None else options.replace(max_steps=max_steps))
+            )
         return await collect(self.stream(prompt, max_steps=max_steps))
 
     def run_sync(self, prompt: str, *, max_steps: int | None = None) -> RunResult:

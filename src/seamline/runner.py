@@ -60,6 +60,7 @@ __all__ = [
 ]
 
 ProviderChoice = str | Provider | ProviderSettings
+_NO_BUILDER: Final = AgentBuilder()  # a run given no builder: nothing is ever added to this one
 StoreChoice = SessionStore | str | os.PathLike[str] | None
 
 
@@ -249,7 +250,8 @@ async def _opened(given: RunOptions, *, resume: str | None, fork: str | None) ->
     if resume and fork:
         raise InvalidRequest("give resume= or fork=, not both")
     _check_worktree(given, resumed=bool(resume or fork))
-    ws = Workspace(given.workspace)
+    # (an agent gives its Workspace, resolved once: taken as it is)
+    ws = given.workspace if isinstance(given.workspace, Workspace) else Workspace(given.workspace)
     kept: SessionStore | None = open_store(store) if isinstance(store, (str, os.PathLike)) else store
     owned = kept if isinstance(store, (str, os.PathLike)) else None  # opened here, closed here
     made: Worktree | None = None  # a worktree made here, removed again if no session opens
@@ -329,10 +331,10 @@ async def _session(
     host = given.tools if given.tools is not None else workspace_tools(ws)
     instructions = given.instructions
     use = CassetteUse.of(record=given.record, replay=given.replay)
-    async with (given.builder or AgentBuilder()).open_run(
+    async with (given.builder or _NO_BUILDER).open_run(
         host=host, profile=given.profile, allow=given.allow, workspace=ws.root, report=given.on_notice
     ) as parts:
-        permits = given.approval or permission_service(store=kept, workspace=ws.root, yes=given.yes)
+        permits = given.approval or permission_service(store=kept, workspace=ws, yes=given.yes)
         observing = (*given.observers, *parts.observers)
         earlier = resume or fork
         if kept is not None and earlier:
@@ -355,7 +357,7 @@ async def _session(
             )
         if not (kept is not None and earlier):
             session = await backend.open(
-                workspace=ws.root,
+                workspace=ws,
                 store=kept,
                 tools=parts.tools,
                 observers=observing,
@@ -404,7 +406,9 @@ async def stream(
     reuse them.
     """
     given = _given(options, fields)
-    async with open_failover(given) as session:
+    # without fallbacks, the session itself (one context less kept for the run's length)
+    opening = open_failover(given) if given.fallback else _opened(given, resume=None, fork=None)
+    async with opening as session:
         async for event in session.send(prompt, max_steps=given.max_steps, budget_usd=given.budget_usd):
             yield event
 

@@ -48,6 +48,7 @@ from seamline.sessions.records import SessionRecord, TranscriptEntry
 from seamline.stages.chain import StageChain
 from seamline.tools.approval import Approval
 from seamline.tools.base import Toolset
+from seamline.tools.workspace import resolved_folder
 from seamline.usage import Rates, UsageTotals, price_usage
 
 __all__ = [
@@ -237,7 +238,7 @@ class Provider:
         session = ProviderSession(
             provider=self,
             session_id=sid,
-            workspace=Path(workspace).resolve() if workspace is not None else None,
+            workspace=resolved_folder(workspace) if workspace is not None else None,
             store=store,
             tools=tools or Toolset(),
             observers=tuple(observers),

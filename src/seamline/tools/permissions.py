@@ -40,6 +40,7 @@ from seamline.tools.approval import ApprovalDecision
 from seamline.tools.base import Tool, tool_article
 from seamline.tools.shell_rules import CommandPiece, command_pieces, recursive_delete_outside_workspace
 from seamline.tools.terminal_line import TERMINAL_LINE, TerminalLine
+from seamline.tools.workspace import resolved_folder
 
 __all__ = [
     "DEFAULT_HARD_DENIALS",
@@ -245,7 +246,7 @@ class PermissionService:
         default_allow: Iterable[str] = ("read",),
     ) -> None:
         self.rules = rules
-        self.workspace = Path(workspace).resolve() if workspace is not None else None
+        self.workspace = resolved_folder(workspace) if workspace is not None else None
         self.yes = yes
         self.prompter = prompter
         self.hard_denials = tuple(hard_denials)

@@ -40,13 +40,28 @@ _DIR_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 class Workspace:
-    """A folder the tools may use, and the rule that keeps them inside it."""
+    """A folder the tools may use, and the rule that keeps them inside it.
+
+    A workspace is also a path (``os.fspath`` gives its resolved root): where a path is
+    taken, one can be given, and it is not resolved again (an agent resolves its folder
+    once, not at every run)."""
+
+    __slots__ = ("root",)
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
+        if isinstance(root, Workspace):
+            self.root: Path = root.root
+            return
         path = Path(root)
         if not path.is_dir():
             raise InvalidRequest(f"workspace {root} is not a folder")
         self.root = path.resolve()
+
+    def __fspath__(self) -> str:
+        return str(self.root)
+
+    def __repr__(self) -> str:
+        return f"Workspace({str(self.root)!r})"
 
     def resolve(self, path: str) -> Path:
         """The real path of ``path`` inside the workspace, or :class:`SandboxViolation`."""
@@ -67,6 +82,11 @@ class Workspace:
 
     def relative(self, real: Path) -> str:
         return real.relative_to(self.root).as_posix() or "."
+
+
+def resolved_folder(path: str | os.PathLike[str]) -> Path:
+    """``path`` resolved, or a :class:`Workspace`'s root as it is (resolved already)."""
+    return path.root if isinstance(path, Workspace) else Path(path).resolve()
 
 
 def _truncate(text: str, limit: int = _MAX_OUTPUT) -> str:
