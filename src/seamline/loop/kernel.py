@@ -123,16 +123,18 @@ class _Answer:
     __slots__ = ("calls", "deltas", "message", "reasoning", "texts")
 
     def __init__(self) -> None:
-        self.texts: list[str] = []
+        # texts and reasoning are rare beside deltas and calls: a tuple until one comes (a
+        # model call in flight holds fewer objects for the collector to scan)
+        self.texts: list[str] | tuple[()] = ()
         self.deltas: list[str] = []
-        self.reasoning: list[str] = []
+        self.reasoning: list[str] | tuple[()] = ()
         self.calls: list[ToolCall] = []
         self.message: Message | None = None
 
     def close_text(self) -> Text:
         """A step that streamed deltas without closing them into a text block."""
         joined = "".join(self.deltas)
-        self.texts.append(joined)
+        self.texts = [*self.texts, joined]
         return Text(text=joined)
 
     def add_call(self, event: ToolCall, tools: Toolset) -> ToolCall:
@@ -307,12 +309,12 @@ class _Turn:
     def _take(self, event: Event, answer: _Answer) -> Event | None:
         """Note an event of the model call (other than a delta); ``None`` drops it."""
         if type(event) is Text:
-            answer.texts.append(event.text)
+            answer.texts = [*answer.texts, event.text]
             answer.deltas.clear()
         elif type(event) is ToolCall:
             return answer.add_call(event, self.tools)
         elif type(event) is Reasoning:
-            answer.reasoning.append(event.text)
+            answer.reasoning = [*answer.reasoning, event.text]
         elif type(event) is Complete:
             return None  # the loop, not the step, ends the turn
         return event

@@ -19,9 +19,10 @@ seamline.stages.builder.MissingModules: missing required modules: mcp, masking
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Final
 
 from seamline.errors import InvalidRequest, SeamlineError
 from seamline.loop.observers import Observer
@@ -128,10 +129,11 @@ class AgentBuilder:
             raise MissingModules(missing)
 
     def stages(self) -> StageChain:
+        if not (self._chat or self._tool_stages):
+            return _NO_STAGES  # (a chain is immutable: one empty chain serves every run)
         return StageChain(chat=self._chat, tool=self._tool_stages)
 
-    @asynccontextmanager
-    async def open_run(
+    def open_run(
         self,
         *,
         host: Toolset,
@@ -139,15 +141,27 @@ class AgentBuilder:
         allow: Sequence[str] | None = None,
         workspace: Path | None = None,
         report: Callable[[str], None] | None = None,
-    ) -> AsyncIterator[RunParts]:
+    ) -> AbstractAsyncContextManager[RunParts]:
         """Check the profile, ask the tool sources, apply the allowlist; close the sources
         when the block ends (in the same task that opened them)."""
         self.check(profile)
         wanted = allow if allow is not None else (profile.allowed_tools if profile else None)
         if not (self._sources or self._tools or wanted is not None):
-            # Nothing to add or filter: the host tools as given, no copy.
-            yield RunParts(tools=host, stages=self.stages(), observers=tuple(self._observers))
-            return
+            # Nothing to add, filter or close: the host tools as given, no copy, and no
+            # generator kept for the run's length (a run in flight holds fewer objects).
+            return _Ready(RunParts(tools=host, stages=self.stages(), observers=tuple(self._observers)))
+        return self._open_sources(host=host, profile=profile, wanted=wanted, workspace=workspace, report=report)
+
+    @asynccontextmanager
+    async def _open_sources(
+        self,
+        *,
+        host: Toolset,
+        profile: AgentProfile | None,
+        wanted: Sequence[str] | None,
+        workspace: Path | None,
+        report: Callable[[str], None] | None,
+    ) -> AsyncIterator[RunParts]:
         base = Toolset(host, workspace=host.workspace)
         for extra in self._tools:
             if base.get(extra.name) is None:
@@ -160,6 +174,24 @@ class AgentBuilder:
             yield RunParts(tools=tools, stages=self.stages(), observers=tuple(self._observers))
         finally:
             await _close_sources(self._sources)
+
+
+_NO_STAGES: Final = StageChain()
+
+
+class _Ready:
+    """``open_run`` of a builder with nothing to open: the parts, and nothing to close."""
+
+    __slots__ = ("parts",)
+
+    def __init__(self, parts: RunParts) -> None:
+        self.parts = parts
+
+    async def __aenter__(self) -> RunParts:
+        return self.parts
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
 
 
 async def _close_sources(sources: Sequence[ToolSource]) -> None:
