@@ -1,5 +1,5 @@
 """What a run costs the SQLite store in statements: the permission rules are read once and
-again only when they change (here or in another process), and a run's record (with its run
+again only when they change (here or in another process; SQLite asked at most every 10 ms), and a run's record (with its run
 options), rows, figures and end share one commit."""
 
 from __future__ import annotations
@@ -9,9 +9,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from seamline.events import ToolCall
 from seamline.runner import run
 from seamline.sessions.rules import PermissionRules, permission_service
+from seamline.sessions import sqlite_store
 from seamline.sessions.sqlite_store import SQLiteStore
 from seamline.testing import scripted
 from seamline.tools import tool
@@ -70,4 +73,28 @@ def test_a_run_commits_once_with_its_record_options_rows_and_end(tmp_path: Path)
     writes = [s for s in on_loop + on_writer if s.startswith(("BEGIN IMMEDIATE", "UPDATE sessions SET run_options"))]
     # the record (with its options), the turn's rows, figure and end: one transaction
     assert writes == ["BEGIN IMMEDIATE"], writes
+    store.close()
+
+
+def test_tool_calls_within_10_ms_ask_sqlite_once_and_a_later_one_sees_another_process_rule(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    now = [1000.0]
+    monkeypatch.setattr(sqlite_store, "_clock", lambda: now[0])  # the store's clock, moved by hand
+    store = SQLiteStore(tmp_path / "s.db")
+    asked: list[str] = []
+    store._conn.set_trace_callback(asked.append)
+    assert [_decide(store, tmp_path, "cat f") for _ in range(5)] == [True] * 5
+    assert sum(s == "PRAGMA data_version" for s in asked) == 1  # one question for five calls
+    other = PermissionRules(tmp_path / "s.db")  # another connection, as another process has
+    other.add("deny", tool="shell", pattern="command=cat*")
+    other.close()
+    now[0] += 0.005
+    assert _decide(store, tmp_path, "cat f") is True  # within 10 ms: the rules read are current
+    now[0] += 0.006
+    assert _decide(store, tmp_path, "cat f") is False  # then SQLite is asked, and the rule read
+    assert sum(s == "PRAGMA data_version" for s in asked) == 2
+    PermissionRules(store).add("deny", tool="shell", pattern="command=ls*")  # this store's own change
+    assert _decide(store, tmp_path, "ls") is False  # applies at once
+    store._conn.set_trace_callback(None)
     store.close()

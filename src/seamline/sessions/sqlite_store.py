@@ -23,6 +23,7 @@ import contextlib
 import os
 import sqlite3
 import threading
+import time
 import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -61,10 +62,12 @@ JOURNAL_BYTES: Final = 1 << 18  # uncommitted journal past which runs wait (past
 LAZY_S: Final = 0.02
 """How long what is journaled waits for the next runs' rows before the lazy commit."""
 _BACKSTOP_S: Final = 0.25  # after which a stopped loop's lazy commit is made by a thread
+_RULES_FRESH_S: Final = 0.01  # how long the rules read are taken as current without asking SQLite
 _BACKLOG_BATCHES: Final = 2  # batches the writer may be behind before a figure waits for it
 _OPEN: Final[weakref.WeakSet[SQLiteStore]] = weakref.WeakSet()  # this process's open store files
 _OPEN_LOCK: Final = threading.Lock()  # stores may be opened and synced on several threads
 _LAZY: Final[set[str]] = set()  # files with lazy batches handed since the last sync (see SQLiteStore._sync)
+_clock = time.monotonic  # (a test moves it)
 _SESSION_REPLAY: Final = SESSION_INSERT.replace("INSERT INTO", "INSERT OR IGNORE INTO", 1)
 _END_REPLAY: Final = FINISH_UPDATE + " AND updated_at <= ?"  # unless the session changed since
 
@@ -160,6 +163,7 @@ class SQLiteStore(SessionStore):
         self._background = False  # a commit nobody waits on is scheduled
         self._background_commit = False  # that commit is being handed over now
         self._rules: tuple[int, int, list[RuleRow]] | None = None  # (data_version, epoch, rows)
+        self._rules_asked = -_RULES_FRESH_S  # when data_version was last asked (monotonic clock)
         self._rules_epoch = 0
         self._raw_unjournaled = 0  # the last raw rows queued, not yet in the journal
         self._pending_writes: list[str] = []  # journal writes (other than figures) the queue holds
@@ -516,9 +520,15 @@ class SQLiteStore(SessionStore):
     # -- permission rules, cached -------------------------------------------------------------
     def permission_rule_rows(self) -> list[RuleRow]:
         """The rules, read again only when the database changed (``PRAGMA data_version``
-        moves when another connection commits) or this store changed them."""
-        version = self.data_version()
+        moves when another connection commits) or this store changed them. SQLite is asked
+        at most every 10 ms: a run's tool calls come microseconds apart, and a rule another
+        process adds applies from the next call after that (this store's own changes at once)."""
         cached = self._rules
+        now = _clock()
+        if cached is not None and cached[1] == self._rules_epoch and now - self._rules_asked < _RULES_FRESH_S:
+            return list(cached[2])
+        version = self.data_version()
+        self._rules_asked = now
         if cached is not None and cached[0] == version and cached[1] == self._rules_epoch:
             return list(cached[2])
         with self._unsynced():  # rules are not session rows: no wait for the writer
