@@ -86,9 +86,11 @@ def test_tool_calls_within_10_ms_ask_sqlite_once_and_a_later_one_sees_another_pr
     store._conn.set_trace_callback(asked.append)
     assert [_decide(store, tmp_path, "cat f") for _ in range(5)] == [True] * 5
     assert sum(s == "PRAGMA data_version" for s in asked) == 1  # one question for five calls
-    other = PermissionRules(tmp_path / "s.db")  # another connection, as another process has
-    other.add("deny", tool="shell", pattern="command=cat*")
-    other.close()
+    code = (  # another process (its clock is not the one moved here)
+        "import sys; from seamline.sessions.rules import PermissionRules; "
+        "r = PermissionRules(sys.argv[1]); r.add('deny', tool='shell', pattern='command=cat*'); r.close()"
+    )
+    subprocess.run([sys.executable, "-c", code, str(tmp_path / "s.db")], check=True, timeout=60)
     now[0] += 0.005
     assert _decide(store, tmp_path, "cat f") is True  # within 10 ms: the rules read are current
     now[0] += 0.006
@@ -96,5 +98,9 @@ def test_tool_calls_within_10_ms_ask_sqlite_once_and_a_later_one_sees_another_pr
     assert sum(s == "PRAGMA data_version" for s in asked) == 2
     PermissionRules(store).add("deny", tool="shell", pattern="command=ls*")  # this store's own change
     assert _decide(store, tmp_path, "ls") is False  # applies at once
+    beside = SQLiteStore(tmp_path / "s.db")  # another store of this process, on its own connection
+    PermissionRules(beside).add("deny", tool="shell", pattern="command=echo*")
+    assert _decide(store, tmp_path, "echo hi") is False  # at once too
+    beside.close()
     store._conn.set_trace_callback(None)
     store.close()

@@ -63,6 +63,7 @@ LAZY_S: Final = 0.02
 """How long what is journaled waits for the next runs' rows before the lazy commit."""
 _BACKSTOP_S: Final = 0.25  # after which a stopped loop's lazy commit is made by a thread
 _RULES_FRESH_S: Final = 0.01  # how long the rules read are taken as current without asking SQLite
+_RULE_CHANGES: Final[dict[str, int]] = {}  # rule changes made in this process, per store file
 _BACKLOG_BATCHES: Final = 2  # batches the writer may be behind before a figure waits for it
 _OPEN: Final[weakref.WeakSet[SQLiteStore]] = weakref.WeakSet()  # this process's open store files
 _OPEN_LOCK: Final = threading.Lock()  # stores may be opened and synced on several threads
@@ -164,7 +165,7 @@ class SQLiteStore(SessionStore):
         self._background_commit = False  # that commit is being handed over now
         self._rules: tuple[int, int, list[RuleRow]] | None = None  # (data_version, epoch, rows)
         self._rules_asked = -_RULES_FRESH_S  # when data_version was last asked (monotonic clock)
-        self._rules_epoch = 0
+        self._rules_file = os.path.realpath(self.path)  # (its key in _RULE_CHANGES)
         self._raw_unjournaled = 0  # the last raw rows queued, not yet in the journal
         self._pending_writes: list[str] = []  # journal writes (other than figures) the queue holds
         self._syncing = False
@@ -520,31 +521,41 @@ class SQLiteStore(SessionStore):
     # -- permission rules, cached -------------------------------------------------------------
     def permission_rule_rows(self) -> list[RuleRow]:
         """The rules, read again only when the database changed (``PRAGMA data_version``
-        moves when another connection commits) or this store changed them. SQLite is asked
-        at most every 10 ms: a run's tool calls come microseconds apart, and a rule another
-        process adds applies from the next call after that (this store's own changes at once)."""
+        moves when another connection commits) or a store of this process changed them.
+        SQLite is asked at most every 10 ms: a run's tool calls come microseconds apart, and
+        a rule another process adds applies from the first call after that (a change made
+        through any store of this process, at once)."""
         cached = self._rules
+        epoch = _RULE_CHANGES.get(self._rules_file, 0)
         now = _clock()
-        if cached is not None and cached[1] == self._rules_epoch and now - self._rules_asked < _RULES_FRESH_S:
+        if cached is not None and cached[1] == epoch and now - self._rules_asked < _RULES_FRESH_S:
             return list(cached[2])
         version = self.data_version()
         self._rules_asked = now
-        if cached is not None and cached[0] == version and cached[1] == self._rules_epoch:
+        if cached is not None and cached[0] == version and cached[1] == epoch:
             return list(cached[2])
         with self._unsynced():  # rules are not session rows: no wait for the writer
             rows = super().permission_rule_rows()
-        self._rules = (version, self._rules_epoch, rows)
+        self._rules = (version, epoch, rows)
         return list(rows)
+
+    def _rules_changed(self) -> None:
+        with _OPEN_LOCK:
+            _RULE_CHANGES[self._rules_file] = _RULE_CHANGES.get(self._rules_file, 0) + 1
 
     def add_permission_rule(
         self, effect: str, tool: str | None, tool_class: str | None, pattern: str | None, workspace: str | None
     ) -> tuple[int, float]:
-        self._rules_epoch += 1
-        return super().add_permission_rule(effect, tool, tool_class, pattern, workspace)
+        try:
+            return super().add_permission_rule(effect, tool, tool_class, pattern, workspace)
+        finally:
+            self._rules_changed()
 
     def remove_permission_rule(self, rule_id: int) -> bool:
-        self._rules_epoch += 1
-        return super().remove_permission_rule(rule_id)
+        try:
+            return super().remove_permission_rule(rule_id)
+        finally:
+            self._rules_changed()
 
     def _requeue_failed(self, writer: StoreWriter) -> None:
         """Rows of batches the writer could not commit go first into the next write."""
