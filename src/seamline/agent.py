@@ -33,6 +33,7 @@ from seamline.providers.failover import Failover, FallbackChoice, fallback_backe
 from seamline.providers.registry import create_provider
 from seamline.providers.settings import ProviderSettings
 from seamline.runner import RunOptions, RunResult, collect, make_provider, open_failover
+from seamline.runner import run as run_turn
 from seamline.runner import stream as stream_turn
 from seamline.sandbox.probe import SandboxMode, open_sandbox
 from seamline.sandbox.runtime import Sandbox
@@ -290,11 +291,9 @@ class Agent:
 
     async def run(self, prompt: str, *, max_steps: int | None = None) -> RunResult:
         """Run ``prompt`` as one turn on a new session and collect it."""
-        if not self.worktree:  # the turn's own stream, without stream()'s generator around it
+        if not self.worktree:  # the session's own events, without stream()'s generators around them
             options = self._run_options()
-            return await collect(
-                stream_turn(prompt, options if max_steps is None else options.replace(max_steps=max_steps))
-            )
+            return await run_turn(prompt, options if max_steps is None else options.replace(max_steps=max_steps))
         return await collect(self.stream(prompt, max_steps=max_steps))
 
     def run_sync(self, prompt: str, *, max_steps: int | None = None) -> RunResult:

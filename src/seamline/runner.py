@@ -38,7 +38,7 @@ from seamline.redact import redact_url
 from seamline.sessions.portable_store import SessionStore
 from seamline.sessions.rules import permission_service
 from seamline.sessions.sqlite_store import open_store
-from seamline.stages.builder import AgentBuilder, AgentProfile
+from seamline.stages.builder import AgentBuilder, AgentProfile, RunParts
 from seamline.tools.approval import Approval
 from seamline.tools.base import Toolset
 from seamline.tools.workspace import Workspace, workspace_tools
@@ -266,9 +266,23 @@ async def _opened(given: RunOptions, *, resume: str | None, fork: str | None) ->
             )
         if tree is not None:
             ws = Workspace(tree.workspace)
-        async with _session(given, backend, kept, ws, tree, resume=resume, fork=fork) as session:
-            made = None  # the session is recorded: its worktree is the run's now
-            yield session
+        host = given.tools if given.tools is not None else workspace_tools(ws)
+        # (one context for the whole run, not one per layer: fewer objects per run in flight)
+        async with (given.builder or _NO_BUILDER).open_run(
+            host=host, profile=given.profile, allow=given.allow, workspace=ws.root, report=given.on_notice
+        ) as parts:
+            session, started = await _started(given, backend, kept, ws, tree, parts, resume=resume, fork=fork)
+            try:
+                if tree is not None:
+                    session.turn_hooks.append(turn_committer(tree))
+                if kept is not None and (resume or fork) and started:
+                    kept.set_run_options(session.session_id, started)
+                if given.on_open is not None:
+                    given.on_open(session)
+                made = None  # the session is recorded and opened: its worktree is the run's now
+                yield session
+            finally:
+                await backend.close(session)
     finally:
         if made is not None:
             abandon(made)  # on the way out of a failed open, perhaps cancelled: no await here
@@ -317,67 +331,56 @@ def _check_worktree(given: RunOptions, *, resumed: bool) -> None:
         )
 
 
-@asynccontextmanager
-async def _session(
+async def _started(
     given: RunOptions,
     backend: Provider,
     kept: SessionStore | None,
     ws: Workspace,
     tree: Worktree | None,
+    parts: RunParts,
     *,
     resume: str | None,
     fork: str | None,
-) -> AsyncIterator[ProviderSession]:
-    host = given.tools if given.tools is not None else workspace_tools(ws)
+) -> tuple[ProviderSession, dict[str, object]]:
+    """The session opened (new, resumed or forked) with the run's parts, and the run options
+    to keep for it."""
     instructions = given.instructions
     use = CassetteUse.of(record=given.record, replay=given.replay)
-    async with (given.builder or _NO_BUILDER).open_run(
-        host=host, profile=given.profile, allow=given.allow, workspace=ws.root, report=given.on_notice
-    ) as parts:
-        permits = given.approval or permission_service(store=kept, workspace=ws, yes=given.yes)
-        observing = (*given.observers, *parts.observers)
-        earlier = resume or fork
-        if kept is not None and earlier:
-            if instructions is None:
-                instructions = kept.require(earlier).run_options.get("system_prompt")
-            if fork:
-                session = await backend.fork(fork, store=kept, tools=parts.tools, observers=observing, approval=permits)
-            else:
-                session = await backend.resume(
-                    earlier, store=kept, tools=parts.tools, observers=observing, approval=permits
-                )
-            if instructions and not (session.messages and session.messages[0].role == "system"):
-                session.messages.insert(0, Message(role="system", content=instructions))
-            session.cassette = use
-        started: dict[str, object] = {}
-        if kept is not None:
-            extra = {**(given.stored or {}), **({"worktree": tree.record()} if tree and not earlier else {})}
-            started = session_run_options(
-                backend, budget_usd=given.budget_usd, allow=given.allow, instructions=instructions, extra=extra
+    permits = given.approval or permission_service(store=kept, workspace=ws, yes=given.yes)
+    observing = (*given.observers, *parts.observers)
+    earlier = resume or fork
+    if kept is not None and earlier:
+        if instructions is None:
+            instructions = kept.require(earlier).run_options.get("system_prompt")
+        if fork:
+            session = await backend.fork(fork, store=kept, tools=parts.tools, observers=observing, approval=permits)
+        else:
+            session = await backend.resume(
+                earlier, store=kept, tools=parts.tools, observers=observing, approval=permits
             )
-        if not (kept is not None and earlier):
-            session = await backend.open(
-                workspace=ws,
-                store=kept,
-                tools=parts.tools,
-                observers=observing,
-                approval=permits,
-                stages=parts.stages if parts.stages else None,
-                system_prompt=instructions,
-                session_id=tree.run_id if tree is not None else None,
-                run_options=started or None,  # in the record's own commit: no transaction of its own
-                cassette=use,
-            )
-        try:
-            if tree is not None:
-                session.turn_hooks.append(turn_committer(tree))
-            if kept is not None and earlier and started:
-                kept.set_run_options(session.session_id, started)
-            if given.on_open is not None:
-                given.on_open(session)
-            yield session
-        finally:
-            await backend.close(session)
+        if instructions and not (session.messages and session.messages[0].role == "system"):
+            session.messages.insert(0, Message(role="system", content=instructions))
+        session.cassette = use
+    started: dict[str, object] = {}
+    if kept is not None:
+        extra = {**(given.stored or {}), **({"worktree": tree.record()} if tree and not earlier else {})}
+        started = session_run_options(
+            backend, budget_usd=given.budget_usd, allow=given.allow, instructions=instructions, extra=extra
+        )
+    if not (kept is not None and earlier):
+        session = await backend.open(
+            workspace=ws,
+            store=kept,
+            tools=parts.tools,
+            observers=observing,
+            approval=permits,
+            stages=parts.stages if parts.stages else None,
+            system_prompt=instructions,
+            session_id=tree.run_id if tree is not None else None,
+            run_options=started or None,  # in the record's own commit: no transaction of its own
+            cassette=use,
+        )
+    return session, started
 
 
 def make_provider(
@@ -487,7 +490,11 @@ async def collect(events: AsyncIterator[Event]) -> RunResult:
 
 async def run(prompt: str, options: RunOptions | None = None, /, **fields: Unpack[RunFields]) -> RunResult:
     """Run one turn and collect it; the options are those of :class:`RunOptions`."""
-    return await collect(stream(prompt, _given(options, fields)))
+    given = _given(options, fields)
+    if given.fallback:
+        return await collect(stream(prompt, given))
+    async with _opened(given, resume=None, fork=None) as session:  # the session's own events, no generator around
+        return await collect(session.send(prompt, max_steps=given.max_steps, budget_usd=given.budget_usd))
 
 
 def run_sync(prompt: str, options: RunOptions | None = None, /, **fields: Unpack[RunFields]) -> RunResult:

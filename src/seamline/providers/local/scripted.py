@@ -318,12 +318,14 @@ class ScriptedProvider(Provider):
             raise InvalidRequest("the scripted provider needs a script: --provider-option script=FILE")
 
     def _step(self, request: ModelRequest) -> AsyncIterator[Event]:
-        # A snapshot: the loop goes on appending to its message list after this call.
-        self.calls.append(
-            msgspec.structs.replace(
-                request, messages=list(request.messages), tools=list(request.tools), params=dict(request.params)
-            )
-        )
+        # A snapshot: the loop goes on appending to its message list after this call. The
+        # tools and params of a turn's calls are mostly the same: the previous call's copies
+        # are shared then (a run in flight holds fewer objects for the collector to scan).
+        calls = self.calls
+        last = calls[-1] if calls else None
+        tools = last.tools if last is not None and last.tools == request.tools else list(request.tools)
+        params = last.params if last is not None and last.params == request.params else dict(request.params)
+        calls.append(msgspec.structs.replace(request, messages=list(request.messages), tools=tools, params=params))
         if self.position >= len(self.script):
             raise ProviderFailure(f"script exhausted after {len(self.script)} responses")
         response = self._responses[self.position]
