@@ -107,7 +107,7 @@ def run(*, quick: bool = False) -> dict[str, Any]:
                 better="lower",
                 values={t: _percent(v) for t, v in values.items()},
                 field="gc_share_of_cpu",
-                note="time in gc.callbacks' start..stop over the batch's process CPU time",
+                note="CPU time (process_time) between gc.callbacks' start and stop, over the batch's CPU time",
             )
         )
     return {"latency_s": LATENCY, "note": note, "metrics": metrics}
