@@ -13,8 +13,8 @@ import pytest
 
 from seamline.events import ToolCall
 from seamline.runner import run
-from seamline.sessions.rules import PermissionRules, permission_service
 from seamline.sessions import sqlite_store
+from seamline.sessions.rules import PermissionRules, permission_service
 from seamline.sessions.sqlite_store import SQLiteStore
 from seamline.testing import scripted
 from seamline.tools import tool
