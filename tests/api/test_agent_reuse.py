@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 import seamline
-from seamline.events import ToolResult
 from seamline.providers.base import Provider
 from seamline.providers.local.scripted import ScriptedProvider
 from seamline.providers.settings import ScriptedSettings
@@ -62,7 +61,7 @@ def test_an_agent_resolves_its_workspace_once_for_all_its_runs(tmp_path: Path, m
     monkeypatch.setattr(pathlib.Path, "resolve", counted)
     results = [agent.run_sync("go") for _ in range(3)]
     assert [r.text for r in results] == ["done"] * 3
-    outputs: list[list[str]] = [[str(e.output) for e in r.events if isinstance(e, ToolResult)] for r in results]
+    outputs = [[e.output for e in result.events if e.type == "tool_result"] for result in results]
     assert outputs == [["hi"]] * 3  # the tool ran each time
     assert len(resolved) == 1, resolved  # the first run's, not four per run
     for result in results:
