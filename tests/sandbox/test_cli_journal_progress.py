@@ -16,6 +16,7 @@ from seamline.cli.display import TextDisplay, show_journal_scans
 from seamline.events import Complete, Event, Text
 from seamline.providers.programs.journal import journaled_turn, show_scans
 from seamline.sandbox.file_index import PROGRESS_EVERY, ScanProgress
+from seamline.sandbox.tree_watch import ENV_SWITCH, watching_enabled
 from seamline.sessions.sqlite_store import SQLiteStore
 from seamline.testing import scripted
 
@@ -67,16 +68,21 @@ def _scans(shown: list[int | None]) -> list[list[int]]:
     return scans
 
 
+@pytest.mark.parametrize("watched", [True, False], ids=["watched", "walked"])
 def test_a_long_scan_before_and_after_the_turn_is_shown_then_cleared(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, watched: bool
 ) -> None:
     monkeypatch.setattr(cli_journal, "SCAN_SHOWN_AFTER", 0.0)  # every scan counts as long
+    if not watched:
+        monkeypatch.setenv(ENV_SWITCH, "0")
     ws = _workspace(tmp_path)
     shown: list[int | None] = []
     events = _journaled_turn(tmp_path, ws, lambda session: show_scans(session, shown.append))
     assert isinstance(events[-1], Complete) and events[-1].outcome == "completed"
     scans = _scans(shown)
-    assert len(scans) == 2  # the scan before the turn and the one after it
+    # The scan before the turn walks the tree; the one after walks it again, or, watched
+    # (inotify), looks only at the one path the turn made: too few paths to show.
+    assert len(scans) == (1 if watched and watching_enabled() else 2)
     for counts in scans:
         # First told at the first look at the clock; then only larger counts, never past the tree.
         assert counts[0] == PROGRESS_EVERY

@@ -15,6 +15,7 @@ its old content refuses and says so.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 import sqlite3
 import stat
@@ -24,9 +25,10 @@ from dataclasses import dataclass, field
 from typing import Final, Literal
 
 from seamline.sandbox.git_view import GIT_PREFIX, IGNORED_DIR, IGNORED_PREFIX, GitView, PendingGitView
+from seamline.sandbox.tree_watch import TreeChanges, TreeWatch
 from seamline.store_files import is_store_entry
 
-__all__ = ["ABSENT", "UNHASHED_PREFIX", "FileIndex", "PathState", "ScanNotes", "ScanProgress", "StateKind"]
+__all__ = ["ABSENT", "UNHASHED_PREFIX", "FileIndex", "PathState", "ScanNotes", "ScanProgress", "Snapshot", "StateKind"]
 
 StateKind = Literal["absent", "file", "link", "dir"]
 UNHASHED_PREFIX: Final = "unhashed:"
@@ -111,6 +113,34 @@ class ScanProgress:
 
 
 _Key = tuple[int, int, int, int, int]  # size, mtime_ns, ctime_ns, ino, mode
+_EPOCHS: Final = itertools.count(1)
+
+
+class Snapshot(dict[str, PathState]):
+    """A whole-tree scan's states, marked with where it stands in its watch's history
+    (``epoch``: one per whole walk, 0 for none; ``gen``: one per scan since), so that two
+    scans of the same watch are compared on what changed between them only."""
+
+    __slots__ = ("epoch", "gen")
+
+    def __init__(self, states: dict[str, PathState], epoch: int = 0, gen: int = 0) -> None:
+        super().__init__(states)
+        self.epoch = epoch
+        self.gen = gen
+
+
+@dataclass(slots=True, eq=False)
+class _Tracked:
+    """One workspace's last whole-tree scan and the watch that keeps it current."""
+
+    watch: TreeWatch
+    shape: tuple[str, frozenset[str], int]  # skip, skip_dirs, max_bytes
+    states: dict[str, PathState]
+    skipped: set[str]
+    view: GitView | None
+    epoch: int = field(default_factory=lambda: next(_EPOCHS))
+    gen: int = 0
+    log: list[set[str]] = field(default_factory=lambda: list[set[str]]())  # log[g - 1]: the paths scan g looked at again
 
 
 class FileIndex:
@@ -123,8 +153,40 @@ class FileIndex:
         self._db = db
         self._db.executescript(INDEX_SCHEMA)
         self._known: dict[str, dict[str, tuple[_Key, str, bool]]] = {}
+        self._tracked: dict[str, _Tracked] = {}
         self.hashed_files = 0
         self.hashed_bytes = 0
+        #: Whole-tree scans that walked the tree, and those that only drained a watch.
+        self.walks = 0
+        self.drains = 0
+
+    def close(self) -> None:
+        """Let go of every watch."""
+        for tracked in self._tracked.values():
+            tracked.watch.close()
+        self._tracked.clear()
+
+    def watching(self, root: str) -> bool:
+        """Whether the next whole-tree scan of ``root`` may drain a watch instead of walking
+        (then it needs no fresh look from git)."""
+        tracked = self._tracked.get(root)
+        if tracked is None or not tracked.watch.intact:
+            return False
+        return tracked.view is None or not tracked.view.stale()
+
+    def changed_between(self, before: dict[str, PathState], after: dict[str, PathState]) -> set[str] | None:
+        """The paths that may differ between two whole-tree scans of one watch (None: any)."""
+        if not (isinstance(before, Snapshot) and isinstance(after, Snapshot)):
+            return None
+        if not before.epoch or before.epoch != after.epoch or before.gen > after.gen:
+            return None
+        tracked = next((t for t in self._tracked.values() if t.epoch == before.epoch), None)
+        if tracked is None:
+            return None
+        out: set[str] = set()
+        for paths in tracked.log[before.gen : after.gen]:
+            out |= paths
+        return out
 
     def scan(
         self,
@@ -157,21 +219,36 @@ class FileIndex:
                     continue
                 states[rel] = self._state(root, rel, st, known, max_bytes, on_read, view)
             return states
-        skipped = notes.skipped if notes is not None else None
+        wanted_skips = notes.skipped if notes is not None else None
+        skipped: list[str] = []
+        shape = (skip, skip_dirs, max_bytes)
+        tracked = self._tracked.get(root)
+        if tracked is not None:
+            fresh = tracked.shape == shape and (tracked.view is None or not tracked.view.stale())
+            changes = tracked.watch.drain() if fresh else None
+            if changes is not None:
+                return self._drained(root, tracked, changes, known, on_read, wanted_skips, progress)
+            tracked.watch.close()
+            del self._tracked[root]
+            if view is None and tracked.view is not None:
+                view = PendingGitView(root)  # the watch lost track: git helps the walk again
+        watch = TreeWatch.open(os.path.realpath(root))
+        on_dir = watch.add if watch is not None else None
+        ready: GitView | None = None
         if progress is not None:
             progress.begin()
         try:
             if isinstance(view, PendingGitView) and not view.in_work_tree:
                 view = None
             if view is None:
-                for rel, st in walk_tree(root, skip, skip_dirs, skipped):
+                for rel, st in walk_tree(root, skip, skip_dirs, skipped, on_dir=on_dir):
                     states[rel] = self._state(root, rel, st, known, max_bytes, on_read)
                     if progress is not None and not len(states) % PROGRESS_EVERY:
                         progress.seen(len(states))
             else:
                 # Walk first: the paths the turn made are asked of git (ignored?) in one call.
                 found: list[tuple[str, os.stat_result]] = []
-                for entry in walk_tree(root, skip, skip_dirs, skipped):
+                for entry in walk_tree(root, skip, skip_dirs, skipped, on_dir=on_dir):
                     found.append(entry)
                     if progress is not None and not len(found) % PROGRESS_EVERY:
                         progress.seen(len(found))
@@ -185,11 +262,87 @@ class FileIndex:
         finally:
             if progress is not None:
                 progress.end()
+        self.walks += 1
+        if wanted_skips is not None:
+            wanted_skips.extend(skipped)
         gone = [rel for rel in known if rel not in states]
         for rel in gone:
             del known[rel]
         self._db.executemany("DELETE FROM file_index WHERE workspace = ? AND path = ?", [(root, r) for r in gone])
-        return states
+        if watch is None:
+            return Snapshot(states)
+        if not watch.intact:
+            watch.close()
+            return Snapshot(states)
+        tracked = _Tracked(watch, shape, dict(states), set(skipped), ready)
+        self._tracked[root] = tracked
+        return Snapshot(states, tracked.epoch, 0)
+
+    def _drained(
+        self,
+        root: str,
+        tracked: _Tracked,
+        changes: TreeChanges,
+        known: dict[str, tuple[_Key, str, bool]],
+        on_read: Callable[[str, bytes], None] | None,
+        skipped: list[str] | None,
+        progress: ScanProgress | None,
+    ) -> Snapshot:
+        """A whole-tree scan from the watch's events: only the paths they name are looked
+        at again, and the folders created or deleted walked again or dropped."""
+        skip, skip_dirs, max_bytes = tracked.shape
+        states = tracked.states
+        todo = set(changes.paths)
+        found: dict[str, os.stat_result] = {}
+        for folder in sorted(changes.folders):
+            prefix = f"{folder}/"
+            todo.update(r for r in states if r.startswith(prefix))
+            tracked.skipped = {r for r in tracked.skipped if r != folder and not r.startswith(prefix)}
+        if progress is not None:
+            progress.begin()
+        try:
+            for folder in sorted(changes.folders):
+                if folder.rpartition("/")[2] in skip_dirs or not _real_dir(root, folder):
+                    continue
+                newly: list[str] = []
+                for rel, st in walk_tree(root, skip, skip_dirs, newly, on_dir=tracked.watch.add, start=folder):
+                    found[rel] = st
+                    if progress is not None and not len(found) % PROGRESS_EVERY:
+                        progress.seen(len(found))
+                tracked.skipped.update(newly)
+            todo.update(found)
+            looked: dict[str, os.stat_result | None] = {}
+            for rel in todo:
+                now = found.get(rel)
+                if now is None:
+                    now = _lstat_inside(root, rel, skip, skip_dirs)
+                    if now is not None and stat.S_ISDIR(now.st_mode) and rel.rpartition("/")[2] in skip_dirs:
+                        tracked.skipped.add(rel)
+                        now = None
+                    elif now is None:
+                        tracked.skipped.discard(rel)
+                looked[rel] = now
+            view = tracked.view
+            if view is not None:
+                view.classify_new([(rel, stat.S_ISDIR(st.st_mode)) for rel, st in looked.items() if st is not None])
+            gone: list[str] = []
+            for rel, seen in looked.items():
+                if seen is None:
+                    if states.pop(rel, None) is not None or rel in known:
+                        gone.append(rel)
+                        known.pop(rel, None)
+                    continue
+                states[rel] = self._state(root, rel, seen, known, max_bytes, on_read, view)
+        finally:
+            if progress is not None:
+                progress.end()
+        self._db.executemany("DELETE FROM file_index WHERE workspace = ? AND path = ?", [(root, r) for r in gone])
+        if skipped is not None:
+            skipped.extend(sorted(tracked.skipped))
+        tracked.gen += 1
+        tracked.log.append(set(looked))
+        self.drains += 1
+        return Snapshot(states, tracked.epoch, tracked.gen)
 
     def forget(self, root: str, rel: str) -> None:
         """Drop what is known of one path (it will be read again)."""
@@ -279,16 +432,26 @@ class FileIndex:
 
 
 def walk_tree(
-    root: str, skip: str, skip_dirs: frozenset[str] = frozenset(), skipped: list[str] | None = None
+    root: str,
+    skip: str,
+    skip_dirs: frozenset[str] = frozenset(),
+    skipped: list[str] | None = None,
+    *,
+    on_dir: Callable[[str], None] | None = None,
+    start: str = "",
 ) -> Iterator[tuple[str, os.stat_result]]:
     """Every path under ``root`` with its lstat, never following links into folders; names
     starting with ``skip`` are left out; folders named in ``skip_dirs`` (``.git``) are left
-    out with all they hold, their relative paths added to ``skipped``."""
+    out with all they hold, their relative paths added to ``skipped``. ``on_dir`` hears each
+    folder (relative) before it is listed; ``start``: walk only that folder (relative, a
+    real folder), its paths still relative to ``root``."""
     # Below the real root, a folder the walk enters is never a link: an entry's path is real.
     real_root = os.path.realpath(root)
-    stack = [""]
+    stack = [start]
     while stack:
         rel_dir = stack.pop()
+        if on_dir is not None:
+            on_dir(rel_dir)
         try:
             it = os.scandir(os.path.join(real_root, rel_dir) if rel_dir else real_root)
         except (FileNotFoundError, NotADirectoryError, PermissionError):
@@ -311,3 +474,32 @@ def walk_tree(
                 yield rel, st
                 if stat.S_ISDIR(st.st_mode):
                     stack.append(rel)
+
+
+def _real_dir(root: str, rel: str) -> bool:
+    """Whether ``rel`` is a folder reached through real folders only (no link on the way)."""
+    path = root
+    for part in rel.split("/"):
+        path = os.path.join(path, part)
+        try:
+            if not stat.S_ISDIR(os.lstat(path).st_mode):
+                return False
+        except OSError:
+            return False
+    return True
+
+
+def _lstat_inside(root: str, rel: str, skip: str, skip_dirs: frozenset[str]) -> os.stat_result | None:
+    """The lstat of ``rel`` as a walk would see it; None when a walk would not see it (gone,
+    behind a link or a left-out folder, the journal's or a store's own file)."""
+    parent, _, name = rel.rpartition("/")
+    if name.startswith(skip) or any(p in skip_dirs for p in parent.split("/") if p):
+        return None
+    if parent and not _real_dir(root, parent):
+        return None
+    path = os.path.join(root, rel)
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return None if is_store_entry(path, st) else st

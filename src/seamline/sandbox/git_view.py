@@ -112,6 +112,8 @@ class GitView:
         ignored_files: Iterable[str] = (),
         since_ns: int = 0,
         asks_git: bool = True,
+        index_file: str | None = None,
+        index_key: tuple[int, int, int, int] | None = None,
     ) -> None:
         self.root = root
         self.index = dict(index)
@@ -120,9 +122,19 @@ class GitView:
         self.ignored_files = set(ignored_files)
         self.since_ns = since_ns
         self.asks_git = asks_git
+        #: git's index file and its stat as it was before git looked (see :meth:`stale`).
+        self.index_file = index_file
+        self._index_key = index_key if index_key is not None or not index_file else _stat_key(index_file)
         #: Paths the first scan with this view saw: a later scan asks git about the others.
         self.seen: set[str] | None = None
         self._under: dict[str, bool] = {"": False}
+
+    def stale(self) -> bool:
+        """Whether git's index changed since this look (a commit, a checkout, ``git add``):
+        a blob this view vouches for may then be let go, so a later scan asks git again.
+        While the index is unchanged, it still holds every blob it vouched for, so ``git
+        gc`` keeps them."""
+        return self.index_file is not None and _stat_key(self.index_file) != self._index_key
 
     def trusted_oid(self, rel: str, mtime_ns: int, ctime_ns: int) -> str | None:
         """The blob id of a tracked file git found unchanged since the index, unless it
@@ -201,25 +213,42 @@ def read_git_blobs(root: str, oids: Iterable[str]) -> dict[str, bytes]:
     return found
 
 
+def _stat_key(path: str) -> tuple[int, int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+
+
 def work_tree_prefix(root: str) -> str | None:
     """Where ``root`` lies in its git work tree (``""`` at the top, ``sub/`` below it);
     None when it is in none, or git cannot say (missing, failing, refusing the repository)."""
-    head = _git(root, ["rev-parse", "--is-inside-work-tree", "--show-prefix"])
+    where = _work_tree(root)
+    return where[0] if where is not None else None
+
+
+def _work_tree(root: str) -> tuple[str, str | None] | None:
+    """:func:`work_tree_prefix` and the path of git's index file."""
+    head = _git(root, ["rev-parse", "--is-inside-work-tree", "--show-prefix", "--git-path", "index"])
     if head is None:
         return None
     lines = head.decode("utf-8", "surrogateescape").split("\n")
     if not lines or lines[0] != "true":
         return None
-    return lines[1] if len(lines) > 1 else ""
+    index = lines[2] if len(lines) > 2 and lines[2] else None
+    return (lines[1] if len(lines) > 1 else ""), (os.path.join(root, index) if index else None)
 
 
-def git_view(root: str, prefix: str | None = None) -> GitView | None:
+def git_view(root: str, where: tuple[str, str | None] | None = None) -> GitView | None:
     """What git knows of the workspace ``root``; None when it is not in a work tree or git
-    cannot say. ``prefix``: :func:`work_tree_prefix`, when already asked."""
-    if prefix is None:
-        prefix = work_tree_prefix(root)
-    if prefix is None:
+    cannot say. ``where``: its prefix in the work tree and git's index file, when known."""
+    if where is None:
+        where = _work_tree(root)
+    if where is None:
         return None
+    prefix, index_file = where
+    index_key = _stat_key(index_file) if index_file else None
     since = time.time_ns()
     listing: list[bytes | None] = []
     lister = threading.Thread(target=lambda: listing.append(_git(root, ["ls-files", "-v", "-s", "-z"])), daemon=True)
@@ -273,6 +302,8 @@ def git_view(root: str, prefix: str | None = None) -> GitView | None:
         ignored_dirs={p[strip:] for p in ignored_dirs if p.startswith(prefix) and p[strip:]},
         ignored_files={p[strip:] for p in ignored_files if p.startswith(prefix)},
         since_ns=since,
+        index_file=index_file,
+        index_key=index_key,  # as it was before git read it
     )
 
 
@@ -282,12 +313,12 @@ class PendingGitView:
 
     def __init__(self, root: str) -> None:
         self._result: list[GitView | None] = []
-        prefix = work_tree_prefix(root)  # a few milliseconds: no repository, no thread
+        where = _work_tree(root)  # a few milliseconds: no repository, no thread
         #: Whether ``root`` is in a git work tree at all (else :meth:`get` is None).
-        self.in_work_tree = prefix is not None
+        self.in_work_tree = where is not None
         self._thread: threading.Thread | None = None
-        if prefix is not None:
-            self._thread = threading.Thread(target=lambda: self._result.append(git_view(root, prefix)), daemon=True)
+        if where is not None:
+            self._thread = threading.Thread(target=lambda: self._result.append(git_view(root, where)), daemon=True)
             self._thread.start()
 
     def get(self) -> GitView | None:

@@ -101,6 +101,7 @@ class EditJournal:
             raise InvalidRequest(f"cannot use edit journal {self.path}: {exc}") from None
 
     def close(self) -> None:
+        self.index.close()
         self._db.close()
 
     # -- recording -----------------------------------------------------------------------
@@ -145,7 +146,8 @@ class EditJournal:
         step = None if number_at_end else self._reserve_step(run_id, tool, call_id)
         # A single path brings its folders: write_file may create them, and revert removes them.
         rels = None if paths is None else list(dict.fromkeys(a for p in paths for a in _with_ancestors(_rel(root, p))))
-        pending = PendingGitView(str(root)) if rels is None else None
+        # A watched workspace's scan drains the watch: git was asked at its first walk.
+        pending = PendingGitView(str(root)) if rels is None and not self.index.watching(str(root)) else None
         before = self._scan(root, rels, skip_dirs, before_notes, progress, pending)
         view = pending.get() if pending is not None else None
         try:
@@ -246,7 +248,11 @@ class EditJournal:
             )
             if step is None:
                 step = self._new_step(run_id, tool, call_id)
-            changed = sorted(p for p in set(before) | set(after) if before.get(p, ABSENT) != after.get(p, ABSENT))
+            # Two scans of one watch differ only where the later one looked again.
+            pool = self.index.changed_between(before, after)
+            if pool is None:
+                pool = set(before) | set(after)
+            changed = sorted(p for p in pool if before.get(p, ABSENT) != after.get(p, ABSENT))
             self._keep_git_content(root, [before[p] for p in changed if p in before])
             for seq, rel in enumerate(changed):
                 b, a = before.get(rel, ABSENT), after.get(rel, ABSENT)
