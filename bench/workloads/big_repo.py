@@ -11,9 +11,11 @@ committed. Measured in the same run, each beside its floor:
   turn (the prompt waits for it) and the scan after it, through ``EditJournal.track`` as
   ``journaled_turn`` calls it (whole tree, ``.git`` left out), the turn itself empty;
   and what it read and copied (goal: nothing of the tracked files);
-- a later turn: the same again with the journal's stat index warm; and a turn that
-  edits one tracked file and writes one ``.pyc`` under ``.venv/`` (checked: one path
-  reported, the ``.pyc`` journaled as ignored, the revert puts the file back);
+- a later turn: the same again with the same journal (its scans drain the inotify watch
+  the first scan set up: checked, no walk); the same later turn with the watch switched
+  off (``SEAMLINE_JOURNAL_WATCH=0``: both scans walk and stat the tree, as before); and a
+  turn that edits one tracked file and writes one ``.pyc`` under ``.venv/`` (checked: one
+  path reported, the ``.pyc`` journaled as ignored, the revert puts the file back);
 - ``seamline.worktrees.create`` on it (what ``seamline run --worktree`` does before the
   first turn) against bare ``git worktree add`` of the same commit.
 
@@ -35,6 +37,7 @@ from typing import Any
 
 from seamline import worktrees
 from seamline.sandbox.journal import EditJournal
+from seamline.sandbox.tree_watch import ENV_SWITCH
 
 FULL = {"files": 100_000, "total_bytes": 3_000_000_000, "ignored_share": 0.2}
 QUICK = {"files": 2_000, "total_bytes": 20_000_000, "ignored_share": 0.2}
@@ -95,11 +98,29 @@ def _turn(journal: EditJournal, repo: Path, run_id: str, act: Any = None) -> tup
     return before, time.perf_counter() - ended
 
 
+def _walked_later_turn(repo: Path, db: Path) -> float:
+    """A later turn with the watch switched off: both scans walk and stat the whole tree."""
+    os.environ[ENV_SWITCH] = "0"
+    journal = EditJournal(db)
+    try:
+        _turn(journal, repo, "walked")
+        b, a = _turn(journal, repo, "walked")
+        if journal.index.drains:
+            raise RuntimeError("a scan drained a watch with the watch switched off")
+        return b + a
+    finally:
+        del os.environ[ENV_SWITCH]
+        journal.close()
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{db}{suffix}").unlink(missing_ok=True)
+
+
 def _journal_figures(repo: Path, root: Path, reps: int) -> dict[str, Any]:
     first_before: list[float] = []
     first_after: list[float] = []
     later_before: list[float] = []
     later_after: list[float] = []
+    walked: list[float] = []
     read_files = read_bytes = blobs = 0
     for i in range(reps):
         journal = EditJournal(root / f"store-{i}.edits.db")  # a new journal: the first turn ever
@@ -112,6 +133,9 @@ def _journal_figures(repo: Path, root: Path, reps: int) -> dict[str, Any]:
             b, a = _turn(journal, repo, "later")
             later_before.append(b)
             later_after.append(a)
+            if (journal.index.walks, journal.index.drains) != (1, 3):
+                raise RuntimeError(f"the later turn walked: {journal.index.walks} walks, {journal.index.drains} drains")
+            walked.append(_walked_later_turn(repo, root / f"walked-{i}.edits.db"))
         finally:
             journal.close()
             for suffix in ("", "-wal", "-shm"):
@@ -124,8 +148,9 @@ def _journal_figures(repo: Path, root: Path, reps: int) -> dict[str, Any]:
         "first_turn_read_bytes": read_bytes,
         "first_turn_blobs_kept": blobs,
         "later_turn_added_ms": round(
-            _median([b + a for b, a in zip(later_before, later_after, strict=True)]) * 1000, 1
+            _median([b + a for b, a in zip(later_before, later_after, strict=True)]) * 1000, 2
         ),
+        "later_turn_walked_s": _median(walked),
     }
 
 
@@ -188,9 +213,10 @@ def run(*, quick: bool = False, size: dict[str, Any] | None = None) -> dict[str,
         result |= _journal_figures(repo, root, reps)
         result |= _edit_turn(repo, root)
         result |= _worktree_figures(repo, root, reps)
-        result["first_turn_vs_git_status"] = (
-            round(result["first_turn_added_s"] / result["git_status_s"], 1) if result["git_status_s"] else None
-        )
+        floor = result["git_status_s"]
+        result["first_turn_vs_git_status"] = round(result["first_turn_added_s"] / floor, 2) if floor else None
+        result["later_turn_vs_git_status"] = round(result["later_turn_added_ms"] / 1000 / floor, 3) if floor else None
+        result["later_turn_walked_vs_git_status"] = round(result["later_turn_walked_s"] / floor, 2) if floor else None
         return result
     finally:
         shutil.rmtree(root, ignore_errors=True)
