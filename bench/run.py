@@ -24,6 +24,7 @@ from workloads import acp_opencode as acp_opencode_workload  # noqa: E402
 from workloads import big_repo as big_repo_workload  # noqa: E402
 from workloads import cli_parsers as cli_parsers_workload  # noqa: E402
 from workloads import eval_overhead as eval_overhead_workload  # noqa: E402
+from workloads import fleet_views as fleet_views_workload  # noqa: E402
 from workloads import gateway as gateway_workload  # noqa: E402
 from workloads import (  # noqa: E402
     loop_overhead,
@@ -61,6 +62,7 @@ WORKLOADS["warm_sessions_codex"] = warm_sessions_codex_workload.run
 WORKLOADS["gateway"] = gateway_workload.run
 WORKLOADS["big_repo"] = big_repo_workload.run
 WORKLOADS["eval_overhead"] = eval_overhead_workload.run
+WORKLOADS["fleet_views"] = fleet_views_workload.run
 
 
 def main() -> int:
