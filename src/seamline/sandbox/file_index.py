@@ -140,7 +140,9 @@ class _Tracked:
     view: GitView | None
     epoch: int = field(default_factory=lambda: next(_EPOCHS))
     gen: int = 0
-    log: list[set[str]] = field(default_factory=lambda: list[set[str]]())  # log[g - 1]: the paths scan g looked at again
+    log: list[set[str]] = field(
+        default_factory=lambda: list[set[str]]()
+    )  # log[g - 1]: the paths scan g looked at again
 
 
 class FileIndex:
@@ -154,6 +156,7 @@ class FileIndex:
         self._db.executescript(INDEX_SCHEMA)
         self._known: dict[str, dict[str, tuple[_Key, str, bool]]] = {}
         self._tracked: dict[str, _Tracked] = {}
+        self._rows: list[tuple[str, str, int, int, int, int, int, str]] = []
         self.hashed_files = 0
         self.hashed_bytes = 0
         #: Whole-tree scans that walked the tree, and those that only drained a watch.
@@ -205,6 +208,24 @@ class FileIndex:
         ``notes`` hears what the scan left out and read; ``progress``, how far a long
         whole-tree scan has come; ``view``, what git knows (:mod:`seamline.sandbox.git_view`):
         with it, tracked files unchanged since the index and ignored paths are not read."""
+        try:
+            return self._scan(root, rels, skip, max_bytes, skip_dirs, notes, progress, view)
+        finally:
+            if self._rows:
+                self._db.executemany("INSERT OR REPLACE INTO file_index VALUES (?, ?, ?, ?, ?, ?, ?, ?)", self._rows)
+                self._rows.clear()
+
+    def _scan(
+        self,
+        root: str,
+        rels: list[str] | None,
+        skip: str,
+        max_bytes: int,
+        skip_dirs: frozenset[str],
+        notes: ScanNotes | None,
+        progress: ScanProgress | None,
+        view: GitView | PendingGitView | None,
+    ) -> dict[str, PathState]:
         known = self._load(root)
         states: dict[str, PathState] = {}
         on_read = notes.on_read if notes is not None else None
@@ -399,9 +420,7 @@ class FileIndex:
             # git found it unchanged since the index: the object store has its content.
             digest = f"{GIT_PREFIX}{oid}"
             known[rel] = (key, digest, False)
-            self._db.execute(
-                "INSERT OR REPLACE INTO file_index VALUES (?, ?, ?, ?, ?, ?, ?, ?)", (root, rel, *key, digest)
-            )
+            self._rows.append((root, rel, *key, digest))  # written at the scan's end, all at once
             return PathState("file", digest, mode)
         read_at = time.time_ns()
         try:
