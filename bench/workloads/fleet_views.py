@@ -78,7 +78,7 @@ def _ms(samples: list[float]) -> float:
 
 
 def _timed(fn: Callable[[], object], reps: int) -> list[float]:
-    out = []
+    out: list[float] = []
     for _ in range(reps):
         started = time.perf_counter()
         fn()
