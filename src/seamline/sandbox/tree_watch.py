@@ -11,9 +11,10 @@ The watch gives up, and the next scan walks the whole tree again, when the kerne
 events (its queue overflowed), a watched folder was moved or renamed (its watches would
 name the wrong paths), the workspace itself was moved, or a folder could not be watched
 (``fs.inotify.max_user_watches``). Without ``inotify`` (not Linux, ``SEAMLINE_JOURNAL_WATCH=0``)
-every scan walks the tree, as before. Writes through a shared memory map (``mmap``) raise
-no event: a file changed only that way between two scans is not seen until something else
-touches it.
+every scan walks the tree, as before. Writes through a shared memory map (``mmap``),
+through a hard link from a folder outside the tree, or from another machine (a network
+file system) raise no event: a file changed only that way between two scans is not seen
+until something else touches it.
 """
 
 from __future__ import annotations
