@@ -7,6 +7,13 @@ later run in a new process, re-reads only files whose key changed; everything el
 ("racily clean", as git calls it: the clock may not have ticked between two writes of the
 same size) is hashed again at the next scan rather than trusted.
 
+A whole-tree scan also puts an ``inotify`` watch on every folder it walks
+(:mod:`seamline.sandbox.tree_watch`): the next whole-tree scan of the same workspace
+drains it instead of walking, looks again only at the paths its events name, and returns a
+:class:`Snapshot` that :meth:`FileIndex.changed_between` compares with an earlier one on
+those paths only. A watch that lost track, or a git index changed since git was asked,
+makes the next scan walk again.
+
 Files over the journal's content cap are never read: their state is their stat key
 (``unhashed:…``), so an 8 GB sparse file costs one ``lstat``, and a revert that would need
 its old content refuses and says so.
