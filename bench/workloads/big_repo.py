@@ -148,7 +148,7 @@ def _journal_figures(repo: Path, root: Path, reps: int) -> dict[str, Any]:
         "first_turn_read_bytes": read_bytes,
         "first_turn_blobs_kept": blobs,
         "later_turn_added_ms": round(
-            _median([b + a for b, a in zip(later_before, later_after, strict=True)]) * 1000, 2
+            statistics.median([b + a for b, a in zip(later_before, later_after, strict=True)]) * 1000, 2
         ),
         "later_turn_walked_s": _median(walked),
     }
