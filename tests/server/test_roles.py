@@ -62,6 +62,9 @@ EXPECTED: dict[tuple[str, str], str] = {
     ("POST", "/v1/pipelines/{name}/runs"): "operator",
     ("GET", "/v1/traces/{run_id}"): "viewer",
     ("GET", "/v1/traces/{run_id}/verify"): "viewer",
+    ("GET", "/v1/evals"): "viewer",
+    ("GET", "/v1/evals/{eval_id}"): "viewer",
+    ("GET", "/v1/evals/{eval_id}/page"): "viewer",
     ("POST", "/v1/agui"): "operator",
     ("POST", "/v1/agents/{name}/agui"): "operator",
 }

@@ -54,6 +54,9 @@ ROUTE_ROLES: Final[Mapping[tuple[str, str], str]] = {
     ("POST", "/v1/pipelines/{name}/runs"): _RUN,
     ("GET", "/v1/traces/{run_id}"): _READ,
     ("GET", "/v1/traces/{run_id}/verify"): _READ,
+    ("GET", "/v1/evals"): _READ,
+    ("GET", "/v1/evals/{eval_id}"): _READ,
+    ("GET", "/v1/evals/{eval_id}/page"): _READ,
     ("POST", "/v1/agui"): _RUN,
     ("POST", "/v1/agents/{name}/agui"): _RUN,
 }

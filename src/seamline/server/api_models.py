@@ -431,3 +431,34 @@ class TraceVerification(msgspec.Struct):
     ok: bool
     replayable: bool
     problems: list[str]
+
+
+class EvalListed(msgspec.Struct):
+    """One kept evaluation (``seamline eval list``)."""
+
+    id: str
+    dataset: str
+    status: str
+    variants: list[str]
+    trials: int
+    planned: int
+
+
+class EvalList(msgspec.Struct):
+    evaluations: list[EvalListed]
+
+
+class EvalReport(msgspec.Struct):
+    """An evaluation's figures, as ``seamline eval show ID --json`` prints them (the pass@k
+    and pass^k keys of each variant are named after its samples: ``pass@4``, ``pass^4``)."""
+
+    id: str
+    dataset: str
+    status: str
+    samples: int
+    trials: dict[str, int]
+    variants: list[dict[str, Any]]
+    tasks: list[dict[str, Any]]
+    comparisons: list[dict[str, Any]]
+    test: str
+    results: list[dict[str, Any]]

@@ -11,6 +11,7 @@ from typing import Final
 from starlette.routing import BaseRoute, Route
 
 from seamline.server.agui_route import agent_agui, agui
+from seamline.server.routes_evals import evaluation, evaluation_page, list_evaluations
 from seamline.server.routes_info import info, list_agents, list_providers, openapi, page
 from seamline.server.routes_pipelines import list_pipelines, start_pipeline, trace_summary, verify_trace
 from seamline.server.routes_runs import answer_permission, cancel_run, get_run, list_runs, run_events
@@ -58,6 +59,9 @@ ROUTES: Final[tuple[BaseRoute, ...]] = (
     Route("/v1/pipelines/{name}/runs", start_pipeline, methods=["POST"]),
     Route("/v1/traces/{run_id}", trace_summary, methods=["GET"]),
     Route("/v1/traces/{run_id}/verify", verify_trace, methods=["GET"]),
+    Route("/v1/evals", list_evaluations, methods=["GET"]),
+    Route("/v1/evals/{eval_id}", evaluation, methods=["GET"]),
+    Route("/v1/evals/{eval_id}/page", evaluation_page, methods=["GET"]),
     Route("/v1/agui", agui, methods=["POST"]),
     Route("/v1/agents/{name}/agui", agent_agui, methods=["POST"]),
 )

@@ -31,6 +31,7 @@ _PAGE_FILES: Final = {
     "index.html": "text/html; charset=utf-8",
     "page.js": "text/javascript; charset=utf-8",
     "fleet.js": "text/javascript; charset=utf-8",
+    "evals.js": "text/javascript; charset=utf-8",
     "page.css": "text/css; charset=utf-8",
 }
 
