@@ -1,6 +1,7 @@
 """``--record`` keeps every trial's model exchanges in a cassette; ``seamline eval replay ID``
 runs every trial again from them with the model API gone and reproduces each verdict, and
-says which trial did not when one cannot be replayed. The openai provider against the fake
+says which trial did not when one cannot be replayed; a rescore asks the API nothing. The
+openai provider against the fake
 OpenAI API on 127.0.0.1, its requests through seamline's gateway."""
 
 from __future__ import annotations
@@ -40,6 +41,11 @@ def test_a_recorded_evaluation_replays_with_the_api_gone_and_the_same_verdicts(
         assert main([*argv, "--record", *common]) == 0
         recorded = json.loads(capsys.readouterr().out)
         sent = len(fake.model_requests())
+        # A rescore with another check changes the verdicts and asks the API nothing.
+        rescore = ["eval", "rescore", recorded["id"][:8], "--check", "grep -qx ok answer.txt", *common]
+        assert main(rescore) == 0
+        assert [t["passes"] for t in json.loads(capsys.readouterr().out)["tasks"]] == [1, 1]
+        assert len(fake.model_requests()) == sent
     assert sent == 4
     assert [t["passes"] for t in recorded["tasks"]] == [1, 0]
     eval_id = recorded["id"]
