@@ -91,20 +91,25 @@ class Leftovers:
     fds_allowed: dict[str, int] = field(default_factory=dict[str, int])
     fds: list[str] = field(default_factory=list[str])
     seen: dict[int, int] = field(default_factory=dict[int, int])
+    #: descendants that ran before the work (another test's server in the same worker)
+    before: dict[int, int] = field(default_factory=dict[int, int])
 
     def baseline(self) -> None:
         self.fds = fd_targets(self.pid)
+        self.before = descendants(self.pid)
         self.seen = {}
 
     def watch(self) -> int:
-        """Remember the live descendants now; how many there are."""
-        now = descendants(self.pid)
+        """Remember the live descendants the work started; how many there are now."""
+        now = self._new(descendants(self.pid))
         self.seen.update(now)
         return len(now)
 
     def problems(self) -> list[str]:
         found = [f"process left: {line}" for line in still_alive(self.seen)]
-        found += [f"process left: {pid} (a descendant)" for pid in descendants(self.pid) if pid not in self.seen]
+        found += [
+            f"process left: {pid} (a descendant)" for pid in self._new(descendants(self.pid)) if pid not in self.seen
+        ]
         now = fd_targets(self.pid)
         extra = list(now)
         for target in self.fds:
@@ -120,3 +125,6 @@ class Leftovers:
             if folder.is_dir() and (entries := sorted(p.name for p in folder.iterdir())):
                 found.append(f"left in {folder}: {entries}")
         return found
+
+    def _new(self, alive: dict[int, int]) -> dict[int, int]:
+        return {pid: start for pid, start in alive.items() if self.before.get(pid) != start}
