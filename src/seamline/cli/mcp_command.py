@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
-import socket
-from pathlib import Path
 from typing import Any, Final
 
 from seamline.cli.main import SeamlineUsage
@@ -82,26 +79,10 @@ def run(args: argparse.Namespace) -> int:
             raise SeamlineUsage(f"--host {args.host}: seamline mcp serves loopback only (it has no token)")
         if not 0 <= args.port <= 65535:
             raise SeamlineUsage("--port must be 0..65535")
-    if not os.path.isdir(args.workspace):
-        raise SeamlineUsage(f"--workspace {args.workspace} is not a folder")
-    agents = None
-    if args.agents is not None:
-        from seamline.server.agents_file import AgentsFileError, load_agents
+    from seamline.cli.serve_command import listening_socket, operator_agents
 
-        try:
-            agents = load_agents(args.agents, default_workspace=Path(args.workspace).resolve())
-        except AgentsFileError as exc:
-            raise SeamlineUsage(str(exc)) from None
-    sock = None
-    if args.transport == "http":
-        sock = socket.socket(socket.AF_INET6 if ":" in args.host else socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((args.host, args.port))
-        except OSError as exc:
-            sock.close()
-            raise SeamlineUsage(f"cannot listen on {args.host}:{args.port}: {exc.strerror}") from None
-        sock.listen(128)
+    agents = operator_agents(args)
+    sock = listening_socket(args.host, args.port, backlog=128) if args.transport == "http" else None
     store = open_store(args.store)
     try:
         face = build_face(

@@ -137,16 +137,7 @@ def run(args: argparse.Namespace) -> int:
         )
     if not 0 <= args.port <= 65535:
         raise SeamlineUsage("--port must be 0..65535")
-    if not os.path.isdir(args.workspace):
-        raise SeamlineUsage(f"--workspace {args.workspace} is not a folder")
-    agents = None
-    if args.agents is not None:
-        from seamline.server.agents_file import AgentsFileError, load_agents
-
-        try:
-            agents = load_agents(args.agents, default_workspace=Path(args.workspace).resolve())
-        except AgentsFileError as exc:
-            raise SeamlineUsage(str(exc)) from None
+    agents = operator_agents(args)
     from seamline.server.guard import normalize_origin
 
     try:
@@ -180,16 +171,13 @@ def run(args: argparse.Namespace) -> int:
         users=users,
         notifier=notifier,
     )
-    family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
-        sock.bind((args.host, args.port))
-    except OSError as exc:
-        sock.close()
+        # Listening before the address is announced: clients may connect at once.
+        sock = listening_socket(args.host, args.port, backlog=2048)
+    except SeamlineUsage:
         store.close()
-        raise SeamlineUsage(f"cannot listen on {args.host}:{args.port}: {exc.strerror}") from None
-    sock.listen(2048)  # listening before the address is announced: clients may connect at once
+        raise
+    family = sock.family
     port = sock.getsockname()[1]
     # Runs are stopped first on a signal (see StoppableServer); the timeout is a backstop.
     config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=10)
@@ -242,3 +230,31 @@ def _server_class(uvicorn: Any) -> Any:
                 loop.call_soon_threadsafe(hub.stop_runs)
 
     return StoppableServer
+
+
+def operator_agents(args: argparse.Namespace) -> Any:
+    """The agents the operator declares (``--agents FILE``, or None), once ``--workspace``
+    is known to be a folder; shared by ``serve`` and ``mcp``."""
+    if not os.path.isdir(args.workspace):
+        raise SeamlineUsage(f"--workspace {args.workspace} is not a folder")
+    if args.agents is None:
+        return None
+    from seamline.server.agents_file import AgentsFileError, load_agents
+
+    try:
+        return load_agents(args.agents, default_workspace=Path(args.workspace).resolve())
+    except AgentsFileError as exc:
+        raise SeamlineUsage(str(exc)) from None
+
+
+def listening_socket(host: str, port: int, *, backlog: int) -> socket.socket:
+    """A socket bound to ``host:port`` and listening; a usage error when it cannot be."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise SeamlineUsage(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+    sock.listen(backlog)
+    return sock
