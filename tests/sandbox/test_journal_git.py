@@ -18,6 +18,7 @@ import pytest
 
 from seamline.errors import InvalidRequest
 from seamline.sandbox.file_index import PROGRESS_EVERY, ScanProgress
+from seamline.sandbox.git_view import PendingGitView
 from seamline.sandbox.journal import EditJournal
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
@@ -231,3 +232,40 @@ def test_a_file_known_as_gits_blob_is_read_again_once_the_index_lets_the_blob_go
         edited.write_bytes(b"rewritten\n")
     journal.revert("two")
     assert edited.read_bytes() == want
+
+
+def index_rows(journal: EditJournal) -> int:
+    """The stat keys the journal file holds (what a later process trusts without reading)."""
+    with contextlib.closing(sqlite3.connect(journal.path)) as db:
+        return int(db.execute("SELECT COUNT(*) FROM file_index").fetchone()[0])
+
+
+def test_the_scan_before_a_turn_leaves_the_stat_keys_to_the_scan_after_it(tmp_path: Path) -> None:
+    """The prompt waits for the scan before the turn; writing a row per tracked file then
+    cost a fifth of it. The rows are written by the scan after the turn."""
+    repo = make_repo(tmp_path)
+    old_times(repo)
+    journal = EditJournal(tmp_path / "s.edits.db")
+    with journal.track(run_id="r", workspace=repo, tool="t", call_id="c", skip_dirs=frozenset({".git"})):
+        assert index_rows(journal) == 0
+    assert index_rows(journal) == TRACKED + 1  # the sources and .gitignore, git's blobs
+    journal.close()
+
+
+def test_closing_the_journal_writes_the_stat_keys_its_last_scan_found(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path)
+    old_times(repo)
+    journal = EditJournal(tmp_path / "s.edits.db")
+    with journal._db:
+        journal._db.execute("BEGIN")
+        journal.index.scan(
+            str(repo),
+            None,
+            skip="s.edits.db",
+            max_bytes=1 << 20,
+            skip_dirs=frozenset({".git"}),
+            view=PendingGitView(str(repo)),
+        )
+    assert index_rows(journal) == 0
+    journal.close()
+    assert index_rows(journal) == TRACKED + 1

@@ -171,7 +171,11 @@ class FileIndex:
         self.drains = 0
 
     def close(self) -> None:
-        """Let go of every watch."""
+        """Write the stat keys still held back and let go of every watch."""
+        if self._rows:
+            with self._db:
+                self._db.execute("BEGIN")
+                self._flush()
         for tracked in self._tracked.values():
             tracked.watch.close()
         self._tracked.clear()
@@ -215,12 +219,17 @@ class FileIndex:
         ``notes`` hears what the scan left out and read; ``progress``, how far a long
         whole-tree scan has come; ``view``, what git knows (:mod:`seamline.sandbox.git_view`):
         with it, tracked files unchanged since the index and ignored paths are not read."""
-        try:
-            return self._scan(root, rels, skip, max_bytes, skip_dirs, notes, progress, view)
-        finally:
-            if self._rows:
-                self._db.executemany("INSERT OR REPLACE INTO file_index VALUES (?, ?, ?, ?, ?, ?, ?, ?)", self._rows)
-                self._rows.clear()
+        # The stat keys of git's files an earlier scan found are written now, in this
+        # scan's transaction: a whole-tree walk before a turn hands its snapshot back
+        # without paying for tens of thousands of rows (the scan after the turn pays, while
+        # the agent is done), and a key written late is still the key that was seen.
+        self._flush()
+        return self._scan(root, rels, skip, max_bytes, skip_dirs, notes, progress, view)
+
+    def _flush(self) -> None:
+        if self._rows:
+            self._db.executemany("INSERT OR REPLACE INTO file_index VALUES (?, ?, ?, ?, ?, ?, ?, ?)", self._rows)
+            self._rows.clear()
 
     def _scan(
         self,
@@ -427,7 +436,7 @@ class FileIndex:
             # git found it unchanged since the index: the object store has its content.
             digest = f"{GIT_PREFIX}{oid}"
             known[rel] = (key, digest, False)
-            self._rows.append((root, rel, *key, digest))  # written at the scan's end, all at once
+            self._rows.append((root, rel, *key, digest))  # written by the next scan or close(), all at once
             return PathState("file", digest, mode)
         read_at = time.time_ns()
         try:
