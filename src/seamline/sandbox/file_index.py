@@ -42,6 +42,9 @@ UNHASHED_PREFIX: Final = "unhashed:"
 #: How close to its change time a file may be read before its key is not trusted.
 RACY_WINDOW_NS: Final = 20_000_000
 
+_FORMAT: Final = 0o170000  # stat.S_IFMT's mask: the kind of file
+_PERMISSIONS: Final = 0o7777  # stat.S_IMODE's mask
+
 #: How many paths a whole-tree scan walks between two looks at the clock (its progress).
 PROGRESS_EVERY: Final = 256
 
@@ -290,7 +293,7 @@ class FileIndex:
                     if progress is not None and not len(found) % PROGRESS_EVERY:
                         progress.seen(len(found))
                 ready = view.get() if isinstance(view, PendingGitView) else view
-                if ready is not None:
+                if ready is not None and ready.seen is not None:  # a first look has seen nothing yet
                     ready.classify_new([(rel, stat.S_ISDIR(st.st_mode)) for rel, st in found])
                 for rel, st in found:
                     states[rel] = self._state(root, rel, st, known, max_bytes, on_read, ready)
@@ -406,16 +409,17 @@ class FileIndex:
         on_read: Callable[[str, bytes], None] | None = None,
         view: GitView | None = None,
     ) -> PathState:
-        mode = stat.S_IMODE(st.st_mode)
-        if stat.S_ISLNK(st.st_mode):
+        kind = st.st_mode & _FORMAT
+        mode = st.st_mode & _PERMISSIONS
+        if kind == stat.S_IFLNK:
             try:
                 return PathState("link", os.readlink(os.path.join(root, rel)), None)
             except FileNotFoundError:
                 return ABSENT
         ignored = view is not None and view.is_ignored(rel)
-        if stat.S_ISDIR(st.st_mode):
-            return PathState("dir", IGNORED_DIR if ignored else None, mode)
-        if not stat.S_ISREG(st.st_mode):
+        if kind != stat.S_IFREG:
+            if kind == stat.S_IFDIR:
+                return PathState("dir", IGNORED_DIR if ignored else None, mode)
             return PathState("file", "special", mode)
         if ignored:
             # Stat only, never read nor kept (build output, virtual environments, caches).
