@@ -71,7 +71,7 @@ PROVIDER_SEAM = {"base", "settle", "registry", "settings", "option_kinds", "fail
 PROVIDER_RANKS: dict[str, int] = {
     "": 0,  # the seam
     "programs": 1,
-    "model_apis": 2, "agent_clis": 2, "acp": 2, "opencode": 2, "local": 2,
+    "model_apis": 2, "agent_clis": 2, "acp": 2, "opencode": 2, "a2a": 2, "local": 2,
 }  # fmt: skip
 
 

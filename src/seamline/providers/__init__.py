@@ -3,8 +3,8 @@
 The seam is the modules here: ``base`` (:class:`Provider`, :class:`ProviderSession`),
 ``settle`` (the invariants of a turn), ``registry``, ``settings`` and ``option_kinds``.
 Each family of backends is a room below it: ``model_apis``, ``agent_clis``, ``acp``,
-``opencode``, ``local`` (offline and scripted), and ``programs`` (what every backend that
-runs a program shares). The modules' paths before the families had rooms still import
+``opencode``, ``a2a`` (a remote A2A agent), ``local`` (offline and scripted), and
+``programs`` (what every backend that runs a program shares). The modules' paths before the families had rooms still import
 (``seamline.providers.acp`` and ``seamline.providers.opencode`` are now the rooms, and
 still give their provider class).
 """

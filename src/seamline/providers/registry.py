@@ -28,6 +28,7 @@ _BUILTIN: Final[dict[str, str]] = {
     "anthropic": "seamline.providers.model_apis.anthropic_api:AnthropicProvider",
     "acp": "seamline.providers.acp.provider:AcpProvider",
     "opencode": "seamline.providers.opencode.provider:OpenCodeProvider",
+    "a2a": "seamline.providers.a2a.provider:A2AProvider",
 }
 _extra: dict[str, type[Provider]] = {}
 

@@ -77,7 +77,7 @@ _OPENINFERENCE_KINDS: Final = {
     "execute_tool": "TOOL",
 }
 # Agents that run in their own process (they run their own tools): their turn is a CLIENT call.
-_OUT_OF_PROCESS: Final = frozenset({"claude-code", "codex", "gemini-cli", "acp", "opencode"})
+_OUT_OF_PROCESS: Final = frozenset({"claude-code", "codex", "gemini-cli", "acp", "opencode", "a2a"})
 # Providers whose "model" runs inside seamline: their model calls are INTERNAL.
 _EMBEDDED: Final = frozenset({"offline", "scripted"})
 # Providers whose usage id is the vendor's response id (``gen_ai.response.id``).
