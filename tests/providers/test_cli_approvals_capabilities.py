@@ -24,6 +24,7 @@ def test_providers_list_names_the_approval_path_of_each_backend() -> None:
     assert approval["claude-code"] == "every_call" and approval["openai"] == "every_call"
     assert approval["acp"] == "asked" and approval["opencode"] == "asked"
     assert approval["codex"] == "every_call" and approval["gemini-cli"] == "every_call"
+    assert approval["a2a"] == "sandbox"  # a remote agent's tools run where it runs: none is asked of seamline
 
 
 def test_providers_list_says_where_each_backends_key_is() -> None:
@@ -48,6 +49,7 @@ def test_providers_list_says_where_each_backends_key_is() -> None:
         "anthropic": "in_process",
         "acp": "gateway_or_environment",
         "opencode": "gateway_or_environment",
+        "a2a": "in_process",  # the token stays in seamline's process; the agent's own keys are its own
     }
     text = subprocess.run(
         [sys.executable, "-m", "seamline", "providers", "list"], capture_output=True, text=True, timeout=120, cwd=ROOT
