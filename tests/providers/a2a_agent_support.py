@@ -4,7 +4,8 @@
 told and answers by the prompt's first word:
 
 - ``wait``: starts work, streams one chunk, then waits until the task is cancelled;
-- ``fail``: the task fails with the agent's words;
+- ``fail``: the task fails with the agent's words; ``reject``: it is rejected; ``login``: it
+  needs authentication;
 - ``ask``: the task asks for input; the answer to it (``colour: ANSWER``) completes the same task;
 - ``hello``: answers with a message, no task;
 - anything else: streams an artifact in three chunks, ``heard: PROMPT | before: EARLIER``
@@ -80,6 +81,12 @@ class ScriptedA2AAgent(AgentExecutor):
             await asyncio.Event().wait()  # until CancelTask cancels this
         if word == "fail":
             await updater.failed(new_text_message("the tool broke", context_id=task.context_id, task_id=task.id))
+            return
+        if word == "reject":
+            await updater.reject(new_text_message("not my kind of task", context_id=task.context_id, task_id=task.id))
+            return
+        if word == "login":
+            await updater.requires_auth(new_text_message("sign in first", context_id=task.context_id, task_id=task.id))
             return
         if word == "ask":
             question = new_text_message("which colour?", context_id=task.context_id, task_id=task.id)

@@ -173,3 +173,22 @@ async def test_the_token_goes_to_the_agent_and_never_into_an_error(
     events = await one_turn(a2a_server.url, "hi", token=TOKEN)
     assert failure(events).kind == "auth" and "bad token Bearer ***" in failure(events).message
     assert TOKEN not in repr(events)
+
+
+@pytest.mark.parametrize(
+    ("prompt", "kind", "words"),
+    [("reject it", "provider", "not my kind of task"), ("login now", "auth", "sign in first")],
+)
+@run_async
+async def test_a_rejected_task_or_one_that_needs_a_login_is_classified(
+    a2a_server: A2AAgentServer, prompt: str, kind: str, words: str
+) -> None:
+    error = failure(await one_turn(a2a_server.url, prompt))
+    assert error.kind == kind and words in error.message
+
+
+@run_async
+async def test_a_turn_past_its_timeout_fails_as_timeout_and_cancels_the_task(a2a_server: A2AAgentServer) -> None:
+    error = failure(await one_turn(a2a_server.url, "wait forever", turn_timeout="0.5"))
+    assert error.kind == "timeout" and "0.5 s" in error.message
+    assert a2a_server.log.cancelled == [a2a_server.log.turns[0][1]]

@@ -121,3 +121,40 @@ async def test_an_agent_that_answers_with_a_message_ends_the_turn(a2a_server: A2
     await provider.close(session)
     assert [e.text for e in events if isinstance(e, Text)] == ["hello to you, hello there"]
     assert ending(events).outcome == "completed"
+
+
+@run_async
+async def test_a_resumed_session_answers_the_question_its_last_turn_left(
+    a2a_server: A2AAgentServer, tmp_path: Path
+) -> None:
+    store = SQLiteStore(tmp_path / "store.db")
+    provider = create_provider("a2a", options={"url": a2a_server.url})
+    session = await provider.open(store=store)
+    [e async for e in session.send("ask me")]
+    await provider.close(session)
+    resumed = await provider.resume(session.session_id, store=store)
+    answered = [e async for e in resumed.send("green")]
+    later = [e async for e in resumed.send("and now?")]
+    await provider.close(resumed)
+    assert ending(answered).text == "colour: green"
+    assert a2a_server.log.turns[0][1] == a2a_server.log.turns[1][1]  # the task that asked
+    assert a2a_server.log.turns[2][1] != a2a_server.log.turns[1][1]  # answered: the next turn is a new task
+    assert ending(later).text == "heard: and now? | before: ask me, green"
+    store.close()
+
+
+@run_async
+async def test_a_fork_is_a_new_context_given_the_history_as_text(a2a_server: A2AAgentServer, tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "store.db")
+    provider = create_provider("a2a", options={"url": a2a_server.url})
+    session = await provider.open(store=store)
+    [e async for e in session.send("remember the lighthouse")]
+    await provider.close(session)
+    fork = await provider.fork(session.session_id, store=store)
+    events = [e async for e in fork.send("what to remember?")]
+    await provider.close(fork)
+    (parent_ctx, _, _), (fork_ctx, _, fork_text) = a2a_server.log.turns
+    assert fork_ctx != parent_ctx and fork.provider_session_id == fork_ctx
+    assert "remember the lighthouse" in fork_text and fork_text.rstrip().endswith("what to remember?")
+    assert ending(events).outcome == "completed"
+    store.close()

@@ -14,7 +14,7 @@ Sessions: the agent mints a context id with the first task; it is the provider s
 id. Each later message carries it, so the agent answers in the same context (a new task in
 it), in this process or after ``--session`` resumes the session. A task left waiting for
 input (``input-required``) is continued by the next message of the session (its task id
-goes with it). Abort is ``CancelTask`` for the task under way; the turn ends ``aborted``
+goes with it; the session's metadata keeps it for a resume). Abort is ``CancelTask`` for the task under way; the turn ends ``aborted``
 when the agent says the task is canceled, or after ``cancel_timeout``.
 
     seamline run -p a2a -o url=http://127.0.0.1:9999 -o token_env=AGENT_TOKEN "Hi"
@@ -152,6 +152,13 @@ class A2AProvider(Provider):
         if session.provider_session_id:
             session.state["a2a_context_id"] = session.provider_session_id
 
+    async def _resume(self, session: ProviderSession) -> None:
+        await self._open(session)
+        if session.store is not None:
+            waiting = session.store.require(session.session_id).metadata.get("a2a_waiting_task")
+            if isinstance(waiting, str) and waiting:
+                session.state["a2a_waiting_task"] = waiting
+
     async def _close(self, session: ProviderSession) -> None:
         wire = session.state.pop("a2a_wire", None)
         if isinstance(wire, A2AWire):
@@ -263,10 +270,11 @@ class A2AProvider(Provider):
                     await self._cancel(session)  # aborted before the task had an id
             for event in events:
                 yield event
-        if translator.state == "TASK_STATE_INPUT_REQUIRED" and translator.task_id:
-            session.state["a2a_waiting_task"] = translator.task_id
-        else:
-            session.state.pop("a2a_waiting_task", None)
+        waiting = translator.task_id if translator.state == "TASK_STATE_INPUT_REQUIRED" else None
+        if waiting != session.state.get("a2a_waiting_task"):
+            session.state["a2a_waiting_task"] = waiting
+            if store is not None:  # a resumed session answers the question too
+                store.update_metadata(session.session_id, {"a2a_waiting_task": waiting})
         ending = translator.ending
         if ending is None or (session.aborted and ending.outcome != "aborted"):
             ending = Complete(outcome="aborted", stop_reason="cancelled", text=translator.final_text())
