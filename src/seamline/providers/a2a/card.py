@@ -38,9 +38,11 @@ def same_origin(a: str, b: str) -> bool:
     )
 
 
-def read_card(card: dict[str, Any], *, base_url: str) -> AgentCardInfo:
+def read_card(card: Any, *, base_url: str) -> AgentCardInfo:
     """The card's name, streaming and JSON-RPC URL; refused where it does not say them."""
     where = f"a2a: the agent card at {redact_url(base_url)}"
+    if not isinstance(card, dict):
+        raise ProviderFailure(f"{where} is not a JSON object")
     name = card.get("name")
     if not isinstance(name, str) or not name:
         raise ProviderFailure(f"{where} has no name: not an A2A agent card")

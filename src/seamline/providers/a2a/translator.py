@@ -43,9 +43,7 @@ def _part_text(part: Any) -> str | None:
 
 
 def message_text(message: Any) -> str:
-    parts = message.get("parts") if isinstance(message, dict) else None
-    if not isinstance(parts, list):
-        return ""
+    parts = _list(message.get("parts")) if isinstance(message, dict) else []
     return "".join(t for t in (_part_text(p) for p in parts) if t is not None)
 
 
@@ -94,7 +92,7 @@ class A2ATranslator:
             raise ProviderFailure("a2a: the agent sent a task that is not an object")
         self._ids(task.get("id"), task.get("contextId"))
         events: list[Event] = []
-        for artifact in task.get("artifacts") or []:
+        for artifact in _list(task.get("artifacts")):
             if isinstance(artifact, dict):
                 # A whole task (plain send, GetTask) carries each artifact whole, as it is now;
                 # its text is told once, when the task settles.
@@ -112,7 +110,7 @@ class A2ATranslator:
             if text:
                 self._last_message = text
                 events.append(Text(text=text))
-            events += [Raw(source="a2a", payload=p) for p in message.get("parts") or [] if _is_file(p)]
+            events += [Raw(source="a2a", payload=p) for p in _list(message.get("parts")) if _is_file(p)]
         if final:  # a message instead of a task: the agent answered, nothing more comes
             self._end(Complete(outcome="completed", stop_reason="completed", text=self.final_text()))
         return events
@@ -168,14 +166,13 @@ class A2ATranslator:
 
     def _artifact(self, artifact: dict[str, Any], *, append: bool, last: bool, whole: bool) -> list[Event]:
         key = str(artifact.get("artifactId") or "")
-        parts = artifact.get("parts") or []
         events: list[Event] = []
         if whole and key in self._closed:
             return []  # told already
         chunks = self._artifacts.setdefault(key, [])
         if not append:
             chunks.clear()
-        for part in parts if isinstance(parts, list) else []:
+        for part in _list(artifact.get("parts")):
             text = _part_text(part)
             if text:
                 chunks.append(text)
@@ -197,6 +194,11 @@ class A2ATranslator:
                 if chunks:
                     events.append(Text(text="".join(chunks)))
         return events
+
+
+def _list(value: Any) -> list[Any]:
+    """``value`` where it is a list, else nothing (a field of the wrong type is left out)."""
+    return value if isinstance(value, list) else []
 
 
 def _is_file(part: Any) -> bool:
