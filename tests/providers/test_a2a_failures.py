@@ -192,3 +192,11 @@ async def test_a_turn_past_its_timeout_fails_as_timeout_and_cancels_the_task(a2a
     error = failure(await one_turn(a2a_server.url, "wait forever", turn_timeout="0.5"))
     assert error.kind == "timeout" and "0.5 s" in error.message
     assert a2a_server.log.cancelled == [a2a_server.log.turns[0][1]]
+
+
+def test_a_budget_is_refused_before_anything_starts() -> None:
+    provider = create_provider("a2a", options={"url": dead_url()})
+    provider.check_budget(None)
+    with pytest.raises(SeamlineError) as caught:
+        provider.check_budget(1.0)
+    assert caught.value.kind == "invalid_request" and "cannot be enforced" in caught.value.message

@@ -104,6 +104,15 @@ class A2AProvider(Provider):
     def _seconds(self, key: str) -> float:
         return float(self.option_values[key])
 
+    def check_budget(self, budget_usd: float | None) -> None:
+        """A2A carries no usage: a budget in USD could never stop a turn, so it is refused."""
+        super().check_budget(budget_usd)
+        if budget_usd is not None:
+            raise InvalidRequest(
+                "a2a: an A2A agent reports no usage or cost, so a budget in USD cannot be enforced on it; "
+                "run it without --budget-usd (its spend is the agent's own)"
+            )
+
     def _ready(self) -> None:
         self._url()
         self._token()
