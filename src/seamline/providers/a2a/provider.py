@@ -237,27 +237,30 @@ class A2AProvider(Provider):
         loop = asyncio.get_running_loop()
         turn_timeout = self._seconds("turn_timeout")
         deadline = loop.time() + turn_timeout
-        cancel_deadline: float | None = None
+        timed_out = False  # the turn passed turn_timeout: its task is being cancelled, then it fails
+        stopping = False  # aborted or timed out: waiting (cancel_timeout at most) for the task to end
         store = session.store
         while not translator.done:
-            if session.aborted and cancel_deadline is None:
-                cancel_deadline = loop.time() + self._seconds("cancel_timeout")
-            limit = deadline if cancel_deadline is None else min(deadline, cancel_deadline)
+            if session.aborted and not stopping:
+                stopping = True
+                deadline = min(deadline, loop.time() + self._seconds("cancel_timeout"))
             try:
-                item = await asyncio.wait_for(queue.get(), timeout=max(limit - loop.time(), 0.0))
+                item = await asyncio.wait_for(queue.get(), timeout=max(deadline - loop.time(), 0.0))
             except TimeoutError:
-                if session.aborted:
+                if stopping:
                     break
+                timed_out = stopping = True
+                deadline = loop.time() + self._seconds("cancel_timeout")
                 await self._cancel(session)
-                raise TimeoutFailure(f"a2a: the turn passed its timeout of {turn_timeout:g} s; cancelled") from None
+                continue
             if item is _ABORTED:
                 continue
             if item is _END:
-                if session.aborted:
+                if stopping:
                     break
                 raise _ended_early(translator.state)
             if isinstance(item, BaseException):
-                if session.aborted and isinstance(item, SeamlineError):
+                if stopping and isinstance(item, SeamlineError):
                     break  # the stream broke because the task was cancelled
                 raise item
             if store is not None:
@@ -275,10 +278,12 @@ class A2AProvider(Provider):
                     )
             if translator.task_id and session.state.get("a2a_task_id") != translator.task_id:
                 session.state["a2a_task_id"] = translator.task_id
-                if session.aborted:
-                    await self._cancel(session)  # aborted before the task had an id
+                if stopping:
+                    await self._cancel(session)  # stopped before the task had an id
             for event in events:
                 yield event
+        if timed_out:
+            raise TimeoutFailure(f"a2a: the turn passed its timeout of {turn_timeout:g} s; its task was cancelled")
         waiting = translator.task_id if translator.state == "TASK_STATE_INPUT_REQUIRED" else None
         if waiting != session.state.get("a2a_waiting_task"):
             session.state["a2a_waiting_task"] = waiting
