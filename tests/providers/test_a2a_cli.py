@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -16,11 +17,16 @@ from tests.providers.a2a_agent_support import A2AAgentServer, dead_url
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def seamline(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def cli_env(tmp_path: Path) -> dict[str, str]:
     env = dict(os.environ, SEAMLINE_STORE=str(tmp_path / "store.db"), HOME=str(tmp_path), NO_COLOR="1")
     env.pop("SEAMLINE_BLOCK_REAL_PROVIDERS", None)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")])
+    return env
+
+
+def seamline(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     argv = [sys.executable, "-m", "seamline", *args]
+    env = cli_env(tmp_path)
     return subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env, check=False)
 
 
@@ -58,3 +64,23 @@ def test_providers_check_reads_the_agent_card(a2a_server: A2AAgentServer, tmp_pa
     a2a_server.faults["card"] = (200, b"not a card", {})
     bad = seamline(tmp_path, "providers", "check", "a2a", "-o", f"url={a2a_server.url}")
     assert bad.returncode != 0 and "does not parse" in bad.stdout + bad.stderr
+
+
+def test_ctrl_c_cancels_the_agents_task(a2a_server: A2AAgentServer, tmp_path: Path) -> None:
+    argv = [sys.executable, "-m", "seamline", "run", "--json", "-p", "a2a", "-o", f"url={a2a_server.url}", "wait here"]
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(tmp_path), cwd=tmp_path,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        assert a2a_server.log.waiting.wait(timeout=60), "the agent never started the task"
+        os.kill(proc.pid, signal.SIGINT)  # one Ctrl-C, to the program alone
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+    assert proc.returncode == 130, err
+    end = events(out)[-1]
+    assert end["type"] == "complete" and end["outcome"] == "aborted"
+    assert a2a_server.log.cancelled == [a2a_server.log.turns[0][1]]  # CancelTask reached the agent
