@@ -200,3 +200,18 @@ def test_a_budget_is_refused_before_anything_starts() -> None:
     with pytest.raises(SeamlineError) as caught:
         provider.check_budget(1.0)
     assert caught.value.kind == "invalid_request" and "cannot be enforced" in caught.value.message
+
+
+@run_async
+async def test_an_event_stream_cut_mid_event_is_a_transport_failure(a2a_server: A2AAgentServer) -> None:
+    a2a_server.faults["rpc"] = (200, b'data: {"jsonrpc": "2.0", "id": 1, "res', {"content-type": "text/event-stream"})
+    error = failure(await one_turn(a2a_server.url))
+    assert error.kind == "transport" and error.retryable and "middle of an event" in error.message
+
+
+@run_async
+async def test_an_error_event_in_the_stream_is_classified_by_its_code(a2a_server: A2AAgentServer) -> None:
+    body = b'event: error\ndata: {"jsonrpc": "2.0", "id": 1, "error": {"code": -32004, "message": "no"}}\n\n'
+    a2a_server.faults["rpc"] = (200, body, {"content-type": "text/event-stream"})
+    error = failure(await one_turn(a2a_server.url))
+    assert error.kind == "invalid_request" and "-32004" in error.message
