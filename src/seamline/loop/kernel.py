@@ -88,8 +88,13 @@ def run_agent_loop(
     aborted: Callable[[], bool] = lambda: False,
     stages: LoopStages | None = None,
     interrupt: StepInterrupt | None = None,
+    carried: Sequence[ToolCall] = (),
 ) -> AsyncIterator[Event]:
     """Run one turn. ``messages`` already ends with the user's prompt and is extended in place.
+
+    ``carried``: a turn taken up again (its server died while a call waited for approval):
+    the calls of its last step that have no result yet, approved and run before the next
+    model call; ``messages`` then ends with the assistant message that holds them.
 
     ``stages``: chat stages wrap every model call, tool stages every approved tool call,
     in slot order (see :mod:`seamline.stages`). Without stages nothing is wrapped.
@@ -108,6 +113,7 @@ def run_agent_loop(
         aborted=aborted,
         stages=stages,
         interrupt=interrupt,
+        carried=carried,
     ).events()
 
 
@@ -158,6 +164,7 @@ class _Turn:
     __slots__ = (
         "aborted",
         "approval",
+        "carried",
         "cfg",
         "config",
         "ctx",
@@ -193,7 +200,9 @@ class _Turn:
         aborted: Callable[[], bool],
         stages: LoopStages | None,
         interrupt: StepInterrupt | None = None,
+        carried: Sequence[ToolCall] = (),
     ) -> None:
+        self.carried = carried
         self.step, self.messages, self.tools, self.ctx, self.model = step, messages, tools, context, model
         self.observers, self.approval, self.config, self.aborted = observers, approval, config, aborted
         self.stages = stages
@@ -223,6 +232,16 @@ class _Turn:
         event: Event | None
         try:
             await self._start()
+            if self.carried:  # a turn taken up again: its calls that have no result yet
+                done = await run_calls(list(self.carried), self.tools, self.gate, obs, ctx, self.tool_stages)
+                for plan, outcome in done:
+                    before, result = reported(plan, outcome)
+                    if obs.tool_result:
+                        result = await replaced_result(obs.tool_result, ctx, plan.call, result)
+                    for event in before:
+                        yield event
+                    yield result
+                    self.messages.append(tool_message(plan.call, result))
             while not isinstance(request := await self._next_request(), Complete):
                 try:
                     answer, task, model_events = _Answer(), asyncio.current_task(), self.step(request)

@@ -578,12 +578,18 @@ class ProviderSession:
         max_steps: int = 50,
         budget_usd: float | None = None,
         params: Mapping[str, object] | None = None,
+        carried: Sequence[ToolCall] | None = None,
     ) -> AsyncIterator[Event]:
-        """Run one turn and stream its events; the last one is the only ``complete``."""
-        settler = self._start_turn(prompt, budget_usd)
+        """Run one turn and stream its events; the last one is the only ``complete``.
+
+        ``carried`` (model APIs): take the session's last turn up again instead of a new
+        one, ``prompt`` unused: its tool calls without a result (``carried``, from the
+        transcript) are approved and run, then the loop goes on (a server restarted while
+        one of them waited for approval)."""
+        settler = self._start_turn(prompt, budget_usd, again=carried is not None)
         log = settler.log
         yield settler.opening()
-        source = self._turn_source(prompt, max_steps, params)
+        source = self._turn_source(prompt, max_steps, params, carried)
         try:
             async for event in source:
                 if type(event) is TextDelta:  # the hot path of a stream: no other checks
@@ -629,19 +635,27 @@ class ProviderSession:
         async for out in settler.finish():
             yield out
 
-    def _start_turn(self, prompt: str, budget_usd: float | None) -> TurnSettler:
+    def _start_turn(self, prompt: str, budget_usd: float | None, *, again: bool = False) -> TurnSettler:
         if self.cassette is None or self.cassette.mode != "replay":
             self.provider._check_allowed()
-        self.turn += 1
+        if not again or self.turn == 0:
+            self.turn += 1
         self.aborted = False
         self.turn_budget_usd = budget_usd
         settler = TurnSettler(self, budget_usd)
         if self.store is not None and (self.turn > 1 or self.resumed or self.forked_from):
             self.store.set_status(self.session_id, "open")  # claim it again; a new record starts open
-        settler.log.record_input("prompt", prompt)
+        if not again:
+            settler.log.record_input("prompt", prompt)
         return settler
 
-    def _turn_source(self, prompt: str, max_steps: int, params: Mapping[str, object] | None) -> AsyncIterator[Event]:
+    def _turn_source(
+        self,
+        prompt: str,
+        max_steps: int,
+        params: Mapping[str, object] | None,
+        carried: Sequence[ToolCall] | None = None,
+    ) -> AsyncIterator[Event]:
         """The provider's own turn (an agent CLI), or the loop over the provider's steps."""
         provider = self.provider
         if provider.runs_own_tools:
@@ -651,7 +665,14 @@ class ProviderSession:
                 wire_prompt = f"Earlier conversation:\n{self.history_as_context()}\n\nContinue from there. {prompt}"
                 self.state["history_sent"] = True
             return provider._turn(self, wire_prompt)
-        self.messages.append(Message(role="user", content=prompt))
+        if carried is None:
+            self.messages.append(Message(role="user", content=prompt))
+        elif carried:  # the assistant message that asked for them, as the transcript left it
+            last = self.messages[-1] if self.messages and self.messages[-1].role == "assistant" else None
+            if last is None:
+                last = Message(role="assistant")
+                self.messages.append(last)
+            last.tool_calls.extend(carried)
         return run_agent_loop(
             step=provider._step,
             messages=self.messages,
@@ -665,6 +686,7 @@ class ProviderSession:
             aborted=lambda: self.aborted,
             stages=self.stages,
             interrupt=self._new_interrupt(),
+            carried=carried or (),
         )
 
     def _new_interrupt(self) -> StepInterrupt:

@@ -115,6 +115,9 @@ def create_app(
 
 @asynccontextmanager
 async def _lifespan(app: Starlette) -> AsyncIterator[None]:
+    from seamline.server.pending import readopt
+
+    await readopt(state_value(app.state, "hub", RunHub))  # what a dead server left waiting
     try:
         yield
     finally:

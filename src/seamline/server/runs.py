@@ -27,7 +27,9 @@ from seamline.providers.failover import Failover, fallback_backends
 from seamline.providers.registry import create_provider
 from seamline.runner import RunOptions
 from seamline.server.agents_file import AGENT_KEY, ServePolicy
+from seamline.server.pending import Approvals
 from seamline.server.users import ACTING, OWNER_KEY, User
+from seamline.sessions.pending import PendingPermissions
 from seamline.sessions.portable_store import SessionStore
 from seamline.sessions.records import SessionRecord, metadata_problem
 from seamline.sessions.rules import PermissionRules
@@ -80,6 +82,15 @@ class Run:
     announced: set[str] = field(default_factory=set)
     prompted: set[str] = field(default_factory=set)  # the requests that waited for a client's answer
     task: asyncio.Task[None] | None = None
+    max_steps: int = 50
+    budget_usd: float | None = None
+    # A run taken up by a new server (seamline.server.pending): the calls its turn goes on
+    # with (a model API), or the prompt that resumes it (an agent), and the stored requests
+    # that an agent asks again under a new id.
+    carried: list[ToolCall] | None = None
+    turn_prompt: str | None = None
+    again: set[str] = field(default_factory=set)
+    readopted_from: int | None = None
     _wake: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property
@@ -238,6 +249,7 @@ class RunHub:
         self._rules: PermissionRules | None = None
         self._journal: EditJournal | None = None
         self._opened = False
+        self.approvals = Approvals(PendingPermissions(store))  # the requests that wait, in the store
 
     def _open_files(self) -> None:
         """The permission rules and the edit journal beside a store file, opened on first
@@ -268,19 +280,29 @@ class RunHub:
                 return PermissionAnswer("deny", "once")
             if run.cancel_requested:
                 return PermissionAnswer("deny", "once")
-            future: asyncio.Future[PermissionAnswer] = asyncio.get_running_loop().create_future()
-            run.pending[request.request_id] = (request, future)
-            run.prompted.add(request.request_id)
-            run.append(request)  # announced now, so a client can answer while the turn waits
-            self._tell(
-                "permission.requested",
-                run,
-                {"request_id": request.request_id, "tool": request.tool, "reason": request.reason},
-            )
+            assert slot is not None
+            held = self.approvals.waiting(run, request, slot.session.turn)  # asked before a restart
+            future: asyncio.Future[PermissionAnswer]
+            if held is None:
+                future = asyncio.get_running_loop().create_future()
+                announced, new = request, True
+            else:
+                announced, future, new = held
+            if new:
+                self.approvals.stored(run, announced)  # kept in the store while it waits
+                run.pending[announced.request_id] = (announced, future)
+                run.prompted.add(announced.request_id)
+                run.append(announced)  # announced now, so a client can answer while the turn waits
+                self._tell(
+                    "permission.requested",
+                    run,
+                    {"request_id": announced.request_id, "tool": announced.tool, "reason": announced.reason},
+                )
             try:
                 return await future
             finally:
-                run.pending.pop(request.request_id, None)
+                run.pending.pop(announced.request_id, None)
+                self.approvals.removed(run, announced.request_id)
 
         return PermissionService(rules=self._rules, workspace=workspace, yes=yes, prompter=prompter)
 
@@ -464,6 +486,7 @@ class RunHub:
             raise Busy(f"session {slot.session.session_id} is busy with run {running}; retry, or ask to enqueue")
         run = Run(id=uuid.uuid4().hex, session_id=slot.session.session_id, prompt=prompt, yes=yes)
         run.started_by = user.name if user is not None else None
+        run.max_steps, run.budget_usd = max_steps, budget_usd
         self.runs[run.id] = run
         slot.runs.append(run.id)
         slot.waiting += 1
@@ -529,9 +552,14 @@ class RunHub:
         if self.notify is not None:
             self.notify(what, run, details)
 
+    def turn_options(self, run: Run) -> RunOptions:
+        return RunOptions(yes=run.yes, max_steps=run.max_steps, budget_usd=run.budget_usd)
+
     def _retire(self, run: Run) -> None:
         """Keep the newest ``keep_finished`` finished runs in memory; older ones are
         forgotten (their events stay in the store's raw log)."""
+        self.approvals.ended(run)  # nothing of it waits in the store any more
+        run.pending.clear()  # a request taken up that rules or yes decided after all
         ended = {"failed": "run.failed", "budget": "budget.reached"}.get(run.status, "run.finished")
         self._tell(ended, run, {})
         self._finished.append(run.id)
@@ -547,7 +575,14 @@ class RunHub:
         final: Complete | None = None
         try:
             turns = slot.failover or slot.session
-            async for event in turns.send(run.prompt, max_steps=turn.max_steps, budget_usd=turn.budget_usd):
+            if run.carried is not None:  # taken up after a restart: its turn goes on
+                events = slot.session.send(
+                    run.prompt, max_steps=turn.max_steps, budget_usd=turn.budget_usd, carried=run.carried
+                )
+            else:
+                prompt = run.turn_prompt or run.prompt
+                events = turns.send(prompt, max_steps=turn.max_steps, budget_usd=turn.budget_usd)
+            async for event in events:
                 run.append(event)
                 if isinstance(event, Complete):
                     final = event
@@ -686,6 +721,7 @@ class RunHub:
         user = ACTING.get()
         if not future.done():
             future.set_result(PermissionAnswer(answer.decision, answer.scope, by=user.name if user else answer.by))
+            self.approvals.removed(run, request_id)  # decided: it waits no more, in the store too
         return request
 
     def stop_runs(self) -> None:

@@ -265,6 +265,23 @@ ALTER TABLE raw_log ADD COLUMN packed INTEGER NOT NULL DEFAULT 1;
 ALTER TABLE raw_log ADD COLUMN pack_index TEXT
 """
 
+# Permission requests that wait for a person (seamline.sessions.pending): a server that
+# dies (kill -9) leaves them here, and the next server on the store lists them again and
+# takes their runs up (seamline.server.pending).
+_PENDING_PERMISSIONS: Final = """
+CREATE TABLE IF NOT EXISTS pending_permissions (
+    run_id TEXT NOT NULL,
+    request_id TEXT NOT NULL,
+    session_id TEXT,
+    run TEXT NOT NULL,
+    request TEXT NOT NULL,
+    owner_pid INTEGER,
+    owner_host TEXT,
+    created_at {real} NOT NULL,
+    PRIMARY KEY (run_id, request_id)
+)
+"""
+
 MIGRATIONS: Final[tuple[str, ...]] = (
     _V1,
     _V2,
@@ -275,6 +292,7 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     _USAGE_JOURNAL,
     _STORAGE_KEYS,
     _RAW_PACKS,
+    _PENDING_PERMISSIONS,
 )
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 
