@@ -231,17 +231,8 @@ class _Turn:
         obs, ctx, aborted, waits = self._prepare()
         event: Event | None
         try:
-            await self._start()
-            if self.carried:  # a turn taken up again: its calls that have no result yet
-                done = await run_calls(list(self.carried), self.tools, self.gate, obs, ctx, self.tool_stages)
-                for plan, outcome in done:
-                    before, result = reported(plan, outcome)
-                    if obs.tool_result:
-                        result = await replaced_result(obs.tool_result, ctx, plan.call, result)
-                    for event in before:
-                        yield event
-                    yield result
-                    self.messages.append(tool_message(plan.call, result))
+            for event in await self._start():
+                yield event
             while not isinstance(request := await self._next_request(), Complete):
                 try:
                     answer, task, model_events = _Answer(), asyncio.current_task(), self.step(request)
@@ -296,9 +287,23 @@ class _Turn:
                 await notify(obs.cancelled, "on_loop_cancelled", ctx)
             raise
 
-    async def _start(self) -> None:
-        if self.obs.start:
-            await notify(self.obs.start, "on_loop_start", self.ctx)
+    async def _start(self) -> list[Event]:
+        """Observers told of the start; a turn taken up again (``carried``) then runs its
+        calls that have no result yet: their events."""
+        obs, ctx = self.obs, self.ctx
+        if obs.start:
+            await notify(obs.start, "on_loop_start", ctx)
+        events: list[Event] = []
+        if not self.carried:
+            return events
+        for plan, outcome in await run_calls(list(self.carried), self.tools, self.gate, obs, ctx, self.tool_stages):
+            before, result = reported(plan, outcome)
+            if obs.tool_result:
+                result = await replaced_result(obs.tool_result, ctx, plan.call, result)
+            events += before
+            events.append(result)
+            self.messages.append(tool_message(plan.call, result))
+        return events
 
     async def _next_request(self) -> ModelRequest | Complete:
         """The next model call (its attempt told to observers), or the ``complete`` that comes

@@ -580,12 +580,8 @@ class ProviderSession:
         params: Mapping[str, object] | None = None,
         carried: Sequence[ToolCall] | None = None,
     ) -> AsyncIterator[Event]:
-        """Run one turn and stream its events; the last one is the only ``complete``.
-
-        ``carried`` (model APIs): take the session's last turn up again instead of a new
-        one, ``prompt`` unused: its tool calls without a result (``carried``, from the
-        transcript) are approved and run, then the loop goes on (a server restarted while
-        one of them waited for approval)."""
+        """Run one turn and stream its events; the last one is the only ``complete``. ``carried``: the
+        last turn goes on instead, from these calls without a result (see :meth:`_turn_source`)."""
         settler = self._start_turn(prompt, budget_usd, again=carried is not None)
         log = settler.log
         yield settler.opening()
@@ -656,7 +652,11 @@ class ProviderSession:
         params: Mapping[str, object] | None,
         carried: Sequence[ToolCall] | None = None,
     ) -> AsyncIterator[Event]:
-        """The provider's own turn (an agent CLI), or the loop over the provider's steps."""
+        """The provider's own turn (an agent CLI), or the loop over the provider's steps.
+
+        ``carried`` (model APIs): the session's last turn goes on, ``prompt`` unused: these
+        calls of its last step, which have no result (a server restarted while one waited
+        for approval), are approved and run, then the loop calls the model again."""
         provider = self.provider
         if provider.runs_own_tools:
             wire_prompt = prompt

@@ -30,7 +30,7 @@ from seamline.server.guard import BodyTooLarge, Guard
 from seamline.server.notify import Notifier
 from seamline.server.routes import ROUTES
 from seamline.server.routes_worktrees import Refused
-from seamline.server.runs import Busy, NotFound, RunHub
+from seamline.server.runs import Busy, NotFound, Run, RunHub
 from seamline.server.state import ServeSettings, state_value, store_in
 from seamline.server.users import UserBook
 from seamline.sessions.portable_store import SessionStore
@@ -117,7 +117,7 @@ def create_app(
 async def _lifespan(app: Starlette) -> AsyncIterator[None]:
     from seamline.server.pending import readopt
 
-    await readopt(state_value(app.state, "hub", RunHub))  # what a dead server left waiting
+    await readopt(state_value(app.state, "hub", RunHub), Run)  # what a dead server left waiting
     try:
         yield
     finally:

@@ -50,6 +50,12 @@ class Approvals:
 
     def __init__(self, table: PendingPermissions) -> None:
         self.table = table
+        self._asked_again: dict[tuple[str, str], str] = {}  # (run, stored request) -> the new request
+
+    def current(self, run: Run, request_id: str) -> str:
+        """The request an answer to ``request_id`` is for: the request that asked it again
+        when a stored one was asked again under a new id, else ``request_id`` itself."""
+        return self._asked_again.get((run.id, request_id), request_id)
 
     def waiting(self, run: Run, request: PermissionRequest, turn: int) -> Waiting | None:
         """A request this run already waited on when it was taken up: the same request (a
@@ -66,6 +72,7 @@ class Approvals:
                 del run.pending[request_id]
                 self.removed(run, request_id)
                 again = marked(request, request_id)
+                self._asked_again[(run.id, request_id)] = again.request_id
                 self.note(run, turn, "serve.asked_again", {"request_id": again.request_id, "first": request_id})
                 return again, future, True
         return None
@@ -95,6 +102,8 @@ class Approvals:
 
     def ended(self, run: Run) -> None:
         """The run is over: none of its requests waits any more."""
+        for key in [k for k in self._asked_again if k[0] == run.id]:
+            del self._asked_again[key]
         try:
             self.table.remove_run(run.id)
         except Exception:  # noqa: BLE001
@@ -155,9 +164,10 @@ def _short(arguments: Mapping[str, Any]) -> str:
     return text if len(text) <= 200 else text[:197] + "..."
 
 
-async def readopt(hub: RunHub) -> list[str]:
+async def readopt(hub: RunHub, make_run: type[Run]) -> list[str]:
     """Take up the runs whose server on this host died while they waited for approval;
-    their ids. A run that cannot be taken up has its rows dropped and is logged."""
+    their ids. A run that cannot be taken up has its rows dropped and is logged.
+    ``make_run``: :class:`~seamline.server.runs.Run` (this room does not import its hub's)."""
     table = hub.approvals.table
     runs: dict[str, list[PendingRow]] = {}
     for row in table.adopt():
@@ -168,7 +178,7 @@ async def readopt(hub: RunHub) -> list[str]:
             table.remove_run(run_id)
             continue
         try:
-            await _take_up(hub, rows)
+            await _take_up(hub, rows, make_run)
         except Exception as exc:  # noqa: BLE001 - one run that cannot go on must not stop the server
             _log.warning("run %s waited for approval when its server died; it cannot go on: %s", run_id, exc)
             table.remove_run(run_id)
@@ -177,9 +187,7 @@ async def readopt(hub: RunHub) -> list[str]:
     return taken
 
 
-async def _take_up(hub: RunHub, rows: Sequence[PendingRow]) -> None:
-    from seamline.server.runs import Run
-
+async def _take_up(hub: RunHub, rows: Sequence[PendingRow], make_run: type[Run]) -> None:
     first = rows[0]
     info = first.run
     session_id = first.session_id
@@ -187,7 +195,7 @@ async def _take_up(hub: RunHub, rows: Sequence[PendingRow]) -> None:
     record = hub.require_session(session_id)
     slot = hub.sessions.get(record.id) or await hub._revive(record, options=None, yes=bool(info.get("yes")))
     own_tools = slot.session.provider.runs_own_tools
-    run = Run(
+    run = make_run(
         id=first.run_id,
         session_id=record.id,
         prompt=str(info.get("prompt") or ""),

@@ -714,14 +714,14 @@ class RunHub:
 
     def answer(self, run_id: str, request_id: str, answer: PermissionAnswer) -> PermissionRequest:
         run = self.require_run(run_id)
-        pending = run.pending.get(request_id)
+        pending = run.pending.get(self.approvals.current(run, request_id))
         if pending is None:
             raise NotFound(f"run {run_id} has no pending permission request {request_id!r}")
         request, future = pending
         user = ACTING.get()
         if not future.done():
             future.set_result(PermissionAnswer(answer.decision, answer.scope, by=user.name if user else answer.by))
-            self.approvals.removed(run, request_id)  # decided: it waits no more, in the store too
+            self.approvals.removed(run, request.request_id)  # decided: it waits no more, in the store too
         return request
 
     def stop_runs(self) -> None:
