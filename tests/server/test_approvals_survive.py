@@ -28,7 +28,6 @@ import httpx2
 
 from seamline.server.users import UserBook, users_path_for
 from tests.fakes.openai_api import FakeOpenAI
-from tests.server.harness import sse_frames
 
 _T = TypeVar("_T")
 
@@ -51,6 +50,21 @@ def _until(what: str, probe: Callable[[], _T | None], deadline_s: float = 90.0) 
             return found
         time.sleep(0.05)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+def _events(client: httpx2.Client, run_id: str, deadline_s: float = 120.0) -> list[dict[str, Any]]:
+    """The run's events until it ends; fails when it has not ended after ``deadline_s``
+    (the stream's keep-alive comments every 15 s let the deadline be checked)."""
+    deadline = time.monotonic() + deadline_s
+    events: list[dict[str, Any]] = []
+    with client.stream("GET", f"/v1/runs/{run_id}/events", params={"format": "seamline"}) as response:
+        lines = response.iter_lines()
+        for line in lines:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"run {run_id} did not end; its events so far: {events}")
+            if line.startswith("data:"):  # one event a frame, its JSON on one line
+                events.append(json.loads(line[5:]))
+    return events
 
 
 def _stored_requests(store: Path) -> list[tuple[str, str]]:
@@ -139,8 +153,7 @@ def test_a_pending_approval_survives_kill_9_and_the_tool_runs_once(
             assert runs[0]["pending_permissions"][0]["arguments"] == {"command": "echo ran >> side.txt"}
             answered = c.post(f"/v1/runs/{run_id}/permissions/perm-call-once", json={"decision": "allow"})
             assert answered.status_code == 200, answered.text
-            with c.stream("GET", f"/v1/runs/{run_id}/events", params={"format": "seamline"}) as response:
-                events = [json.loads(frame["data"]) for frame in sse_frames(response.iter_lines())]
+            events = _events(c, run_id)
             summary = c.get(f"/v1/runs/{run_id}").json()
             assert (summary["status"], summary["pending_permissions"]) == ("completed", [])
             assert _stored_requests(store) == []
