@@ -29,7 +29,8 @@ COMMAND = "echo ran >> side.txt"
 
 
 def _children(pid: int) -> list[int]:
-    """The processes whose parent is ``pid`` (read from /proc)."""
+    """The process groups that children of ``pid`` lead (read from /proc): the agents a
+    server started, each in a session of its own."""
     found: list[int] = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -38,7 +39,8 @@ def _children(pid: int) -> list[int]:
             stat = (entry / "stat").read_text()
         except OSError:
             continue
-        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+        fields = stat.rsplit(")", 1)[1].split()
+        if int(fields[1]) == pid and int(fields[2]) == int(entry.name):
             found.append(int(entry.name))
     return found
 
@@ -103,16 +105,18 @@ def test_an_agent_cli_run_is_resumed_and_asked_again_after_kill_9(
             assert len(fake.turn_requests()) == 1
 
             with _serve(command, env) as (second, base), httpx2.Client(base_url=base, timeout=60) as client:
-                runs = client.get("/v1/runs").json()["runs"]
-                assert [(r["id"], r["status"]) for r in runs] == [(run_id, "running")]
-                assert [p["request_id"] for p in runs[0]["pending_permissions"]] in ([first_request], [])
-                # Answered by the stored request's id, whether or not Claude Code asked again yet.
-                answered = client.post(f"/v1/runs/{run_id}/permissions/{first_request}", json={"decision": "allow"})
-                assert answered.status_code == 200, answered.text
-                events = _events(client, run_id)
-                assert client.get(f"/v1/runs/{run_id}").json()["status"] == "completed"
-                agents_pgids += [p for p in _children(second.pid) if p not in agents_pgids]
-                assert _stored_requests(store) == []
+                try:
+                    runs = client.get("/v1/runs").json()["runs"]
+                    assert [(r["id"], r["status"]) for r in runs] == [(run_id, "running")]
+                    assert [p["request_id"] for p in runs[0]["pending_permissions"]] in ([first_request], [])
+                    # Answered by the stored request's id, whether or not Claude Code asked again yet.
+                    answered = client.post(f"/v1/runs/{run_id}/permissions/{first_request}", json={"decision": "allow"})
+                    assert answered.status_code == 200, answered.text
+                    events = _events(client, run_id)
+                    assert client.get(f"/v1/runs/{run_id}").json()["status"] == "completed"
+                    assert _stored_requests(store) == []
+                finally:  # the agent it started: ended below, by its process group
+                    agents_pgids.extend(p for p in _children(second.pid) if p not in agents_pgids)
         finally:
             for pgid in agents_pgids:
                 try:
