@@ -287,15 +287,15 @@ class _Turn:
                 await notify(obs.cancelled, "on_loop_cancelled", ctx)
             raise
 
-    async def _start(self) -> list[Event]:
+    async def _start(self) -> Sequence[Event]:
         """Observers told of the start; a turn taken up again (``carried``) then runs its
         calls that have no result yet: their events."""
         obs, ctx = self.obs, self.ctx
         if obs.start:
             await notify(obs.start, "on_loop_start", ctx)
-        events: list[Event] = []
         if not self.carried:
-            return events
+            return ()
+        events: list[Event] = []
         for plan, outcome in await run_calls(list(self.carried), self.tools, self.gate, obs, ctx, self.tool_stages):
             before, result = reported(plan, outcome)
             if obs.tool_result:

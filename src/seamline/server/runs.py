@@ -558,8 +558,9 @@ class RunHub:
     def _retire(self, run: Run) -> None:
         """Keep the newest ``keep_finished`` finished runs in memory; older ones are
         forgotten (their events stay in the store's raw log)."""
-        self.approvals.ended(run)  # nothing of it waits in the store any more
-        run.pending.clear()  # a request taken up that rules or yes decided after all
+        if run.prompted:  # it waited for a person: nothing of it waits in the store any more
+            self.approvals.ended(run)
+            run.pending.clear()  # a request taken up that rules or yes decided after all
         ended = {"failed": "run.failed", "budget": "budget.reached"}.get(run.status, "run.finished")
         self._tell(ended, run, {})
         self._finished.append(run.id)
