@@ -208,16 +208,17 @@ def test_a_run_that_ends_leaves_no_stored_request(
             _until("the run to end", lambda: client.get(f"/v1/runs/{run_id}").json()["status"] != "running")
             assert _stored_requests(store) == []
             # A run cancelled while it waits leaves none either.
-            fake.push(*SCRIPT)
+            fake.push(SCRIPT[0])  # the tool call only: a cancelled run asks the model nothing more
             second = client.post(f"/v1/sessions/{session_id}/runs", json={"prompt": "again"}).json()["id"]
             _until("the second request to be stored", lambda: _stored_requests(store))
             client.post(f"/v1/runs/{second}/cancel")
             _until("the second run to end", lambda: client.get(f"/v1/runs/{second}").json()["status"] != "running")
             assert _stored_requests(store) == []
+            # A server stopped gracefully ends its waiting runs (aborted): nothing is left to take up.
+            fake.push(SCRIPT[0])
+            client.post(f"/v1/sessions/{session_id}/runs", json={"prompt": "once more"})
+            _until("the third request to be stored", lambda: _stored_requests(store))
             os.killpg(proc.pid, signal.SIGTERM)
             assert proc.wait(timeout=30) == 0
-    assert not side_ran(workspace)
-
-
-def side_ran(workspace: Path) -> bool:
-    return (workspace / "side.txt").exists()
+            assert _stored_requests(store) == []
+    assert not (workspace / "side.txt").exists(), "denied, then cancelled: the tool never ran"

@@ -25,6 +25,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
+from seamline.errors import StorageFailure
 from seamline.events import PermissionRequest, ToolCall
 from seamline.sessions.pending import PendingPermissions, PendingRow
 from seamline.sessions.records import TranscriptEntry
@@ -85,19 +86,19 @@ class Approvals:
         try:
             store.append_raw(run.session_id, turn, "out", source, json.dumps({"run_id": run.id, **payload}))
             store.flush()
-        except Exception:  # noqa: BLE001 - a note that cannot be written must not stop the run
+        except StorageFailure:  # a note that cannot be written must not stop the run
             _log.warning("could not record %s for run %s", source, run.id)
 
     def stored(self, run: Run, request: PermissionRequest) -> None:
         try:
             self.table.add(run.id, run.session_id, facts(run), request)
-        except Exception:  # noqa: BLE001 - a store that fails must not stop the prompt
+        except StorageFailure:  # a store that fails must not stop the prompt (the request is not kept then)
             _log.warning("could not store the pending permission request %s of run %s", request.request_id, run.id)
 
     def removed(self, run: Run, request_id: str) -> None:
         try:
             self.table.remove(run.id, request_id)
-        except Exception:  # noqa: BLE001
+        except StorageFailure:
             _log.warning("could not remove the pending permission request %s of run %s", request_id, run.id)
 
     def ended(self, run: Run) -> None:
@@ -106,7 +107,7 @@ class Approvals:
             del self._asked_again[key]
         try:
             self.table.remove_run(run.id)
-        except Exception:  # noqa: BLE001
+        except StorageFailure:
             _log.warning("could not remove the pending permission requests of run %s", run.id)
 
 
@@ -205,7 +206,6 @@ async def _take_up(hub: RunHub, rows: Sequence[PendingRow], make_run: type[Run])
         max_steps=int(info.get("max_steps") or 50),
         budget_usd=info.get("budget_usd"),
     )
-    run.readopted_from = first.owner_pid
     run.status = "running"
     loop = asyncio.get_running_loop()
     if own_tools:

@@ -90,7 +90,6 @@ class Run:
     carried: list[ToolCall] | None = None
     turn_prompt: str | None = None
     again: set[str] = field(default_factory=set)
-    readopted_from: int | None = None
     _wake: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property
