@@ -1,6 +1,6 @@
 """Approvals that survive the server: a model-API run of `seamline serve` waits for a
 person's answer; the server is killed outright (SIGKILL of its process group); a new
-server on the same SQLite store lists the request, the run's own operator answers it, the
+server on the same store (SQLite, and a real PostgreSQL server) lists the request, the run's own operator answers it, the
 tool runs exactly once and the run ends from its stored transcript with the model's answer.
 """
 
@@ -28,6 +28,7 @@ import httpx2
 
 from seamline.server.users import UserBook, users_path_for
 from tests.fakes.openai_api import FakeOpenAI
+from tests.sessions.conftest import fresh_database, postgres_url  # noqa: F401 - the fixture
 
 _T = TypeVar("_T")
 
@@ -67,10 +68,27 @@ def _events(client: httpx2.Client, run_id: str, deadline_s: float = 120.0) -> li
     return events
 
 
-def _stored_requests(store: Path) -> list[tuple[str, str]]:
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_at(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return str(tmp_path / "s.db")
+    return fresh_database(request.getfixturevalue("postgres_url"))
+
+
+def _stored_requests(store: Path | str) -> list[tuple[str, str]]:
+    """The stored pending requests, read straight from the store's table."""
+    query = "SELECT run_id, request_id FROM pending_permissions ORDER BY created_at"
+    if str(store).startswith("postgresql://"):
+        import psycopg
+
+        with psycopg.connect(str(store), autocommit=True) as conn:
+            try:
+                return [(r[0], r[1]) for r in conn.execute(query).fetchall()]
+            except psycopg.errors.UndefinedTable:  # not migrated yet
+                return []
     with sqlite3.connect(f"file:{store}?mode=ro", uri=True) as db:
         try:
-            return [(r[0], r[1]) for r in db.execute("SELECT run_id, request_id FROM pending_permissions")]
+            return [(r[0], r[1]) for r in db.execute(query)]
         except sqlite3.OperationalError:  # not migrated yet
             return []
 
@@ -95,10 +113,10 @@ def _serve(command: list[str], env: dict[str, str]) -> Iterator[tuple[subprocess
             proc.stderr.close()
 
 
-def _raw_events(store: Path, session_id: str) -> list[tuple[str, dict[str, Any]]]:
-    from seamline.sessions.sqlite_store import SQLiteStore
+def _raw_events(store: Path | str, session_id: str) -> list[tuple[str, dict[str, Any]]]:
+    from seamline.sessions.sqlite_store import open_store
 
-    opened = SQLiteStore(store)
+    opened = open_store(store)
     try:
         return [(row.source, json.loads(row.payload)) for row in opened.raw_rows(session_id)]
     finally:
@@ -106,12 +124,13 @@ def _raw_events(store: Path, session_id: str) -> list[tuple[str, dict[str, Any]]
 
 
 def test_a_pending_approval_survives_kill_9_and_the_tool_runs_once(
-    tmp_path: Path, seamline_cmd: list[str], cli_env: dict[str, str]
+    tmp_path: Path, store_at: str, seamline_cmd: list[str], cli_env: dict[str, str]
 ) -> None:
     workspace = tmp_path / "ws"
     workspace.mkdir()
-    store = tmp_path / "s.db"
-    book = UserBook(users_path_for(store))
+    store = store_at
+    users = users_path_for(tmp_path / "s.db")
+    book = UserBook(users)
     ana = book.add("ana", "operator")
     env = {**cli_env, "OPENAI_API_KEY": "sk-test-approvals"}
     env.pop("SEAMLINE_BLOCK_REAL_PROVIDERS", None)
@@ -125,7 +144,7 @@ def test_a_pending_approval_survives_kill_9_and_the_tool_runs_once(
         command = [
             *seamline_cmd,
             *("serve", "--port", "0", "--store", str(store), "--workspace", str(workspace)),
-            *("--agents", str(agents)),
+            *("--agents", str(agents), "--users", str(users)),
         ]
         headers = {"authorization": f"Bearer {ana}"}
         with _serve(command, env) as (first, base), httpx2.Client(base_url=base, timeout=30, headers=headers) as client:
