@@ -1,6 +1,7 @@
 """Approvals that survive the server: a model-API run of `seamline serve` waits for a
 person's answer; the server is killed outright (SIGKILL of its process group); a new
-server on the same store (SQLite, and a real PostgreSQL server) lists the request, the run's own operator answers it, the
+server on the same store (SQLite, and a real PostgreSQL server) lists the request (and
+so does the next one, when that one is killed too before anyone answers), the run's own operator answers it, the
 tool runs exactly once and the run ends from its stored transcript with the model's answer.
 """
 
@@ -164,8 +165,17 @@ def test_a_pending_approval_survives_kill_9_and_the_tool_runs_once(
             first.wait(timeout=30)
         assert not side.exists(), "the tool ran before anyone answered"
         assert len(fake.model_requests()) == 1
+        # The server that took the run up dies too, before anyone answers: the next one takes it up again.
+        with _serve(command, env) as (second, base), httpx2.Client(base_url=base, timeout=30, headers=headers) as c:
+            runs = c.get("/v1/runs").json()["runs"]
+            assert [(r["id"], r["status"], r["started_by"]) for r in runs] == [(run_id, "running", "ana")]
+            assert [p["request_id"] for p in runs[0]["pending_permissions"]] == ["perm-call-once"]
+            os.killpg(second.pid, signal.SIGKILL)
+            second.wait(timeout=30)
+        assert not side.exists() and len(fake.model_requests()) == 1
+        assert _stored_requests(store) == [(run_id, "perm-call-once")]
 
-        with _serve(command, env) as (_second, base), httpx2.Client(base_url=base, timeout=30, headers=headers) as c:
+        with _serve(command, env) as (_third, base), httpx2.Client(base_url=base, timeout=30, headers=headers) as c:
             runs = c.get("/v1/runs").json()["runs"]
             assert [(r["id"], r["status"], r["started_by"]) for r in runs] == [(run_id, "running", "ana")]
             assert [p["request_id"] for p in runs[0]["pending_permissions"]] == ["perm-call-once"]
@@ -194,7 +204,7 @@ def test_a_pending_approval_survives_kill_9_and_the_tool_runs_once(
     kept = [p for s, p in raw if s == "event" and p.get("type") == "permission_decision"]
     assert [(d["decision"], d["by"]) for d in kept] == [("allow", "ana")]
     taken = [p for s, p in raw if s == "serve.taken_up"]
-    assert len(taken) == 1 and taken[0]["run_id"] == run_id and taken[0]["requests"] == ["perm-call-once"]
+    assert [(t["run_id"], t["requests"]) for t in taken] == [(run_id, ["perm-call-once"])] * 2
     prompts = [p for s, p in raw if s == "prompt"]
     assert prompts == ["append a line"], "the turn went on; it was not started again"
 
