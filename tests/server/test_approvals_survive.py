@@ -1,8 +1,9 @@
 """Approvals that survive the server: a model-API run of `seamline serve` waits for a
 person's answer; the server is killed outright (SIGKILL of its process group); a new
-server on the same store (SQLite, and a real PostgreSQL server) lists the request (and
-so does the next one, when that one is killed too before anyone answers), the run's own operator answers it, the
-tool runs exactly once and the run ends from its stored transcript with the model's answer.
+server on the same store (SQLite, and a real PostgreSQL server) lists the request (and so
+does the next one, when that one is killed too before anyone answers); the run's own
+operator answers it, the tool runs exactly once and the run ends from its stored
+transcript with the model's answer.
 """
 
 from __future__ import annotations
