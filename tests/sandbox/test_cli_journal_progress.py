@@ -1,13 +1,11 @@
 """A long scan of the workspace by an agent CLI's edit journal is shown: before the first
 turn of a big repository it takes seconds to minutes, the program has not started yet and
-without it the terminal stays silent. The scans run off the event loop, so a server's
-other sessions go on meanwhile."""
+the scan holds the event loop, so without it the terminal stays silent."""
 
 from __future__ import annotations
 
 import asyncio
 import io
-import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -15,7 +13,7 @@ import pytest
 
 import seamline.providers.programs.journal as cli_journal
 from seamline.cli.display import TextDisplay, show_journal_scans
-from seamline.events import Complete, Event, FileChange, Text
+from seamline.events import Complete, Event, Text
 from seamline.providers.programs.journal import journaled_turn, show_scans
 from seamline.sandbox.file_index import PROGRESS_EVERY, ScanProgress
 from seamline.sandbox.tree_watch import ENV_SWITCH, watching_enabled
@@ -136,42 +134,3 @@ def test_the_terminal_shows_the_scan_line_and_clears_it(tmp_path: Path, monkeypa
         tmp_path, tmp_path / "ws", lambda s: show_journal_scans(TextDisplay(out=io.StringIO(), err=quiet), s)
     )
     assert quiet.getvalue() == ""
-
-
-def test_the_scans_leave_the_event_loop_free_for_other_sessions(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Each scan waits until a task on the event loop has run while it scans: a scan that
-    held the loop would wait in vain (and the test fail after 30 s)."""
-    from seamline.sandbox.file_index import FileIndex
-
-    ws = _workspace(tmp_path)
-    real_scan = FileIndex.scan
-    seen: list[bool] = []
-    loops: list[asyncio.AbstractEventLoop] = []
-
-    def scan(self: FileIndex, *args: object, **kwargs: object) -> object:
-        loop_ran = threading.Event()
-        loops[0].call_soon_threadsafe(loop_ran.set)
-        seen.append(loop_ran.wait(timeout=30))
-        return real_scan(self, *args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(FileIndex, "scan", scan)
-    store = SQLiteStore(tmp_path / "s.db")
-
-    async def go() -> list[Event]:
-        loops.append(asyncio.get_running_loop())
-        provider = scripted([])
-        session = await provider.open(store=store, workspace=ws)
-        try:
-            return [e async for e in journaled_turn(session, "claude-code", _turn(ws))]
-        finally:
-            await provider.close(session)
-
-    try:
-        events = asyncio.run(go())
-    finally:
-        store.close()
-    assert seen == [True, True]  # the scan before the turn and the scan after it
-    assert [e.path for e in events if isinstance(e, FileChange)] == [str(ws / "made.txt")]
-    assert isinstance(events[-1], Complete)

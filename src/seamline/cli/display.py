@@ -117,12 +117,11 @@ class TextDisplay:
         self._last_output = self.started
         self._spinning = False
         self._frame = 0
-        self._scanning = False  # the journal's scan owns the line (see scanning())
 
     def spin(self) -> None:
         """One spinner frame on stderr (a terminal only) when nothing was shown for a while:
         the elapsed time, so a model that thinks long is not taken for a hang."""
-        if not self.progress or self._streamed or self._scanning:
+        if not self.progress or self._streamed:
             return
         now = time.monotonic()
         if now - self._last_output < _QUIET_BEFORE_SPIN:
@@ -145,10 +144,9 @@ class TextDisplay:
     def scanning(self, count: int | None) -> None:
         """The edit journal's long scan of the workspace on the last line (a terminal only):
         the count of files so far, redrawn as it grows; ``None`` clears it. Called from the
-        scan's thread; the spinner leaves the line to it until it is cleared."""
+        scan itself, which holds the event loop: the spinner cannot turn meanwhile."""
         if not self.progress or self._streamed:
             return
-        self._scanning = count is not None
         if not TERMINAL_LINE.lock.acquire(blocking=False):
             return
         try:

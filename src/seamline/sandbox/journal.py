@@ -90,8 +90,7 @@ class EditJournal:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            # One session's turns use it one at a time, from the thread that scans for it.
-            self._db = sqlite3.connect(self.path, isolation_level=None, timeout=30, check_same_thread=False)
+            self._db = sqlite3.connect(self.path, isolation_level=None, timeout=30)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript(_SCHEMA)

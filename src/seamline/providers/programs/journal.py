@@ -27,12 +27,10 @@ repositories (``nested_repositories = true``).
 
 from __future__ import annotations
 
-import asyncio
-import functools
 import os
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from pathlib import Path
-from typing import Final, TypeVar
+from typing import Final
 
 from seamline.errors import SeamlineError
 from seamline.events import Complete, Event, FileChange, FileChangeKind
@@ -44,7 +42,6 @@ from seamline.sandbox.policy import load_policy
 
 __all__ = ["SCAN_SHOWN_AFTER", "git_rules_for_session", "journal_for_session", "journaled_turn", "show_scans"]
 
-_T = TypeVar("_T")
 SKIP_DIRS: Final = frozenset({".git"})
 _JOURNAL_KEY: Final = "edit_journal"
 _GIT_RULES_KEY: Final = "git_rules"
@@ -57,8 +54,8 @@ def show_scans(session: ProviderSession, show: Callable[[int | None], None]) -> 
     """Have ``show`` hear of the session's journal scans that run longer than
     :data:`SCAN_SHOWN_AFTER` seconds: the count of paths walked so far, a few times a
     second, then ``None`` once the scan is over. The scans run before and after each turn
-    in a thread of the event loop's pool, so ``show`` is called from that thread; it must
-    be quick, must not raise, and must not touch the event loop."""
+    and block the event loop while they run (no spinner turns), so ``show`` draws there and
+    then; it must be quick and must not raise."""
     session.state[_SCANS_SHOWN_KEY] = show
 
 
@@ -130,25 +127,21 @@ async def _journaled(session: ProviderSession, tool: str, inner: AsyncIterator[E
 
     shown = session.state.get(_SCANS_SHOWN_KEY)
     progress = ScanProgress(shown, after=SCAN_SHOWN_AFTER) if callable(shown) else None
-    tracking = journal.track(
-        run_id=session.session_id,
-        workspace=workspace,
-        tool=tool,
-        call_id=f"turn-{session.turn}",
-        on_change=heard,
-        # Ignored paths (a .pyc, a virtual environment): journaled, not reported; the git check hears them.
-        on_ignored_change=watch.on_change if watch is not None else None,
-        skip_dirs=SKIP_DIRS,
-        number_at_end=True,  # one turn of a session at a time: no overlapping steps to order
-        before_notes=watch.before_notes if watch is not None else None,
-        after_notes=watch.after_notes if watch is not None else None,
-        progress=progress,
-    )
     try:
-        # The scans run in a thread: a big repository's first scan takes seconds, and a
-        # server's other sessions stream meanwhile.
-        await _off_the_loop(tracking.__enter__)
-        try:
+        with journal.track(
+            run_id=session.session_id,
+            workspace=workspace,
+            tool=tool,
+            call_id=f"turn-{session.turn}",
+            on_change=heard,
+            # Ignored paths (a .pyc, a virtual environment): journaled, not reported; the git check hears them.
+            on_ignored_change=watch.on_change if watch is not None else None,
+            skip_dirs=SKIP_DIRS,
+            number_at_end=True,  # one turn of a session at a time: no overlapping steps to order
+            before_notes=watch.before_notes if watch is not None else None,
+            after_notes=watch.after_notes if watch is not None else None,
+            progress=progress,
+        ):
             if watch is not None:
                 watch.begin()
             async for event in inner:
@@ -158,11 +151,6 @@ async def _journaled(session: ProviderSession, tool: str, inner: AsyncIterator[E
                 if isinstance(event, FileChange) and event.kind != "read":
                     reported.add(_absolute(workspace, event.path))
                 yield event
-        except BaseException as exc:
-            if not await _off_the_loop(tracking.__exit__, type(exc), exc, exc.__traceback__):
-                raise
-        else:
-            await _off_the_loop(tracking.__exit__, None, None, None)
     finally:
         # Even when the turn failed or its consumer left: the host's next git comes anyway.
         if watch is not None:
@@ -196,24 +184,6 @@ async def _watched_turn(workspace: Path, rules: GitRules, inner: AsyncIterator[E
         yield event
     if held is not None:
         yield held
-
-
-async def _off_the_loop(call: Callable[..., _T], *args: object) -> _T:
-    """``call(*args)`` in the loop's thread pool. A cancelled caller still waits for it:
-    the thread holds the session's journal, which the session closes once the turn ends."""
-    running = asyncio.get_running_loop().run_in_executor(None, functools.partial(call, *args))
-    cancelled: asyncio.CancelledError | None = None
-    while True:
-        try:
-            result = await asyncio.shield(running)
-        except asyncio.CancelledError as exc:
-            if running.cancelled() or running.done():
-                raise
-            cancelled = exc
-            continue
-        if cancelled is not None:
-            raise cancelled
-        return result
 
 
 def git_rules_for_session(session: ProviderSession) -> GitRules | None:
