@@ -67,7 +67,7 @@ RANKS: dict[str, int] = {
 
 # The provider room's own rooms: the seam (the modules directly in `providers/`), then what
 # every program-running backend shares, then the families, which do not import each other.
-PROVIDER_SEAM = {"base", "settle", "registry", "settings", "option_kinds", "failover"}
+PROVIDER_SEAM = {"base", "settle", "pause", "registry", "settings", "option_kinds", "failover"}
 PROVIDER_RANKS: dict[str, int] = {
     "": 0,  # the seam
     "programs": 1,

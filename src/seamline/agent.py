@@ -28,11 +28,11 @@ from seamline import worktrees
 from seamline.errors import InvalidRequest, SandboxViolation
 from seamline.events import Event
 from seamline.loop.observers import Observer
-from seamline.providers.base import Provider, ProviderSession
+from seamline.providers.base import OnBudget, Provider, ProviderSession
 from seamline.providers.failover import Failover, FallbackChoice, fallback_backends
 from seamline.providers.registry import create_provider
 from seamline.providers.settings import ProviderSettings
-from seamline.runner import RunOptions, RunResult, collect, make_provider, open_failover
+from seamline.runner import RunOptions, RunResult, check_on_budget, collect, make_provider, open_failover
 from seamline.runner import run as run_turn
 from seamline.runner import stream as stream_turn
 from seamline.sandbox.probe import SandboxMode, open_sandbox
@@ -71,6 +71,16 @@ class AgentSession:
         """Run one turn on this session and collect it."""
         return await collect(self.stream(prompt, max_steps=max_steps))
 
+    async def raise_budget(self, budget_usd: float, *, max_steps: int | None = None) -> AsyncIterator[Event]:
+        """Raise the budget of the turn that paused at it (``on_budget="pause"``) to
+        ``budget_usd`` in all and go on with it; later turns keep the new budget."""
+        session = self._session.session if isinstance(self._session, Failover) else self._session
+        steps = self._max_steps if max_steps is None else max_steps
+        going_on = session.continue_paused(budget_usd=budget_usd, max_steps=steps)
+        self._budget_usd = budget_usd
+        async for event in going_on:
+            yield event
+
 
 class Agent:
     """A provider with instructions and tools, ready to run prompts.
@@ -83,7 +93,9 @@ class Agent:
     --workspace`` does; ``workspace_tools=True`` adds all of them (read, write, shell),
     ``workspace_tools=False`` none, and ``sandbox`` asks for all of them isolated (``"auto"``, ``"bwrap"``, ``"container"`` or an open sandbox; as with
     ``seamline run --sandbox``, isolated write and shell tools need no ``yes``).
-    ``budget_usd`` caps each turn's cost; ``store`` is an open store, a path or a
+    ``budget_usd`` caps each turn's cost; ``on_budget="pause"`` pauses a turn that reaches
+    it before its next model request (``AgentSession.raise_budget`` or ``seamline runs
+    raise`` go on with it) instead of ending it ``budget``; ``store`` is an open store, a path or a
     ``postgresql://`` URL, or ``None`` for no record. ``worktree=True`` gives each run (each
     ``run``, ``stream`` or ``session()``) a new git worktree of the repository holding
     ``workspace``, on its own branch (``branch``, default ``seamline/<run id[:8]>``), with
@@ -110,6 +122,7 @@ class Agent:
         workspace_tools: bool | None = None,
         sandbox: SandboxMode | Sandbox | None = None,
         budget_usd: float | None = None,
+        on_budget: OnBudget = "fail",
         store: SessionStore | str | os.PathLike[str] | None = None,
         max_steps: int = 50,
         observers: Sequence[Observer] = (),
@@ -145,6 +158,7 @@ class Agent:
         self.workspace_read_tools = workspace_tools is None and workspace is not None
         self.sandbox = sandbox
         self.budget_usd = budget_usd
+        self.on_budget: OnBudget = on_budget
         self.store = store
         self.max_steps = max_steps
         self.observers = tuple(observers)
@@ -163,7 +177,9 @@ class Agent:
         # the tool set on it, made at the first run and kept while the fields they come
         # from stay the same (they do not change between runs).
         self._plain: tuple[tuple[object, ...], workspace_room.Workspace, Toolset] | None = None
-        self._backend().check_budget(budget_usd)  # a bad name, option or budget fails here
+        backend = self._backend()
+        backend.check_budget(budget_usd)  # a bad name, option or budget fails here
+        check_on_budget(backend, on_budget)
         for backup in self._fallbacks():
             backup.check_budget(budget_usd)  # and so does a bad fallback
 
@@ -244,6 +260,7 @@ class Agent:
             observers=self.observers,
             max_steps=self.max_steps,
             budget_usd=self.budget_usd,
+            on_budget=self.on_budget,
             builder=self.builder,
             profile=self.profile,
             allow=self.allow,

@@ -117,6 +117,11 @@ class WorktreeRefused(InvalidRequest):
     uncommitted changes, a merge that conflicts, a run without a worktree."""
 
 
+class RunNotPaused(InvalidRequest):
+    """A budget raise asked of a run that is not paused at its budget (it runs, it ended, or
+    it never had ``on_budget="pause"``): nothing was changed."""
+
+
 class WorktreeFailure(StorageFailure):
     """git could not do what a worktree run needs (git missing, a damaged repository, a
     commit or removal that failed): the run's work is kept where git left it."""

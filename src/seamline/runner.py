@@ -22,16 +22,17 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, Final, TypedDict, Unpack
+from typing import Any, Final, TypedDict, Unpack, cast
 
-from seamline.errors import InvalidRequest, WorktreeRefused
+from seamline.errors import InvalidRequest, RunNotPaused, WorktreeRefused
 from seamline.events import Complete, Event, Outcome, Usage
 from seamline.events import Session as SessionEvent
 from seamline.gateway.cassette import CassetteUse, load_cassette
 from seamline.loop.messages import Message
 from seamline.loop.observers import Observer
-from seamline.providers.base import Provider, ProviderSession
+from seamline.providers.base import OnBudget, Provider, ProviderSession
 from seamline.providers.failover import Failover, FallbackChoice, fallback_backends
+from seamline.providers.pause import own_turns_refusal
 from seamline.providers.registry import create_provider
 from seamline.providers.settings import ProviderSettings
 from seamline.redact import redact_url
@@ -48,11 +49,13 @@ __all__ = [
     "RunFields",
     "RunOptions",
     "RunResult",
+    "check_on_budget",
     "collect",
     "make_provider",
     "open_failover",
     "open_session",
     "public_options",
+    "raise_budget",
     "run",
     "run_sync",
     "session_run_options",
@@ -100,6 +103,11 @@ class RunOptions:
     observers: Sequence[Observer] = ()
     max_steps: int = 50
     budget_usd: float | None = None
+    on_budget: OnBudget = "fail"
+    """What a spent ``budget_usd`` does: ``fail`` ends the turn ``budget``; ``pause`` stops
+    it before its next model request with status ``paused``, to go on once the budget is
+    raised (:func:`raise_budget`, ``seamline runs raise``). ``pause`` needs a backend whose
+    model requests seamline's loop makes (a model API, ``scripted``, ``offline``)."""
     builder: AgentBuilder | None = None
     profile: AgentProfile | None = None
     allow: Sequence[str] | None = None
@@ -136,6 +144,7 @@ class RunFields(TypedDict, total=False):
     observers: Sequence[Observer]
     max_steps: int
     budget_usd: float | None
+    on_budget: OnBudget
     builder: AgentBuilder | None
     profile: AgentProfile | None
     allow: Sequence[str] | None
@@ -241,6 +250,7 @@ def _reopened(
 async def _opened(given: RunOptions, *, resume: str | None, fork: str | None) -> AsyncIterator[ProviderSession]:
     backend = make_provider(given.provider, model=given.model, options=given.options)
     backend.check_budget(given.budget_usd)  # before a session opens: an unenforceable budget is refused
+    check_on_budget(backend, given.on_budget)
     _check_cassette(given, backend)
     store = given.store
     if store is not None and not isinstance(store, SessionStore | str | os.PathLike):
@@ -272,6 +282,7 @@ async def _opened(given: RunOptions, *, resume: str | None, fork: str | None) ->
             host=host, profile=given.profile, allow=given.allow, workspace=ws.root, report=given.on_notice
         ) as parts:
             session, started = await _started(given, backend, kept, ws, tree, parts, resume=resume, fork=fork)
+            session.on_budget = given.on_budget
             try:
                 if tree is not None:
                     session.turn_hooks.append(turn_committer(tree))
@@ -288,6 +299,16 @@ async def _opened(given: RunOptions, *, resume: str | None, fork: str | None) ->
             abandon(made)  # on the way out of a failed open, perhaps cancelled: no await here
         if owned is not None:
             owned.close()
+
+
+def check_on_budget(backend: Provider, on_budget: str) -> None:
+    """Refuse, before anything starts, an ``on_budget`` that is not one, or ``pause`` for a
+    backend that runs its own turns (an agent CLI: seamline cannot stop it between requests
+    and go on from there)."""
+    if on_budget not in ("fail", "pause"):
+        raise InvalidRequest(f"on_budget is 'fail' or 'pause', not {on_budget!r}")
+    if on_budget == "pause" and backend.runs_own_tools:
+        raise own_turns_refusal(backend.name)
 
 
 def _check_cassette(given: RunOptions, backend: Provider) -> None:
@@ -364,6 +385,8 @@ async def _started(
     started: dict[str, object] = {}
     if kept is not None:
         extra = {**(given.stored or {}), **({"worktree": tree.record()} if tree and not earlier else {})}
+        if given.on_budget != "fail":
+            extra["on_budget"] = given.on_budget
         started = session_run_options(
             backend, budget_usd=given.budget_usd, allow=given.allow, instructions=instructions, extra=extra
         )
@@ -495,6 +518,52 @@ async def run(prompt: str, options: RunOptions | None = None, /, **fields: Unpac
         return await collect(stream(prompt, given))
     async with _opened(given, resume=None, fork=None) as session:  # the session's own events, no generator around
         return await collect(session.send(prompt, max_steps=given.max_steps, budget_usd=given.budget_usd))
+
+
+async def raise_budget(
+    run_id: str,
+    *,
+    budget_usd: float,
+    store: SessionStore | str | os.PathLike[str],
+    options: RunOptions | None = None,
+) -> AsyncIterator[Event]:
+    """Raise the budget of the stored run ``run_id`` that paused at it (``on_budget="pause"``)
+    to ``budget_usd`` in all, and go on with it from its stored conversation: no finished
+    model request or tool call runs again. The run's backend (provider, model, stored
+    options) is the one it was started with unless ``options`` names another; a run that is
+    not paused fails :class:`~seamline.errors.RunNotPaused` before anything runs.
+
+    >>> async for event in seamline.raise_budget(run_id, budget_usd=0.5, store="runs.db"):  # doctest: +SKIP
+    ...     print(event)
+    """
+    given = options or RunOptions()
+    kept = open_store(store) if isinstance(store, (str, os.PathLike)) else store
+    try:
+        record = kept.require(run_id)
+        if record.status != "paused":
+            raise RunNotPaused(
+                f"run {record.id} is not paused at its budget (status: {record.status}); nothing to raise"
+            )
+        stored = record.run_options
+        if not isinstance(given.provider, Provider | ProviderSettings) and given.provider == "offline":
+            kept_options: object = stored.get("provider_options")
+            before: Mapping[str, object] = (
+                cast(Mapping[str, object], kept_options) if isinstance(kept_options, Mapping) else {}
+            )
+            given = given.replace(
+                provider=record.provider,
+                model=given.model or record.model,
+                options=given.options or {str(k): str(v) for k, v in before.items()},
+            )
+        if record.workspace and str(given.workspace) == ".":
+            given = given.replace(workspace=record.workspace)  # its tools work where it ran
+        given = given.replace(store=kept, on_budget="pause")
+        async with _opened(given, resume=record.id, fork=None) as session:
+            async for event in session.continue_paused(budget_usd=budget_usd, max_steps=given.max_steps):
+                yield event
+    finally:
+        if kept is not store:
+            kept.close()
 
 
 def run_sync(prompt: str, options: RunOptions | None = None, /, **fields: Unpack[RunFields]) -> RunResult:

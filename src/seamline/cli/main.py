@@ -46,6 +46,7 @@ _COMMANDS: Final[dict[str, str]] = {
     "serve": "seamline.cli.serve_command",
     "worker": "seamline.cli.worker_command",
     "users": "seamline.cli.users_command",
+    "runs": "seamline.cli.runs_command",
 }
 
 
@@ -71,6 +72,7 @@ SUMMARIES: Final[dict[str, str]] = {
     "serve": "serve the HTTP API v1 (AG-UI streams) and the web page",
     "worker": "serve durable runs from a Temporal task queue",
     "users": "add, list and remove the users of seamline serve (tokens and roles)",
+    "runs": "raise the budget of a run that paused at it, and go on with it",
 }
 
 

@@ -42,12 +42,13 @@ examples:
   seamline run -p anthropic --fallback openai:gpt-4o-mini --fallback offline "Summarise the log"
   seamline run -p claude-code --record fix.cassette.jsonl --yes "Fix the typo"
   seamline run -p claude-code --replay fix.cassette.jsonl --yes "Fix the typo"
+  seamline run -p openai --budget-usd 0.50 --on-budget pause "Refactor the parser"
 
 Without --json the answer goes to stdout and, on a terminal, progress (tools, tokens,
 cost) to stderr. With --json every stdout line is one event: the first is `session`,
 the last is the only `complete`.
 
-exit codes: 0 completed, 1 failed, 2 usage error, 3 budget reached, 130 aborted
+exit codes: 0 completed, 1 failed, 2 usage error, 3 budget reached (or paused at it), 130 aborted
 """
 
 
@@ -92,6 +93,13 @@ def add_parser(commands: Any) -> str:
         "--max-steps", type=int, default=50, metavar="N", help="most model calls in the turn (default: 50)"
     )
     run.add_argument("--budget-usd", type=float, metavar="USD", help="stop the turn once its cost passes this")
+    run.add_argument(
+        "--on-budget",
+        choices=("fail", "pause"),
+        default=None,
+        help="what reaching --budget-usd does: fail the turn (default), or pause it before its next model "
+        "request (status paused; go on with `seamline runs raise RUN --budget-usd USD`)",
+    )
     run.add_argument("--allow", action="append", metavar="TOOL", help="offer only these tools; repeatable")
     add_fallback_flags(run)
     add_extension_flags(run)

@@ -112,6 +112,7 @@ def flag_options(args: argparse.Namespace, *, options: dict[str, str] | None = N
         yes=bool(args.yes or sandbox),  # --sandbox: what runs is isolated, so it runs unasked
         max_steps=args.max_steps,
         budget_usd=args.budget_usd,
+        on_budget=getattr(args, "on_budget", None) or "fail",
         allow=list(allow) if allow else None,
         stored=sandbox_run_options(args),
         fallback=fallback_options(args),

@@ -311,6 +311,7 @@ def continue_session(store: SessionStore, args: argparse.Namespace, *, fork: boo
         if getattr(args, "sandbox_policy", None) is None:
             args.sandbox_policy = kept.get("sandbox_policy")
     budget = args.budget_usd if getattr(args, "budget_usd", None) is not None else kept.get("budget_usd")
+    on_budget = getattr(args, "on_budget", None) or kept.get("on_budget") or "fail"  # `runs raise`: pause
     allow = getattr(args, "allow", None) or kept.get("allow")
     system_prompt = kept.get("system_prompt")
     from seamline.cli.run_flags import fallback_options, sandbox_run_options
@@ -334,6 +335,8 @@ def continue_session(store: SessionStore, args: argparse.Namespace, *, fork: boo
         instructions=system_prompt,
         extra={**sandbox_run_options(args), "model": args.model},  # a model given again is kept
     )
+    if on_budget != "fail":
+        effective["on_budget"] = on_budget
     display: JsonDisplay | TextDisplay = JsonDisplay() if args.json else TextDisplay()
 
     async def drive() -> int:
@@ -349,6 +352,7 @@ def continue_session(store: SessionStore, args: argparse.Namespace, *, fork: boo
             # The system prompt is not part of the transcript: put it back in front.
             session.messages.insert(0, Message(role="system", content=system_prompt))
         store.set_run_options(session.session_id, effective)
+        session.on_budget = "pause" if on_budget == "pause" else "fail"
         show_journal_scans(display, session)
         if fork and not args.prompt:
             await provider.close(session)
@@ -395,7 +399,10 @@ async def _turn(
     from seamline.cli.otel_command import otel_events, turn_run_id  # the turn's spans (--otel or the env)
 
     run_id = turn_run_id(session.session_id, session.turn + 1)
-    events = (turns or session).send(prompt, max_steps=args.max_steps, budget_usd=budget_usd)
+    if getattr(args, "raise_to", None) is not None:  # `runs raise`: the paused turn goes on
+        events = session.continue_paused(budget_usd=args.raise_to, max_steps=args.max_steps)
+    else:
+        events = (turns or session).send(prompt, max_steps=args.max_steps, budget_usd=budget_usd)
     try:
         async for event in spin_while(display, otel_events(args, events, prompt=prompt, run_id=run_id)):
             display.show(event)

@@ -89,6 +89,7 @@ def run_agent_loop(
     stages: LoopStages | None = None,
     interrupt: StepInterrupt | None = None,
     carried: Sequence[ToolCall] = (),
+    pause: Callable[[], bool] | None = None,
 ) -> AsyncIterator[Event]:
     """Run one turn. ``messages`` already ends with the user's prompt and is extended in place.
 
@@ -99,6 +100,8 @@ def run_agent_loop(
     ``stages``: chat stages wrap every model call, tool stages every approved tool call,
     in slot order (see :mod:`seamline.stages`). Without stages nothing is wrapped.
     ``interrupt``: lets an abort stop a model call that is waiting (see :class:`StepInterrupt`).
+    ``pause``: asked before each model call; True ends the turn ``budget`` with stop reason
+    ``paused`` there (a request boundary), with ``messages`` ready to go on from.
     Nothing runs until the first event is asked for.
     """
     return _Turn(
@@ -114,6 +117,7 @@ def run_agent_loop(
         stages=stages,
         interrupt=interrupt,
         carried=carried,
+        pause=pause,
     ).events()
 
 
@@ -176,6 +180,7 @@ class _Turn:
         "model",
         "obs",
         "observers",
+        "pause",
         "specs",
         "stages",
         "step",
@@ -201,8 +206,10 @@ class _Turn:
         stages: LoopStages | None,
         interrupt: StepInterrupt | None = None,
         carried: Sequence[ToolCall] = (),
+        pause: Callable[[], bool] | None = None,
     ) -> None:
         self.carried = carried
+        self.pause = pause
         self.step, self.messages, self.tools, self.ctx, self.model = step, messages, tools, context, model
         self.observers, self.approval, self.config, self.aborted = observers, approval, config, aborted
         self.stages = stages
@@ -312,6 +319,8 @@ class _Turn:
             return self.ending
         if self.aborted():
             return Complete(outcome="aborted", stop_reason="aborted", text=self.text)
+        if self.pause is not None and self.pause():
+            return Complete(outcome="budget", stop_reason="paused", text=self.text)
         if self.steps >= self.cfg.max_steps:
             return Complete(outcome="failed", stop_reason="max_turns", text=self.text)
         self.steps += 1

@@ -41,6 +41,15 @@ from seamline.loop.kernel import LoopConfig, StepInterrupt, run_agent_loop
 from seamline.loop.messages import Message, ModelRequest
 from seamline.loop.observers import Observer
 from seamline.providers.option_kinds import OptionKind, option_problem
+from seamline.providers.pause import (
+    BudgetPause,
+    OnBudget,
+    checked_raise,
+    own_turns_refusal,
+    pause_check,
+    pause_notice,
+    stored_pause,
+)
 from seamline.providers.settle import TurnSettler
 from seamline.sessions.handoffs import handoff_entry
 from seamline.sessions.portable_store import SessionStore
@@ -53,7 +62,9 @@ from seamline.usage import Rates, UsageTotals, price_usage
 
 __all__ = [
     "BLOCK_ENV",
+    "BudgetPause",
     "Capabilities",
+    "OnBudget",
     "OptionSpec",
     "PreflightCheck",
     "Provider",
@@ -64,6 +75,7 @@ __all__ = [
 ]
 
 BLOCK_ENV: Final = "SEAMLINE_BLOCK_REAL_PROVIDERS"
+_Params = Mapping[str, object] | None
 
 Forking = Literal["native", "emulated", "none"]
 IdMinter = Literal["provider", "seamline"]
@@ -540,6 +552,11 @@ class ProviderSession:
     cassette: CassetteUse | None = None
     """The cassette the session's model exchanges are recorded to or replayed from (its
     gateway's; see :mod:`seamline.gateway.cassette`)."""
+    on_budget: OnBudget = "fail"
+    """What a turn's spent budget does: ``fail`` ends the turn ``budget``; ``pause`` stops it
+    at the next model request, ``paused``, to go on with :meth:`continue_paused`."""
+    paused: BudgetPause | None = None
+    """Why the session's last turn paused (its budget, what it had spent), until it goes on."""
 
     def history_as_context(self) -> str:
         """The earlier conversation as plain text, for providers that resume by emulation."""
@@ -571,7 +588,7 @@ class ProviderSession:
             return True
         return False
 
-    async def send(
+    def send(
         self,
         prompt: str,
         *,
@@ -582,10 +599,41 @@ class ProviderSession:
     ) -> AsyncIterator[Event]:
         """Run one turn and stream its events; the last one is the only ``complete``. ``carried``: the
         last turn goes on instead, from these calls without a result (see :meth:`_turn_source`)."""
-        settler = self._start_turn(prompt, budget_usd, again=carried is not None)
+        return self._run_turn(
+            prompt, max_steps, budget_usd, params, spent_before=0.0, carried=carried
+        )  # no generator hop
+
+    def continue_paused(
+        self, *, budget_usd: float, max_steps: int = 50, params: Mapping[str, object] | None = None
+    ) -> AsyncIterator[Event]:
+        """Go on with a turn that paused at its budget (``on_budget="pause"``), capped now at
+        ``budget_usd`` in all, from the conversation as it stands: no finished model request
+        or tool call runs again. Not paused: :class:`~seamline.errors.RunNotPaused`, raised
+        here. The continuation is a turn of its own in the raw log (input ``continue``)."""
+        pause = checked_raise(
+            self.paused or stored_pause(self.store, self.session_id), self.store, self.session_id, budget_usd
+        )
+        self.paused = None
+        return self._run_turn(None, max_steps, budget_usd, params, spent_before=pause.spent_usd)
+
+    async def _run_turn(
+        self,
+        prompt: str | None,
+        max_steps: int,
+        budget_usd: float | None,
+        params: _Params,
+        *,
+        spent_before: float,
+        carried: Sequence[ToolCall] | None = None,
+    ) -> AsyncIterator[Event]:
+        pausing = budget_usd is not None and self.on_budget == "pause"
+        # Pausing, no usage figure cuts the turn and the gateway refuses nothing: the loop
+        # stops before its next model request once the cap is reached (what was spent before a pause counts).
+        settler = self._start_turn(prompt, None if pausing else budget_usd, pausing=pausing, again=carried is not None)
         log = settler.log
         yield settler.opening()
-        source = self._turn_source(prompt, max_steps, params, carried)
+        pause = pause_check(settler.totals, spent_before, budget_usd) if pausing and budget_usd is not None else None
+        source = self._turn_source(prompt, max_steps, params, pause, carried)
         try:
             async for event in source:
                 if type(event) is TextDelta:  # the hot path of a stream: no other checks
@@ -625,15 +673,22 @@ class ProviderSession:
             await _close_quietly(source)
         if (missing := settler.unfinished()) is not None:
             yield missing
+        elif pausing and settler.final is not None and settler.final.stop_reason == "paused":
+            self.paused, notice = pause_notice(self, budget_usd or 0.0, spent_before + settler.totals.cost_usd)
+            yield notice
         if (final := settler.plain_end()) is not None:
             yield final  # no turn hooks to run, no store to write: the end as it is
             return
         async for out in settler.finish():
             yield out
 
-    def _start_turn(self, prompt: str, budget_usd: float | None, *, again: bool = False) -> TurnSettler:
+    def _start_turn(
+        self, prompt: str | None, budget_usd: float | None, *, pausing: bool = False, again: bool = False
+    ) -> TurnSettler:
         if self.cassette is None or self.cassette.mode != "replay":
             self.provider._check_allowed()
+        if pausing and self.provider.runs_own_tools:
+            raise own_turns_refusal(self.provider.name)
         if not again or self.turn == 0:
             self.turn += 1
         self.aborted = False
@@ -641,24 +696,31 @@ class ProviderSession:
         settler = TurnSettler(self, budget_usd)
         if self.store is not None and (self.turn > 1 or self.resumed or self.forked_from):
             self.store.set_status(self.session_id, "open")  # claim it again; a new record starts open
-        if not again:
+        if again:
+            pass  # the turn taken up again was recorded when it started
+        elif prompt is None:
+            settler.log.record_input("continue", f"budget_usd={budget_usd}")
+        else:
             settler.log.record_input("prompt", prompt)
         return settler
 
     def _turn_source(
         self,
-        prompt: str,
+        prompt: str | None,
         max_steps: int,
         params: Mapping[str, object] | None,
+        pause: Callable[[], bool] | None = None,
         carried: Sequence[ToolCall] | None = None,
     ) -> AsyncIterator[Event]:
-        """The provider's own turn (an agent CLI), or the loop over the provider's steps.
+        """The provider's own turn (an agent CLI), or the loop over the provider's steps;
+        ``prompt`` None goes on from the conversation as it stands (a paused turn).
 
         ``carried`` (model APIs): the session's last turn goes on, ``prompt`` unused: these
         calls of its last step, which have no result (a server restarted while one waited
         for approval), are approved and run, then the loop calls the model again."""
         provider = self.provider
         if provider.runs_own_tools:
+            assert prompt is not None  # a continue is refused for these at _start_turn
             wire_prompt = prompt
             if self.resumed == "emulated" and not self.state.get("history_sent") and self.history:
                 # No native resume: the earlier conversation travels as context.
@@ -666,7 +728,8 @@ class ProviderSession:
                 self.state["history_sent"] = True
             return provider._turn(self, wire_prompt)
         if carried is None:
-            self.messages.append(Message(role="user", content=prompt))
+            if prompt is not None:
+                self.messages.append(Message(role="user", content=prompt))
         elif carried:  # the assistant message that asked for them, as the transcript left it
             last = self.messages[-1] if self.messages and self.messages[-1].role == "assistant" else None
             if last is None:
@@ -687,6 +750,7 @@ class ProviderSession:
             stages=self.stages,
             interrupt=self._new_interrupt(),
             carried=carried or (),
+            pause=pause,
         )
 
     def _new_interrupt(self) -> StepInterrupt:

@@ -59,7 +59,9 @@ _SEEN_AS_LIST: Final = 16
 """A turn's usage ids seen so far are a list up to this many, then a set: most turns have a
 few model calls, and a set of a few strings costs 500 bytes more per run in flight."""
 
-_STATUS: Final[dict[str, Literal["completed", "failed", "aborted", "budget"]]] = {
+TurnStatus = Literal["completed", "failed", "aborted", "budget", "paused"]
+
+_STATUS: Final[dict[str, TurnStatus]] = {
     "completed": "completed",
     "failed": "failed",
     "aborted": "aborted",
@@ -125,7 +127,7 @@ class RawLog:
         self._delta = []
         self._delta_kind = None
 
-    async def finish(self, status: Literal["completed", "failed", "aborted", "budget"]) -> None:
+    async def finish(self, status: TurnStatus) -> None:
         """Write what is queued and the session's final status together (group commit)."""
         if self._store is not None:
             self._flush_delta()
@@ -271,8 +273,10 @@ class TurnSettler:
                 self.cancelled()
                 raise
         self.log.record(final)
+        # A turn paused at its budget leaves the session ``paused`` (raise the budget to go on).
+        status = "paused" if final.stop_reason == "paused" and final.outcome == "budget" else _STATUS[final.outcome]
         try:
-            await self.log.finish(_STATUS[final.outcome])
+            await self.log.finish(status)
         except SeamlineError as exc:
             yield exc.to_event()
             final = Complete(outcome="failed", stop_reason=exc.kind, text=final.text)
@@ -281,7 +285,7 @@ class TurnSettler:
 
 
 def set_status_quietly(
-    session: SettledSession, status: Literal["open", "completed", "failed", "aborted", "budget"]
+    session: SettledSession, status: Literal["open", "completed", "failed", "aborted", "budget", "paused"]
 ) -> None:
     """Mark the session; a store that cannot be written now must not hide the turn's end."""
     if session.store is not None:

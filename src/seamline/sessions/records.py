@@ -25,7 +25,7 @@ __all__ = [
 METADATA_MAX_DEPTH: Final = 32
 METADATA_MAX_BYTES: Final = 64 * 1024
 
-SessionStatus = Literal["open", "completed", "failed", "aborted", "interrupted", "budget", "not_started"]
+SessionStatus = Literal["open", "completed", "failed", "aborted", "interrupted", "budget", "paused", "not_started"]
 Direction = Literal["in", "out"]
 
 
