@@ -167,6 +167,7 @@ workspaces = ["{root}"]
                     "workspaces": [str(root)],
                     "sandbox": "bwrap",
                     "budget_usd": 2.0,
+                    "on_budget": "fail",
                     "yes": False,
                     "client_options": [],
                 }

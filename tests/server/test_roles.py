@@ -54,6 +54,7 @@ EXPECTED: dict[tuple[str, str], str] = {
     ("GET", "/v1/runs/{run_id}"): "viewer",
     ("GET", "/v1/runs/{run_id}/events"): "viewer",
     ("POST", "/v1/runs/{run_id}/cancel"): "own",
+    ("POST", "/v1/runs/{run_id}/budget"): "own",
     ("POST", "/v1/runs/{run_id}/permissions/{request_id}"): "own",
     ("GET", "/v1/runs/{run_id}/diff"): "viewer",
     ("POST", "/v1/runs/{run_id}/merge"): "own",

@@ -166,6 +166,11 @@ def run(args: argparse.Namespace) -> int:
     _check_worktree_flags(args)
     _check_fallback_flags(args)
     _check_cassette_flags(args)
+    if args.on_budget == "pause" and (args.pipeline or args.on == "temporal"):
+        raise SeamlineUsage(
+            "--on-budget pause is for a run this process holds: a pipeline pauses under seamline serve "
+            "(see docs/cli.md, Budgets that pause)"
+        )
     args.handoff = args.session is not None and args.provider is not None  # --session ID --provider P
     args.provider = args.provider or "offline"
     if args.on == "temporal":

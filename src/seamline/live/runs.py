@@ -11,7 +11,8 @@ from typing import Any
 from seamline.definitions import PipelineDefinition
 from seamline.live.agents import LiveAgents
 from seamline.pipeline.controller import PipelineController
-from seamline.providers.base import Provider
+from seamline.providers.base import OnBudget, Provider
+from seamline.providers.pause import own_turns_refusal
 from seamline.providers.registry import create_provider
 from seamline.sessions.portable_store import SessionStore
 from seamline.sessions.trace_heads import anchor_head
@@ -38,12 +39,15 @@ def open_run(
     budget_usd: float | None = None,
     params: Mapping[str, Any] | None = None,
     run_id: str | None = None,
+    on_budget: OnBudget = "fail",
 ) -> PipelineController:
     """Build a controller with live agents and a trace file, ready to :meth:`run`.
 
     Roles whose binding names a provider get their own; the others use ``provider``.
     The trace goes to ``trace_file``, else to ``traces/<run_id>.jsonl`` beside the
-    store (``in_memory``: nowhere, for tests and re-drives)."""
+    store (``in_memory``: nowhere, for tests and re-drives). ``on_budget="pause"``: the
+    shared ``budget_usd`` pauses every role at its next model request, until
+    :meth:`~seamline.pipeline.guard.SpawnGuard.raise_cap` (``controller.guard``) raises it."""
     rid = run_id or uuid.uuid4().hex
     default = provider if isinstance(provider, Provider) else create_provider(provider)
     own = dict(providers or {})
@@ -52,6 +56,8 @@ def open_run(
             own[name] = create_provider(binding.provider, model=binding.model, options=binding.options)
     for backend in (default, *own.values()):
         backend.check_budget(budget_usd)  # an unenforceable budget is refused before the run
+        if on_budget == "pause" and backend.runs_own_tools:
+            raise own_turns_refusal(backend.name)  # it cannot stop between model requests
     ws = Workspace(workspace)
     agents = LiveAgents(
         default=default,
@@ -72,4 +78,7 @@ def open_run(
             on_flush=None if store is None else functools.partial(anchor_head, store, rid),
         )
     config = {"max_steps": max_steps, "budget_usd": budget_usd, "params": dict(params or {}), "yes": yes}
-    return PipelineController(definition, agents=agents, writer=writer, run_id=rid, config=config)
+    controller = PipelineController(definition, agents=agents, writer=writer, run_id=rid, config=config)
+    controller.guard.on_budget = on_budget
+    agents.guard = controller.guard
+    return controller

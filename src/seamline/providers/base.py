@@ -557,6 +557,9 @@ class ProviderSession:
     at the next model request, ``paused``, to go on with :meth:`continue_paused`."""
     paused: BudgetPause | None = None
     """Why the session's last turn paused (its budget, what it had spent), until it goes on."""
+    budget_gate: Callable[[], bool] | None = None
+    """A pausing turn's check instead of its own spend against its cap: a budget shared
+    with others (a pipeline's; see :meth:`seamline.pipeline.guard.SpawnGuard.reached`)."""
 
     def history_as_context(self) -> str:
         """The earlier conversation as plain text, for providers that resume by emulation."""
@@ -632,7 +635,7 @@ class ProviderSession:
         settler = self._start_turn(prompt, None if pausing else budget_usd, pausing=pausing, again=carried is not None)
         log = settler.log
         yield settler.opening()
-        pause = pause_check(settler.totals, spent_before, budget_usd) if pausing and budget_usd is not None else None
+        pause = self._pause_gate(settler, budget_usd, spent_before) if pausing else None
         source = self._turn_source(prompt, max_steps, params, pause, carried)
         try:
             async for event in source:
@@ -682,6 +685,11 @@ class ProviderSession:
         async for out in settler.finish():
             yield out
 
+    def _pause_gate(self, settler: TurnSettler, budget_usd: float | None, spent_before: float) -> Callable[[], bool]:
+        """What a pausing turn asks before each model request: a shared budget's gate, or
+        whether its run's spend (before a pause too) has reached ``budget_usd``."""
+        return self.budget_gate or pause_check(settler.totals, spent_before, budget_usd or 0.0)
+
     def _start_turn(
         self, prompt: str | None, budget_usd: float | None, *, pausing: bool = False, again: bool = False
     ) -> TurnSettler:
@@ -697,11 +705,15 @@ class ProviderSession:
         if self.store is not None and (self.turn > 1 or self.resumed or self.forked_from):
             self.store.set_status(self.session_id, "open")  # claim it again; a new record starts open
         if again:
-            pass  # the turn taken up again was recorded when it started
-        elif prompt is None:
+            return settler  # the turn taken up again was recorded when it started
+        if prompt is None:
             settler.log.record_input("continue", f"budget_usd={budget_usd}")
-        else:
-            settler.log.record_input("prompt", prompt)
+            return settler
+        settler.log.record_input("prompt", prompt)
+        if self.paused is not None:  # a new prompt leaves the paused turn behind
+            self.paused = None
+            if self.store is not None:
+                self.store.update_metadata(self.session_id, {"paused": None})
         return settler
 
     def _turn_source(

@@ -46,6 +46,7 @@ ROUTE_ROLES: Final[Mapping[tuple[str, str], str]] = {
     ("GET", "/v1/runs/{run_id}"): _READ,
     ("GET", "/v1/runs/{run_id}/events"): _READ,
     ("POST", "/v1/runs/{run_id}/cancel"): _OWN,
+    ("POST", "/v1/runs/{run_id}/budget"): _OWN,
     ("POST", "/v1/runs/{run_id}/permissions/{request_id}"): _OWN,
     ("GET", "/v1/runs/{run_id}/diff"): _READ,
     ("POST", "/v1/runs/{run_id}/merge"): _OWN,

@@ -10,6 +10,7 @@ named agents::
     options = { base_url = "http://127.0.0.1:8000" }
     sandbox = "bwrap"            # for providers that run a program (the default)
     budget_usd = 2.0             # the most one run may spend; a client may ask for less
+    on_budget = "pause"          # at the budget a run pauses (POST /v1/runs/RUN/budget goes on); default "fail"
     workspaces = ["~/src", "/srv/repos"]
     yes = false                  # may clients ask to run tools without asking?
     client_options = ["temperature"]   # options a client may set (none by default)
@@ -39,7 +40,7 @@ from pathlib import Path
 from typing import Any, Final, cast
 
 from seamline.errors import InvalidRequest, PermissionDenied, SeamlineError
-from seamline.providers.base import Provider
+from seamline.providers.base import OnBudget, Provider
 from seamline.providers.failover import Fallback, parse_fallback
 from seamline.providers.option_kinds import option_problem
 from seamline.providers.registry import provider_class
@@ -65,6 +66,7 @@ _KEYS: Final = frozenset(
         "options",
         "sandbox",
         "budget_usd",
+        "on_budget",
         "workspaces",
         "yes",
         "client_options",
@@ -97,6 +99,7 @@ class AgentSpec:
     client_options: tuple[str, ...] = ()
     description: str = ""
     fallback: tuple[Fallback, ...] = ()
+    on_budget: OnBudget = "fail"
 
     def public(self) -> dict[str, Any]:
         """What a client may see: never option values (they may hold secrets)."""
@@ -108,6 +111,7 @@ class AgentSpec:
             "workspaces": [str(w) for w in self.workspaces],
             "sandbox": self.sandbox,
             "budget_usd": self.budget_usd,
+            "on_budget": self.on_budget,
             "yes": self.yes,
             "client_options": list(self.client_options),
         }
@@ -125,6 +129,7 @@ class Plan:
     agent: str | None = None
     budget_usd: float | None = None
     fallback: tuple[Fallback, ...] = ()
+    on_budget: OnBudget = "fail"
 
     def run_options(self, *, max_steps: int = 50) -> RunOptions:
         """The options the server runs this plan with (the same type every face builds)."""
@@ -136,6 +141,7 @@ class Plan:
             yes=self.yes,
             max_steps=max_steps,
             budget_usd=self.budget_usd,
+            on_budget=self.on_budget,
             fallback=self.fallback,
         )
 
@@ -187,6 +193,11 @@ def _agent(where: str, name: str, body: Any, default_workspace: Path) -> AgentSp
         isinstance(budget, bool) or not isinstance(budget, int | float) or not math.isfinite(budget) or budget < 0
     ):
         raise bad("budget_usd", "must be a number, 0 or more")
+    on_budget = body.get("on_budget", "fail")
+    if on_budget not in ("fail", "pause"):
+        raise bad("on_budget", '"fail" or "pause"')
+    if on_budget == "pause" and cls.runs_own_tools:
+        raise bad("on_budget", f"{provider} runs its own turns: it cannot pause between model requests")
     roots = body.get("workspaces", [str(default_workspace)])
     if not isinstance(roots, list) or not roots or not all(isinstance(r, str) for r in roots):
         raise bad("workspaces", "must be a list of folders")
@@ -222,6 +233,7 @@ def _agent(where: str, name: str, body: Any, default_workspace: Path) -> AgentSp
         options=dict(options),
         sandbox=sandbox,
         budget_usd=float(budget) if budget is not None else None,
+        on_budget="pause" if on_budget == "pause" else "fail",
         workspaces=tuple(resolved),
         yes=yes,
         client_options=tuple(client_options),
@@ -364,6 +376,7 @@ class ServePolicy:
             spec.name,
             cap_budget(budget_usd, spec),
             tuple(_enclosed(f, spec) for f in spec.fallback),
+            spec.on_budget,
         )
 
     def stored(self, record: Any, options: Mapping[str, str], yes: bool, budget_usd: float | None = None) -> Plan:
@@ -384,6 +397,14 @@ class ServePolicy:
         self.check_yes(yes, None)
         ws = self.workspace_in(record.workspace, (self.workspace,))
         return Plan(record.provider, record.model, merged, ws, yes, None, budget_usd)
+
+    def run_on_budget(self, record: Any, asked: OnBudget | None) -> OnBudget:
+        """What a run's budget does: what the client asked, else its agent's, else ``fail``."""
+        if asked is not None:
+            return asked
+        name = (record.metadata or {}).get(AGENT_KEY)
+        spec = self.agents.get(name) if isinstance(name, str) else None
+        return spec.on_budget if spec is not None else "fail"
 
     def run_budget(self, record: Any, budget_usd: float | None) -> float | None:
         """A run's budget: what the client asked, capped by its agent's."""

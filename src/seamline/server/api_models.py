@@ -74,6 +74,13 @@ Yes = Annotated[
 DefaultProvider = Annotated[str | None, Meta(extra_json_schema={"default": "offline"})]
 Steps = Annotated[int, Meta(extra_json_schema={"minimum": 1})]
 Budget = Annotated[float | None, Meta(extra_json_schema={"minimum": 0})]
+OnBudgetChoice = Annotated[
+    Literal["fail", "pause"] | None,
+    Meta(
+        description="what reaching budget_usd does: fail the run, or pause it (status paused) until "
+        "POST /v1/runs/{run_id}/budget raises it; default: the agent's on_budget, else fail"
+    ),
+]
 
 
 # -- request bodies ---------------------------------------------------------------------------
@@ -102,6 +109,7 @@ class NewRun(msgspec.Struct, forbid_unknown_fields=True):
     busy: Literal["reject", "enqueue"] = "reject"
     max_steps: Steps = 50
     budget_usd: Budget = None
+    on_budget: OnBudgetChoice = None
     options: Options = {}
     yes: Yes = False
 
@@ -118,6 +126,16 @@ class NewPipelineRun(msgspec.Struct, forbid_unknown_fields=True):
     yes: Yes = False
     max_steps: Steps = 50
     budget_usd: Budget = None
+    on_budget: OnBudgetChoice = None
+
+
+class BudgetRaise(msgspec.Struct, forbid_unknown_fields=True):
+    """``POST /v1/runs/{run_id}/budget``."""
+
+    budget_usd: Annotated[
+        float,
+        Meta(ge=0, description="the run's new budget in USD, in all (what it spent before the pause included)"),
+    ]
 
 
 class ForkRequest(msgspec.Struct, forbid_unknown_fields=True):
@@ -287,6 +305,9 @@ class AgentInfo(msgspec.Struct):
     workspaces: list[str]
     sandbox: str
     budget_usd: float | None
+    on_budget: Annotated[
+        Literal["fail", "pause"], Meta(description="what reaching budget_usd does to a run: fail, or pause")
+    ]
     yes: bool
     client_options: list[str]
 
@@ -373,6 +394,12 @@ class _PendingPermission(msgspec.Struct):
     reason: str
 
 
+class _PausedAt(msgspec.Struct):
+    budget: Annotated[Literal["run", "pipeline"], Meta(description="the run's own budget, or its pipeline's")]
+    budget_usd: float
+    spent_usd: float
+
+
 class RunSummary(msgspec.Struct):
     id: str
     session_id: Annotated[str | None, Meta(description="null for a pipeline run")]
@@ -381,7 +408,10 @@ class RunSummary(msgspec.Struct):
         str | None,
         Meta(description="the user that started it (token for --token); null on a server that asks no token"),
     ]
-    status: Literal["queued", "running", "completed", "failed", "aborted", "budget"]
+    status: Annotated[
+        Literal["queued", "running", "completed", "failed", "aborted", "budget", "paused"],
+        Meta(description="paused: stopped at its budget (see paused); POST /v1/runs/{run_id}/budget goes on"),
+    ]
     stop_reason: str | None
     prompt: str
     created_at: float
@@ -392,6 +422,10 @@ class RunSummary(msgspec.Struct):
     cost_usd: float | None
     pending_permissions: list[_PendingPermission]
     current_tool: Annotated[str | None, Meta(description="the tool called and not answered yet, if any")]
+    paused: Annotated[
+        _PausedAt | None,
+        Meta(description="while the run is paused at its budget: which budget, its cap, what was spent"),
+    ] = None
 
 
 class RunList(msgspec.Struct):

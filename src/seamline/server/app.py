@@ -30,7 +30,7 @@ from seamline.server.guard import BodyTooLarge, Guard
 from seamline.server.notify import Notifier
 from seamline.server.routes import ROUTES
 from seamline.server.routes_worktrees import Refused
-from seamline.server.runs import Busy, NotFound, Run, RunHub
+from seamline.server.runs import Busy, NotFound, NotPaused, Run, RunHub
 from seamline.server.state import ServeSettings, state_value, store_in
 from seamline.server.users import UserBook
 from seamline.sessions.portable_store import SessionStore
@@ -144,6 +144,11 @@ async def _busy(request: Request, exc: Exception) -> Response:
     return _error(409, "busy", exc.message)
 
 
+async def _not_paused(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, NotPaused)
+    return _error(409, "not_paused", exc.message)
+
+
 async def _refused(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, Refused)
     return _error(409, "refused", exc.message)
@@ -179,6 +184,7 @@ _EXCEPTION_HANDLERS: Final = {
     NotFound: _not_found,
     UnknownAgent: _not_found,
     Busy: _busy,
+    NotPaused: _not_paused,
     Refused: _refused,
     BodyTooLarge: _too_large,
     SeamlineError: _classified,

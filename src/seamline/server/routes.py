@@ -14,7 +14,7 @@ from seamline.server.agui_route import agent_agui, agui
 from seamline.server.routes_evals import evaluation, evaluation_page, list_evaluations
 from seamline.server.routes_info import info, list_agents, list_providers, openapi, page
 from seamline.server.routes_pipelines import list_pipelines, start_pipeline, trace_summary, verify_trace
-from seamline.server.routes_runs import answer_permission, cancel_run, get_run, list_runs, run_events
+from seamline.server.routes_runs import answer_permission, cancel_run, get_run, list_runs, raise_budget, run_events
 from seamline.server.routes_sessions import (
     create_session,
     delete_session,
@@ -51,6 +51,7 @@ ROUTES: Final[tuple[BaseRoute, ...]] = (
     Route("/v1/runs/{run_id}", get_run, methods=["GET"]),
     Route("/v1/runs/{run_id}/events", run_events, methods=["GET"]),
     Route("/v1/runs/{run_id}/cancel", cancel_run, methods=["POST"]),
+    Route("/v1/runs/{run_id}/budget", raise_budget, methods=["POST"]),
     Route("/v1/runs/{run_id}/permissions/{request_id}", answer_permission, methods=["POST"]),
     Route("/v1/runs/{run_id}/diff", worktree_diff, methods=["GET"]),
     Route("/v1/runs/{run_id}/merge", merge_worktree, methods=["POST"]),

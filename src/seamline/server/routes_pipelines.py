@@ -41,6 +41,7 @@ async def start_pipeline(request: Request) -> Response:
         yes=body.yes,
         max_steps=body.max_steps,
         budget_usd=body.budget_usd,
+        on_budget=body.on_budget,
         agent=body.agent,
     )
     return JSONResponse(run.summary(), status_code=201, headers={"location": f"/v1/runs/{run.id}"})

@@ -13,6 +13,7 @@ from seamline.errors import InvalidRequest
 from seamline.events import encode_event
 from seamline.server.agui import AgUiTranslator
 from seamline.server.api_models import (
+    BudgetRaise,
     EventsQuery,
     PermissionAnswered,
     PermissionReply,
@@ -27,7 +28,7 @@ from seamline.server.runs import Run
 from seamline.server.state import run_hub
 from seamline.tools.permissions import PermissionAnswer
 
-__all__ = ["HEARTBEAT", "answer_permission", "cancel_run", "get_run", "list_runs", "run_events"]
+__all__ = ["HEARTBEAT", "answer_permission", "cancel_run", "get_run", "list_runs", "raise_budget", "run_events"]
 
 HEARTBEAT: Final = 15.0
 
@@ -47,6 +48,18 @@ async def get_run(request: Request) -> Response:
 @operation("end the run `aborted`", replies={202: Reply("the run", RunSummary)}, errors=(404,))
 async def cancel_run(request: Request) -> Response:
     run = await run_hub(request).cancel(request.path_params["run_id"])
+    return JSONResponse(run.summary(), status_code=202)
+
+
+@operation(
+    "raise the budget of a run paused at it and go on with it (409 when it is not paused)",
+    replies={202: Reply("the run", RunSummary)},
+    body=BudgetRaise,
+    errors=(400, 404, 409, 413),
+)
+async def raise_budget(request: Request) -> Response:
+    body = await read_body(request, BudgetRaise)
+    run = run_hub(request).raise_budget(request.path_params["run_id"], body.budget_usd)
     return JSONResponse(run.summary(), status_code=202)
 
 

@@ -174,5 +174,6 @@ async def start_run(request: Request) -> Response:
         budget_usd=body.budget_usd,
         options=body.options,
         yes=body.yes,
+        on_budget=body.on_budget,
     )
     return JSONResponse(run.summary(), status_code=201, headers={"location": f"/v1/runs/{run.id}"})

@@ -11,6 +11,7 @@ after the last number it saw. A reader that goes away never stops the run; only
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import time
 import uuid
@@ -20,12 +21,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-from seamline.errors import BudgetExceeded, InvalidRequest
-from seamline.events import Complete, Event, PermissionRequest, ToolCall, ToolResult, Usage
-from seamline.providers.base import Provider, ProviderSession
+from seamline.errors import BudgetExceeded, InvalidRequest, RunNotPaused
+from seamline.events import Complete, Event, PermissionRequest, Raw, ToolCall, ToolResult, Usage
+from seamline.providers.base import OnBudget, Provider, ProviderSession
 from seamline.providers.failover import Failover, fallback_backends
 from seamline.providers.registry import create_provider
-from seamline.runner import RunOptions
+from seamline.runner import RunOptions, check_on_budget
 from seamline.server.agents_file import AGENT_KEY, ServePolicy
 from seamline.server.pending import Approvals
 from seamline.server.users import ACTING, OWNER_KEY, User
@@ -42,9 +43,9 @@ if TYPE_CHECKING:
     from seamline.pipeline.controller import PipelineController
     from seamline.sandbox.journal import EditJournal
 
-__all__ = ["Busy", "LiveSession", "NotFound", "Run", "RunHub", "RunStatus"]
+__all__ = ["Busy", "LiveSession", "NotFound", "NotPaused", "Run", "RunHub", "RunStatus"]
 
-RunStatus = Literal["queued", "running", "completed", "failed", "aborted", "budget"]
+RunStatus = Literal["queued", "running", "completed", "failed", "aborted", "budget", "paused"]
 BusyPolicy = Literal["reject", "enqueue"]
 _FINAL: Final = frozenset({"completed", "failed", "aborted", "budget"})
 
@@ -55,6 +56,10 @@ class NotFound(InvalidRequest):
 
 class Busy(InvalidRequest):
     """The session is running a turn and the request asked not to wait."""
+
+
+class NotPaused(RunNotPaused):
+    """A budget raise for a run of this server that is not paused at its budget (409)."""
 
 
 @dataclass(eq=False)
@@ -90,6 +95,8 @@ class Run:
     carried: list[ToolCall] | None = None
     turn_prompt: str | None = None
     again: set[str] = field(default_factory=set)
+    paused: dict[str, Any] | None = None  # why it paused at its budget: which, the cap, what was spent
+    raise_to: float | None = None  # a raised budget: the turn goes on (``continue_paused``)
     _wake: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property
@@ -182,6 +189,7 @@ class Run:
                 for r, _ in self.pending.values()
             ],
             "current_tool": self.current_tool,
+            "paused": self.paused,
         }
 
 
@@ -468,8 +476,11 @@ class RunHub:
         budget_usd: float | None = None,
         options: Mapping[str, str] | None = None,
         yes: bool = False,
+        on_budget: OnBudget | None = None,
     ) -> Run:
-        """Start a turn on the session, or queue it behind the running one (``enqueue``)."""
+        """Start a turn on the session, or queue it behind the running one (``enqueue``).
+        ``on_budget`` (else the session's agent's, else ``fail``): ``pause`` pauses the run
+        at its budget until :meth:`raise_budget`."""
         if not prompt.strip():
             raise InvalidRequest("the prompt is empty")
         if max_steps < 1:
@@ -480,16 +491,19 @@ class RunHub:
         user = ACTING.get()
         budget_usd = self._allowance(user, budget_usd)
         slot = self.sessions.get(record.id) or await self._revive(record, options=options, yes=yes)
+        pausing = self.policy.run_on_budget(record, on_budget)
+        check_on_budget(slot.serving.provider, pausing)
         if slot.busy and busy == "reject":
             running = slot.current.id if slot.current is not None else "a queued run"
             raise Busy(f"session {slot.session.session_id} is busy with run {running}; retry, or ask to enqueue")
-        run = Run(id=uuid.uuid4().hex, session_id=slot.session.session_id, prompt=prompt, yes=yes)
+        run = Run(id=uuid.uuid4().hex, session_id=slot.session.session_id, prompt=prompt, yes=yes, max_steps=max_steps)
         run.started_by = user.name if user is not None else None
         run.max_steps, run.budget_usd = max_steps, budget_usd
+        self._abandon_paused(slot)  # a new prompt: the paused turn cannot go on any more
         self.runs[run.id] = run
         slot.runs.append(run.id)
         slot.waiting += 1
-        turn = RunOptions(yes=yes, max_steps=max_steps, budget_usd=budget_usd)
+        turn = RunOptions(yes=yes, max_steps=max_steps, budget_usd=budget_usd, on_budget=pausing)
         run.task = asyncio.create_task(self._drive(slot, run, turn))
         return run
 
@@ -521,9 +535,45 @@ class RunHub:
             if not run.cancel_requested:
                 raise
         finally:
-            if not run.done:  # pragma: no cover - every path above finishes the run
-                run.finish("failed", "server")
-            self._retire(run)
+            if run.status == "paused":  # not over: a raise goes on with it (raise_budget)
+                self._tell("budget.reached", run, run.paused or {})
+            else:
+                if not run.done:  # pragma: no cover - every path above finishes the run
+                    run.finish("failed", "server")
+                self._retire(run)
+
+    # -- budgets that pause -----------------------------------------------------------------
+    def raise_budget(self, run_id: str, budget_usd: float) -> Run:
+        """Raise the budget of a run paused at it to ``budget_usd`` (in all) and go on with
+        it from its session's conversation: no finished model request runs again. A run
+        that is not paused: :class:`NotPaused` (409), nothing changed."""
+        run = self.require_run(run_id)
+        controller = self._controllers.get(run.id)
+        if controller is not None and run.status == "paused":
+            controller.guard.raise_cap(budget_usd)  # 400 when not above what it spent
+            run.status, run.paused = "running", None
+            run._notify()
+            return run
+        slot = self.sessions.get(run.session_id) if run.session_id else None
+        pause = slot.serving.paused if slot is not None and run.status == "paused" else None
+        if slot is None or pause is None:
+            raise NotPaused(f"run {run_id} is not paused at its budget (status: {run.status}); nothing to raise")
+        if not math.isfinite(budget_usd) or budget_usd <= pause.spent_usd:
+            raise InvalidRequest(f"budget_usd must be more than the {pause.spent_usd:.6f} USD the run has spent")
+        run.raise_to, run.paused, run.status = budget_usd, None, "queued"
+        run._notify()
+        slot.waiting += 1
+        turn = RunOptions(yes=run.yes, max_steps=run.max_steps, budget_usd=budget_usd, on_budget="pause")
+        run.task = asyncio.create_task(self._drive(slot, run, turn))
+        return run
+
+    def _abandon_paused(self, slot: LiveSession) -> None:
+        """The session's paused runs end ``budget``: a new prompt leaves their turn behind."""
+        for run_id in slot.runs:
+            run = self.runs.get(run_id)
+            if run is not None and run.status == "paused":
+                run.finish("budget", "paused")
+                self._retire(run)
 
     # -- users' budgets and notifications -------------------------------------------------
     def spent_today(self, name: str) -> float:
@@ -575,10 +625,13 @@ class RunHub:
         final: Complete | None = None
         try:
             turns = slot.failover or slot.session
+            slot.serving.on_budget = turn.on_budget
             if run.carried is not None:  # taken up after a restart: its turn goes on
                 events = slot.session.send(
                     run.prompt, max_steps=turn.max_steps, budget_usd=turn.budget_usd, carried=run.carried
                 )
+            elif run.raise_to is not None:  # a paused run raised: its turn goes on
+                events = slot.serving.continue_paused(budget_usd=run.raise_to, max_steps=turn.max_steps)
             else:
                 prompt = run.turn_prompt or run.prompt
                 events = turns.send(prompt, max_steps=turn.max_steps, budget_usd=turn.budget_usd)
@@ -593,6 +646,11 @@ class RunHub:
         if final is None:  # pragma: no cover - the seam guarantees a complete
             final = Complete(outcome="failed", stop_reason="no_result")
             run.append(final)
+        if (pause := slot.serving.paused) is not None and final.stop_reason == "paused":
+            run.status, run.stop_reason = "paused", "paused"  # not over: raise_budget goes on with it
+            run.paused = {"budget": "run", "budget_usd": pause.cap_usd, "spent_usd": pause.spent_usd}
+            run._notify()
+            return
         run.finish(final.outcome, final.stop_reason)
 
     async def start_pipeline(
@@ -608,9 +666,11 @@ class RunHub:
         max_steps: int = 50,
         budget_usd: float | None = None,
         agent: str | None = None,
+        on_budget: OnBudget | None = None,
     ) -> Run:
         """Run a built-in pipeline under its controller; its trace is ``traces/RUN.jsonl``
-        beside the store, so the run id is also the trace's."""
+        beside the store, so the run id is also the trace's. ``on_budget="pause"``: the
+        shared budget pauses every role, until :meth:`raise_budget`."""
         from seamline.live import open_run
         from seamline.pipeline.builtin import BUILTIN_PIPELINES
 
@@ -652,6 +712,7 @@ class RunHub:
             max_steps=given.max_steps,
             budget_usd=pipeline_budget,
             run_id=run.id,
+            on_budget=on_budget or given.on_budget,
         )
         self.runs[run.id] = run
         run.task = asyncio.create_task(self._drive_pipeline(run, controller))
@@ -668,6 +729,10 @@ class RunHub:
                 run.append(event)
                 if isinstance(event, Complete):
                     final = event  # the run's own complete is the last one
+                elif isinstance(event, Raw) and event.source == "budget" and isinstance(event.payload, dict):
+                    run.status, run.paused = "paused", event.payload.get("paused")  # every role waits
+                    self._tell("budget.reached", run, run.paused or {})
+                    run._notify()
         except asyncio.CancelledError:
             final = Complete(outcome="aborted", stop_reason="cancelled")
             run.append(final)
@@ -691,6 +756,13 @@ class RunHub:
         run = self.require_run(run_id)
         if run.done:
             return run
+        if run.status == "paused" and run.id not in self._controllers:  # nothing runs: it ends here
+            run.paused = None
+            run.finish("aborted", "cancelled")
+            self._retire(run)
+            return run
+        if run.status == "paused":  # a pipeline's roles wait for a raise: the cut ends them
+            run.status, run.paused = "running", None
         run.cancel_requested = True
         for _, future in list(run.pending.values()):
             if not future.done():
