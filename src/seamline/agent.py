@@ -28,8 +28,9 @@ from seamline import worktrees
 from seamline.errors import InvalidRequest, SandboxViolation
 from seamline.events import Event
 from seamline.loop.observers import Observer
-from seamline.providers.base import OnBudget, Provider, ProviderSession
+from seamline.providers.base import Provider, ProviderSession
 from seamline.providers.failover import Failover, FallbackChoice, fallback_backends
+from seamline.providers.pause import OnBudget
 from seamline.providers.registry import create_provider
 from seamline.providers.settings import ProviderSettings
 from seamline.runner import RunOptions, RunResult, check_on_budget, collect, make_provider, open_failover

@@ -30,9 +30,9 @@ from seamline.events import Session as SessionEvent
 from seamline.gateway.cassette import CassetteUse, load_cassette
 from seamline.loop.messages import Message
 from seamline.loop.observers import Observer
-from seamline.providers.base import OnBudget, Provider, ProviderSession
+from seamline.providers.base import Provider, ProviderSession
 from seamline.providers.failover import Failover, FallbackChoice, fallback_backends
-from seamline.providers.pause import own_turns_refusal
+from seamline.providers.pause import OnBudget, own_turns_refusal
 from seamline.providers.registry import create_provider
 from seamline.providers.settings import ProviderSettings
 from seamline.redact import redact_url

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from seamline.events import Complete, Error, Event, Raw
 from seamline.pipeline.agents import AgentKey
@@ -17,7 +17,7 @@ from seamline.sessions.rules import permission_service
 from seamline.tools.base import Toolset
 from seamline.tools.permissions import PermissionService
 
-__all__ = ["LiveAgents", "pipeline_paused", "provider_identity"]
+__all__ = ["LiveAgents", "paused_of", "pipeline_paused", "provider_identity"]
 
 
 def provider_identity(provider: Provider, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -119,3 +119,12 @@ def pipeline_paused(guard: SpawnGuard) -> Raw:
     return Raw(
         source="budget", payload={"paused": {"budget": "pipeline", "budget_usd": cap, "spent_usd": guard.cost_usd}}
     )
+
+
+def paused_of(event: Raw) -> dict[str, Any] | None:
+    """What a :func:`pipeline_paused` event says of the pause, else None."""
+    payload: object = event.payload
+    if not isinstance(payload, dict):
+        return None
+    paused: object = cast("dict[str, object]", payload).get("paused")
+    return cast("dict[str, Any]", paused) if isinstance(paused, dict) else None

@@ -11,8 +11,8 @@ from typing import Any
 from seamline.definitions import PipelineDefinition
 from seamline.live.agents import LiveAgents
 from seamline.pipeline.controller import PipelineController
-from seamline.providers.base import OnBudget, Provider
-from seamline.providers.pause import own_turns_refusal
+from seamline.providers.base import Provider
+from seamline.providers.pause import OnBudget, own_turns_refusal
 from seamline.providers.registry import create_provider
 from seamline.sessions.portable_store import SessionStore
 from seamline.sessions.trace_heads import anchor_head

@@ -45,8 +45,9 @@ from seamline.providers.pause import (
     BudgetPause,
     OnBudget,
     checked_raise,
+    forget_pause,
     own_turns_refusal,
-    pause_check,
+    pause_gate,
     pause_notice,
     stored_pause,
 )
@@ -62,9 +63,7 @@ from seamline.usage import Rates, UsageTotals, price_usage
 
 __all__ = [
     "BLOCK_ENV",
-    "BudgetPause",
     "Capabilities",
-    "OnBudget",
     "OptionSpec",
     "PreflightCheck",
     "Provider",
@@ -553,13 +552,11 @@ class ProviderSession:
     """The cassette the session's model exchanges are recorded to or replayed from (its
     gateway's; see :mod:`seamline.gateway.cassette`)."""
     on_budget: OnBudget = "fail"
-    """What a turn's spent budget does: ``fail`` ends the turn ``budget``; ``pause`` stops it
-    at the next model request, ``paused``, to go on with :meth:`continue_paused`."""
+    r"""A spent budget ``fail``\ s the turn, or ``pause``\ s it (:meth:`continue_paused` goes on)."""
     paused: BudgetPause | None = None
     """Why the session's last turn paused (its budget, what it had spent), until it goes on."""
     budget_gate: Callable[[], bool] | None = None
-    """A pausing turn's check instead of its own spend against its cap: a budget shared
-    with others (a pipeline's; see :meth:`seamline.pipeline.guard.SpawnGuard.reached`)."""
+    """A pausing turn's check for a budget it shares (a pipeline's), instead of its own spend."""
 
     def history_as_context(self) -> str:
         """The earlier conversation as plain text, for providers that resume by emulation."""
@@ -613,9 +610,7 @@ class ProviderSession:
         ``budget_usd`` in all, from the conversation as it stands: no finished model request
         or tool call runs again. Not paused: :class:`~seamline.errors.RunNotPaused`, raised
         here. The continuation is a turn of its own in the raw log (input ``continue``)."""
-        pause = checked_raise(
-            self.paused or stored_pause(self.store, self.session_id), self.store, self.session_id, budget_usd
-        )
+        pause = checked_raise(self.paused or stored_pause(self.store, self.session_id), self, budget_usd)
         self.paused = None
         return self._run_turn(None, max_steps, budget_usd, params, spent_before=pause.spent_usd)
 
@@ -635,7 +630,7 @@ class ProviderSession:
         settler = self._start_turn(prompt, None if pausing else budget_usd, pausing=pausing, again=carried is not None)
         log = settler.log
         yield settler.opening()
-        pause = self._pause_gate(settler, budget_usd, spent_before) if pausing else None
+        pause = pause_gate(self.budget_gate, settler.totals, spent_before, budget_usd) if pausing else None
         source = self._turn_source(prompt, max_steps, params, pause, carried)
         try:
             async for event in source:
@@ -685,11 +680,6 @@ class ProviderSession:
         async for out in settler.finish():
             yield out
 
-    def _pause_gate(self, settler: TurnSettler, budget_usd: float | None, spent_before: float) -> Callable[[], bool]:
-        """What a pausing turn asks before each model request: a shared budget's gate, or
-        whether its run's spend (before a pause too) has reached ``budget_usd``."""
-        return self.budget_gate or pause_check(settler.totals, spent_before, budget_usd or 0.0)
-
     def _start_turn(
         self, prompt: str | None, budget_usd: float | None, *, pausing: bool = False, again: bool = False
     ) -> TurnSettler:
@@ -712,8 +702,7 @@ class ProviderSession:
         settler.log.record_input("prompt", prompt)
         if self.paused is not None:  # a new prompt leaves the paused turn behind
             self.paused = None
-            if self.store is not None:
-                self.store.update_metadata(self.session_id, {"paused": None})
+            forget_pause(self)
         return settler
 
     def _turn_source(

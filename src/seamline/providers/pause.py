@@ -24,8 +24,9 @@ __all__ = [
     "BudgetPause",
     "OnBudget",
     "checked_raise",
+    "forget_pause",
     "own_turns_refusal",
-    "pause_check",
+    "pause_gate",
     "pause_notice",
     "stored_pause",
 ]
@@ -42,17 +43,29 @@ class BudgetPause:
     spent_usd: float
 
 
-def pause_check(totals: UsageTotals, spent_before: float, cap_usd: float) -> Callable[[], bool]:
-    """What the loop asks before each model request of a pausing turn: whether what the run
-    spent (``totals`` of this turn, ``spent_before`` it) has reached ``cap_usd``."""
-    return lambda: spent_before + totals.cost_usd >= cap_usd
-
-
 class _Paused(Protocol):
     @property
     def store(self) -> SessionStore | None: ...
     @property
     def session_id(self) -> str: ...
+
+
+def pause_gate(
+    shared: Callable[[], bool] | None, totals: UsageTotals, spent_before: float, cap_usd: float | None
+) -> Callable[[], bool]:
+    """What the loop asks before each model request of a pausing turn: the ``shared``
+    budget's gate (a pipeline's), else whether what the run spent (``totals`` of this turn,
+    ``spent_before`` it) has reached ``cap_usd``."""
+    if shared is not None:
+        return shared
+    cap = cap_usd or 0.0
+    return lambda: spent_before + totals.cost_usd >= cap
+
+
+def forget_pause(session: _Paused) -> None:
+    """A new prompt left the paused turn behind: the record forgets the pause too."""
+    if session.store is not None:
+        session.store.update_metadata(session.session_id, {"paused": None})
 
 
 def pause_notice(session: _Paused, cap_usd: float, spent_usd: float) -> tuple[BudgetPause, Error]:
@@ -83,12 +96,11 @@ def stored_pause(store: SessionStore | None, session_id: str) -> BudgetPause | N
     return BudgetPause(cap_usd=float(cap), spent_usd=float(spent))
 
 
-def checked_raise(
-    pause: BudgetPause | None, store: SessionStore | None, session_id: str, budget_usd: float
-) -> BudgetPause:
+def checked_raise(pause: BudgetPause | None, session: _Paused, budget_usd: float) -> BudgetPause:
     """The pause a raise to ``budget_usd`` ends: refused (nothing changed) when the session
     is not paused, or the new budget is not more than what it spent. Once allowed, the
     record forgets the pause and keeps the new budget."""
+    store, session_id = session.store, session.session_id
     if pause is None:
         status = store.require(session_id).status if store is not None else "not paused"
         raise RunNotPaused(f"run {session_id} is not paused at its budget (status: {status}); nothing to raise")

@@ -40,9 +40,10 @@ from pathlib import Path
 from typing import Any, Final, cast
 
 from seamline.errors import InvalidRequest, PermissionDenied, SeamlineError
-from seamline.providers.base import OnBudget, Provider
+from seamline.providers.base import Provider
 from seamline.providers.failover import Fallback, parse_fallback
 from seamline.providers.option_kinds import option_problem
+from seamline.providers.pause import OnBudget
 from seamline.providers.registry import provider_class
 from seamline.runner import RunOptions
 
@@ -193,7 +194,7 @@ def _agent(where: str, name: str, body: Any, default_workspace: Path) -> AgentSp
         isinstance(budget, bool) or not isinstance(budget, int | float) or not math.isfinite(budget) or budget < 0
     ):
         raise bad("budget_usd", "must be a number, 0 or more")
-    on_budget = body.get("on_budget", "fail")
+    on_budget: object = body.get("on_budget", "fail")
     if on_budget not in ("fail", "pause"):
         raise bad("on_budget", '"fail" or "pause"')
     if on_budget == "pause" and cls.runs_own_tools:
@@ -402,9 +403,14 @@ class ServePolicy:
         """What a run's budget does: what the client asked, else its agent's, else ``fail``."""
         if asked is not None:
             return asked
-        name = (record.metadata or {}).get(AGENT_KEY)
-        spec = self.agents.get(name) if isinstance(name, str) else None
+        spec = self._agent_of(record)
         return spec.on_budget if spec is not None else "fail"
+
+    def _agent_of(self, record: Any) -> AgentSpec | None:
+        """The declared agent a stored session belongs to, if any."""
+        metadata: Mapping[str, object] = record.metadata or {}
+        name = metadata.get(AGENT_KEY)
+        return self.agents.get(name) if isinstance(name, str) else None
 
     def run_budget(self, record: Any, budget_usd: float | None) -> float | None:
         """A run's budget: what the client asked, capped by its agent's."""

@@ -23,8 +23,9 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 from seamline.errors import BudgetExceeded, InvalidRequest, RunNotPaused
 from seamline.events import Complete, Event, PermissionRequest, Raw, ToolCall, ToolResult, Usage
-from seamline.providers.base import OnBudget, Provider, ProviderSession
+from seamline.providers.base import Provider, ProviderSession
 from seamline.providers.failover import Failover, fallback_backends
+from seamline.providers.pause import OnBudget
 from seamline.providers.registry import create_provider
 from seamline.runner import RunOptions, check_on_budget
 from seamline.server.agents_file import AGENT_KEY, ServePolicy
@@ -123,6 +124,11 @@ class Run:
         """Whether ``request`` waited for a client's answer (an interrupt), rather than being
         decided at once by ``yes`` or a rule."""
         return request.request_id in self.prompted
+
+    def mark(self, status: RunStatus, paused: dict[str, Any] | None = None) -> None:
+        """A status on the way (queued, running, paused with why), told to followers."""
+        self.status, self.paused = status, paused
+        self._notify()
 
     def finish(self, status: RunStatus, stop_reason: str) -> None:
         self.status = status
@@ -551,8 +557,7 @@ class RunHub:
         controller = self._controllers.get(run.id)
         if controller is not None and run.status == "paused":
             controller.guard.raise_cap(budget_usd)  # 400 when not above what it spent
-            run.status, run.paused = "running", None
-            run._notify()
+            run.mark("running")
             return run
         slot = self.sessions.get(run.session_id) if run.session_id else None
         pause = slot.serving.paused if slot is not None and run.status == "paused" else None
@@ -560,8 +565,8 @@ class RunHub:
             raise NotPaused(f"run {run_id} is not paused at its budget (status: {run.status}); nothing to raise")
         if not math.isfinite(budget_usd) or budget_usd <= pause.spent_usd:
             raise InvalidRequest(f"budget_usd must be more than the {pause.spent_usd:.6f} USD the run has spent")
-        run.raise_to, run.paused, run.status = budget_usd, None, "queued"
-        run._notify()
+        run.raise_to = budget_usd
+        run.mark("queued")
         slot.waiting += 1
         turn = RunOptions(yes=run.yes, max_steps=run.max_steps, budget_usd=budget_usd, on_budget="pause")
         run.task = asyncio.create_task(self._drive(slot, run, turn))
@@ -647,9 +652,8 @@ class RunHub:
             final = Complete(outcome="failed", stop_reason="no_result")
             run.append(final)
         if (pause := slot.serving.paused) is not None and final.stop_reason == "paused":
-            run.status, run.stop_reason = "paused", "paused"  # not over: raise_budget goes on with it
-            run.paused = {"budget": "run", "budget_usd": pause.cap_usd, "spent_usd": pause.spent_usd}
-            run._notify()
+            run.stop_reason = "paused"  # not over: raise_budget goes on with it
+            run.mark("paused", {"budget": "run", "budget_usd": pause.cap_usd, "spent_usd": pause.spent_usd})
             return
         run.finish(final.outcome, final.stop_reason)
 
@@ -720,6 +724,7 @@ class RunHub:
         return run
 
     async def _drive_pipeline(self, run: Run, controller: PipelineController) -> None:
+        from seamline.live.agents import paused_of
         from seamline.pipeline.builtin import stream_pipeline
 
         run.status = "running"
@@ -729,10 +734,9 @@ class RunHub:
                 run.append(event)
                 if isinstance(event, Complete):
                     final = event  # the run's own complete is the last one
-                elif isinstance(event, Raw) and event.source == "budget" and isinstance(event.payload, dict):
-                    run.status, run.paused = "paused", event.payload.get("paused")  # every role waits
+                elif isinstance(event, Raw) and event.source == "budget":
+                    run.mark("paused", paused_of(event))  # every role waits for a raise
                     self._tell("budget.reached", run, run.paused or {})
-                    run._notify()
         except asyncio.CancelledError:
             final = Complete(outcome="aborted", stop_reason="cancelled")
             run.append(final)
@@ -762,7 +766,7 @@ class RunHub:
             self._retire(run)
             return run
         if run.status == "paused":  # a pipeline's roles wait for a raise: the cut ends them
-            run.status, run.paused = "running", None
+            run.mark("running")
         run.cancel_requested = True
         for _, future in list(run.pending.values()):
             if not future.done():
