@@ -131,11 +131,14 @@ def test_a_live_session_goes_on_in_process_and_may_pause_again() -> None:
                 return first, again, last
 
         first, again, last = asyncio.run(scenario())
-        sent = len(fake.model_requests())
+        bodies = [r.body for r in fake.model_requests()]
+        sent = len(bodies)
     assert [e.stop_reason for e in (first[-1], again[-1])] == ["paused", "paused"]  # type: ignore[union-attr]
     assert len(of_type(first, "usage")) == 1 and len(of_type(again, "usage")) == 2
     assert last[-1].outcome == "completed" and last[-1].text == "all found"  # type: ignore[union-attr]
     assert sent == baseline
+    # Each request carries every tool result before it, once: nothing was asked again.
+    assert [sum(m["role"] == "tool" for m in b["messages"]) for b in bodies] == [0, 1, 2, 3]
 
 
 def test_a_run_that_is_not_paused_cannot_be_raised(tmp_path: Path) -> None:
