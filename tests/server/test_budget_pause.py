@@ -112,7 +112,14 @@ def test_a_paused_run_goes_on_when_its_budget_is_raised_over_http(tmp_path: Path
             assert final["outcome"] == "completed" and final["text"] == "read them all"
             done = client.get(f"/v1/runs/{run_id}").json()
             assert done["status"] == "completed" and done["paused"] is None
-            assert len(fake.model_requests()) == unpaused  # nothing that finished ran again
+            sent = fake.model_requests()
+            assert len(sent) == unpaused  # nothing that finished ran again
+            third = sent[2].body["messages"]  # the turn goes on: one prompt, each tool result once
+            assert [m["role"] for m in third].count("user") == 1
+            assert [m["content"].split("\t")[-1] for m in third if m["role"] == "tool"] == [
+                "contents of a.txt",
+                "contents of b.txt",
+            ]
 
             again = client.post(f"/v1/runs/{run_id}/budget", json={"budget_usd": 1.0})
             assert again.status_code == 409
@@ -187,7 +194,10 @@ def test_a_pipelines_shared_budget_pauses_every_role_and_a_raise_goes_on(tmp_pat
             assert raised.status_code == 202, raised.text
             final = until_end(client, run_id, after=seen)
             assert final["outcome"] == "completed" and final["stop_reason"] == "converged", final
-            assert len(fake.model_requests()) == unpaused  # no finished request ran again
+            sent = fake.model_requests()
+            assert len(sent) == unpaused  # no finished request ran again
+            # The paused writer went on from its conversation: its prompt was not sent twice.
+            assert [m["role"] for m in sent[2].body["messages"]].count("user") == 1
             assert client.get(f"/v1/runs/{run_id}").json()["status"] == "completed"
             verified = client.get(f"/v1/traces/{run_id}/verify")
             assert verified.status_code == 200 and verified.json()["ok"] is True, verified.text
