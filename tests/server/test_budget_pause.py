@@ -19,6 +19,7 @@ from seamline.server.agents_file import load_agents
 from seamline.usage import priced_usage
 from tests.fakes.openai_api import FakeOpenAI
 from tests.server.harness import serve, sse_frames
+from tests.server.test_agui_client import verify
 
 USAGE = {"input_tokens": 1000, "output_tokens": 100}
 SCRIPT: list[dict[str, Any]] = [
@@ -120,6 +121,14 @@ def test_a_paused_run_goes_on_when_its_budget_is_raised_over_http(tmp_path: Path
                 "contents of a.txt",
                 "contents of b.txt",
             ]
+
+            # On AG-UI (the real client's verifyEvents): the pause ends an AG-UI run, the raise
+            # goes on in a new one that names it as its parent.
+            with client.stream("GET", f"/v1/runs/{run_id}/events") as response:
+                agui = [json.loads(frame["data"]) for frame in sse_frames(response.iter_lines())]
+            starts = [e for e in agui if e["type"] == "RUN_STARTED"]
+            assert len(starts) == 2 and starts[1]["parentRunId"] == starts[0]["runId"]
+            assert verify(agui) == {"ok": True, "error": None}
 
             again = client.post(f"/v1/runs/{run_id}/budget", json={"budget_usd": 1.0})
             assert again.status_code == 409

@@ -293,6 +293,8 @@ class AgUiTranslator:
         elif isinstance(event, Complete):
             yield from self._close_text()
             yield from self._close_reasoning()
+            # A run paused at its budget goes on once raised: as after an interrupt, in a new AG-UI run.
+            self.finished = event.outcome == "budget" and event.stop_reason == "paused"
             yield self._end(event)
         else:
             if isinstance(event, Error):
