@@ -109,3 +109,11 @@ def test_a_paused_run_raised_from_the_cli_sends_what_an_unpaused_run_sends(
     assert again.returncode == 2
     assert "is not paused at its budget (status: completed)" in again.stderr
     assert len(fake.model_requests()) == unpaused  # the refused raise sent nothing
+
+
+def test_a_pipeline_run_from_the_cli_cannot_pause(seamline_cmd: list[str], cli_env: dict[str, str]) -> None:
+    """Nothing would hold a paused pipeline once this process ends: refused before it starts."""
+    cmd = [*seamline_cmd, "run", "--pipeline", "single", "--budget-usd", "1", "--on-budget", "pause", "hi"]
+    done = subprocess.run(cmd, env=cli_env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert "--on-budget pause is for a run this process holds" in done.stderr

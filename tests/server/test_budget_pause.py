@@ -7,6 +7,7 @@ it and the fake sees as many model requests as an unpaused run; a run that is no
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ import pytest
 
 from seamline.events import Usage
 from seamline.providers.registry import create_provider
-from seamline.server.agents_file import load_agents
+from seamline.server.agents_file import AgentsFileError, load_agents
 from seamline.usage import priced_usage
 from tests.fakes.openai_api import FakeOpenAI
 from tests.server.harness import serve, sse_frames
@@ -212,3 +213,14 @@ def test_a_pipelines_shared_budget_pauses_every_role_and_a_raise_goes_on(tmp_pat
             assert verified.status_code == 200 and verified.json()["ok"] is True, verified.text
             again = client.post(f"/v1/runs/{run_id}/budget", json={"budget_usd": 20 * one_request()})
             assert again.status_code == 409
+
+
+@pytest.mark.parametrize(
+    ("provider", "on_budget", "why"),
+    [("openai", "later", '"fail" or "pause"'), ("claude-code", "pause", "runs its own turns")],
+)
+def test_the_agents_file_checks_on_budget(tmp_path: Path, provider: str, on_budget: str, why: str) -> None:
+    path = tmp_path / "agents.toml"
+    path.write_text(f'[agents.a]\nprovider = "{provider}"\non_budget = "{on_budget}"\n')
+    with pytest.raises(AgentsFileError, match=f"agents.a.on_budget: .*{re.escape(why)}"):
+        load_agents(path, default_workspace=tmp_path)
