@@ -224,3 +224,25 @@ def test_the_agents_file_checks_on_budget(tmp_path: Path, provider: str, on_budg
     path.write_text(f'[agents.a]\nprovider = "{provider}"\non_budget = "{on_budget}"\n')
     with pytest.raises(AgentsFileError, match=f"agents.a.on_budget: .*{re.escape(why)}"):
         load_agents(path, default_workspace=tmp_path)
+
+
+def test_a_paused_run_is_cancelled_or_left_behind_by_a_new_prompt(tmp_path: Path, agents_file: Path) -> None:
+    with FakeOpenAI(SCRIPT[:3] * 3) as fake:  # tool calls only: each run pauses after two requests
+        declare(agents_file, fake, "pause", 2 * one_request())
+        agents = load_agents(agents_file, default_workspace=tmp_path / "ws")
+        with serve(tmp_path, agents=agents) as served, served.client() as client:
+            cancelled = start(client)
+            assert until_complete(client, cancelled)[1]["stop_reason"] == "paused"
+            assert client.get(f"/v1/runs/{cancelled}").json()["status"] == "paused"
+            assert client.post(f"/v1/runs/{cancelled}/cancel").status_code == 202
+            assert client.get(f"/v1/runs/{cancelled}").json()["status"] == "aborted"
+            assert client.post(f"/v1/runs/{cancelled}/budget", json={"budget_usd": 1.0}).status_code == 409
+
+            left = start(client)
+            assert until_complete(client, left)[1]["stop_reason"] == "paused"
+            session_id = client.get(f"/v1/runs/{left}").json()["session_id"]
+            newer = client.post(f"/v1/sessions/{session_id}/runs", json={"prompt": "something else"})
+            assert newer.status_code == 201, newer.text
+            summary = client.get(f"/v1/runs/{left}").json()
+            assert summary["status"] == "budget" and summary["stop_reason"] == "paused"
+            assert client.post(f"/v1/runs/{left}/budget", json={"budget_usd": 1.0}).status_code == 409
