@@ -30,6 +30,7 @@ import msgspec
 from seamline.errors import InvalidRequest, PermissionDenied, ProviderFailure, SeamlineError
 from seamline.events import (
     Complete,
+    Error,
     Event,
     Session,
     TextDelta,
@@ -523,6 +524,12 @@ def _cannot_fork(provider: str, session_id: str) -> InvalidRequest:
     )
 
 
+def _provider_bug(name: str, exc: Exception) -> tuple[Error, Complete]:
+    """The classified failure of a provider that raised something not seamline's own."""
+    failure = ProviderFailure(f"provider {name} failed mid-stream: {type(exc).__name__}: {exc}")
+    return failure.to_event(), Complete(outcome="failed", stop_reason="provider_error")
+
+
 @dataclass(eq=False)
 class ProviderSession:
     """An open session of one provider: the handle every turn goes through."""
@@ -624,9 +631,7 @@ class ProviderSession:
         spent_before: float,
         carried: Sequence[ToolCall] | None = None,
     ) -> AsyncIterator[Event]:
-        pausing = budget_usd is not None and self.on_budget == "pause"
-        # Pausing, no usage figure cuts the turn and the gateway refuses nothing: the loop
-        # stops before its next model request once the cap is reached (what was spent before a pause counts).
+        pausing = budget_usd is not None and self.on_budget == "pause"  # the loop stops before a request
         settler = self._start_turn(prompt, None if pausing else budget_usd, pausing=pausing, again=carried is not None)
         log = settler.log
         yield settler.opening()
@@ -662,23 +667,28 @@ class ProviderSession:
         except SeamlineError as exc:
             yield settler.fail(exc.to_event(), Complete(outcome="failed", stop_reason=exc.kind))
         except Exception as exc:  # noqa: BLE001 - a provider's bug becomes a classified error
-            failure = ProviderFailure(f"provider {self.provider.name} failed mid-stream: {type(exc).__name__}: {exc}")
-            yield settler.fail(failure.to_event(), Complete(outcome="failed", stop_reason="provider_error"))
+            yield settler.fail(*_provider_bug(self.provider.name, exc))
         except BaseException:
             settler.cancelled()
             raise
         finally:
             await _close_quietly(source)
-        if (missing := settler.unfinished()) is not None:
-            yield missing
-        elif pausing and settler.final is not None and settler.final.stop_reason == "paused":
-            self.paused, notice = pause_notice(self, budget_usd or 0.0, spent_before + settler.totals.cost_usd)
-            yield notice
+        # A turn that ended with no complete, or one paused at its budget, says so first.
+        if said := settler.unfinished() or (self._paused_at(settler, budget_usd, spent_before) if pausing else None):
+            yield said
         if (final := settler.plain_end()) is not None:
             yield final  # no turn hooks to run, no store to write: the end as it is
             return
         async for out in settler.finish():
             yield out
+
+    def _paused_at(self, settler: TurnSettler, budget_usd: float | None, spent_before: float) -> Event | None:
+        """A pausing turn that stopped at its budget: the session is paused (no usage figure
+        cut the turn and the gateway refused nothing; what was spent before a pause counts)."""
+        if settler.final is None or settler.final.stop_reason != "paused":
+            return None
+        self.paused, notice = pause_notice(self, budget_usd or 0.0, spent_before + settler.totals.cost_usd)
+        return notice
 
     def _start_turn(
         self, prompt: str | None, budget_usd: float | None, *, pausing: bool = False, again: bool = False
