@@ -68,6 +68,8 @@ EXPECTED: dict[tuple[str, str], str] = {
     ("GET", "/v1/evals/{eval_id}/page"): "viewer",
     ("POST", "/v1/agui"): "operator",
     ("POST", "/v1/agents/{name}/agui"): "operator",
+    ("GET", "/v1/agents/{name}/a2a/.well-known/agent-card.json"): "viewer",
+    ("POST", "/v1/agents/{name}/a2a"): "operator",
 }
 RANK = {"viewer": 0, "operator": 1, "admin": 2}
 ROLES = ("viewer", "operator", "admin")

@@ -60,6 +60,10 @@ ROUTE_ROLES: Final[Mapping[tuple[str, str], str]] = {
     ("GET", "/v1/evals/{eval_id}/page"): _READ,
     ("POST", "/v1/agui"): _RUN,
     ("POST", "/v1/agents/{name}/agui"): _RUN,
+    # A2A: anyone may read an agent's card; its JSON-RPC (send, cancel, get) needs an
+    # operator, and cancelling or answering a task is for its starter (checked per call).
+    ("GET", "/v1/agents/{name}/a2a/.well-known/agent-card.json"): _READ,
+    ("POST", "/v1/agents/{name}/a2a"): _RUN,
 }
 
 
