@@ -77,7 +77,9 @@ async def _client(base: str, agent: str, *, token: str | None = None, streaming:
 
 
 async def _collect(client: Client, request: SendMessageRequest) -> list[StreamResponse]:
-    return [event async for event in client.send_message(request)]
+    # Bounded: the server's keep-alive comments would keep a stuck stream open for ever.
+    async with asyncio.timeout(60):
+        return [event async for event in client.send_message(request)]
 
 
 def _kind(event: StreamResponse) -> str:
