@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
-PAGES = ["events.md", "providers.md", "tools.md", "sessions.md", "python-api.md", "worktrees.md", "evals.md"]
+PAGES = ["events.md", "providers.md", "tools.md", "sessions.md", "python-api.md", "worktrees.md", "evals.md", "a2a.md"]
 BLOCK = re.compile(r"```python\n(.*?)```", re.S)
 
 
