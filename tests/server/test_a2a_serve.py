@@ -285,3 +285,32 @@ async def test_a_viewer_reads_the_card_but_may_not_send_and_an_operator_cancels_
     assert canceled.status.state == TaskState.TASK_STATE_CANCELED
     assert run["started_by"] == "otto" and run["status"] == "aborted"
     assert not (tmp_path / "ws" / "hello.txt").exists()
+
+
+@run_async
+async def test_a_message_can_run_a_pipeline_whose_trace_verifies(tmp_path: Path) -> None:
+    from a2a.utils.errors import InvalidParamsError
+    from google.protobuf.struct_pb2 import Struct
+
+    agents = {"helper": _scripted(tmp_path, "helper", [{"text": "The answer is 42."}])}
+    asked = _ask("six times seven?")
+    asked.metadata.update({"seamline": {"pipeline": "single"}})
+    with serve(tmp_path, agents=agents) as served:
+        async with _client(served.base, "helper") as client:
+            events = await _collect(client, asked)
+            unknown = _ask("again")
+            unknown.metadata.CopyFrom(Struct())
+            unknown.metadata.update({"seamline": {"pipeline": "nope"}})
+            with pytest.raises(InvalidParamsError, match="nope"):
+                await _collect(client, unknown)
+            task = await client.get_task(GetTaskRequest(id=events[0].task.id))
+        with served.client() as http:
+            run = http.get(f"/v1/runs/{task.id}").json()
+            verified = http.get(f"/v1/traces/{task.id}/verify").json()
+    kinds = [_event_of(e) for e in events]
+    assert "role_started" in kinds and "role_complete" in kinds
+    assert kinds.index("role_complete") < [_kind(e) for e in events].index("artifact_update")
+    assert events[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
+    assert [p.text for a in task.artifacts for p in a.parts] == ["The answer is 42."]
+    assert (run["pipeline"], run["status"]) == ("single", "completed")
+    assert verified["ok"] is True

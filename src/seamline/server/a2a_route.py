@@ -29,7 +29,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from seamline.errors import InvalidRequest, SeamlineError
-from seamline.server.a2a_tasks import TaskTranslator, answer_prompt, asked_before, task_of, waiting
+from seamline.server.a2a_tasks import PipelineTasks, TaskTranslator, answer_prompt, asked_before, task_of, waiting
 from seamline.server.a2a_wire import (
     PROTOCOL_VERSION,
     AgentCapabilities,
@@ -51,7 +51,7 @@ from seamline.server.access import refusal
 from seamline.server.agents_file import AGENT_KEY
 from seamline.server.operations import Reply, operation
 from seamline.server.runs import Busy, NotFound, Run, RunHub
-from seamline.server.state import run_hub, serve_settings
+from seamline.server.state import run_hub, serve_settings, state_value
 from seamline.server.users import ACTING
 from seamline.tools.permissions import PermissionAnswer
 
@@ -172,7 +172,8 @@ async def a2a_rpc(request: Request) -> Response:
         handler = _METHODS.get(call.method)
         if handler is None:
             raise RpcError(_NO_METHOD, _unknown_method(call.method))
-        return await handler(_Call(hub, agent, call, _base(request)))
+        pipelines = state_value(request.app.state, "a2a_pipelines", PipelineTasks)
+        return await handler(_Call(hub, agent, call, _base(request), pipelines))
     except RpcError as exc:
         return _error_reply(call.id, exc)
     except _Refused as exc:
@@ -189,11 +190,12 @@ class _Refused(Exception):
 class _Call:
     """One JSON-RPC call to one agent."""
 
-    def __init__(self, hub: RunHub, agent: str, call: RpcRequest, base: str) -> None:
+    def __init__(self, hub: RunHub, agent: str, call: RpcRequest, base: str, pipelines: PipelineTasks) -> None:
         self.hub = hub
         self.agent = agent
         self.call = call
         self.base = base
+        self.pipelines = pipelines
 
     def params(self, kind: type[Any]) -> Any:
         try:
@@ -212,8 +214,13 @@ class _Call:
     def run(self, task_id: str) -> tuple[Run, str]:
         """The run a task id names, if it is one of this agent's, and its context id."""
         run = self.hub.runs.get(task_id)
-        if run is None or run.session_id is None:
+        if run is None:
             raise RpcError(_TASK_NOT_FOUND, f"no task {task_id!r} in this server")
+        if run.session_id is None:  # a pipeline run
+            agent, context_id = self.pipelines.runs.get(run.id, ("", ""))
+            if agent != self.agent:
+                raise RpcError(_TASK_NOT_FOUND, f"no task {task_id!r} for agent {self.agent!r}")
+            return run, context_id
         record = self.hub.store.get(run.session_id)
         if record is None or record.metadata.get(AGENT_KEY) != self.agent:
             raise RpcError(_TASK_NOT_FOUND, f"no task {task_id!r} for agent {self.agent!r}")
@@ -258,14 +265,18 @@ class _Call:
         if not text.strip():
             raise RpcError(_INVALID_PARAMS, "the message has no text to run (a text part)")
         context = message.context_id if isinstance(message.context_id, str) else None
+        pipeline = _pipeline(params)
         try:
+            if pipeline is not None:
+                run = await self.hub.start_pipeline(pipeline, text, agent=self.agent)
+                context_id = context or run.id
+                self.pipelines.add(run.id, self.agent, context_id, self.hub.runs)
+                return run, context_id, 0
             session_id, context_id = await self.session_for(context)
             run = await self.hub.start_run(session_id, text)
         except Busy as exc:
             raise RpcError(_UNSUPPORTED, f"{exc.message} (answer or cancel its task first)") from None
-        except NotFound as exc:
-            raise RpcError(_TASK_NOT_FOUND, exc.message) from None
-        except InvalidRequest as exc:
+        except InvalidRequest as exc:  # a context or pipeline this server does not know, too
             raise RpcError(_INVALID_PARAMS, exc.message) from None
         except SeamlineError as exc:
             raise RpcError(_INTERNAL, f"{exc.kind}: {exc.message}") from None
@@ -291,6 +302,21 @@ class _Call:
         except NotFound as exc:
             raise RpcError(_INVALID_PARAMS, exc.message) from None
         return told
+
+
+def _pipeline(params: SendParams) -> str | None:
+    """The built-in pipeline a message asks for: ``metadata.seamline.pipeline`` of the
+    request or of its message (the declared agent plays its agent roles)."""
+    for metadata in (params.metadata, params.message.metadata):
+        given = metadata.get("seamline") if isinstance(metadata, dict) else None
+        if given is None:
+            continue
+        if not isinstance(given, dict) or set(given) != {"pipeline"} or not isinstance(given["pipeline"], str):
+            raise RpcError(
+                _INVALID_PARAMS, 'metadata.seamline takes only {"pipeline": NAME}: the agent is the operator\'s'
+            )
+        return str(given["pipeline"])
+    return None
 
 
 def _text(message: Message) -> str:

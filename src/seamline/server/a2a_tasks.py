@@ -13,7 +13,7 @@ answer is the artifact ``answer`` (one text part), sent once the run completes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from seamline.events import (
@@ -23,6 +23,8 @@ from seamline.events import (
     FileChange,
     PermissionDecision,
     PermissionRequest,
+    Raw,
+    Session,
     Text,
     ToolCall,
     ToolResult,
@@ -41,7 +43,16 @@ from seamline.server.a2a_wire import (
 )
 from seamline.server.runs import Run
 
-__all__ = ["ANSWER", "TaskTranslator", "answer_prompt", "asked_before", "state_of", "task_of", "waiting"]
+__all__ = [
+    "ANSWER",
+    "PipelineTasks",
+    "TaskTranslator",
+    "answer_prompt",
+    "asked_before",
+    "state_of",
+    "task_of",
+    "waiting",
+]
 
 ANSWER: Final = "answer"  # the name of the artifact that holds the run's final text
 _OUTPUT_SHOWN: Final = 2000  # characters of a tool's output a status message carries
@@ -140,7 +151,7 @@ def task_of(run: Run, context_id: str, *, history_length: int | None = None, sta
         status.message = message
     artifacts: list[Artifact] = []
     final = next((e for e in reversed(run.events) if isinstance(e, Complete)), None)
-    if told is None and final is not None and final.outcome == "completed" and final.text:
+    if told is None and run.done and final is not None and final.outcome == "completed" and final.text:
         artifacts.append(_answer_artifact(run, final.text))
     history = [
         Message(
@@ -164,6 +175,21 @@ def task_of(run: Run, context_id: str, *, history_length: int | None = None, sta
 
 
 @dataclass
+class PipelineTasks:
+    """The pipeline runs started over A2A: a pipeline run has no session, so its agent and
+    context are kept here (for as long as the hub keeps the run)."""
+
+    runs: dict[str, tuple[str, str]] = field(default_factory=dict)  # run id -> (agent, context id)
+
+    def add(self, run_id: str, agent: str, context_id: str, held: Any) -> None:
+        """Remember a run; forget those the hub (``held``: its runs) no longer holds."""
+        gone = [r for r in self.runs if r not in held]
+        for r in gone:
+            del self.runs[r]
+        self.runs[run_id] = (agent, context_id)
+
+
+@dataclass
 class TaskTranslator:
     """Turns a run's events, in order, into the task's stream responses. ``finished``:
     the task reached a final state or stopped for input (a stream ends there)."""
@@ -172,6 +198,7 @@ class TaskTranslator:
     context_id: str
     finished: bool = False
     _number: int = 0
+    _roles: int = 0  # in a pipeline, the roles' turns begun and not complete yet
 
     def ask(self, request: PermissionRequest) -> StreamResponse:
         """The task stops for the client's answer to ``request``."""
@@ -218,6 +245,22 @@ class TaskTranslator:
                 return [self._working("file_change", [Part(data={"path": event.path, "kind": event.kind})])]
             case Error():
                 return [self._working("error", [Part(text=f"{event.kind}: {event.message}")])]
+            case Session() if self.run.pipeline is not None:
+                self._roles += 1
+                role: dict[str, Any] = {
+                    "session_id": event.session_id,
+                    "provider": event.provider,
+                    "model": event.model,
+                }
+                return [self._working("role_started", [Part(data=role)])]
+            case Raw() if self.run.pipeline is not None and isinstance(event.payload, dict):
+                if event.payload.get("what") != "transition" or not isinstance(event.payload.get("target"), str):
+                    return []
+                return [self._working("transition", [Part(text=f"phase {event.payload['target']}")])]
+            case Complete() if self._roles > 0:  # a role's turn ended, not the pipeline run
+                self._roles -= 1
+                data = {"outcome": event.outcome, "stop_reason": event.stop_reason}
+                return [self._working("role_complete", [Part(data=data)])]
             case Complete():
                 return self._complete(event)
             case _:

@@ -24,6 +24,7 @@ from starlette.routing import Match
 from seamline.errors import SeamlineError
 from seamline.providers.base import Provider
 from seamline.providers.registry import create_provider, provider_class
+from seamline.server.a2a_tasks import PipelineTasks
 from seamline.server.agents_file import AgentSpec, ServePolicy, UnknownAgent
 from seamline.server.agui_route import AgUiThreads
 from seamline.server.guard import BodyTooLarge, Guard
@@ -106,6 +107,7 @@ def create_app(
     app.state.settings = ServeSettings(auth=token is not None or users is not None, close_store=close_store)
     app.state.notifier = notifier
     app.state.agui_threads = AgUiThreads()
+    app.state.a2a_pipelines = PipelineTasks()
     guard = Guard(
         app, hosts=hosts, token=token, max_body=max_body, allow_origins=allow_origins, users=users, routes=ROUTES
     )
