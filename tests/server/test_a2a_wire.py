@@ -53,6 +53,9 @@ def test_each_mistake_is_a_json_rpc_error_with_its_code(tmp_path: Path) -> None:
         legacy = _call(client, "message/send", _message("hi"))
         assert _code(legacy) == -32601 and "1.0" in legacy["error"]["message"]
         assert _code(_call(client, "NoSuchMethod", {})) == -32601
+        old = {"jsonrpc": "2.0", "id": "1", "method": "GetTask", "params": {"id": "nope"}}
+        assert _code(client.post(URL, json=old, headers={"A2A-Version": "0.3"}).json()) == -32009
+        assert _code(client.post(URL, json=old, headers={"A2A-Version": "1.0.0"}).json()) == -32001
         assert _code(_call(client, "SendMessage", {})) == -32602  # no message
         assert _code(_call(client, "SendMessage", _message("  "))) == -32602  # no text
         assert _code(_call(client, "GetTask", {"id": "nope"})) == -32001

@@ -65,6 +65,7 @@ _NOT_CANCELABLE: Final = -32002
 _NO_PUSH: Final = -32003
 _UNSUPPORTED: Final = -32004
 _NO_EXTENDED_CARD: Final = -32007
+_VERSION: Final = -32009
 _INVALID_REQUEST: Final = -32600
 _NO_METHOD: Final = -32601
 _INVALID_PARAMS: Final = -32602
@@ -168,6 +169,10 @@ async def a2a_rpc(request: Request) -> Response:
         return _error_reply(
             call.id, RpcError(_INVALID_REQUEST, "a JSON-RPC 2.0 request has jsonrpc '2.0' and a method")
         )
+    version = request.headers.get("a2a-version", PROTOCOL_VERSION).strip()
+    if version.split(".")[:2] != PROTOCOL_VERSION.split("."):
+        message = f"A2A-Version {version[:20]!r} is not served here; this server speaks A2A {PROTOCOL_VERSION}"
+        return _error_reply(call.id, RpcError(_VERSION, message))
     try:
         handler = _METHODS.get(call.method)
         if handler is None:
