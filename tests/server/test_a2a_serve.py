@@ -30,6 +30,7 @@ from a2a.types.a2a_pb2 import (
     Role,
     SendMessageRequest,
     StreamResponse,
+    SubscribeToTaskRequest,
     TaskState,
 )
 from a2a.utils.errors import TaskNotCancelableError, TaskNotFoundError
@@ -191,6 +192,11 @@ async def test_a_permission_request_is_input_required_and_the_answer_on_the_task
             assert not (tmp_path / "ws" / "hello.txt").exists()  # nothing runs before the answer
             polled = await client.get_task(GetTaskRequest(id=task_id))
             assert polled.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+            # A client that reconnects learns the same: the task, then what it waits for.
+            async with asyncio.timeout(60):
+                again = [e async for e in client.subscribe(SubscribeToTaskRequest(id=task_id))]
+            assert [_kind(e) for e in again] == ["task", "status_update"]
+            assert again[-1].status_update.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
             rest = await _collect(client, _ask(reply, task_id=task_id, context_id=stopped.context_id))
         events = _run_events(served, task_id)
     assert rest[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED

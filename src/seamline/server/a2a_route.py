@@ -362,7 +362,7 @@ async def _settled(run: Run, context_id: str, after: int) -> None:
     """Wait until the run is over or stops for input, reading its events after ``after``."""
     if asked_before(run, after) is not None:
         return
-    translator = TaskTranslator(run, context_id)
+    translator = TaskTranslator.reading_from(run, context_id, after)
     async for first, batch in run.follow(after):
         for number, event in enumerate(batch, first + 1):
             translator.feed(event, number)
@@ -404,7 +404,7 @@ async def _frames(call: _Call, run: Run, context_id: str, after: int, state: Tas
     """The task first (as it was at ``state``, or as it is now), then its updates from
     event ``after`` on, until it is over or stops for input."""
     yield call.frame(StreamResponse(task=task_of(run, context_id, state=state)))
-    translator = TaskTranslator(run, context_id)
+    translator = TaskTranslator.reading_from(run, context_id, after)
     earlier = asked_before(run, after)
     if earlier is not None:
         yield call.frame(translator.ask(earlier))

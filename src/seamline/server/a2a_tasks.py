@@ -200,6 +200,20 @@ class TaskTranslator:
     _number: int = 0
     _roles: int = 0  # in a pipeline, the roles' turns begun and not complete yet
 
+    @classmethod
+    def reading_from(cls, run: Run, context_id: str, after: int) -> TaskTranslator:
+        """A translator for a reader that starts after event ``after``: in a pipeline, the
+        roles' turns begun before it and not complete yet are counted, so their ends are
+        not taken for the run's."""
+        translator = cls(run, context_id)
+        if run.pipeline is not None:
+            for event in run.events[:after]:
+                if isinstance(event, Session):
+                    translator._roles += 1
+                elif isinstance(event, Complete) and translator._roles > 0:
+                    translator._roles -= 1
+        return translator
+
     def ask(self, request: PermissionRequest) -> StreamResponse:
         """The task stops for the client's answer to ``request``."""
         self.finished = True
