@@ -21,13 +21,19 @@ from seamline.events import (
     Error,
     Event,
     FileChange,
+    Mode,
     PermissionDecision,
     PermissionRequest,
     Raw,
+    Reasoning,
+    ReasoningDelta,
     Session,
     Text,
+    TextDelta,
     ToolCall,
+    ToolProgress,
     ToolResult,
+    Usage,
 )
 from seamline.server.a2a_wire import (
     Artifact,
@@ -62,6 +68,8 @@ _FINAL_STATE: Final[dict[str, TaskState]] = {
     "budget": "TASK_STATE_FAILED",
     "aborted": "TASK_STATE_CANCELED",
 }
+# What a task never shows: deltas (the answer comes whole), usage, reasoning, modes.
+_SILENT: Final = frozenset({TextDelta, ReasoningDelta, Reasoning, Usage, Mode, ToolProgress})
 answer_prompt: Final = (
     "reply on this task with 'allow' or 'deny' (text), or a data part "
     '{"decision": "allow"|"deny", "scope": "once"|"session"|"always"}'
@@ -234,8 +242,8 @@ class TaskTranslator:
     def feed(self, event: Event, number: int) -> list[StreamResponse]:
         """The stream responses of the run's event ``number`` (from 1; it names the
         status messages, so they stay unique across streams of one task)."""
-        if self.finished:
-            return []
+        if self.finished or type(event) in _SILENT:
+            return []  # deltas are most of a run's events: they cost one set lookup here
         self._number = number
         match event:
             case Text():
