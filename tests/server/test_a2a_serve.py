@@ -108,6 +108,10 @@ async def test_the_card_is_at_the_path_the_sdk_resolves_and_names_the_agent(tmp_
             card = await A2ACardResolver(http, f"{served.base}/v1/agents/greeter/a2a").get_agent_card()
             with pytest.raises(AgentCardResolutionError) as unknown:
                 await A2ACardResolver(http, f"{served.base}/v1/agents/nobody/a2a").get_agent_card()
+            # The server's own well-known card is its one agent's: a client given the bare URL finds it.
+            root = await A2ACardResolver(http, served.base).get_agent_card()
+            client = await create_client(served.base, ClientConfig(httpx_client=http, streaming=False))
+            (answered,) = await _collect(client, _ask("say hello"))
     assert card.name == "greeter"
     assert card.capabilities.streaming
     (interface,) = card.supported_interfaces
@@ -115,6 +119,14 @@ async def test_the_card_is_at_the_path_the_sdk_resolves_and_names_the_agent(tmp_
     assert interface.protocol_version == "1.0"
     assert [s.id for s in card.skills] == ["greeter"]
     assert unknown.value.status_code == 404
+    assert root == card
+    assert answered.task.status.state == TaskState.TASK_STATE_COMPLETED
+    two = {"a": _scripted(tmp_path, "a", ANSWER_ONLY), "b": _scripted(tmp_path, "b", ANSWER_ONLY)}
+    (tmp_path / "two").mkdir()
+    with serve(tmp_path / "two", agents=two) as served, served.client() as http:
+        several = http.get("/.well-known/agent-card.json")
+    assert several.status_code == 404
+    assert "/v1/agents/a/a2a/.well-known/agent-card.json" in several.json()["error"]["message"]
 
 
 @run_async

@@ -39,7 +39,9 @@ def test_document_covers_exactly_the_served_routes() -> None:
         served = {
             (route.path, method.lower())
             for route in guard.app.routes
-            if isinstance(route, Route) and route.path.startswith("/v1/") and route.path != "/v1/openapi.json"
+            if isinstance(route, Route)
+            and route.path.startswith(("/v1/", "/.well-known/"))  # the A2A card's well-known path
+            and route.path != "/v1/openapi.json"
             for method in (route.methods or ())
             if method != "HEAD"
         }

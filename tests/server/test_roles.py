@@ -70,6 +70,7 @@ EXPECTED: dict[tuple[str, str], str] = {
     ("POST", "/v1/agents/{name}/agui"): "operator",
     ("GET", "/v1/agents/{name}/a2a/.well-known/agent-card.json"): "viewer",
     ("POST", "/v1/agents/{name}/a2a"): "operator",
+    ("GET", "/.well-known/agent-card.json"): "viewer",
 }
 RANK = {"viewer": 0, "operator": 1, "admin": 2}
 ROLES = ("viewer", "operator", "admin")

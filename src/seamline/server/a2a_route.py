@@ -55,7 +55,7 @@ from seamline.server.state import run_hub, serve_settings, state_value
 from seamline.server.users import ACTING
 from seamline.tools.permissions import PermissionAnswer
 
-__all__ = ["CONTEXT_KEY", "a2a_card", "a2a_rpc"]
+__all__ = ["CONTEXT_KEY", "a2a_card", "a2a_root_card", "a2a_rpc"]
 
 CONTEXT_KEY: Final = "a2a_context_id"  # a client's own context id, kept on its session
 HEARTBEAT: Final = 15.0
@@ -115,10 +115,29 @@ def _base(request: Request) -> str:
     errors=(404,),
 )
 async def a2a_card(request: Request) -> Response:
+    return _card(request, request.path_params["name"])
+
+
+@operation(
+    "the A2A agent card at the well-known path of the server: its one declared agent's "
+    "(with none or several, 404 names where each agent's card is)",
+    replies={200: Reply("the agent card (A2A 1.0)", AgentCard)},
+    errors=(404,),
+)
+async def a2a_root_card(request: Request) -> Response:
+    names = list(run_hub(request).policy.agents)
+    if len(names) == 1:
+        return _card(request, names[0])
+    where = ", ".join(f"/v1/agents/{n}/a2a/.well-known/agent-card.json" for n in names)
+    if not names:
+        raise NotFound("this server declares no agent (seamline serve --agents FILE): it has no A2A agent card")
+    raise NotFound(f"this server declares {len(names)} agents, each an A2A agent with its own card: {where}")
+
+
+def _card(request: Request, name: str) -> Response:
     from seamline._version import __version__
 
-    hub = run_hub(request)
-    spec = hub.policy.require_agent(request.path_params["name"])
+    spec = run_hub(request).policy.require_agent(name)
     described = spec.description or f"seamline agent {spec.name} ({spec.provider})"
     card = AgentCard(
         name=spec.name,

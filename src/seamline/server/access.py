@@ -64,6 +64,7 @@ ROUTE_ROLES: Final[Mapping[tuple[str, str], str]] = {
     # operator, and cancelling or answering a task is for its starter (checked per call).
     ("GET", "/v1/agents/{name}/a2a/.well-known/agent-card.json"): _READ,
     ("POST", "/v1/agents/{name}/a2a"): _RUN,
+    ("GET", "/.well-known/agent-card.json"): _READ,
 }
 
 

@@ -10,7 +10,7 @@ from typing import Final
 
 from starlette.routing import BaseRoute, Route
 
-from seamline.server.a2a_route import a2a_card, a2a_rpc
+from seamline.server.a2a_route import a2a_card, a2a_root_card, a2a_rpc
 from seamline.server.agui_route import agent_agui, agui
 from seamline.server.routes_evals import evaluation, evaluation_page, list_evaluations
 from seamline.server.routes_info import info, list_agents, list_providers, openapi, page
@@ -68,4 +68,5 @@ ROUTES: Final[tuple[BaseRoute, ...]] = (
     Route("/v1/agents/{name}/agui", agent_agui, methods=["POST"]),
     Route("/v1/agents/{name}/a2a/.well-known/agent-card.json", a2a_card, methods=["GET"]),
     Route("/v1/agents/{name}/a2a", a2a_rpc, methods=["POST"]),
+    Route("/.well-known/agent-card.json", a2a_root_card, methods=["GET"]),
 )
