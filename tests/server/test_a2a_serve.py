@@ -222,6 +222,23 @@ async def test_a_permission_request_is_input_required_and_the_answer_on_the_task
 
 
 @run_async
+async def test_an_agent_declared_with_yes_runs_its_tools_without_asking(tmp_path: Path) -> None:
+    spec = _scripted(tmp_path, "writer", TOOL_TURN)
+    agents = {
+        "writer": AgentSpec(
+            name="writer", provider="scripted", options=spec.options, workspaces=spec.workspaces, yes=True
+        )
+    }
+    with serve(tmp_path, agents=agents) as served:
+        async with _client(served.base, "writer") as client:
+            events = await _collect(client, _ask("write hello.txt"))
+    states = [e.status_update.status.state for e in events if _kind(e) == "status_update"]
+    assert TaskState.TASK_STATE_INPUT_REQUIRED not in states
+    assert states[-1] == TaskState.TASK_STATE_COMPLETED
+    assert (tmp_path / "ws" / "hello.txt").read_text() == "hi\n"
+
+
+@run_async
 async def test_cancel_aborts_the_run_and_the_model_sees_no_further_request(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -220,6 +220,8 @@ class _Call:
         self.call = call
         self.base = base
         self.pipelines = pipelines
+        # An A2A client cannot ask for yes; an agent the operator declared with yes = true has it.
+        self.yes = hub.policy.require_agent(agent).yes
 
     def params(self, kind: type[Any]) -> Any:
         try:
@@ -270,7 +272,7 @@ class _Call:
                 if found.metadata.get(CONTEXT_KEY) == context_id and found.metadata.get(AGENT_KEY) == self.agent:
                     return found.id, context_id
         metadata = {CONTEXT_KEY: context_id} if context_id else {}
-        slot = await self.hub.open_session(agent=self.agent, metadata=metadata)
+        slot = await self.hub.open_session(agent=self.agent, metadata=metadata, yes=self.yes)
         session_id = slot.session.session_id
         return session_id, context_id or session_id
 
@@ -292,12 +294,12 @@ class _Call:
         pipeline = _pipeline(params)
         try:
             if pipeline is not None:
-                run = await self.hub.start_pipeline(pipeline, text, agent=self.agent)
+                run = await self.hub.start_pipeline(pipeline, text, agent=self.agent, yes=self.yes)
                 context_id = context or run.id
                 self.pipelines.add(run.id, self.agent, context_id, self.hub.runs)
                 return run, context_id, 0
             session_id, context_id = await self.session_for(context)
-            run = await self.hub.start_run(session_id, text)
+            run = await self.hub.start_run(session_id, text, yes=self.yes)
         except Busy as exc:
             raise RpcError(_UNSUPPORTED, f"{exc.message} (answer or cancel its task first)") from None
         except InvalidRequest as exc:  # a context or pipeline this server does not know, too
