@@ -239,6 +239,32 @@ async def test_an_agent_declared_with_yes_runs_its_tools_without_asking(tmp_path
 
 
 @run_async
+async def test_a_quiet_stream_keeps_the_sdks_default_http_client(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("SEAMLINE_BLOCK_REAL_PROVIDERS", raising=False)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-a2a-serve")
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    # The model says nothing for longer than the SDK's own HTTP client waits for a byte (5 s).
+    with FakeOpenAI(script=[{"text": "after a while", "delay": 7}]) as fake:
+        spec = AgentSpec(
+            name="slow",
+            provider="openai",
+            model="gpt-4o",
+            options={"base_url": fake.base_url},
+            workspaces=(tmp_path / "ws",),
+        )
+        with serve(tmp_path, agents={"slow": spec}) as served:
+            client = await create_client(f"{served.base}/v1/agents/slow/a2a")  # the SDK's defaults throughout
+            try:
+                events = await _collect(client, _ask("take your time"))
+            finally:
+                await client.close()
+    assert events[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
+    assert [p.text for p in events[-2].artifact_update.artifact.parts] == ["after a while"]
+
+
+@run_async
 async def test_cancel_aborts_the_run_and_the_model_sees_no_further_request(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

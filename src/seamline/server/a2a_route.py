@@ -58,7 +58,9 @@ from seamline.tools.permissions import PermissionAnswer
 __all__ = ["CONTEXT_KEY", "a2a_card", "a2a_root_card", "a2a_rpc"]
 
 CONTEXT_KEY: Final = "a2a_context_id"  # a client's own context id, kept on its session
-HEARTBEAT: Final = 15.0
+# A keep-alive comment on a quiet stream this often: the SDK's client, on its own HTTP client
+# (httpx's defaults), gives up after 5 s without a byte.
+HEARTBEAT: Final = 3.0
 _SCAN: Final = 10_000  # stored sessions looked through for a client's context id
 _TASK_NOT_FOUND: Final = -32001
 _NOT_CANCELABLE: Final = -32002
