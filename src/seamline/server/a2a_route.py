@@ -29,7 +29,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from seamline.errors import InvalidRequest, SeamlineError
-from seamline.server.a2a_tasks import PipelineTasks, TaskTranslator, answer_prompt, asked_before, task_of, waiting
+from seamline.server.a2a_tasks import ANSWER_PROMPT, PipelineTasks, TaskTranslator, asked_before, task_of, waiting
 from seamline.server.a2a_wire import (
     PROTOCOL_VERSION,
     AgentCapabilities,
@@ -359,14 +359,14 @@ def _decision(message: Message) -> tuple[Any, Any, str | None]:
             request_id = data.get("request_id", data.get("requestId"))
             if decision in ("allow", "deny") and scope in ("once", "session", "always"):
                 return decision, scope, request_id if isinstance(request_id, str) else None
-            raise RpcError(_INVALID_PARAMS, f"the task waits for a permission answer: {answer_prompt}")
+            raise RpcError(_INVALID_PARAMS, f"the task waits for a permission answer: {ANSWER_PROMPT}")
     words = _text(message).strip().lower().split()
     first = words[0].strip(".!,") if words else ""
     if first in _ALLOW:
         return "allow", "once", None
     if first in _DENY:
         return "deny", "once", None
-    raise RpcError(_INVALID_PARAMS, f"the task waits for a permission answer: {answer_prompt}")
+    raise RpcError(_INVALID_PARAMS, f"the task waits for a permission answer: {ANSWER_PROMPT}")
 
 
 def _error_reply(call_id: str | int | None, error: RpcError) -> Response:

@@ -51,9 +51,9 @@ from seamline.server.runs import Run
 
 __all__ = [
     "ANSWER",
+    "ANSWER_PROMPT",
     "PipelineTasks",
     "TaskTranslator",
-    "answer_prompt",
     "asked_before",
     "state_of",
     "task_of",
@@ -70,7 +70,7 @@ _FINAL_STATE: Final[dict[str, TaskState]] = {
 }
 # What a task never shows: deltas (the answer comes whole), usage, reasoning, modes.
 _SILENT: Final = frozenset({TextDelta, ReasoningDelta, Reasoning, Usage, Mode, ToolProgress})
-answer_prompt: Final = (
+ANSWER_PROMPT: Final = (
     "reply on this task with 'allow' or 'deny' (text), or a data part "
     '{"decision": "allow"|"deny", "scope": "once"|"session"|"always"}'
 )
@@ -108,7 +108,7 @@ def _request_message(run: Run, context_id: str, request: PermissionRequest) -> M
         "arguments": request.arguments,
         "reason": request.reason,
     }
-    text = f"permission wanted: {request.tool} {_brief(request.arguments)}; {answer_prompt}"
+    text = f"permission wanted: {request.tool} {_brief(request.arguments)}; {ANSWER_PROMPT}"
     return _agent_message(
         run, context_id, f"ask-{request.request_id}", [Part(text=text), Part(data=shown)], "permission_request"
     )
