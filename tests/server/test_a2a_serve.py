@@ -25,6 +25,7 @@ from a2a.client.errors import A2AClientError, AgentCardResolutionError
 from a2a.types.a2a_pb2 import (
     CancelTaskRequest,
     GetTaskRequest,
+    ListTasksRequest,
     Message,
     Part,
     Role,
@@ -160,9 +161,16 @@ async def test_a_second_message_on_the_context_goes_on_in_the_same_session(tmp_p
         async with _client(served.base, "greeter", streaming=False) as client:
             (first,) = await _collect(client, _ask("one"))
             (second,) = await _collect(client, _ask("two", context_id=first.task.context_id))
+            listed = await client.list_tasks(ListTasksRequest(context_id=first.task.context_id, page_size=1))
+            rest = await client.list_tasks(ListTasksRequest(page_token=listed.next_page_token, include_artifacts=True))
     assert second.task.context_id == first.task.context_id
     assert second.task.id != first.task.id
     assert [p.text for a in second.task.artifacts for p in a.parts] == ["Again."]
+    # ListTasks: the newest first, a page at a time; artifacts only when asked for.
+    assert ([t.id for t in listed.tasks], listed.total_size) == ([second.task.id], 2)
+    assert listed.tasks[0].artifacts == [] and listed.next_page_token
+    assert [t.id for t in rest.tasks] == [first.task.id] and not rest.next_page_token
+    assert [p.text for a in rest.tasks[0].artifacts for p in a.parts] == ["Hello from seamline."]
 
 
 @run_async

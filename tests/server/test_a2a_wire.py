@@ -62,7 +62,9 @@ def test_each_mistake_is_a_json_rpc_error_with_its_code(tmp_path: Path) -> None:
         assert _code(_call(client, "CancelTask", {"id": "nope"})) == -32001
         push = {**_message("hi"), "configuration": {"taskPushNotificationConfig": {"url": "http://x"}}}
         assert _code(_call(client, "SendMessage", push)) == -32003
-        assert _code(_call(client, "ListTasks", {})) == -32004
+        assert _code(_call(client, "ListTasks", {"pageSize": 0})) == -32602
+        assert _code(_call(client, "ListTasks", {"pageToken": "x"})) == -32602
+        assert _code(_call(client, "CreateTaskPushNotificationConfig", {})) == -32003
         assert _code(_call(client, "GetExtendedAgentCard", {})) == -32007
         # A task that stopped for input takes only a decision; the request keeps waiting.
         asked = _call(client, "SendMessage", _message("write hello.txt"))["result"]["task"]

@@ -8,7 +8,8 @@ agent, not one card with a skill per agent, because an A2A client picks its agen
 and has no way to name a skill in a message.
 
 Methods (A2A 1.0 names, the ones the pinned SDK's client sends): ``SendMessage``,
-``SendStreamingMessage`` (SSE), ``GetTask``, ``CancelTask``, ``SubscribeToTask``. A
+``SendStreamingMessage`` (SSE), ``GetTask``, ``ListTasks``, ``CancelTask``,
+``SubscribeToTask``. A
 message without a task starts a run: on a new session of the agent, or, with a
 ``contextId``, on the session that context names (a session id, or a context id the client
 chose, kept in the session's metadata ``a2a_context_id``). A message with the ``taskId`` of
@@ -38,12 +39,14 @@ from seamline.server.a2a_wire import (
     AgentProvider,
     AgentSkill,
     CancelParams,
+    ListParams,
     Message,
     RpcError,
     RpcRequest,
     SendConfiguration,
     SendParams,
     StreamResponse,
+    TaskList,
     TaskParams,
     TaskState,
 )
@@ -61,6 +64,8 @@ CONTEXT_KEY: Final = "a2a_context_id"  # a client's own context id, kept on its 
 # A keep-alive comment on a quiet stream this often: the SDK's client, on its own HTTP client
 # (httpx's defaults), gives up after 5 s without a byte.
 HEARTBEAT: Final = 3.0
+_PAGE: Final = 50  # ListTasks' page size unless the client asks for another
+_MOST_PAGE: Final = 100
 _SCAN: Final = 10_000  # stored sessions looked through for a client's context id
 _TASK_NOT_FOUND: Final = -32001
 _NOT_CANCELABLE: Final = -32002
@@ -166,7 +171,7 @@ def _card(request: Request, name: str) -> Response:
 
 @operation(
     "A2A JSON-RPC for the declared agent NAME: SendMessage, SendStreamingMessage (SSE), GetTask, "
-    "CancelTask, SubscribeToTask",
+    "ListTasks, CancelTask, SubscribeToTask",
     replies={
         200: Reply(
             "a JSON-RPC reply, or for the streaming methods an SSE stream of them",
@@ -469,12 +474,41 @@ async def _cancel(call: _Call) -> Response:
     return call.reply(task_of(run, context_id))
 
 
+async def _list(call: _Call) -> Response:
+    params: ListParams = call.params(ListParams)
+    size = params.page_size if isinstance(params.page_size, int) else _PAGE
+    if not 1 <= size <= _MOST_PAGE:
+        raise RpcError(_INVALID_PARAMS, f"pageSize is 1 to {_MOST_PAGE}")
+    try:
+        offset = int(params.page_token or "0")
+    except ValueError:
+        raise RpcError(_INVALID_PARAMS, "pageToken is one this server gave") from None
+    history = params.history_length if isinstance(params.history_length, int) else None
+    tasks = []
+    for run in reversed(list(call.hub.runs.values())):  # the newest first
+        try:
+            _, context_id = call.run(run.id)
+        except RpcError:
+            continue  # another agent's run, or one no A2A client can name
+        if params.context_id and context_id != params.context_id:
+            continue
+        task = task_of(run, context_id, history_length=history)
+        if params.status and task.status.state != params.status:
+            continue
+        if not params.include_artifacts:
+            task.artifacts = []
+        tasks.append(task)
+    page = tasks[offset : offset + size]
+    following = str(offset + size) if offset + size < len(tasks) else ""
+    return call.reply(TaskList(tasks=page, next_page_token=following, page_size=size, total_size=len(tasks)))
+
+
 async def _unsupported(call: _Call) -> Response:
     if "PushNotification" in call.call.method:
         raise RpcError(_NO_PUSH, "this server sends no push notifications; stream or poll the task")
     if call.call.method == "GetExtendedAgentCard":
         raise RpcError(_NO_EXTENDED_CARD, "this server has no extended agent card")
-    raise RpcError(_UNSUPPORTED, f"{call.call.method} is not supported here; use GET /v1/runs to list runs")
+    raise RpcError(_UNSUPPORTED, f"{call.call.method} is not supported here")
 
 
 _METHODS: Final[dict[str, Callable[[_Call], Awaitable[Response]]]] = {
@@ -483,7 +517,7 @@ _METHODS: Final[dict[str, Callable[[_Call], Awaitable[Response]]]] = {
     "GetTask": _get,
     "CancelTask": _cancel,
     "SubscribeToTask": _subscribe,
-    "ListTasks": _unsupported,
+    "ListTasks": _list,
     "GetExtendedAgentCard": _unsupported,
     "CreateTaskPushNotificationConfig": _unsupported,
     "GetTaskPushNotificationConfig": _unsupported,

@@ -26,6 +26,7 @@ __all__ = [
     "Artifact",
     "ArtifactUpdate",
     "CancelParams",
+    "ListParams",
     "Message",
     "Part",
     "RpcError",
@@ -34,6 +35,7 @@ __all__ = [
     "SendParams",
     "StreamResponse",
     "Task",
+    "TaskList",
     "TaskParams",
     "TaskState",
     "TaskStatus",
@@ -162,6 +164,27 @@ class TaskParams(_Wire):
     id: str
     history_length: int | UnsetType = UNSET
     tenant: str = ""
+
+
+class ListParams(_Wire):
+    """``ListTasks``: the page ``pageToken`` names (an offset), of ``pageSize`` tasks."""
+
+    context_id: str = ""
+    status: str = ""
+    page_size: int | UnsetType = UNSET
+    page_token: str = ""
+    history_length: int | UnsetType = UNSET
+    include_artifacts: bool = False
+    tenant: str = ""
+
+
+class TaskList(msgspec.Struct, rename="camel", kw_only=True):
+    """A page of tasks; every field is written, as the protocol requires."""
+
+    tasks: list[Task]
+    next_page_token: str
+    page_size: int
+    total_size: int
 
 
 class CancelParams(_Wire):
