@@ -37,6 +37,7 @@ from a2a.types.a2a_pb2 import (
 from a2a.utils.errors import TaskNotCancelableError, TaskNotFoundError
 from google.protobuf.json_format import MessageToDict
 
+from seamline.server import a2a_route
 from seamline.server.agents_file import AgentSpec
 from seamline.server.users import UserBook, users_path_for
 from tests.fakes.openai_api import FakeOpenAI
@@ -246,15 +247,17 @@ async def test_an_agent_declared_with_yes_runs_its_tools_without_asking(tmp_path
     assert (tmp_path / "ws" / "hello.txt").read_text() == "hi\n"
 
 
-@run_async
-async def test_a_quiet_stream_keeps_the_sdks_default_http_client(
+def test_a_quiet_stream_gets_keep_alives_sooner_than_the_sdks_default_client_gives_up(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # The SDK's client on its own HTTP client (httpx's defaults) gives up after this long without a byte.
+    with httpx.Client() as default:
+        assert default.timeout.read is not None and a2a_route.HEARTBEAT < default.timeout.read
     monkeypatch.delenv("SEAMLINE_BLOCK_REAL_PROVIDERS", raising=False)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-a2a-serve")
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
-    # The model says nothing for longer than the SDK's own HTTP client waits for a byte (5 s).
-    with FakeOpenAI(script=[{"text": "after a while", "delay": 7}]) as fake:
+    # The model says nothing until the fake stops: the stream has only keep-alives to send.
+    with FakeOpenAI(script=[{"text": "never", "chunks": ["nev", "er"], "cut_after": 0, "cut": "stall"}]) as fake:
         spec = AgentSpec(
             name="slow",
             provider="openai",
@@ -262,14 +265,23 @@ async def test_a_quiet_stream_keeps_the_sdks_default_http_client(
             options={"base_url": fake.base_url},
             workspaces=(tmp_path / "ws",),
         )
-        with serve(tmp_path, agents={"slow": spec}) as served:
-            client = await create_client(f"{served.base}/v1/agents/slow/a2a")  # the SDK's defaults throughout
-            try:
-                events = await _collect(client, _ask("take your time"))
-            finally:
-                await client.close()
-    assert events[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
-    assert [p.text for p in events[-2].artifact_update.artifact.parts] == ["after a while"]
+        with serve(tmp_path, agents={"slow": spec}) as served, served.client() as http:
+            body = {
+                "jsonrpc": "2.0",
+                "id": "1",
+                "method": "SendStreamingMessage",
+                "params": {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "take your time"}]}},
+            }
+            seen: list[str] = []
+            with http.stream("POST", "/v1/agents/slow/a2a", json=body) as response:
+                run_id = response.headers["x-seamline-run-id"]
+                for line in response.iter_lines():
+                    seen.append(line)
+                    if line.startswith(":"):
+                        break
+            running = not served.app.hub.runs[run_id].done
+    assert seen[-1] == ": keep-alive" and running
+    assert [line for line in seen if line.startswith("data:")][:1] != []  # the task came first
 
 
 @run_async

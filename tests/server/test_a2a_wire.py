@@ -64,6 +64,8 @@ def test_each_mistake_is_a_json_rpc_error_with_its_code(tmp_path: Path) -> None:
         assert _code(_call(client, "SendMessage", push)) == -32003
         assert _code(_call(client, "ListTasks", {"pageSize": 0})) == -32602
         assert _code(_call(client, "ListTasks", {"pageToken": "x"})) == -32602
+        assert _code(_call(client, "ListTasks", {"pageToken": "-1"})) == -32602
+        assert _code(_call(client, "ListTasks", {"historyLength": -1})) == -32602
         assert _code(_call(client, "CreateTaskPushNotificationConfig", {})) == -32003
         assert _code(_call(client, "GetExtendedAgentCard", {})) == -32007
         # A task that stopped for input takes only a decision; the request keeps waiting.
@@ -97,13 +99,17 @@ def test_random_and_truncated_bodies_get_a_json_rpc_reply_never_a_crash(tmp_path
         ).map(lambda d: json.dumps(d).encode()),
         st.builds(
             lambda method, params: json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).encode(),
-            st.sampled_from(["SendMessage", "SendStreamingMessage", "GetTask", "CancelTask", "SubscribeToTask"]),
+            st.sampled_from(
+                ["SendMessage", "SendStreamingMessage", "GetTask", "ListTasks", "CancelTask", "SubscribeToTask"]
+            ),
             st.one_of(
                 st.none(),
                 st.integers(),
                 st.text(max_size=5),
                 st.dictionaries(
-                    st.sampled_from(["id", "message", "configuration", "historyLength"]),
+                    st.sampled_from(
+                        ["id", "message", "configuration", "historyLength", "pageSize", "pageToken", "status"]
+                    ),
                     st.one_of(st.none(), st.integers(), st.text(max_size=5), st.just({"parts": 3})),
                 ),
             ),

@@ -398,13 +398,21 @@ async def _settled(run: Run, context_id: str, after: int) -> None:
                 return
 
 
+def _history(length: int | msgspec.UnsetType) -> int | None:
+    if not isinstance(length, int):
+        return None
+    if length < 0:
+        raise RpcError(_INVALID_PARAMS, "historyLength is 0 or more")
+    return length
+
+
 async def _send(call: _Call) -> Response:
     params: SendParams = call.params(SendParams)
     run, context_id, told = await call.start(params)
     config = params.configuration if isinstance(params.configuration, SendConfiguration) else None
     if config is None or not config.return_immediately:
         await _settled(run, context_id, told)
-    history = config.history_length if config is not None and isinstance(config.history_length, int) else None
+    history = _history(config.history_length) if config is not None else None
     return call.reply({"task": task_of(run, context_id, history_length=history)})
 
 
@@ -453,8 +461,7 @@ async def _frames(call: _Call, run: Run, context_id: str, after: int, state: Tas
 async def _get(call: _Call) -> Response:
     params: TaskParams = call.params(TaskParams)
     run, context_id = call.run(params.id)
-    history = params.history_length if isinstance(params.history_length, int) else None
-    return call.reply(task_of(run, context_id, history_length=history))
+    return call.reply(task_of(run, context_id, history_length=_history(params.history_length)))
 
 
 async def _cancel(call: _Call) -> Response:
@@ -482,8 +489,10 @@ async def _list(call: _Call) -> Response:
     try:
         offset = int(params.page_token or "0")
     except ValueError:
-        raise RpcError(_INVALID_PARAMS, "pageToken is one this server gave") from None
-    history = params.history_length if isinstance(params.history_length, int) else None
+        offset = -1
+    if offset < 0:
+        raise RpcError(_INVALID_PARAMS, "pageToken is one this server gave")
+    history = _history(params.history_length)
     tasks = []
     for run in reversed(list(call.hub.runs.values())):  # the newest first
         try:
