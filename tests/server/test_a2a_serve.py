@@ -116,9 +116,12 @@ async def test_the_card_is_at_the_path_the_sdk_resolves_and_names_the_agent(tmp_
             (answered,) = await _collect(client, _ask("say hello"))
     assert card.name == "greeter"
     assert card.capabilities.streaming
-    (interface,) = card.supported_interfaces
-    assert (interface.url, interface.protocol_binding) == (f"{served.base}/v1/agents/greeter/a2a", "JSONRPC")
-    assert interface.protocol_version == "1.0"
+    # One JSON-RPC endpoint, offered as A2A 1.0 and as 0.3 (the SDK picks 1.0).
+    url = f"{served.base}/v1/agents/greeter/a2a"
+    assert [(i.url, i.protocol_binding, i.protocol_version) for i in card.supported_interfaces] == [
+        (url, "JSONRPC", "1.0"),
+        (url, "JSONRPC", "0.3"),
+    ]
     assert [s.id for s in card.skills] == ["greeter"]
     assert unknown.value.status_code == 404
     assert root == card
@@ -228,6 +231,32 @@ async def test_a_permission_request_is_input_required_and_the_answer_on_the_task
     assert len(results) == 1 and results[0]["is_error"] is not written  # the tool ran once (or was refused once)
     if written:
         assert (tmp_path / "ws" / "hello.txt").read_text() == "hi\n"
+
+
+@pytest.mark.parametrize("streaming", [True, False])
+@run_async
+async def test_a_client_on_a2a_0_3_sends_is_asked_and_answers(tmp_path: Path, streaming: bool) -> None:
+    from a2a.client import ClientFactory
+
+    agents = {"writer": _scripted(tmp_path, "writer", TOOL_TURN)}
+    with serve(tmp_path, agents=agents) as served:
+        async with httpx.AsyncClient(timeout=30) as http:
+            card = await A2ACardResolver(http, f"{served.base}/v1/agents/writer/a2a").get_agent_card()
+            assert [i.protocol_version for i in card.supported_interfaces] == ["1.0", "0.3"]
+            del card.supported_interfaces[0]  # as a client that speaks only 0.3 sees the card
+            client = ClientFactory(ClientConfig(httpx_client=http, streaming=streaming)).create(card)
+            assert type(client._transport).__name__ == "CompatJsonRpcTransport"  # the SDK's 0.3 wire
+            asked = await _collect(client, _ask("write hello.txt"))
+            last = asked[-1]
+            stopped = last.status_update if _kind(last) == "status_update" else last.task
+            task_id = stopped.task_id if _kind(last) == "status_update" else stopped.id
+            assert stopped.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+            assert MessageToDict(stopped.status.message.parts[1].data)["tool"] == "write_file"
+            await _collect(client, _ask("allow", task_id=task_id, context_id=stopped.context_id))
+            task = await client.get_task(GetTaskRequest(id=task_id))
+    assert task.status.state == TaskState.TASK_STATE_COMPLETED
+    assert [p.text for a in task.artifacts for p in a.parts] == ["Wrote hello.txt."]
+    assert (tmp_path / "ws" / "hello.txt").read_text() == "hi\n"
 
 
 @run_async

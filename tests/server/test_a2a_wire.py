@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from seamline.server.agents_file import AgentSpec
-from tests.server.harness import TOOL_TURN, serve
+from tests.server.harness import TOOL_TURN, serve, sse_frames
 
 URL = "/v1/agents/writer/a2a"
 
@@ -50,8 +50,34 @@ def test_each_mistake_is_a_json_rpc_error_with_its_code(tmp_path: Path) -> None:
         parse = client.post(URL, content=b"{not json", headers={"content-type": "application/json"}).json()
         assert _code(parse) == -32700
         assert _code(client.post(URL, json=[]).json()) == -32600
-        legacy = _call(client, "message/send", _message("hi"))
-        assert _code(legacy) == -32601 and "1.0" in legacy["error"]["message"]
+        # A2A 0.3's names and shapes are served too (kinds, lower-case roles and states).
+        legacy_message = {
+            "kind": "message",
+            "messageId": "l",
+            "role": "user",
+            "parts": [{"kind": "text", "text": "hi"}],
+        }
+        legacy = _call(client, "message/send", {"message": legacy_message})["result"]
+        assert (legacy["kind"], legacy["status"]["state"]) == ("task", "input-required")
+        assert [p["kind"] for p in legacy["status"]["message"]["parts"]] == ["text", "data"]
+        assert legacy["status"]["message"]["role"] == "agent"
+        canceled = _call(client, "tasks/cancel", {"id": legacy["id"]})["result"]
+        assert (canceled["kind"], canceled["status"]["state"]) == ("task", "canceled")
+        assert _code(_call(client, "tasks/get", {"id": "nope"})) == -32001
+        body = {"jsonrpc": "2.0", "id": "s", "method": "message/stream", "params": {"message": legacy_message}}
+        with client.stream("POST", URL, json=body) as streamed:
+            frames = [json.loads(f["data"])["result"] for f in sse_frames(streamed.iter_lines())]
+        assert frames[0]["kind"] == "task"
+        updates = [f for f in frames if f["kind"] == "status-update"]
+        assert [u["final"] for u in updates] == [False] * (len(updates) - 1) + [True]
+        assert updates[-1]["status"]["state"] == "input-required"
+        _call(client, "tasks/cancel", {"id": frames[0]["id"]})
+        on_03 = client.post(
+            URL,
+            json={"jsonrpc": "2.0", "id": "1", "method": "tasks/get", "params": {"id": "nope"}},
+            headers={"A2A-Version": "0.3"},
+        )
+        assert _code(on_03.json()) == -32001  # 0.3's methods take 0.3's version header
         assert _code(_call(client, "NoSuchMethod", {})) == -32601
         old = {"jsonrpc": "2.0", "id": "1", "method": "GetTask", "params": {"id": "nope"}}
         assert _code(client.post(URL, json=old, headers={"A2A-Version": "0.3"}).json()) == -32009

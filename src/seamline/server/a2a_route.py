@@ -31,6 +31,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from seamline.errors import InvalidRequest, SeamlineError
 from seamline.server.a2a_tasks import ANSWER_PROMPT, PipelineTasks, TaskTranslator, asked_before, task_of, waiting
+from seamline.server.a2a_v03 import LEGACY_METHODS, legacy_params, legacy_result
 from seamline.server.a2a_wire import (
     PROTOCOL_VERSION,
     AgentCapabilities,
@@ -82,6 +83,7 @@ _ALLOW: Final = frozenset({"allow", "allowed", "yes", "y", "approve", "approved"
 _DENY: Final = frozenset({"deny", "denied", "no", "n", "reject", "rejected"})
 _MODES: Final = ["text/plain", "application/json"]
 _encoder: Final = msgspec.json.Encoder()
+LEGACY_VERSION: Final = "0.3"
 
 
 class RpcCall(msgspec.Struct):
@@ -145,17 +147,18 @@ def _card(request: Request, name: str) -> Response:
     from seamline._version import __version__
 
     spec = run_hub(request).policy.require_agent(name)
+    url = f"{_base(request)}/v1/agents/{spec.name}/a2a"
     described = spec.description or f"seamline agent {spec.name} ({spec.provider})"
     card = AgentCard(
         name=spec.name,
         description=described,
         supported_interfaces=[
-            AgentInterface(
-                url=f"{_base(request)}/v1/agents/{spec.name}/a2a",
-                protocol_binding="JSONRPC",
-                protocol_version=PROTOCOL_VERSION,
-            )
+            AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version=PROTOCOL_VERSION),
+            AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version=LEGACY_VERSION),
         ],
+        url=url,
+        preferred_transport="JSONRPC",
+        protocol_version=f"{LEGACY_VERSION}.0",
         version=__version__,
         capabilities=AgentCapabilities(streaming=True, push_notifications=False, extended_agent_card=False),
         default_input_modes=list(_MODES),
@@ -164,8 +167,8 @@ def _card(request: Request, name: str) -> Response:
         provider=AgentProvider(organization="seamline", url=_base(request)),
     )
     if serve_settings(request).auth:
-        card.security_schemes = {"bearer": {"httpAuthSecurityScheme": {"scheme": "Bearer"}}}
-        card.security_requirements = [{"schemes": {"bearer": {"list": []}}}]
+        card.security_schemes = {"bearer": {"type": "http", "scheme": "bearer"}}
+        card.security = [{"bearer": []}]
     return Response(_encoder.encode(card), media_type="application/json")
 
 
@@ -195,16 +198,25 @@ async def a2a_rpc(request: Request) -> Response:
         return _error_reply(
             call.id, RpcError(_INVALID_REQUEST, "a JSON-RPC 2.0 request has jsonrpc '2.0' and a method")
         )
-    version = request.headers.get("a2a-version", PROTOCOL_VERSION).strip()
-    if version.split(".")[:2] != PROTOCOL_VERSION.split("."):
-        message = f"A2A-Version {version[:20]!r} is not served here; this server speaks A2A {PROTOCOL_VERSION}"
+    legacy = call.method in LEGACY_METHODS
+    served = LEGACY_VERSION if legacy else PROTOCOL_VERSION
+    version = request.headers.get("a2a-version", served).strip()
+    if version.split(".")[:2] != served.split("."):
+        message = f"A2A-Version {version[:20]!r} is not served here; {call.method} is A2A {served}"
         return _error_reply(call.id, RpcError(_VERSION, message))
+    if legacy:
+        try:
+            given = msgspec.json.decode(call.params)
+        except msgspec.DecodeError:  # pragma: no cover - the request decoded whole
+            given = None
+        params = msgspec.Raw(_encoder.encode(legacy_params(call.method, given)))
+        call = RpcRequest(jsonrpc="2.0", method=LEGACY_METHODS[call.method], id=call.id, params=params)
     try:
         handler = _METHODS.get(call.method)
         if handler is None:
             raise RpcError(_NO_METHOD, _unknown_method(call.method))
         pipelines = state_value(request.app.state, "a2a_pipelines", PipelineTasks)
-        return await handler(_Call(hub, agent, call, _base(request), pipelines))
+        return await handler(_Call(hub, agent, call, _base(request), pipelines, legacy=legacy))
     except RpcError as exc:
         return _error_reply(call.id, exc)
     except _Refused as exc:
@@ -221,7 +233,10 @@ class _Refused(Exception):
 class _Call:
     """One JSON-RPC call to one agent."""
 
-    def __init__(self, hub: RunHub, agent: str, call: RpcRequest, base: str, pipelines: PipelineTasks) -> None:
+    def __init__(
+        self, hub: RunHub, agent: str, call: RpcRequest, base: str, pipelines: PipelineTasks, *, legacy: bool = False
+    ) -> None:
+        self.legacy = legacy  # an A2A 0.3 call: its results go back in 0.3's shapes
         self.hub = hub
         self.agent = agent
         self.call = call
@@ -236,12 +251,16 @@ class _Call:
         except msgspec.DecodeError as exc:
             raise RpcError(_INVALID_PARAMS, f"invalid params for {self.call.method}: {exc}") from None
 
+    def _result(self, result: Any) -> Any:
+        return legacy_result(msgspec.to_builtins(result)) if self.legacy else result
+
     def reply(self, result: Any) -> Response:
-        body = _encoder.encode(RpcReply(jsonrpc="2.0", id=self.call.id, result=result))
+        body = _encoder.encode(RpcReply(jsonrpc="2.0", id=self.call.id, result=self._result(result)))
         return Response(body, media_type="application/json")
 
     def frame(self, result: StreamResponse) -> bytes:
-        return b"data: %s\n\n" % _encoder.encode(RpcReply(jsonrpc="2.0", id=self.call.id, result=result))
+        reply = RpcReply(jsonrpc="2.0", id=self.call.id, result=self._result(result))
+        return b"data: %s\n\n" % _encoder.encode(reply)
 
     # -- tasks and contexts ----------------------------------------------------------------
     def run(self, task_id: str) -> tuple[Run, str]:
@@ -380,10 +399,7 @@ def _error_reply(call_id: str | int | None, error: RpcError) -> Response:
 
 
 def _unknown_method(method: str) -> str:
-    legacy = {"message/send", "message/stream", "tasks/get", "tasks/cancel", "tasks/resubscribe"}
-    if method in legacy:
-        return f"{method!r} is an A2A 0.3 method; this server speaks A2A 1.0 (SendMessage, GetTask, …)"
-    return f"no method {method!r}"
+    return f"no method {method!r} (A2A 1.0's, or 0.3's message/send, message/stream, tasks/get, tasks/cancel)"
 
 
 async def _settled(run: Run, context_id: str, after: int) -> None:

@@ -245,8 +245,14 @@ class AgentCard(_Wire):
     default_output_modes: list[str]
     skills: list[AgentSkill]
     provider: AgentProvider | UnsetType = UNSET
+    # Security in the 0.3 form, which 1.0 readers (the SDK's included) convert and 0.3
+    # readers need as it is.
     security_schemes: dict[str, Any] | UnsetType = UNSET
-    security_requirements: list[dict[str, Any]] | UnsetType = UNSET
+    security: list[dict[str, list[str]]] | UnsetType = UNSET
+    # The 0.3 card's interface, for 0.3 clients (a 1.0 reader takes supportedInterfaces).
+    url: str | UnsetType = UNSET
+    preferred_transport: str | UnsetType = UNSET
+    protocol_version: str | UnsetType = UNSET
 
 
 def timestamp(seconds: float | None = None) -> str:
