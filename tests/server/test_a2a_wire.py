@@ -126,7 +126,17 @@ def test_random_and_truncated_bodies_get_a_json_rpc_reply_never_a_crash(tmp_path
         st.builds(
             lambda method, params: json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).encode(),
             st.sampled_from(
-                ["SendMessage", "SendStreamingMessage", "GetTask", "ListTasks", "CancelTask", "SubscribeToTask"]
+                [
+                    "SendMessage",
+                    "SendStreamingMessage",
+                    "GetTask",
+                    "ListTasks",
+                    "CancelTask",
+                    "SubscribeToTask",
+                    "message/send",
+                    "message/stream",
+                    "tasks/get",
+                ]
             ),
             st.one_of(
                 st.none(),
@@ -136,7 +146,14 @@ def test_random_and_truncated_bodies_get_a_json_rpc_reply_never_a_crash(tmp_path
                     st.sampled_from(
                         ["id", "message", "configuration", "historyLength", "pageSize", "pageToken", "status"]
                     ),
-                    st.one_of(st.none(), st.integers(), st.text(max_size=5), st.just({"parts": 3})),
+                    st.one_of(
+                        st.none(),
+                        st.integers(),
+                        st.text(max_size=5),
+                        st.just({"parts": 3}),
+                        st.just({"role": 1, "parts": [{"kind": "file", "file": 2}]}),
+                        st.just({"blocking": False, "pushNotificationConfig": 1}),
+                    ),
                 ),
             ),
         ),
