@@ -57,8 +57,9 @@ RANKS: dict[str, int] = {
     "live": 11, "runner": 11,
     # the Python API and its fakes
     "agent": 12, "testing": 12, "evals": 12,
+    "durable": 12,  # runs on Temporal workers: a face of its own, and what serve --on temporal submits to
     # the faces
-    "server": 13, "acp_agent": 13, "durable": 13, "telemetry": 13,
+    "server": 13, "acp_agent": 13, "telemetry": 13,
     "mcp_server": 14,  # a face over serve's run engine and policy
     "cli": 15,
     "__main__": 16,

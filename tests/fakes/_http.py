@@ -205,6 +205,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
+        api._delivered(reply)
 
 
 class _Server(ThreadingHTTPServer):
@@ -255,6 +256,8 @@ class FakeAPI:
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         self._counter = 0
+        #: streamed replies sent whole (their last frame, the usage one included, written)
+        self.streams_delivered = 0
         #: drop WebSocket upgrade requests mid-handshake instead of answering 404
         self.refuse_websocket = False
 
@@ -312,6 +315,10 @@ class FakeAPI:
         with self._lock:
             self._counter += 1
             return f"{prefix}{self._counter:06d}"
+
+    def _delivered(self, reply: StreamReply) -> None:
+        with self._lock:
+            self.streams_delivered += 1
 
     def _record(self, request: RecordedRequest) -> None:
         with self._lock:

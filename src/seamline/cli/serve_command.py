@@ -24,6 +24,8 @@ examples:
   seamline serve --port 9000 --store runs.db
   SEAMLINE_TOKEN=… seamline serve --host 0.0.0.0 --allow-host box.lan
   seamline serve --agents agents.toml          clients start the declared agents by name
+  seamline serve --on temporal --store postgresql://… --port 8766
+                                               runs on `seamline worker`s; servers share them
 
 Clients choose neither programs nor folders: without --agents they get any provider, one
 that runs a program (an agent CLI, ACP, OpenCode) inside the envelope of --sandbox; no
@@ -115,7 +117,47 @@ def add_parser(commands: Any) -> str:
         metavar="HOST[:PORT]",
         help="a host sandboxed programs may reach besides their model endpoint; repeatable",
     )
+    serve.add_argument(
+        "--on",
+        choices=("here", "temporal"),
+        default="here",
+        help="where runs execute: in this process (default) or on Temporal workers (`seamline worker`), "
+        "every run read from the store, so several servers on one PostgreSQL share them",
+    )
+    serve.add_argument(
+        "--temporal", default=None, metavar="HOST:PORT", help="Temporal frontend for --on temporal ($SEAMLINE_TEMPORAL)"
+    )
+    serve.add_argument("--task-queue", default="seamline", metavar="NAME", help="task queue for --on temporal")
+    serve.add_argument("--namespace", default="default", metavar="NAME", help=argparse.SUPPRESS)
+    serve.add_argument("--heartbeat-s", type=float, default=10.0, metavar="S", help=argparse.SUPPRESS)
+    serve.add_argument("--fallback-s", type=float, default=1.0, metavar="S", help=argparse.SUPPRESS)
     return "serve"
+
+
+def _durable(args: argparse.Namespace) -> Any:
+    """Where runs go with --on temporal (None: here)."""
+    if args.on != "temporal":
+        return None
+    try:
+        import temporalio  # noqa: F401
+    except ImportError:
+        raise SeamlineUsage(f"--on temporal needs the extra: {install_hint('temporal')}") from None
+    if not args.heartbeat_s > 0 or not args.fallback_s > 0:
+        raise SeamlineUsage("--heartbeat-s and --fallback-s must be more than 0")
+    from seamline.locations import default_store_path
+    from seamline.server.remote_runs import DurableTarget
+
+    store = args.store or os.environ.get("SEAMLINE_STORE") or str(default_store_path())
+    if not store.startswith(("postgresql://", "postgres://")):
+        store = str(Path(store).expanduser().resolve())  # workers open the same file
+    return DurableTarget(
+        temporal=args.temporal or os.environ.get("SEAMLINE_TEMPORAL", "127.0.0.1:7233"),
+        task_queue=args.task_queue,
+        store=store,
+        namespace=args.namespace,
+        heartbeat_s=args.heartbeat_s,
+        fallback_s=args.fallback_s,
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -156,6 +198,7 @@ def run(args: argparse.Namespace) -> int:
             notifier = Notifier(args.notify, secret=secret)
         except ValueError as exc:
             raise SeamlineUsage(str(exc)) from None
+    durable = _durable(args)
     store = open_store(args.store)
     app = create_app(
         store,
@@ -170,6 +213,7 @@ def run(args: argparse.Namespace) -> int:
         egress_allow=tuple(args.egress_allow),
         users=users,
         notifier=notifier,
+        durable=durable,
     )
     try:
         # Listening before the address is announced: clients may connect at once.
@@ -183,7 +227,8 @@ def run(args: argparse.Namespace) -> int:
     config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=10)
     server = _server_class(uvicorn)(config)
     shown = f"[{args.host}]" if family == socket.AF_INET6 else args.host
-    print(f"seamline: serving http://{shown}:{port}/ (Ctrl-C stops)", file=sys.stderr, flush=True)
+    where = f" · runs on Temporal {durable.temporal} ({durable.task_queue})" if durable is not None else ""
+    print(f"seamline: serving http://{shown}:{port}/{where} (Ctrl-C stops)", file=sys.stderr, flush=True)
     server.run(sockets=[sock])
     print("seamline: stopped", file=sys.stderr)
     return 0

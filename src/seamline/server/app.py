@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -29,6 +29,7 @@ from seamline.server.agents_file import AgentSpec, ServePolicy, UnknownAgent
 from seamline.server.agui_route import AgUiThreads
 from seamline.server.guard import BodyTooLarge, Guard
 from seamline.server.notify import Notifier
+from seamline.server.remote_runs import DurableTarget, RemoteRunHub
 from seamline.server.routes import ROUTES
 from seamline.server.routes_worktrees import Refused
 from seamline.server.runs import Busy, NotFound, NotPaused, Run, RunHub
@@ -67,6 +68,7 @@ def create_app(
     egress_allow: tuple[str, ...] = (),
     users: UserBook | None = None,
     notifier: Notifier | None = None,
+    durable: DurableTarget | None = None,
 ) -> Guard:
     """The ASGI application of ``seamline serve`` over ``store``. The newest
     ``keep_finished`` finished runs stay readable; older ones are forgotten (their events
@@ -75,6 +77,8 @@ def create_app(
     ``allow_origins``: exact origins (``scheme://host[:port]``) whose pages may call the API.
     ``users``: the users file (their tokens and roles, besides ``token``, an admin's);
     ``notifier``: where notifications of approvals wanted and runs ended go.
+    ``durable``: run on Temporal workers, every run read from the store
+    (:mod:`seamline.server.remote_runs`), instead of in this process.
 
     >>> from seamline.sessions.sqlite_store import SQLiteStore
     >>> app = create_app(SQLiteStore(":memory:"))
@@ -89,17 +93,27 @@ def create_app(
         return create_provider(name, model=model, options=merged)
 
     policy = ServePolicy(Path(workspace), agents, sandbox=sandbox)
-    hub = RunHub(
-        store,
-        workspace=workspace,
-        cancel_grace=cancel_grace,
-        keep_finished=keep_finished,
-        policy=policy,
-        provider_factory=backend,
-        notify=(lambda what, run, details: notifier.emit(what, run.summary() if run else None, details))
+    hub_settings: dict[str, Any] = {
+        "workspace": workspace,
+        "cancel_grace": cancel_grace,
+        "keep_finished": keep_finished,
+        "policy": policy,
+        "provider_factory": backend,
+        "notify": (lambda what, run, details: notifier.emit(what, run.summary() if run else None, details))
         if notifier is not None
         else None,
-    )
+    }
+    if durable is None:
+        hub = RunHub(store, **hub_settings)
+    else:
+        hub = RemoteRunHub(
+            store,
+            durable=durable,
+            options_for=lambda name, options: operator_envelope(
+                provider_class(name), options, mode=options.get("sandbox", sandbox), allow_hosts=egress_allow
+            ),
+            **hub_settings,
+        )
     app = Starlette(routes=ROUTES, lifespan=_lifespan, exception_handlers=_EXCEPTION_HANDLERS)
     app.state.hub = hub
     app.state.store = store

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from starlette.requests import Request
@@ -10,7 +12,8 @@ from starlette.responses import JSONResponse, Response
 from seamline.server.api_models import NewPipelineRun, PipelineList, RunSummary, TraceSummary, TraceVerification
 from seamline.server.inputs import read_body
 from seamline.server.operations import Reply, operation
-from seamline.server.runs import NotFound
+from seamline.server.remote_runs import RemoteRunHub
+from seamline.server.runs import NotFound, Run
 from seamline.server.state import run_hub, session_store
 
 __all__ = ["list_pipelines", "start_pipeline", "trace_summary", "verify_trace"]
@@ -31,7 +34,12 @@ async def list_pipelines(request: Request) -> Response:
 )
 async def start_pipeline(request: Request) -> Response:
     body = await read_body(request, NewPipelineRun)
-    run = await run_hub(request).start_pipeline(
+    hub = run_hub(request)
+    start: Callable[..., Awaitable[Run]] = hub.start_pipeline
+    key = request.headers.get("idempotency-key")
+    if key is not None and isinstance(hub, RemoteRunHub):  # on Temporal: a retry finds the run it started
+        start = functools.partial(hub.start_pipeline, run_id=key)
+    run = await start(
         request.path_params["name"],
         body.prompt,
         provider=body.provider,

@@ -35,9 +35,7 @@ HEARTBEAT: Final = 15.0
 
 @operation("runs this server holds", replies={200: Reply("runs", RunList)}, query=RunsQuery)
 async def list_runs(request: Request) -> Response:
-    wanted = request.query_params.get("session_id")
-    runs = [r.summary() for r in run_hub(request).runs.values() if wanted is None or r.session_id == wanted]
-    return JSONResponse({"runs": runs})
+    return JSONResponse({"runs": run_hub(request).summaries(request.query_params.get("session_id"))})
 
 
 @operation("one run", replies={200: Reply("the run", RunSummary)}, errors=(404,))

@@ -748,6 +748,10 @@ class RunHub:
             run.finish(final.outcome, final.stop_reason)
             self._retire(run)
 
+    def summaries(self, session_id: str | None = None) -> list[dict[str, Any]]:
+        """The runs this server holds (of one session, when given)."""
+        return [r.summary() for r in self.runs.values() if session_id is None or r.session_id == session_id]
+
     def require_run(self, run_id: str) -> Run:
         run = self.runs.get(run_id)
         if run is None:
