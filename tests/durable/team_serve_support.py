@@ -117,6 +117,9 @@ class Follower:
                 try:
                     if self._read(server, budget):
                         return
+                except _OutOfOrder as exc:
+                    self.error = f"run {self.run_id}: {exc}"
+                    return
                 except httpx.HTTPError:
                     pass  # the server died under the stream: read on from the other one
                 self.switches += 1
@@ -133,11 +136,18 @@ class Follower:
                 reply.read()
                 raise httpx.HTTPError(f"{reply.status_code}: {reply.text}")
             for number, data in _sse_events(reply.iter_lines()):
+                expected = self.events[-1][0] + 1 if self.events else 1
+                if number != expected:  # a lost or repeated event: stop here, the test reports it
+                    raise _OutOfOrder(f"{server.name} sent event {number} where {expected} was due")
                 self.events.append((number, data))
                 budget -= 1
                 if budget == 0:
                     return False
         return bool(self.events) and self.events[-1][1].get("type") == "complete"
+
+
+class _OutOfOrder(Exception):
+    """An event id that is not the next one."""
 
 
 def _sse_events(lines: Iterator[str]) -> Iterator[tuple[int, dict[str, object]]]:

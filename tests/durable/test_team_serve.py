@@ -111,9 +111,18 @@ def test_runs_over_two_servers_and_two_workers_survive_kill_9_and_followers_see_
             return int(store._query("SELECT COUNT(*) FROM durable_runs WHERE report IS NOT NULL")[0][0])
 
         worker_killed = False
-        with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
-            futures = [pool.submit(submit, n) for n in range(RUNS)]
-            wait_until(lambda: len(run_ids) >= kill_serve_at, "runs started before the server's kill", timeout=_WAIT_S)
+        futures: list[concurrent.futures.Future[str]] = []
+
+        def started(count: int) -> bool:
+            for future in futures:  # a start that failed fails the test now, not at the bound
+                if future.done():
+                    future.result()
+            return len(run_ids) >= count
+
+        pool = concurrent.futures.ThreadPoolExecutor(max_workers=4)
+        try:
+            futures += [pool.submit(submit, n) for n in range(RUNS)]
+            wait_until(lambda: started(kill_serve_at), "runs started before the server's kill", timeout=_WAIT_S)
             servers[1].kill()  # kill -9 of serve-b's process group, requests and streams in flight
             servers[1].start()
             watch.watch()
@@ -125,6 +134,9 @@ def test_runs_over_two_servers_and_two_workers_survive_kill_9_and_followers_see_
             watch.watch()
             for future in futures:
                 future.result(timeout=_WAIT_S)
+            assert started(RUNS)
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)  # a failed test does not wait out the others
         assert worker_killed and len(set(run_ids)) == RUNS
 
         wait_until(lambda: finished() >= RUNS, f"all {RUNS} runs finished", timeout=_WAIT_S, every=0.5)
@@ -151,7 +163,7 @@ def test_runs_over_two_servers_and_two_workers_survive_kill_9_and_followers_see_
             # Every run has ended in the store: a stream that is not woken now never will be
             # (the servers do not poll), so this bound fails a missing fan-out.
             follower.thread.join(timeout=_STREAM_ENDS_S)
-            assert not follower.thread.is_alive(), f"the follower of run {follower.run_id} was never woken"
+            assert not follower.thread.is_alive(), f"run {follower.run_id} was not followed to its end"
             assert follower.error is None, follower.error
             kept = [msgspec.json.decode(e) for _, _, e in ledger.events_after(follower.run_id, 0, limit=100_000)]
             numbers = [n for n, _ in follower.events]

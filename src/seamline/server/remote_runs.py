@@ -96,16 +96,16 @@ class RunEventsFanout:
             for waiter in waiters:
                 waiter.set()
 
-    async def wait(self, run_id: str, timeout: float) -> None:
-        """Return when the run may have new events, after ``timeout`` at the latest (and
-        after the fallback interval at the latest)."""
+    async def wait(self, run_id: str, timeout: float) -> bool:
+        """Wait for a notification about the run, ``timeout`` seconds at most; whether one came."""
         self._ensure_listening()
         waiter = asyncio.Event()
         self._waiters.setdefault(run_id, set()).add(waiter)
         try:
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(min(timeout, self.fallback_s)):
+                async with asyncio.timeout(timeout):
                     await waiter.wait()
+            return waiter.is_set()
         finally:
             found = self._waiters.get(run_id)
             if found is not None:
@@ -168,7 +168,8 @@ class StoredRun(Run):
         workers write them, until the run's own ``complete``."""
         index = max(0, after)
         loop = asyncio.get_running_loop()
-        quiet_since = loop.time()
+        fanout = self._hub.fanout
+        quiet_since = looked_at = loop.time()
         while True:
             if index < len(self.events):
                 batch = self.events[index : index + most]
@@ -178,12 +179,20 @@ class StoredRun(Run):
                 continue
             if self._ended or self._hub.closing:
                 return
-            limit = heartbeat if heartbeat is not None else 3600.0
-            await self._hub.fanout.wait(self.id, max(0.0, limit - (loop.time() - quiet_since)))
-            if self._read_more():
-                continue
-            if heartbeat is not None and loop.time() - quiet_since >= heartbeat:
-                quiet_since = loop.time()
+            now = loop.time()
+            until = looked_at + fanout.fallback_s  # the next look without a notification
+            if heartbeat is not None:
+                until = min(until, quiet_since + heartbeat)
+            woken = await fanout.wait(self.id, max(0.0, until - now))
+            now = loop.time()
+            # The store is read when a notification says so or the fallback interval passed,
+            # never on a keep-alive's account.
+            if woken or now - looked_at >= fanout.fallback_s:
+                looked_at = now
+                if self._read_more():
+                    continue
+            if heartbeat is not None and now - quiet_since >= heartbeat:
+                quiet_since = now
                 yield index, []
 
     def summary(self) -> dict[str, Any]:
