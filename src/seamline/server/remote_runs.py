@@ -66,6 +66,7 @@ class RunEventsFanout:
         self._waiters: dict[str, set[asyncio.Event]] = {}
         self._task: asyncio.Task[None] | None = None
         self.heard = 0  # notifications received (for status and tests)
+        self.listening = asyncio.Event()  # set while the LISTEN connection is up
 
     def _ensure_listening(self) -> None:
         if self.location is not None and (self._task is None or self._task.done()):
@@ -79,11 +80,13 @@ class RunEventsFanout:
                 conn = await listen(location, CHANNEL)
                 try:
                     self.wake_all()  # rows may have come while no one listened
+                    self.listening.set()
                     async for note in conn.notifies():
                         self.heard += 1
                         for waiter in self._waiters.get(note.payload, ()):
                             waiter.set()
                 finally:
+                    self.listening.clear()
                     await conn.close()
             except asyncio.CancelledError:
                 raise
