@@ -64,14 +64,14 @@ class Serve:
         kill_group(self.proc)
 
 
-def start_run(servers: list[Serve], prompt: str, rng: random.Random, *, deadline: float) -> str:
+def start_run(servers: list[Serve], prompt: str, rng: random.Random, *, deadline: float, stop: threading.Event) -> str:
     """Start a ``single`` pipeline run through one of the servers; a failed request (a
     server killed under it) is asked again, of any server, with the same Idempotency-Key,
     so a run the first one had started is not started twice."""
     key = uuid.uuid4().hex
     body = {"prompt": prompt, "provider": PROVIDER, "model": MODEL}
     last = ""
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and not stop.is_set():  # stop: the test is over
         server = rng.choice(servers)
         try:
             reply = httpx.post(
@@ -83,7 +83,7 @@ def start_run(servers: list[Serve], prompt: str, rng: random.Random, *, deadline
             continue
         if reply.status_code == 201:
             run_id: str = reply.json()["id"]
-            assert run_id == key
+            assert run_id == key, f"a start with Idempotency-Key {key} made run {run_id}"
             return run_id
         last = f"{reply.status_code} {reply.text}"
         time.sleep(0.1)

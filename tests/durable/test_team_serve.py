@@ -8,6 +8,7 @@ mid-stream, see every event of the store exactly once, in order."""
 from __future__ import annotations
 
 import concurrent.futures
+import json
 import os
 import random
 import threading
@@ -91,13 +92,16 @@ def test_runs_over_two_servers_and_two_workers_survive_kill_9_and_followers_see_
         kill_worker_at = rng.randrange(RUNS // 5, RUNS // 2)  # runs finished before worker-2 dies
         follow_at = sorted(rng.sample(range(RUNS // 2), 3))  # the runs the three clients follow
         run_ids: list[str] = []
+        prompts: dict[str, str] = {}
         followers: list[Follower] = []
         lock = threading.Lock()
+        over = threading.Event()  # set when the test ends: clients still retrying give up
 
         def submit(n: int) -> str:
-            run_id = start_run(servers, f"question {n}", random.Random(SEED * 1000 + n), deadline=deadline)
+            run_id = start_run(servers, f"question <{n}>", random.Random(SEED * 1000 + n), deadline=deadline, stop=over)
             with lock:
                 run_ids.append(run_id)
+                prompts[run_id] = f"question <{n}>"
                 if n in follow_at:
                     follower = Follower(servers, run_id, random.Random(SEED + n))
                     followers.append(follower)
@@ -111,6 +115,13 @@ def test_runs_over_two_servers_and_two_workers_survive_kill_9_and_followers_see_
             return int(store._query("SELECT COUNT(*) FROM durable_runs WHERE report IS NOT NULL")[0][0])
 
         worker_killed = False
+
+        def busy(pid: int) -> bool:
+            rows = store._query(
+                "SELECT COUNT(*) FROM durable_turns WHERE status = 'running' AND worker LIKE ?", (f"{pid}@%",)
+            )
+            return int(rows[0][0]) > 0
+
         futures: list[concurrent.futures.Future[str]] = []
 
         def started(count: int) -> bool:
@@ -126,7 +137,13 @@ def test_runs_over_two_servers_and_two_workers_survive_kill_9_and_followers_see_
             servers[1].kill()  # kill -9 of serve-b's process group, requests and streams in flight
             servers[1].start()
             watch.watch()
-            wait_until(lambda: finished() >= kill_worker_at, "runs finished before the worker's kill", timeout=_WAIT_S)
+            # The worker dies mid-turn: after a seeded number of finished runs, while it runs one.
+            wait_until(
+                lambda: finished() >= kill_worker_at and busy(doomed.pid),
+                "the worker running a turn after the seeded number of runs",
+                timeout=_WAIT_S,
+                every=0.02,
+            )
             os.killpg(doomed.pid, 9)
             doomed.wait(timeout=30)
             worker_killed = True
@@ -136,6 +153,7 @@ def test_runs_over_two_servers_and_two_workers_survive_kill_9_and_followers_see_
                 future.result(timeout=_WAIT_S)
             assert started(RUNS)
         finally:
+            over.set()
             pool.shutdown(wait=False, cancel_futures=True)  # a failed test does not wait out the others
         assert worker_killed and len(set(run_ids)) == RUNS
 
@@ -147,15 +165,38 @@ def test_runs_over_two_servers_and_two_workers_survive_kill_9_and_followers_see_
         assert int(store._query("SELECT COUNT(*) FROM durable_runs")[0][0]) == RUNS
 
         # The ledger (usage recorded in the store, a killed worker's spend included) equals
-        # what the fake model API delivered.
-        tokens_in, tokens_out = store._query(
-            "SELECT COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0) FROM durable_turns"
-        )[0]
-        delivered = fake.streams_delivered
-        assert delivered >= RUNS
-        assert (int(tokens_in), int(tokens_out)) == (
-            delivered * USAGE["input_tokens"],
-            delivered * USAGE["output_tokens"],
+        # what the fake model API delivered, run by run, but for one window: a response the
+        # fake finished sending to the worker killed before it recorded the usage. Such a
+        # loss is allowed only on a turn that was started again (its first start died), one
+        # response at most, and the test says how many there were.
+        delivered: dict[str, int] = {}
+        for request in fake.delivered:
+            text = json.dumps(request.body)
+            for run_id, prompt in prompts.items():
+                if prompt in text:  # "question <1>" is in no other run's prompt
+                    delivered[run_id] = delivered.get(run_id, 0) + 1
+                    break
+        assert sum(delivered.values()) == len(fake.delivered), "a delivered request names no run"
+        lost: list[str] = []
+        for run_id in run_ids:
+            turns = ledger.turns(run_id)
+            recorded_in = sum(int(t["input_tokens"] or 0) for t in turns.values())
+            recorded_out = sum(int(t["output_tokens"] or 0) for t in turns.values())
+            sent = delivered.get(run_id, 0)
+            responses = recorded_in // USAGE["input_tokens"]
+            assert (recorded_in, recorded_out) == (
+                responses * USAGE["input_tokens"],
+                responses * USAGE["output_tokens"],
+            )
+            if responses != sent:
+                assert sent - responses == 1 and max(t["starts"] for t in turns.values()) >= 2, (run_id, sent, turns)
+                lost.append(run_id)
+        assert len(lost) <= 2, lost  # the responses in flight to one killed worker
+        retried = int(store._query("SELECT COUNT(*) FROM durable_turns WHERE starts > 1")[0][0])
+        assert retried >= 1, "the killed worker's turn was not started again"
+        print(
+            f"\nteam serve: {RUNS} runs, {len(fake.delivered)} responses delivered, {retried} turns started again, "
+            f"{len(lost)} responses lost with the killed worker"
         )
 
         for follower in followers:

@@ -161,7 +161,7 @@ class _Handler(BaseHTTPRequestHandler):
             if isinstance(reply, JsonReply):
                 self._send_json(reply)
             else:
-                self._send_stream(reply)
+                self._send_stream(reply, request)
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
 
@@ -176,7 +176,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
         self.wfile.flush()
 
-    def _send_stream(self, reply: StreamReply) -> None:
+    def _send_stream(self, reply: StreamReply, request: RecordedRequest) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream; charset=utf-8")
         self.send_header("Cache-Control", "no-cache")
@@ -205,7 +205,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
-        api._delivered(reply)
+        api._delivered(request)
 
 
 class _Server(ThreadingHTTPServer):
@@ -256,8 +256,8 @@ class FakeAPI:
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         self._counter = 0
-        #: streamed replies sent whole (their last frame, the usage one included, written)
-        self.streams_delivered = 0
+        #: the requests whose streamed reply was sent whole (the last frame, usage included, written)
+        self.delivered: list[RecordedRequest] = []
         #: drop WebSocket upgrade requests mid-handshake instead of answering 404
         self.refuse_websocket = False
 
@@ -316,9 +316,9 @@ class FakeAPI:
             self._counter += 1
             return f"{prefix}{self._counter:06d}"
 
-    def _delivered(self, reply: StreamReply) -> None:
+    def _delivered(self, request: RecordedRequest) -> None:
         with self._lock:
-            self.streams_delivered += 1
+            self.delivered.append(request)
 
     def _record(self, request: RecordedRequest) -> None:
         with self._lock:
