@@ -28,6 +28,7 @@ from seamline.durable.ledger import RUN_EVENTS, RunLedger
 from seamline.durable.wakeup import CHANNEL
 from seamline.errors import InvalidRequest, TransportFailure
 from seamline.events import Complete, Event, PermissionRequest, Usage, decode_event
+from seamline.providers.pause import OnBudget
 from seamline.server.runs import NotFound, Run, RunHub, RunStatus
 from seamline.tools.permissions import PermissionAnswer
 
@@ -264,10 +265,12 @@ class RemoteRunHub(RunHub):
         max_steps: int = 50,
         budget_usd: float | None = None,
         agent: str | None = None,
+        on_budget: OnBudget | None = None,
         run_id: str | None = None,
     ) -> Run:
         """Keep the run's spec and start its workflow; with ``run_id`` (a client's retry
-        after a lost reply) a run already started is returned, not started twice."""
+        after a lost reply) a run already started is returned, not started twice. A budget
+        that pauses is not offered on Temporal yet (400)."""
         from seamline.durable.client import workflow_id
         from seamline.durable.steps import RunSpec
         from seamline.durable.workflow import WORKFLOW
@@ -281,6 +284,8 @@ class RemoteRunHub(RunHub):
             raise InvalidRequest("the prompt is empty")
         if max_steps < 1:
             raise InvalidRequest("max_steps must be at least 1")
+        if on_budget == "pause":
+            raise InvalidRequest('on_budget "pause" is not offered by a server on Temporal yet; use "fail"')
         if run_id is not None and not _RUN_ID.match(run_id):
             raise InvalidRequest("a run id is 32 lower-case hex digits")
         plan = self.policy.plan(
