@@ -147,3 +147,40 @@ def test_a_commit_between_turns_makes_the_next_scan_ask_git_again(tmp_path: Path
         )
     finally:
         journal.close()
+
+
+def _inotify_fds() -> int:
+    fds = os.listdir("/proc/self/fd")
+    found = 0
+    for fd in fds:
+        try:
+            found += os.readlink(f"/proc/self/fd/{fd}") == "anon_inode:inotify"
+        except OSError:
+            continue
+    return found
+
+
+def test_a_scan_that_fails_keeps_no_watch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    if not watching_enabled():
+        pytest.skip("not on this machine: no inotify")
+    import seamline.sandbox.file_index as file_index
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "a.txt").write_text("a\n")
+    real_walk = file_index.walk_tree
+
+    def failing_walk(*args: object, **kwargs: object) -> object:
+        yield from real_walk(*args, **kwargs)  # type: ignore[arg-type]
+        raise OSError("the disk went away")
+
+    monkeypatch.setattr(file_index, "walk_tree", failing_walk)
+    before = _inotify_fds()
+    journal = EditJournal(tmp_path / "s.edits.db")
+    try:
+        with pytest.raises(OSError, match="disk went away"):
+            with journal.track(run_id="r", workspace=ws, tool="t", call_id="c"):
+                pass
+        assert _inotify_fds() == before
+    finally:
+        journal.close()

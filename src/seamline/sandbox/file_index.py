@@ -299,6 +299,10 @@ class FileIndex:
                     states[rel] = self._state(root, rel, st, known, max_bytes, on_read, ready)
                 if ready is not None and ready.seen is None:
                     ready.seen = set(states)
+        except BaseException:
+            if watch is not None:
+                watch.close()  # a scan that failed keeps no watch: its descriptor goes
+            raise
         finally:
             if progress is not None:
                 progress.end()
