@@ -112,9 +112,9 @@ class _CountingHandler(fake_http._Handler):
         self._answering()
         super()._send_json(reply)
 
-    def _send_stream(self, reply: StreamReply) -> None:
+    def _send_stream(self, reply: StreamReply, request: RecordedRequest) -> None:
         self._answering()
-        super()._send_stream(reply)
+        super()._send_stream(reply, request)
 
     def _refuse(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
