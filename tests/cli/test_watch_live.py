@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -48,6 +49,28 @@ def test_a_run_of_another_process_shows_at_once(store_location: str) -> None:
                 "the other process's run, finished, in the table",
             )
             assert source.woken >= 1  # the store said so: the hour-long tick never came
+
+    try:
+        asyncio.run(drive())
+    finally:
+        store.close()
+
+
+def test_a_highlight_that_arrives_once_the_table_is_gone_is_ignored(tmp_path: Path) -> None:
+    """The last refresh's highlight may reach the app while it closes, its table removed:
+    it failed the whole `seamline watch` with NoMatches('#runs')."""
+    from typing import Any, cast
+
+    location = str(tmp_path / "s.db")
+    store = open_store(location)
+    source = StoreSource(store, location=location, interval=_HOUR)
+    app = FleetApp(source, interval=_HOUR)
+
+    async def drive() -> None:
+        async with app.run_test(size=SIZE):
+            await app.query_one("#runs").remove()
+            app.on_data_table_row_highlighted(cast(Any, None))
+            assert not app.query("#runs")
 
     try:
         asyncio.run(drive())

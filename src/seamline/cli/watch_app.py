@@ -189,6 +189,10 @@ class FleetApp(App[None]):
         self._follow_selected()
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        # A highlight queued by the last refresh may arrive while the app closes, its table
+        # already gone: nothing to follow then.
+        if self._closing or not self.query("#runs"):
+            return
         self._follow_selected()
 
     def _cursor_key(self) -> str | None:
