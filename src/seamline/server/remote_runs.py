@@ -274,34 +274,16 @@ class RemoteRunHub(RunHub):
         from seamline.durable.client import workflow_id
         from seamline.durable.steps import RunSpec
         from seamline.durable.workflow import WORKFLOW
-        from seamline.pipeline.builtin import BUILTIN_PIPELINES
         from seamline.runner import RunOptions
 
-        definition = BUILTIN_PIPELINES.get(name)
-        if definition is None:
-            raise NotFound(f"no pipeline {name!r}; built in: {', '.join(BUILTIN_PIPELINES)}")
-        if not prompt.strip():
-            raise InvalidRequest("the prompt is empty")
-        if max_steps < 1:
-            raise InvalidRequest("max_steps must be at least 1")
         if on_budget == "pause":
             raise InvalidRequest('on_budget "pause" is not offered by a server on Temporal yet; use "fail"')
         if run_id is not None and not _RUN_ID.match(run_id):
             raise InvalidRequest("a run id is 32 lower-case hex digits")
-        plan = self.policy.plan(
-            provider=provider,
-            model=model,
-            options=dict(options or {}),
-            workspace=workspace,
-            yes=yes,
-            agent=agent,
-            budget_usd=budget_usd,
-        )
-        given = plan.run_options(max_steps=max_steps)
-        from seamline.server.users import ACTING
-
-        user = ACTING.get()
-        budget = self._allowance(user, given.budget_usd)
+        definition, given, _, budget = self._pipeline_request(
+            name, prompt, max_steps, provider=provider, model=model, options=dict(options or {}),
+            workspace=workspace, yes=yes, agent=agent, budget_usd=budget_usd,
+        )  # fmt: skip
         assert isinstance(given.provider, str)  # a plan names its provider
         given = RunOptions(
             provider=given.provider,

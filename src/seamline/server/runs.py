@@ -41,6 +41,7 @@ from seamline.tools.permissions import PermissionAnswer, PermissionService
 from seamline.tools.workspace import Workspace, workspace_tools
 
 if TYPE_CHECKING:
+    from seamline.definitions import PipelineDefinition
     from seamline.pipeline.controller import PipelineController
     from seamline.sandbox.journal import EditJournal
 
@@ -657,6 +658,25 @@ class RunHub:
             return
         run.finish(final.outcome, final.stop_reason)
 
+    def _pipeline_request(
+        self, name: str, prompt: str, max_steps: int, **plan: Any
+    ) -> tuple[PipelineDefinition, RunOptions, User | None, float | None]:
+        """What every hub checks of a pipeline run's request, and what the policy makes of
+        it (``plan``: :meth:`ServePolicy.plan`'s arguments): the pipeline, the run's
+        options, who asks, and the budget they may spend."""
+        from seamline.pipeline.builtin import BUILTIN_PIPELINES
+
+        definition = BUILTIN_PIPELINES.get(name)
+        if definition is None:
+            raise NotFound(f"no pipeline {name!r}; built in: {', '.join(BUILTIN_PIPELINES)}")
+        if not prompt.strip():
+            raise InvalidRequest("the prompt is empty")
+        if max_steps < 1:
+            raise InvalidRequest("max_steps must be at least 1")
+        given = self.policy.plan(**plan).run_options(max_steps=max_steps)
+        user = ACTING.get()
+        return definition, given, user, self._allowance(user, given.budget_usd)
+
     async def start_pipeline(
         self,
         name: str,
@@ -676,27 +696,11 @@ class RunHub:
         beside the store, so the run id is also the trace's. ``on_budget="pause"``: the
         shared budget pauses every role, until :meth:`raise_budget`."""
         from seamline.live import open_run
-        from seamline.pipeline.builtin import BUILTIN_PIPELINES
 
-        definition = BUILTIN_PIPELINES.get(name)
-        if definition is None:
-            raise NotFound(f"no pipeline {name!r}; built in: {', '.join(BUILTIN_PIPELINES)}")
-        if not prompt.strip():
-            raise InvalidRequest("the prompt is empty")
-        if max_steps < 1:
-            raise InvalidRequest("max_steps must be at least 1")
-        plan = self.policy.plan(
-            provider=provider,
-            model=model,
-            options=dict(options or {}),
-            workspace=workspace,
-            yes=yes,
-            agent=agent,
-            budget_usd=budget_usd,
-        )
-        given = plan.run_options(max_steps=max_steps)
-        user = ACTING.get()
-        pipeline_budget = self._allowance(user, given.budget_usd)
+        definition, given, user, pipeline_budget = self._pipeline_request(
+            name, prompt, max_steps, provider=provider, model=model, options=dict(options or {}),
+            workspace=workspace, yes=yes, agent=agent, budget_usd=budget_usd,
+        )  # fmt: skip
         backend = self._backend(given)
         ws = Workspace(given.workspace)
         run = Run(
